@@ -1,0 +1,140 @@
+/* attention.h -- multi-head attention, float32, as PyTorch's
+ * nn.MultiheadAttention(batch_first=True) computes it.
+ *
+ * This module knows numbers only: no HTTP, no JSON. A caller fills a
+ * `struct att_params` with borrowed pointers to row-major float arrays and
+ * their sizes, provides output buffers, and calls att_forward():
+ *
+ *     struct att_params p;
+ *     att_params_init(&p);
+ *     p.N = 1; p.L = 4; p.S = 4; p.E = 8; p.kdim = 8; p.vdim = 8; p.H = 2;
+ *     p.query = q; p.key = k; p.value = v;
+ *     struct att_error err;
+ *     if (att_forward(out, weights, &p, &err) != ATT_OK)
+ *         fprintf(stderr, "%s: %s\n", att_status_str(err.code), err.msg);
+ *
+ * att_check() validates parameters and computes output sizes without doing
+ * any work, so a caller can size (and limit) its buffers first.
+ *
+ * Semantics:
+ *   q = query·Wqᵀ + bq, k = key·Wkᵀ + bk, v = value·Wvᵀ + bv (PyTorch Linear
+ *   layout, out × in). An absent matrix is the identity (its dimensions must
+ *   allow it), an absent bias is zero. Head h uses columns h·d … (h+1)·d,
+ *   d = E / H. scores = q_h·k_hᵀ·scale (+ float mask), blocked positions take
+ *   no weight, softmax over S, context_h = weights_h·v_h, and
+ *   out = concat(context)·Woᵀ + bo. A row whose every key is blocked gets
+ *   all-zero weights (PyTorch gives NaN) and a zero context.
+ *
+ * Threading: att_forward() is reentrant and may be called from many threads
+ * at once; it allocates its own workspace per call. OpenBLAS is global
+ * state, so the process sets its thread count once with att_init() before
+ * the first call. Policy (see README "Threading"):
+ *   - we link Debian's pthread build of OpenBLAS; the serial build has given
+ *     wrong sgemm results under concurrent calls, so if att_init() finds a
+ *     serial build it serialises BLAS calls behind a mutex;
+ *   - the pthread build crashes past 128 concurrently calling threads, so at
+ *     most ATT_MAX_CONCURRENT calls run at once; further callers wait;
+ *   - callers should keep workers × blas_threads ≤ cores.
+ */
+#ifndef ATT_ATTENTION_H
+#define ATT_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ATT_MAX_CONCURRENT 64
+
+/* Status codes: 0 is success, negatives are failures. */
+enum att_status {
+    ATT_OK = 0,
+    ATT_EPARAM = -1,    /* a parameter is out of its range */
+    ATT_ESHAPE = -2,    /* tensor shapes do not agree */
+    ATT_ETOOBIG = -3,   /* a size overflows size_t or int */
+    ATT_ENOMEM = -4,    /* an allocation failed */
+};
+
+struct att_error {
+    int code;      /* enum att_status */
+    char msg[160]; /* names the parameter at fault */
+};
+
+/* Name of a status code ("ok", "invalid_parameter", "shape_mismatch", ...). */
+const char *att_status_str(int code);
+
+enum att_mask_kind {
+    ATT_MASK_NONE = 0,
+    ATT_MASK_CAUSAL, /* key j > query i blocked; needs L == S */
+    ATT_MASK_BOOL,   /* uint8_t, nonzero = blocked */
+    ATT_MASK_FLOAT,  /* float added to the scores; -inf blocks */
+};
+
+enum att_weights_mode {
+    ATT_WEIGHTS_NONE = 0, /* no weights: the (N, H, L, S) buffer is never made */
+    ATT_WEIGHTS_PER_HEAD, /* weights: (N, H, L, S) */
+    ATT_WEIGHTS_AVERAGE,  /* weights: (N, L, S), mean over heads */
+};
+
+/* Every pointer is borrowed for the duration of the call; none is freed. */
+struct att_params {
+    int N, L, S;         /* batch, target length, source length */
+    int E, kdim, vdim;   /* embed dim, key dim, value dim */
+    int H;               /* number of heads; E % H == 0 */
+
+    const float *query;  /* (N, L, E) */
+    const float *key;    /* (N, S, kdim) */
+    const float *value;  /* (N, S, vdim) */
+
+    /* Either packed in_proj_weight, or any of q/k/v_proj_weight, or none. */
+    const float *in_proj_weight; /* (3E, E); needs kdim == vdim == E */
+    const float *q_proj_weight;  /* (E, E) or NULL = identity */
+    const float *k_proj_weight;  /* (E, kdim) or NULL = identity (kdim == E) */
+    const float *v_proj_weight;  /* (E, vdim) or NULL = identity (vdim == E) */
+    const float *in_proj_bias;   /* (3E) or NULL = zero */
+    const float *out_proj_weight;/* (E, E) or NULL = identity */
+    const float *out_proj_bias;  /* (E) or NULL = zero */
+
+    int has_scale;       /* 0: scale = 1/sqrt(E/H) */
+    float scale;         /* > 0 and finite when has_scale */
+
+    int mask_kind;       /* enum att_mask_kind */
+    int mask_ndim;       /* 2: (L, S) or 3: (N·H, L, S), index n·H + h */
+    int mask_shape[3];   /* declared shape, checked against L, S, N·H */
+    const uint8_t *bool_mask;  /* ATT_MASK_BOOL */
+    const float *float_mask;   /* ATT_MASK_FLOAT */
+
+    const uint8_t *key_padding_mask; /* (N, S), nonzero = ignored; or NULL */
+
+    int weights_mode;        /* enum att_weights_mode */
+    int positional_encoding; /* 1: add sinusoidal PE to query, key, value */
+};
+
+/* Zero every field: no weights, no masks, default scale, no outputs. */
+void att_params_init(struct att_params *p);
+
+/* Validate p and report the number of floats att_forward() will write to
+ * out (*out_len) and to weights (*weights_len, 0 when not requested).
+ * Returns ATT_OK or a failure with err filled in. */
+int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
+              struct att_error *err);
+
+/* Set OpenBLAS's thread count (≥ 1) and detect its threading model.
+ * Call once before the first att_forward(); not thread-safe itself. */
+void att_init(int blas_threads);
+
+/* Fast path on OpenBLAS.
+ * out: (N, L, E); weights: (N, H, L, S), (N, L, S) or NULL per weights_mode.
+ * Returns ATT_OK or a failure with err filled in (err may be NULL). */
+int att_forward(float *out, float *weights, const struct att_params *p,
+                struct att_error *err);
+
+/* Plain loops with double accumulation; same contract as att_forward().
+ * Slow; for tests and benchmarks. */
+int att_forward_ref(float *out, float *weights, const struct att_params *p,
+                    struct att_error *err);
+
+/* Add the sinusoidal positional encoding to x in place.
+ * x: (N, T, D); PE(pos, 2i) = sin(pos / 10000^(2i/D)),
+ * PE(pos, 2i+1) = cos(pos / 10000^(2i/D)). */
+void att_add_positional_encoding(float *x, int N, int T, int D);
+
+#endif

@@ -1,0 +1,34 @@
+#include "tests/check.h"
+
+#include <math.h>
+#include <stdio.h>
+
+int check_tensor(const char *name, const float *got, const float *want, size_t n,
+                 double atol, double rtol)
+{
+    double maxd = 0.0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= atol + rtol * fabs((double)want[i]))) { /* NaN fails too */
+            if (bad < 5)
+                fprintf(stderr, "  %s[%zu]: got %.9g want %.9g (|d| %.3g)\n",
+                        name, i, (double)got[i], (double)want[i], d);
+            bad++;
+        }
+        if (d > maxd || isnan(d))
+            maxd = d;
+    }
+    if (bad)
+        fprintf(stderr, "%s: %zu of %zu elements out of tolerance, max |d| %.3g\n",
+                name, bad, n, maxd);
+    return bad == 0;
+}
+
+float check_randf(unsigned long long *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}

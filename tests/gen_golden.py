@@ -1,0 +1,605 @@
+#!/usr/bin/python3
+"""Generate golden reference cases for POST /attention into tests/golden/.
+
+Run with Debian's PyTorch 1.13:  /usr/bin/python3 tests/gen_golden.py
+
+Each case is one JSON file {name, description, request, expected}. Inputs are
+float32 drawn from a per-case numpy default_rng seed; the expected values are
+computed by torch.nn.functional.multi_head_attention_forward in float64 on the
+exact float32 inputs, then rounded to float32. Floats are written as
+repr(float(x)), which parses back to the same float32.
+
+How the service's semantics are mapped onto PyTorch 1.13:
+  * batch_first (N, L, E) is transposed to PyTorch's (L, N, E); unbatched
+    requests are run as N = 1 and squeezed.
+  * absent key -> query, absent value -> key; absent matrices -> identity,
+    absent biases -> zero (passed to torch explicitly).
+  * a custom scale s is emulated by multiplying Wq and bq by s * sqrt(d).
+  * sinusoidal PE is computed in float64, cast to float32 and added in
+    float32 to query, key and value (each with its own length and width).
+  * "causal" becomes a bool (L, S) mask with j > i blocked.
+  * fully blocked rows: PyTorch yields NaN; the service gives that (row, head)
+    all-zero weights and a zero context. Because a row may be fully blocked in
+    one head only (3-D masks), torch is run with its out-projection replaced
+    by a pass-through to get the per-head context, NaN contexts/weights are replaced by zero,
+    and the real out-projection (and head averaging) is applied afterwards.
+    A row blocked in every head thus ends up equal to out_proj_bias.
+Every case is also checked against an independent numpy float64
+implementation of the service's semantics.
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+torch.set_num_threads(1)  # deterministic reductions
+
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+
+
+# ---------------------------------------------------------------- helpers
+
+class Gen:
+    """Per-case deterministic float32 generator."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def normal(self, *shape, std=1.0):
+        return (self.rng.standard_normal(shape) * std).astype(np.float32)
+
+    def weight(self, out_dim, in_dim):
+        return self.normal(out_dim, in_dim, std=1.0 / math.sqrt(in_dim))
+
+    def bias(self, n):
+        return self.normal(n, std=0.1)
+
+    def bools(self, *shape, p=0.3):
+        return self.rng.random(shape) < p
+
+    def float_mask(self, *shape, p_block=0.15):
+        m = self.normal(*shape, std=2.0)
+        m[self.rng.random(shape) < p_block] = np.float32(-1e4)
+        return m.astype(np.float32)
+
+
+def tensor_json(a):
+    a = np.asarray(a)
+    if a.dtype == np.bool_:
+        data = [bool(x) for x in a.ravel()]
+    else:
+        a32 = a.astype(np.float32)
+        data = [float(x) for x in a32.ravel()]
+        for x in data:
+            if not math.isfinite(x):
+                raise ValueError("non-finite value in tensor")
+    return {"shape": list(a.shape), "data": data}
+
+
+def sinusoidal_pe(T, D):
+    """(T, D) float32; computed in float64 then cast."""
+    pe = np.zeros((T, D), dtype=np.float64)
+    pos = np.arange(T, dtype=np.float64)[:, None]
+    for c in range(D):
+        i = c // 2
+        ang = pos[:, 0] / np.power(10000.0, (2.0 * i) / D)
+        pe[:, c] = np.sin(ang) if c % 2 == 0 else np.cos(ang)
+    return pe.astype(np.float32)
+
+
+def t64(a):
+    return torch.from_numpy(np.ascontiguousarray(np.asarray(a, dtype=np.float64)))
+
+
+# ------------------------------------------------------- expected via torch
+
+def resolve(req):
+    """Turn a request into batched float32 arrays plus resolved parameters."""
+    q = np.asarray(req["query"]["data"], dtype=np.float32).reshape(req["query"]["shape"])
+    batched = q.ndim == 3
+    k = (np.asarray(req["key"]["data"], dtype=np.float32).reshape(req["key"]["shape"])
+         if "key" in req else q.copy())
+    v = (np.asarray(req["value"]["data"], dtype=np.float32).reshape(req["value"]["shape"])
+         if "value" in req else k.copy())
+    if not batched:
+        q, k, v = q[None], k[None], v[None]
+    N, L, E = q.shape
+    S, kdim, vdim = k.shape[1], k.shape[2], v.shape[2]
+    H = req["num_heads"]
+    if req.get("positional_encoding") == "sinusoidal":
+        q = (q + sinusoidal_pe(L, E)[None]).astype(np.float32)
+        k = (k + sinusoidal_pe(S, kdim)[None]).astype(np.float32)
+        v = (v + sinusoidal_pe(S, vdim)[None]).astype(np.float32)
+
+    w = req.get("weights", {})
+
+    def get(name):
+        if name not in w:
+            return None
+        return np.asarray(w[name]["data"], dtype=np.float32).reshape(w[name]["shape"])
+
+    packed = get("in_proj_weight")
+    if packed is not None:
+        Wq, Wk, Wv = packed[:E], packed[E:2 * E], packed[2 * E:]
+    else:
+        Wq, Wk, Wv = get("q_proj_weight"), get("k_proj_weight"), get("v_proj_weight")
+        if Wq is None:
+            Wq = np.eye(E, dtype=np.float32)
+        if Wk is None:
+            assert kdim == E
+            Wk = np.eye(E, dtype=np.float32)
+        if Wv is None:
+            assert vdim == E
+            Wv = np.eye(E, dtype=np.float32)
+    b_in = get("in_proj_bias")
+    if b_in is None:
+        b_in = np.zeros(3 * E, dtype=np.float32)
+    Wo = get("out_proj_weight")
+    if Wo is None:
+        Wo = np.eye(E, dtype=np.float32)
+    bo = get("out_proj_bias")
+    if bo is None:
+        bo = np.zeros(E, dtype=np.float32)
+
+    # masks -> bool block mask (N*H or 1, L, S) and float add mask
+    block = np.zeros((1, L, S), dtype=bool)
+    add = np.zeros((1, L, S), dtype=np.float32)
+    am = req.get("attn_mask")
+    mask_kind = None
+    if am == "causal":
+        mask_kind = "bool"
+        assert L == S
+        block = np.triu(np.ones((L, S), dtype=bool), k=1)[None]
+    elif am is not None:
+        arr = np.asarray(am["data"]).reshape(am["shape"])
+        if arr.ndim == 2:
+            arr = arr[None]
+        assert arr.shape[1:] == (L, S) and arr.shape[0] in (1, N * H)
+        if all(isinstance(x, bool) for x in am["data"]):
+            mask_kind = "bool"
+            block = arr.astype(bool)
+        else:
+            mask_kind = "float"
+            add = arr.astype(np.float32)
+    kpm = None
+    if "key_padding_mask" in req:
+        kpm = np.asarray(req["key_padding_mask"]["data"], dtype=bool)
+        kpm = kpm.reshape(N, S)
+
+    return dict(q=q, k=k, v=v, batched=batched, N=N, L=L, S=S, E=E, kdim=kdim,
+                vdim=vdim, H=H, packed=packed, Wq=Wq, Wk=Wk, Wv=Wv, b_in=b_in,
+                Wo=Wo, bo=bo, mask_kind=mask_kind, block=block, add=add, kpm=kpm,
+                scale=req.get("scale"),
+                need_weights=req.get("need_weights", True),
+                average=req.get("average_attn_weights", False))
+
+
+def _call_without_out_proj(E, common, proj):
+    """Run F.multi_head_attention_forward with its final out-projection
+    replaced by the identity function: F.linear (looked up as a module
+    global by multi_head_attention_forward) is wrapped for the duration of
+    the call so that a call with the sentinel weight returns its input."""
+    sentinel = torch.eye(E, dtype=torch.float64)
+    orig_linear = F.linear
+    seen = []
+
+    def linear(x, w, b=None):
+        if w is sentinel:
+            seen.append(True)
+            return x
+        return orig_linear(x, w, b)
+
+    F.linear = linear
+    try:
+        res = F.multi_head_attention_forward(out_proj_weight=sentinel,
+                                             out_proj_bias=None, **common, **proj)
+    finally:
+        F.linear = orig_linear
+    assert seen == [True], "out-projection pass-through not applied"
+    return res
+
+
+def expected_torch(r):
+    N, L, S, E, H = r["N"], r["L"], r["S"], r["E"], r["H"]
+    d = E // H
+    c = 1.0 if r["scale"] is None else r["scale"] * math.sqrt(d)
+    Wq = t64(r["Wq"]) * c
+    b_in = t64(r["b_in"]).clone()
+    b_in[:E] *= c
+
+    query = t64(r["q"]).transpose(0, 1)
+    key = t64(r["k"]).transpose(0, 1)
+    value = t64(r["v"]).transpose(0, 1)
+
+    if r["mask_kind"] is None:
+        attn_mask = None
+    elif r["mask_kind"] == "bool":
+        attn_mask = torch.from_numpy(r["block"].copy())
+    else:
+        attn_mask = t64(r["add"])
+    if attn_mask is not None and attn_mask.shape[0] == 1:
+        attn_mask = attn_mask[0]
+    kpm = None if r["kpm"] is None else torch.from_numpy(r["kpm"].copy())
+
+    common = dict(query=query, key=key, value=value, embed_dim_to_check=E,
+                  num_heads=H, in_proj_bias=b_in, bias_k=None, bias_v=None,
+                  add_zero_attn=False, dropout_p=0.0, training=False,
+                  key_padding_mask=kpm, need_weights=True, attn_mask=attn_mask,
+                  average_attn_weights=False)
+    if r["packed"] is not None:
+        w_packed = torch.cat([Wq, t64(r["Wk"]), t64(r["Wv"])], dim=0)
+        proj = dict(in_proj_weight=w_packed, use_separate_proj_weight=False)
+    else:
+        proj = dict(in_proj_weight=None, use_separate_proj_weight=True,
+                    q_proj_weight=Wq, k_proj_weight=t64(r["Wk"]),
+                    v_proj_weight=t64(r["Wv"]))
+
+    # Pass-through out-projection: the output is the concatenated per-head
+    # context. (A matmul by an identity matrix would spread one head's NaN
+    # over the whole row, since NaN * 0 = NaN.)
+    ctx, wts = _call_without_out_proj(E, common, proj)
+    ctx = ctx.transpose(0, 1).reshape(N, L, H, d)   # (N, L, H, d)
+    wts = wts.clone()                               # (N, H, L, S)
+
+    nan_rows = torch.isnan(wts).any(dim=-1)         # (N, H, L)
+    assert torch.equal(nan_rows, torch.isnan(wts).all(dim=-1))
+    ctx_nan = torch.isnan(ctx).any(dim=-1).permute(0, 2, 1)  # (N, H, L)
+    assert torch.equal(nan_rows, ctx_nan), "NaN context/weights disagree"
+    wts[torch.isnan(wts)] = 0.0
+    ctx[torch.isnan(ctx)] = 0.0
+
+    out = F.linear(ctx.reshape(N, L, E), t64(r["Wo"]), t64(r["bo"]))
+
+    # Plain call (real out-projection): must agree wherever nothing is blocked.
+    out_direct, w_direct = F.multi_head_attention_forward(
+        out_proj_weight=t64(r["Wo"]), out_proj_bias=t64(r["bo"]), **common, **proj)
+    out_direct = out_direct.transpose(0, 1)
+    ok_rows = ~nan_rows.any(dim=1)                  # (N, L)
+    assert torch.allclose(out[ok_rows], out_direct[ok_rows], rtol=1e-12, atol=1e-12)
+    assert torch.isnan(out_direct[~ok_rows]).all()
+
+    if r["average"]:
+        wts = wts.mean(dim=1)                       # (N, L, S)
+    out = out.numpy()
+    wts = wts.numpy()
+    assert not np.isnan(out).any() and not np.isnan(wts).any()
+    return out, wts, int(nan_rows.sum())
+
+
+def expected_numpy(r):
+    """Independent float64 implementation of the service semantics."""
+    N, L, S, E, H = r["N"], r["L"], r["S"], r["E"], r["H"]
+    d = E // H
+    f = lambda a: np.asarray(a, dtype=np.float64)
+    scale = 1.0 / math.sqrt(d) if r["scale"] is None else r["scale"]
+    b = f(r["b_in"])
+    Q = f(r["q"]) @ f(r["Wq"]).T + b[:E]
+    K = f(r["k"]) @ f(r["Wk"]).T + b[E:2 * E]
+    V = f(r["v"]) @ f(r["Wv"]).T + b[2 * E:]
+    out_ctx = np.zeros((N, L, E))
+    wts = np.zeros((N, H, L, S))
+    for n in range(N):
+        for h in range(H):
+            m = n * H + h if r["block"].shape[0] > 1 else 0
+            ma = n * H + h if r["add"].shape[0] > 1 else 0
+            sl = slice(h * d, (h + 1) * d)
+            sc = Q[n][:, sl] @ K[n][:, sl].T * scale + f(r["add"][ma])
+            blk = r["block"][m].copy()
+            if r["kpm"] is not None:
+                blk |= r["kpm"][n][None, :]
+            for i in range(L):
+                allowed = ~blk[i]
+                if not allowed.any():
+                    continue
+                s = sc[i][allowed]
+                e = np.exp(s - s.max())
+                p = np.zeros(S)
+                p[allowed] = e / e.sum()
+                wts[n, h, i] = p
+                out_ctx[n, i, sl] = p @ V[n][:, sl]
+    out = out_ctx @ f(r["Wo"]).T + f(r["bo"])
+    if r["average"]:
+        wts = wts.mean(axis=1)
+    return out, wts
+
+
+# ------------------------------------------------------------------ cases
+
+def bmask(a):
+    a = np.asarray(a)
+    assert a.dtype == np.bool_, a.dtype
+    return tensor_json(a)
+
+
+def case_self_packed_unbatched(g):
+    L, E, H = 4, 8, 2
+    req = {"query": tensor_json(g.normal(L, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))}}
+    return "Unbatched self-attention (only query given), packed in_proj_weight, all biases.", req
+
+
+def case_cross_separate_batched(g):
+    N, L, S, E, kdim, vdim, H = 2, 3, 5, 8, 6, 10, 2
+    req = {"query": tensor_json(g.normal(N, L, E)),
+           "key": tensor_json(g.normal(N, S, kdim)),
+           "value": tensor_json(g.normal(N, S, vdim)), "num_heads": H,
+           "weights": {"q_proj_weight": tensor_json(g.weight(E, E)),
+                       "k_proj_weight": tensor_json(g.weight(E, kdim)),
+                       "v_proj_weight": tensor_json(g.weight(E, vdim)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))}}
+    return "Batched cross-attention, kdim=6, vdim=10, separate q/k/v weights, all biases.", req
+
+
+def case_single_head_dim1(g):
+    L, S, E, H = 3, 2, 1, 1
+    req = {"query": tensor_json(g.normal(L, E)), "key": tensor_json(g.normal(S, E)),
+           "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))}}
+    return "E=1, one head, unbatched, key given and value defaulting to key, packed weights.", req
+
+
+def case_head_dim1(g):
+    N, L, S, E, H = 2, 5, 5, 4, 4
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
+           "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))}}
+    return "Head dim 1 (E=4, H=4), batched, packed weights.", req
+
+
+def case_causal(g):
+    N, L, E, H = 2, 6, 8, 4
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, L, E)),
+           "value": tensor_json(g.normal(N, L, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "attn_mask": "causal"}
+    return "Causal mask (\"causal\"), batched, L=S=6, H=4.", req
+
+
+def case_bool_mask_2d_padding(g):
+    N, L, S, E, H = 2, 4, 5, 8, 2
+    mask = g.bools(L, S, p=0.3)
+    kpm = np.array([[False, False, False, False, True],
+                    [False, True, False, False, True]])
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
+           "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "attn_mask": bmask(mask), "key_padding_mask": bmask(kpm)}
+    return "Bool (L, S) attn_mask combined with (N, S) key_padding_mask.", req
+
+
+def case_bool_mask_3d(g):
+    N, L, S, E, H = 2, 3, 4, 6, 3
+    mask = g.bools(N * H, L, S, p=0.3)
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
+           "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "attn_mask": bmask(mask)}
+    return "Bool (N*H, L, S) attn_mask, index n*H + h.", req
+
+
+def case_float_mask_2d(g):
+    L, S, E, H = 4, 6, 8, 2
+    req = {"query": tensor_json(g.normal(L, E)), "key": tensor_json(g.normal(S, E)),
+           "value": tensor_json(g.normal(S, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "attn_mask": tensor_json(g.float_mask(L, S))}
+    return "Unbatched, float (L, S) attn_mask added to the scores (some -1e4 entries).", req
+
+
+def case_float_mask_3d_padding(g):
+    N, L, S, E, H = 2, 3, 4, 8, 2
+    kpm = np.array([[False, False, True, False], [True, False, False, False]])
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
+           "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "attn_mask": tensor_json(g.float_mask(N * H, L, S)),
+           "key_padding_mask": bmask(kpm)}
+    return "Float (N*H, L, S) attn_mask combined with a key_padding_mask.", req
+
+
+def case_fully_masked_rows(g):
+    N, L, S, E, H = 2, 4, 4, 8, 2
+    # 1 = blocked; rows written as strings of 0/1 per key.
+    rows = lambda *rs: [[c == "1" for c in r_] for r_ in rs]
+    mask = np.array([
+        # n=0, h=0: row 0 blocked in both heads -> output row = out_proj_bias;
+        # row 1 blocks keys 0-2 and key 3 is padded -> fully blocked in head 0 only
+        rows("1111", "1110", "0100", "0000"),
+        # n=0, h=1: row 3 fully blocked in head 1 only
+        rows("1111", "0100", "1010", "1111"),
+        # n=1 (every key padded anyway)
+        rows("0000", "1000", "0000", "0010"),
+        rows("0100", "0000", "0000", "1111"),
+    ], dtype=bool)
+    kpm = np.array(rows("0001", "1111"), dtype=bool)
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
+           "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "attn_mask": bmask(mask), "key_padding_mask": bmask(kpm)}
+    return ("Rows fully blocked in one or both heads (3-D bool mask + padding) and a batch "
+            "item with every key padded: zero weights, zero context for that head.", req)
+
+
+def case_identity_weights(g):
+    L, S, E, H = 3, 5, 4, 2
+    req = {"query": tensor_json(g.normal(L, E)), "key": tensor_json(g.normal(S, E)),
+           "value": tensor_json(g.normal(S, E)), "num_heads": H}
+    return "No weights object: identity projections, zero biases; unbatched cross-attention.", req
+
+
+def case_partial_weights(g):
+    N, L, S, E, H = 2, 4, 5, 8, 2
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
+           "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
+           "weights": {"in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E))}}
+    return "Only out_proj_weight and in_proj_bias given: identity q/k/v projections, zero out bias.", req
+
+
+def case_averaged(g):
+    N, L, S, E, H = 2, 4, 5, 8, 4
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
+           "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "need_weights": True, "average_attn_weights": True}
+    return "average_attn_weights true: weights (N, L, S), mean over heads.", req
+
+
+def case_custom_scale(g):
+    L, E, H = 5, 8, 2
+    req = {"query": tensor_json(g.normal(L, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "scale": 0.2}
+    return "Custom scale 0.2 instead of 1/sqrt(head_dim); unbatched self-attention.", req
+
+
+def case_positional(g):
+    # vdim = 5 (odd) so the PE of an odd width is covered too.
+    N, L, S, E, kdim, vdim, H = 2, 6, 7, 8, 6, 5, 2
+    req = {"query": tensor_json(g.normal(N, L, E)),
+           "key": tensor_json(g.normal(N, S, kdim)),
+           "value": tensor_json(g.normal(N, S, vdim)), "num_heads": H,
+           "weights": {"q_proj_weight": tensor_json(g.weight(E, E)),
+                       "k_proj_weight": tensor_json(g.weight(E, kdim)),
+                       "v_proj_weight": tensor_json(g.weight(E, vdim)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "positional_encoding": "sinusoidal"}
+    return ("Sinusoidal PE added to query (D=8), key (D=6) and value (D=5, odd) before "
+            "projection; separate weights.", req)
+
+
+def case_no_weights(g):
+    N, L, E, H = 1, 4, 8, 2
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, L, E)),
+           "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "need_weights": False}
+    return "need_weights false: no attention_weights expected; N=1 batched, value defaults to key.", req
+
+
+def case_larger(g):
+    N, L, S, E, H = 1, 33, 47, 32, 4
+    mask = g.bools(L, S, p=0.2)
+    kpm = np.zeros((N, S), dtype=bool)
+    kpm[0, -5:] = True
+    kpm[0, 10] = True
+    req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
+           "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
+           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+                       "in_proj_bias": tensor_json(g.bias(3 * E)),
+                       "out_proj_weight": tensor_json(g.weight(E, E)),
+                       "out_proj_bias": tensor_json(g.bias(E))},
+           "attn_mask": bmask(mask), "key_padding_mask": bmask(kpm)}
+    return "Larger: N=1, L=33, S=47, E=32, H=4, packed, bool (L, S) mask + padding.", req
+
+
+CASES = [
+    ("self_packed_unbatched", case_self_packed_unbatched),
+    ("cross_separate_batched", case_cross_separate_batched),
+    ("single_head_dim1", case_single_head_dim1),
+    ("head_dim1", case_head_dim1),
+    ("causal", case_causal),
+    ("bool_mask_2d_padding", case_bool_mask_2d_padding),
+    ("bool_mask_3d", case_bool_mask_3d),
+    ("float_mask_2d", case_float_mask_2d),
+    ("float_mask_3d_padding", case_float_mask_3d_padding),
+    ("fully_masked_rows", case_fully_masked_rows),
+    ("identity_weights", case_identity_weights),
+    ("partial_weights", case_partial_weights),
+    ("averaged", case_averaged),
+    ("custom_scale", case_custom_scale),
+    ("positional", case_positional),
+    ("no_weights", case_no_weights),
+    ("larger", case_larger),
+]
+
+
+# ------------------------------------------------------------------ output
+
+def dump(obj, indent=0):
+    """JSON with one key per line; a tensor's data list stays on one line."""
+    pad = "  " * indent
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        items = [f'{pad}  {json.dumps(k)}: {dump(v, indent + 1)}' for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(obj, list):
+        return "[" + ", ".join(json.dumps(x, allow_nan=False) for x in obj) + "]"
+    return json.dumps(obj, allow_nan=False)
+
+
+def main():
+    os.makedirs(OUT_DIR, exist_ok=True)
+    for idx, (name, fn) in enumerate(CASES):
+        g = Gen(20240 + idx)
+        desc, req = fn(g)
+        r = resolve(req)
+        out, wts, n_blocked = expected_torch(r)
+        ref_out, ref_wts = expected_numpy(r)
+        assert np.allclose(out, ref_out, rtol=1e-10, atol=1e-10), name
+        assert np.allclose(wts, ref_wts, rtol=1e-10, atol=1e-10), name
+
+        if not r["batched"]:
+            out, wts = out[0], wts[0]
+        expected = {"output": tensor_json(out.astype(np.float32))}
+        if r["need_weights"]:
+            expected["attention_weights"] = tensor_json(wts.astype(np.float32))
+        doc = {"name": name, "description": desc, "request": req, "expected": expected}
+        text = dump(doc) + "\n"
+        json.loads(text)  # well-formed
+        path = os.path.join(OUT_DIR, name + ".json")
+        with open(path, "w") as fh:
+            fh.write(text)
+        wshape = expected.get("attention_weights", {}).get("shape")
+        print(f"wrote {os.path.relpath(path)}: output {list(out.shape)}, "
+              f"weights {wshape}, fully blocked (n,h,row): {n_blocked}, {len(text)} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+#include "tests/golden.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *keep(struct golden *g, void *b)
+{
+    if (b && g->nbufs < GOLDEN_MAX_BUFS)
+        g->bufs[g->nbufs++] = b;
+    return b;
+}
+
+/* Read a flat {"shape", "data"} tensor; data as floats, or bytes for bools. */
+static int read_tensor(struct golden *g, json_t *t, int *ndim, int shape[4],
+                       float **f, uint8_t **u8, size_t *count, char *errbuf)
+{
+    json_t *sh = json_object_get(t, "shape"), *data = json_object_get(t, "data");
+    if (!json_is_array(sh) || !json_is_array(data) || json_array_size(sh) > 4) {
+        snprintf(errbuf, 256, "tensor is not {shape, data}");
+        return -1;
+    }
+    *ndim = (int)json_array_size(sh);
+    size_t n = 1;
+    for (int i = 0; i < *ndim; i++) {
+        shape[i] = (int)json_integer_value(json_array_get(sh, i));
+        n *= (size_t)shape[i];
+    }
+    if (json_array_size(data) != n) {
+        snprintf(errbuf, 256, "data length %zu, shape says %zu", json_array_size(data), n);
+        return -1;
+    }
+    *count = n;
+    int is_bool = n > 0 && json_is_boolean(json_array_get(data, 0));
+    if (is_bool && u8) {
+        *u8 = keep(g, malloc(n ? n : 1));
+        for (size_t i = 0; i < n; i++)
+            (*u8)[i] = json_is_true(json_array_get(data, i));
+    } else {
+        *f = keep(g, malloc((n ? n : 1) * sizeof **f));
+        for (size_t i = 0; i < n; i++)
+            (*f)[i] = (float)json_number_value(json_array_get(data, i));
+    }
+    return 0;
+}
+
+int golden_load(struct golden *g, const char *path, char *errbuf)
+{
+    memset(g, 0, sizeof *g);
+    att_params_init(&g->p);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        snprintf(errbuf, 256, "%s: %s", path, jerr.text);
+        return -1;
+    }
+    int rc = -1, nd, sh[4];
+    size_t cnt;
+    struct att_params *p = &g->p;
+    json_t *req = json_object_get(root, "request"), *exp = json_object_get(root, "expected");
+    snprintf(g->name, sizeof g->name, "%s", json_string_value(json_object_get(root, "name")));
+
+    float *qf = NULL, *kf = NULL, *vf = NULL;
+    if (read_tensor(g, json_object_get(req, "query"), &nd, sh, &qf, NULL, &cnt, errbuf))
+        goto done;
+    int batched = nd == 3;
+    p->N = batched ? sh[0] : 1, p->L = sh[nd - 2], p->E = sh[nd - 1];
+    p->query = qf;
+    p->key = qf, p->S = p->L, p->kdim = p->E;
+    json_t *t;
+    if ((t = json_object_get(req, "key"))) {
+        if (read_tensor(g, t, &nd, sh, &kf, NULL, &cnt, errbuf))
+            goto done;
+        p->key = kf, p->S = sh[nd - 2], p->kdim = sh[nd - 1];
+    }
+    p->value = p->key, p->vdim = p->kdim;
+    if ((t = json_object_get(req, "value"))) {
+        if (read_tensor(g, t, &nd, sh, &vf, NULL, &cnt, errbuf))
+            goto done;
+        p->value = vf, p->vdim = sh[nd - 1];
+    }
+    p->H = (int)json_integer_value(json_object_get(req, "num_heads"));
+
+    json_t *w = json_object_get(req, "weights");
+    static const char *const wnames[] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
+                                         "v_proj_weight", "in_proj_bias", "out_proj_weight",
+                                         "out_proj_bias"};
+    const float **wptr[] = {&p->in_proj_weight, &p->q_proj_weight, &p->k_proj_weight,
+                            &p->v_proj_weight, &p->in_proj_bias, &p->out_proj_weight,
+                            &p->out_proj_bias};
+    for (int i = 0; i < 7; i++) {
+        float *f = NULL;
+        if ((t = json_object_get(w, wnames[i]))) {
+            if (read_tensor(g, t, &nd, sh, &f, NULL, &cnt, errbuf))
+                goto done;
+            *wptr[i] = f;
+        }
+    }
+
+    if ((t = json_object_get(req, "attn_mask"))) {
+        if (json_is_string(t)) {
+            p->mask_kind = ATT_MASK_CAUSAL;
+        } else {
+            float *f = NULL;
+            uint8_t *u = NULL;
+            if (read_tensor(g, t, &p->mask_ndim, sh, &f, &u, &cnt, errbuf))
+                goto done;
+            memcpy(p->mask_shape, sh, sizeof p->mask_shape);
+            p->mask_kind = u ? ATT_MASK_BOOL : ATT_MASK_FLOAT;
+            p->bool_mask = u, p->float_mask = f;
+        }
+    }
+    if ((t = json_object_get(req, "key_padding_mask"))) {
+        float *f = NULL;
+        uint8_t *u = NULL;
+        if (read_tensor(g, t, &nd, sh, &f, &u, &cnt, errbuf))
+            goto done;
+        p->key_padding_mask = u;
+    }
+    t = json_object_get(req, "need_weights");
+    int need = t ? json_is_true(t) : 1;
+    int avg = json_is_true(json_object_get(req, "average_attn_weights"));
+    p->weights_mode = !need ? ATT_WEIGHTS_NONE : avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
+    if ((t = json_object_get(req, "scale")))
+        p->has_scale = 1, p->scale = (float)json_number_value(t);
+    p->positional_encoding = json_object_get(req, "positional_encoding") != NULL;
+
+    if (read_tensor(g, json_object_get(exp, "output"), &nd, sh, &g->expected_out, NULL,
+                    &g->expected_out_len, errbuf))
+        goto done;
+    if ((t = json_object_get(exp, "attention_weights")) &&
+        read_tensor(g, t, &nd, sh, &g->expected_weights, NULL, &g->expected_weights_len,
+                    errbuf))
+        goto done;
+    rc = 0;
+done:
+    json_decref(root);
+    return rc;
+}
+
+void golden_deinit(struct golden *g)
+{
+    for (int i = 0; i < g->nbufs; i++)
+        free(g->bufs[i]);
+    g->nbufs = 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int golden_list(char **paths, int max)
+{
+    const char *dir = getenv("GOLDEN_DIR") ? getenv("GOLDEN_DIR") : "tests/golden";
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
+            paths[n] = malloc(strlen(dir) + len + 2);
+            sprintf(paths[n], "%s/%s", dir, e->d_name);
+            n++;
+        }
+    }
+    closedir(d);
+    qsort(paths, (size_t)n, sizeof *paths, cmp_str);
+    return n;
+}

@@ -1,0 +1,38 @@
+/* golden.h -- load a PyTorch golden case (tests/golden/NAME.json) for the core.
+ *
+ * A case file holds {"name", "request": <POST /attention body, tensors in
+ * the flat {"shape", "data"} form>, "expected": {"output", "attention_weights"}}.
+ * golden_load() maps the request onto a struct att_params the way the HTTP
+ * API defines it (key defaults to query, value to key, unbatched = N 1), so
+ * the core can be checked against PyTorch without the server. */
+#ifndef TESTS_GOLDEN_H
+#define TESTS_GOLDEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/attention.h"
+
+#define GOLDEN_MAX_BUFS 16
+
+struct golden {
+    char name[96];
+    struct att_params p;        /* points into bufs */
+    float *expected_out;        /* (N·L·E) */
+    size_t expected_out_len;
+    float *expected_weights;    /* NULL when need_weights is false */
+    size_t expected_weights_len;
+    void *bufs[GOLDEN_MAX_BUFS]; /* owned */
+    int nbufs;
+};
+
+/* Load path into g (caller storage). Returns 0, or -1 with a message in
+ * errbuf (size 256). Free with golden_deinit() either way. */
+int golden_load(struct golden *g, const char *path, char *errbuf);
+void golden_deinit(struct golden *g);
+
+/* List tests/golden/NAME.json (or $GOLDEN_DIR): fills up to max paths
+ * (caller frees each) and returns how many were found. */
+int golden_list(char **paths, int max);
+
+#endif

@@ -1,0 +1,452 @@
+/* test_attention.c -- the core against its reference, against PyTorch's
+ * golden cases, on every error code, and under concurrent calls. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/attention.h"
+#include "tests/check.h"
+#include "tests/golden.h"
+
+/* Tolerances from the issue: outputs |Δ| ≤ 1e-4·(1 + |ref|), weights 1e-5. */
+#define OUT_ATOL 1e-4
+#define OUT_RTOL 1e-4
+#define W_ATOL 1e-5
+
+enum proj { PROJ_PACKED, PROJ_SEPARATE, PROJ_ABSENT };
+enum mask { M_NONE, M_CAUSAL, M_BOOL2, M_BOOL3, M_FLOAT2, M_FLOAT3 };
+
+struct rcase {
+    int N, L, S, E, kdim, vdim, H;
+    int proj;        /* enum proj */
+    int bias;        /* biases present */
+    int mask;        /* enum mask */
+    int padding;     /* key_padding_mask present */
+    int full_rows;   /* force fully blocked rows */
+    int wmode;       /* enum att_weights_mode */
+    int scale;       /* custom scale */
+    int pe;          /* positional encoding */
+};
+
+/* Random inputs for a case, all in one struct so one free releases them. */
+struct rinputs {
+    float *q, *k, *v, *w_in, *wq, *wk, *wv, *b_in, *wo, *bo, *fmask;
+    uint8_t *bmask, *pad;
+};
+
+static float *randv(size_t n, float amp, unsigned long long *st)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    cr_assert(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = amp * check_randf(st);
+    return x;
+}
+
+static uint8_t *randb(size_t n, double p_true, unsigned long long *st)
+{
+    uint8_t *x = malloc(n ? n : 1);
+    cr_assert(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (check_randf(st) + 1.0f) * 0.5f < p_true;
+    return x;
+}
+
+static void rinputs_free(struct rinputs *in)
+{
+    free(in->q), free(in->k), free(in->v), free(in->w_in), free(in->wq);
+    free(in->wk), free(in->wv), free(in->b_in), free(in->wo), free(in->bo);
+    free(in->fmask), free(in->bmask), free(in->pad);
+    memset(in, 0, sizeof *in);
+}
+
+/* Fill p and in with random data for case c, seeded by seed. */
+static void make_case(struct att_params *p, struct rinputs *in, const struct rcase *c,
+                      unsigned long long seed)
+{
+    unsigned long long st = seed * 2654435761ULL + 88172645463325252ULL;
+    memset(in, 0, sizeof *in);
+    att_params_init(p);
+    p->N = c->N, p->L = c->L, p->S = c->S, p->E = c->E;
+    p->kdim = c->kdim, p->vdim = c->vdim, p->H = c->H;
+    const size_t E = (size_t)c->E;
+    p->query = in->q = randv((size_t)c->N * c->L * E, 1.0f, &st);
+    p->key = in->k = randv((size_t)c->N * c->S * c->kdim, 1.0f, &st);
+    p->value = in->v = randv((size_t)c->N * c->S * c->vdim, 1.0f, &st);
+    if (c->proj == PROJ_PACKED) {
+        p->in_proj_weight = in->w_in = randv(3 * E * E, 1.0f / sqrtf((float)E), &st);
+    } else if (c->proj == PROJ_SEPARATE) {
+        p->q_proj_weight = in->wq = randv(E * E, 1.0f / sqrtf((float)E), &st);
+        p->k_proj_weight = in->wk = randv(E * c->kdim, 1.0f / sqrtf((float)c->kdim), &st);
+        p->v_proj_weight = in->wv = randv(E * c->vdim, 1.0f / sqrtf((float)c->vdim), &st);
+    }
+    if (c->proj != PROJ_ABSENT)
+        p->out_proj_weight = in->wo = randv(E * E, 1.0f / sqrtf((float)E), &st);
+    if (c->bias) {
+        p->in_proj_bias = in->b_in = randv(3 * E, 0.1f, &st);
+        p->out_proj_bias = in->bo = randv(E, 0.1f, &st);
+    }
+    const size_t plane = (size_t)c->L * c->S;
+    const size_t planes = (c->mask == M_BOOL3 || c->mask == M_FLOAT3) ? (size_t)c->N * c->H : 1;
+    p->mask_ndim = planes > 1 ? 3 : 2;
+    p->mask_shape[0] = planes > 1 ? c->N * c->H : c->L;
+    p->mask_shape[1] = planes > 1 ? c->L : c->S;
+    p->mask_shape[2] = planes > 1 ? c->S : 0;
+    switch (c->mask) {
+    case M_CAUSAL:
+        p->mask_kind = ATT_MASK_CAUSAL;
+        break;
+    case M_BOOL2:
+    case M_BOOL3:
+        p->mask_kind = ATT_MASK_BOOL;
+        p->bool_mask = in->bmask = randb(planes * plane, 0.3, &st);
+        if (c->full_rows) /* row 0 of the last plane blocked everywhere */
+            memset(in->bmask + (planes - 1) * plane, 1, (size_t)c->S);
+        break;
+    case M_FLOAT2:
+    case M_FLOAT3:
+        p->mask_kind = ATT_MASK_FLOAT;
+        p->float_mask = in->fmask = randv(planes * plane, 2.0f, &st);
+        if (c->full_rows)
+            for (int j = 0; j < c->S; j++)
+                in->fmask[j] = -INFINITY;
+        break;
+    }
+    if (c->padding) {
+        p->key_padding_mask = in->pad = randb((size_t)c->N * c->S, 0.25, &st);
+        if (c->full_rows) /* every key of the last batch item ignored */
+            memset(in->pad + (size_t)(c->N - 1) * c->S, 1, (size_t)c->S);
+    }
+    p->weights_mode = c->wmode;
+    if (c->scale)
+        p->has_scale = 1, p->scale = 0.37f;
+    p->positional_encoding = c->pe;
+}
+
+/* Run the fast path and the reference on case c; 1 if they agree. */
+static int compare_case(const struct rcase *c, unsigned long long seed)
+{
+    struct att_params p;
+    struct rinputs in;
+    struct att_error err;
+    size_t olen, wlen;
+    make_case(&p, &in, c, seed);
+    cr_assert_eq(att_check(&p, &olen, &wlen, &err), ATT_OK, "%s", err.msg);
+    float *out = malloc(olen * sizeof *out), *ref = malloc(olen * sizeof *ref);
+    float *w = wlen ? malloc(wlen * sizeof *w) : NULL;
+    float *wref = wlen ? malloc(wlen * sizeof *wref) : NULL;
+    cr_assert_eq(att_forward(out, w, &p, &err), ATT_OK, "%s", err.msg);
+    cr_assert_eq(att_forward_ref(ref, wref, &p, &err), ATT_OK, "%s", err.msg);
+    char name[160];
+    snprintf(name, sizeof name,
+             "N%d L%d S%d E%d kdim%d vdim%d H%d proj%d bias%d mask%d pad%d full%d w%d "
+             "scale%d pe%d", c->N, c->L, c->S, c->E, c->kdim, c->vdim, c->H, c->proj,
+             c->bias, c->mask, c->padding, c->full_rows, c->wmode, c->scale, c->pe);
+    int ok = check_tensor(name, out, ref, olen, OUT_ATOL, OUT_RTOL);
+    if (wlen)
+        ok &= check_tensor(name, w, wref, wlen, W_ATOL, 0.0);
+    for (size_t i = 0; ok && i < wlen; i++)
+        ok = isfinite(w[i]);
+    free(out), free(ref), free(w), free(wref);
+    rinputs_free(&in);
+    return ok;
+}
+
+Test(attention, fast_path_matches_reference_on_random_cases)
+{
+    att_init(1);
+    /* N, L, S, E, kdim, vdim, H: L ≠ S, kdim ≠ vdim ≠ E, N > 1, H = 1,
+     * d = 1, L = 1, S = 1, tiles of 64 rows crossed, BLAS blocking crossed. */
+    static const int shapes[][7] = {
+        {1, 4, 4, 8, 8, 8, 2},     {2, 3, 5, 8, 6, 10, 2},  {3, 1, 7, 6, 6, 6, 1},
+        {2, 5, 1, 4, 4, 4, 4},     {1, 9, 9, 5, 5, 5, 5},   {2, 70, 130, 32, 16, 24, 4},
+        {1, 257, 257, 96, 96, 96, 6},
+    };
+    int n = 0, failed = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int *sh = shapes[s];
+        const int square = sh[3] == sh[4] && sh[3] == sh[5];
+        for (int mask = M_NONE; mask <= M_FLOAT3; mask++) {
+            if (mask == M_CAUSAL && sh[1] != sh[2])
+                continue;
+            for (int variant = 0; variant < 6; variant++) {
+                struct rcase c = {sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], sh[6],
+                                  .bias = variant != 2,
+                                  .mask = mask,
+                                  .padding = variant % 2,
+                                  .full_rows = variant == 3 || variant == 4,
+                                  .wmode = variant % 3,
+                                  .scale = variant == 1 || variant == 4,
+                                  .pe = variant == 5};
+                c.proj = !square ? PROJ_SEPARATE : (enum proj)(variant % 3);
+                if (sh[1] == 257 && variant > 2) /* the big shape: fewer variants */
+                    continue;
+                failed += !compare_case(&c, (unsigned long long)(s * 100 + mask * 10 + variant));
+                n++;
+            }
+        }
+    }
+    cr_log_info("%d random cases compared", n);
+    cr_assert_gt(n, 200);
+    cr_assert_eq(failed, 0, "%d of %d random cases disagree with the reference", failed, n);
+}
+
+Test(attention, fully_blocked_rows_get_zero_weights_and_bias_output)
+{
+    /* Key padding blocks every key of batch item 1; bool mask blocks row 2. */
+    struct rcase c = {2, 4, 5, 8, 8, 8, 2, .proj = PROJ_PACKED, .bias = 1,
+                      .mask = M_BOOL2, .padding = 1, .full_rows = 1,
+                      .wmode = ATT_WEIGHTS_PER_HEAD};
+    struct att_params p;
+    struct rinputs in;
+    make_case(&p, &in, &c, 7);
+    float out[2 * 4 * 8], w[2 * 2 * 4 * 5];
+    struct att_error err;
+    cr_assert_eq(att_forward(out, w, &p, &err), ATT_OK, "%s", err.msg);
+    for (int i = 0; i < 2 * 4 * 5; i++) /* batch 1: every weight exactly 0 */
+        cr_assert_eq(w[2 * 4 * 5 + i], 0.0f);
+    for (int l = 0; l < 4; l++)
+        for (int e = 0; e < 8; e++)
+            cr_assert_eq(out[(4 + l) * 8 + e], in.bo[e]);
+    for (int h = 0; h < 2; h++) /* batch 0, query 0: mask row 0 fully blocked */
+        for (int j = 0; j < 5; j++)
+            cr_assert_eq(w[h * 20 + j], 0.0f);
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++)
+        cr_assert(isfinite(out[i]));
+    rinputs_free(&in);
+}
+
+Test(attention, matches_pytorch_golden_cases)
+{
+    att_init(1);
+    char *paths[64];
+    int n = golden_list(paths, 64), failed = 0;
+    cr_assert_geq(n, 17, "expected the 17 golden cases in tests/golden, found %d", n);
+    for (int i = 0; i < n; i++) {
+        struct golden g;
+        char msg[256];
+        int rc = golden_load(&g, paths[i], msg);
+        cr_assert_eq(rc, 0, "%s", msg);
+        size_t olen, wlen;
+        struct att_error err;
+        cr_assert_eq(att_check(&g.p, &olen, &wlen, &err), ATT_OK, "%s: %s", g.name, err.msg);
+        cr_assert_eq(olen, g.expected_out_len, "%s: output length", g.name);
+        cr_assert_eq(wlen, g.expected_weights_len, "%s: weights length", g.name);
+        float *out = malloc(olen * sizeof *out), *w = wlen ? malloc(wlen * sizeof *w) : NULL;
+        for (int impl = 0; impl < 2; impl++) {
+            rc = impl ? att_forward_ref(out, w, &g.p, &err) : att_forward(out, w, &g.p, &err);
+            cr_assert_eq(rc, ATT_OK, "%s: %s", g.name, err.msg);
+            char name[128];
+            snprintf(name, sizeof name, "%s (%s)", g.name, impl ? "reference" : "fast");
+            int ok = check_tensor(name, out, g.expected_out, olen, OUT_ATOL, OUT_RTOL);
+            if (wlen)
+                ok &= check_tensor(name, w, g.expected_weights, wlen, W_ATOL, 0.0);
+            failed += !ok;
+        }
+        free(out), free(w);
+        golden_deinit(&g);
+        free(paths[i]);
+    }
+    cr_assert_eq(failed, 0, "%d golden comparisons failed", failed);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Errors: every status code, with messages that name the parameter.       */
+
+static float dummy[64];
+
+static void small_params(struct att_params *p)
+{
+    att_params_init(p);
+    p->N = 2, p->L = 4, p->S = 4, p->E = 8, p->kdim = 8, p->vdim = 8, p->H = 2;
+    p->query = p->key = p->value = dummy;
+}
+
+static void expect_error(const struct att_params *p, int code, const char *needle)
+{
+    struct att_error err = {0};
+    float out[1];
+    int rc = att_forward(out, out, p, &err);
+    cr_assert_eq(rc, code, "got %s (%s), want %s", att_status_str(rc), err.msg,
+                 att_status_str(code));
+    cr_assert_eq(err.code, code);
+    cr_assert(strstr(err.msg, needle), "message '%s' lacks '%s'", err.msg, needle);
+    cr_assert_eq(att_forward_ref(out, out, p, &err), code);
+}
+
+Test(attention_errors, invalid_parameter)
+{
+    struct att_params p;
+    small_params(&p), p.H = 3;
+    expect_error(&p, ATT_EPARAM, "embed_dim 8 is not divisible by num_heads 3");
+    small_params(&p), p.H = 0;
+    expect_error(&p, ATT_EPARAM, "num_heads must be >= 1 (got 0)");
+    small_params(&p), p.S = -1;
+    expect_error(&p, ATT_EPARAM, "source length must be >= 1");
+    small_params(&p), p.has_scale = 1, p.scale = 0.0f;
+    expect_error(&p, ATT_EPARAM, "scale must be a finite number > 0");
+    small_params(&p), p.has_scale = 1, p.scale = INFINITY;
+    expect_error(&p, ATT_EPARAM, "scale");
+    small_params(&p), p.value = NULL;
+    expect_error(&p, ATT_EPARAM, "value is missing");
+    small_params(&p), p.in_proj_weight = dummy, p.q_proj_weight = dummy;
+    expect_error(&p, ATT_EPARAM, "mutually exclusive");
+    small_params(&p), p.mask_kind = 9;
+    expect_error(&p, ATT_EPARAM, "attn_mask kind 9");
+    small_params(&p), p.mask_kind = ATT_MASK_BOOL, p.mask_ndim = 2;
+    p.mask_shape[0] = 4, p.mask_shape[1] = 4;
+    expect_error(&p, ATT_EPARAM, "attn_mask data is missing");
+    small_params(&p), p.weights_mode = 7;
+    expect_error(&p, ATT_EPARAM, "weights mode 7");
+    float fm[16] = {0};
+    fm[5] = NAN;
+    small_params(&p), p.mask_kind = ATT_MASK_FLOAT, p.float_mask = fm, p.mask_ndim = 2;
+    p.mask_shape[0] = 4, p.mask_shape[1] = 4;
+    expect_error(&p, ATT_EPARAM, "attn_mask element 5 is NaN");
+    fm[5] = INFINITY;
+    expect_error(&p, ATT_EPARAM, "attn_mask element 5 is +inf");
+    small_params(&p);
+    struct att_error err;
+    cr_assert_eq(att_forward(NULL, NULL, &p, &err), ATT_EPARAM);
+    cr_assert(strstr(err.msg, "output buffer"));
+}
+
+Test(attention_errors, shape_mismatch)
+{
+    struct att_params p;
+    uint8_t bm[64] = {0};
+    small_params(&p), p.mask_kind = ATT_MASK_BOOL, p.bool_mask = bm;
+    p.mask_ndim = 2, p.mask_shape[0] = 3, p.mask_shape[1] = 5;
+    expect_error(&p, ATT_ESHAPE, "attn_mask has shape (3, 5), expected (4, 4) or (4, 4, 4)");
+    p.mask_ndim = 3, p.mask_shape[0] = 3, p.mask_shape[1] = 4, p.mask_shape[2] = 4;
+    expect_error(&p, ATT_ESHAPE, "attn_mask has shape (3, 4, 4)");
+    small_params(&p), p.S = 5, p.mask_kind = ATT_MASK_CAUSAL;
+    expect_error(&p, ATT_ESHAPE, "causal attn_mask needs target length == source length");
+    small_params(&p), p.kdim = 6;
+    expect_error(&p, ATT_ESHAPE, "key has 6 features but embed_dim is 8");
+    small_params(&p), p.vdim = 3;
+    expect_error(&p, ATT_ESHAPE, "value has 3 features");
+    small_params(&p), p.vdim = 3, p.in_proj_weight = dummy;
+    expect_error(&p, ATT_ESHAPE, "in_proj_weight needs kdim == vdim == embed_dim 8");
+}
+
+Test(attention_errors, too_large_and_out_of_memory)
+{
+    struct att_params p;
+    small_params(&p), p.N = 1 << 30, p.L = 1 << 30;
+    expect_error(&p, ATT_ETOOBIG, "tensor sizes overflow");
+    small_params(&p), p.N = 1 << 20, p.L = 1 << 10, p.S = 1 << 10, p.H = 1 << 3;
+    p.weights_mode = ATT_WEIGHTS_PER_HEAD, p.E = 1 << 3;
+    size_t o, w;
+    cr_assert_eq(att_check(&p, &o, &w, NULL), ATT_OK); /* 2^43 weights: fits */
+    cr_assert_eq(w, (size_t)1 << 43);
+    p.N = 1 << 28, p.L = 1 << 2, p.S = 1 << 30, p.kdim = p.vdim = p.E = 1 << 3;
+    p.H = 1 << 3;
+    expect_error(&p, ATT_ETOOBIG, "overflow");
+    /* Sizes that fit size_t but no machine: the workspace malloc fails.
+     * (ASan is run with allocator_may_return_null=1 for this.) */
+    small_params(&p), p.N = 1, p.L = 1 << 30, p.S = 1, p.E = p.kdim = p.vdim = 1 << 24, p.H = 1;
+    struct att_error err;
+    cr_assert_eq(att_forward(dummy, NULL, &p, &err), ATT_ENOMEM, "%s", err.msg);
+    cr_assert(strstr(err.msg, "out of memory"));
+    cr_assert_eq(att_forward_ref(dummy, NULL, &p, &err), ATT_ENOMEM);
+}
+
+Test(attention_errors, status_strings)
+{
+    cr_assert_str_eq(att_status_str(ATT_OK), "ok");
+    cr_assert_str_eq(att_status_str(ATT_EPARAM), "invalid_parameter");
+    cr_assert_str_eq(att_status_str(ATT_ESHAPE), "shape_mismatch");
+    cr_assert_str_eq(att_status_str(ATT_ETOOBIG), "too_large");
+    cr_assert_str_eq(att_status_str(ATT_ENOMEM), "out_of_memory");
+    cr_assert_str_eq(att_status_str(-99), "unknown");
+}
+
+Test(attention, positional_encoding_values)
+{
+    float x[2 * 3 * 4] = {0};
+    att_add_positional_encoding(x, 2, 3, 4);
+    /* pos 0: sin 0 = 0, cos 0 = 1 alternating; pos 2, i = 2: sin(2 / 100) */
+    cr_assert_float_eq(x[0], 0.0f, 1e-7);
+    cr_assert_float_eq(x[1], 1.0f, 1e-7);
+    cr_assert_float_eq(x[2 * 4 + 2], (float)sin(2.0 / 100.0), 1e-7);
+    cr_assert_float_eq(x[2 * 4 + 3], (float)cos(2.0 / 100.0), 1e-7);
+    cr_assert_eq(x[12 + 2 * 4 + 2], x[2 * 4 + 2]); /* same for every batch item */
+}
+
+/* ---------------------------------------------------------------------- */
+/* Concurrency: 16 threads at once give bit-identical results to the same
+ * calls made one at a time.                                               */
+
+#define NTHREADS 16
+
+struct job {
+    struct att_params p;
+    struct rinputs in;
+    float *out, *w, *out1, *w1;
+    size_t olen, wlen;
+    pthread_barrier_t *start;
+    int rc;
+};
+
+static void *job_run(void *arg)
+{
+    struct job *j = arg;
+    pthread_barrier_wait(j->start);
+    for (int rep = 0; rep < 3 && j->rc == ATT_OK; rep++)
+        j->rc = att_forward(j->out, j->w, &j->p, NULL);
+    return NULL;
+}
+
+static void concurrency_round(int blas_threads)
+{
+    att_init(blas_threads);
+    struct job jobs[NTHREADS];
+    pthread_t th[NTHREADS];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, NTHREADS);
+    for (int t = 0; t < NTHREADS; t++) {
+        struct job *j = &jobs[t];
+        struct rcase c = {1 + t % 2, 40 + t, 60 - t, 32, 32, 24, 4, .proj = PROJ_SEPARATE,
+                          .bias = 1, .mask = t % 3 ? M_BOOL2 : M_CAUSAL, .padding = t % 2,
+                          .wmode = t % 3, .pe = t % 4 == 0};
+        if (c.mask == M_CAUSAL)
+            c.S = c.L;
+        make_case(&j->p, &j->in, &c, 1000 + (unsigned)t);
+        cr_assert_eq(att_check(&j->p, &j->olen, &j->wlen, NULL), ATT_OK);
+        j->out = calloc(j->olen, sizeof(float)), j->out1 = calloc(j->olen, sizeof(float));
+        j->w = calloc(j->wlen + 1, sizeof(float)), j->w1 = calloc(j->wlen + 1, sizeof(float));
+        cr_assert_eq(att_forward(j->out1, j->w1, &j->p, NULL), ATT_OK); /* one at a time */
+        j->start = &start;
+        j->rc = ATT_OK;
+    }
+    for (int t = 0; t < NTHREADS; t++)
+        cr_assert_eq(pthread_create(&th[t], NULL, job_run, &jobs[t]), 0);
+    for (int t = 0; t < NTHREADS; t++)
+        pthread_join(th[t], NULL);
+    for (int t = 0; t < NTHREADS; t++) {
+        struct job *j = &jobs[t];
+        cr_assert_eq(j->rc, ATT_OK);
+        cr_assert(memcmp(j->out, j->out1, j->olen * sizeof(float)) == 0,
+                  "thread %d: output differs from the serial call (blas_threads %d)", t,
+                  blas_threads);
+        cr_assert(memcmp(j->w, j->w1, j->wlen * sizeof(float)) == 0,
+                  "thread %d: weights differ from the serial call", t);
+        free(j->out), free(j->out1), free(j->w), free(j->w1);
+        rinputs_free(&j->in);
+    }
+    pthread_barrier_destroy(&start);
+}
+
+Test(attention_concurrency, sixteen_threads_bit_identical_one_blas_thread)
+{
+    concurrency_round(1);
+}
+
+Test(attention_concurrency, sixteen_threads_bit_identical_two_blas_threads)
+{
+    concurrency_round(2);
+}
