@@ -1,0 +1,36 @@
+/* errors.h -- the one table of the service's errors.
+ *
+ * Every non-2xx answer carries {"error": {"code": <slug>, "message": ...}}.
+ * HTTP_ERRORS lists, once, each error's enum name, HTTP status, slug and a
+ * default message; openapi.yaml lists the same slugs and a test
+ * (tests/test_spec.c) checks that the two agree. */
+#ifndef SERVER_ERRORS_H
+#define SERVER_ERRORS_H
+
+#define HTTP_ERRORS(X)                                                                   \
+    X(ERR_INVALID_JSON, 400, "invalid_json", "the request body is not valid JSON")        \
+    X(ERR_INVALID_TENSOR, 400, "invalid_tensor", "a tensor is malformed")                \
+    X(ERR_SHAPE_MISMATCH, 400, "shape_mismatch", "tensor shapes do not agree")            \
+    X(ERR_INVALID_PARAMETER, 400, "invalid_parameter", "a parameter is invalid")          \
+    X(ERR_NOT_FOUND, 404, "not_found", "no such endpoint")                                \
+    X(ERR_METHOD_NOT_ALLOWED, 405, "method_not_allowed", "method not allowed here")       \
+    X(ERR_PAYLOAD_TOO_LARGE, 413, "payload_too_large", "the request exceeds a limit")     \
+    X(ERR_UNSUPPORTED_MEDIA_TYPE, 415, "unsupported_media_type",                          \
+      "Content-Type must be application/json")                                            \
+    X(ERR_OVERLOADED, 503, "overloaded", "the server is busy; retry later")               \
+    X(ERR_SHUTTING_DOWN, 503, "shutting_down", "the server is shutting down")             \
+    X(ERR_INTERNAL, 500, "internal", "internal error")
+
+enum http_error {
+#define X(name, status, slug, msg) name,
+    HTTP_ERRORS(X)
+#undef X
+    ERR_COUNT
+};
+
+/* HTTP status, slug and default message of an error. */
+int http_error_status(enum http_error e);
+const char *http_error_slug(enum http_error e);
+const char *http_error_message(enum http_error e);
+
+#endif
