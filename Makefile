@@ -25,28 +25,51 @@ endif
 CORE_SRC  := core/attention.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
+CONFIG_SRC := config/config.c
+SVC_SRC   := server/http.c server/codec.c server/errors.c server/metrics.c server/pool.c
+SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
+SERVER    := $(BUILD)/attention-server
+SVC_LIBS  := -lmicrohttpd -ljansson $(BLAS_LIBS) -lm
+
 DEMO      := $(BUILD)/attention-demo
 DEMO_SRC  := examples/demo.c
 
 UNIT      := $(BUILD)/tests/unit
-UNIT_SRC  := tests/test_attention.c tests/golden.c tests/check.c
+UNIT_SRC  := tests/test_attention.c tests/test_codec.c tests/test_config.c \
+             tests/test_pool.c tests/test_spec.c tests/golden.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
-ALL_OBJ   := $(CORE_OBJ) $(UNIT_OBJ) $(DEMO_SRC:%.c=$(BUILD)/%.o)
+HTTPTEST  := $(BUILD)/tests/http
+HTTPTEST_SRC := tests/test_http.c tests/check.c
+HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test unit deps-build deps-test clean
+ALL_OBJ   := $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(BUILD)/server/main.o \
+             $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
-all: $(DEMO) $(UNIT)
+.PHONY: all run test unit http-test lint-openapi deps-build deps-test clean
+
+all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# openapi.yaml is linked into the server (GET /openapi.yaml).
+$(BUILD)/server/embed.o: server/embed.S openapi.yaml
+	@mkdir -p $(dir $@)
+	$(CC) -c $< -o $@
+
+$(SERVER): $(BUILD)/server/main.o $(BUILD)/server/embed.o $(SVC_OBJ) $(CORE_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
+
 $(DEMO): $(BUILD)/examples/demo.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
-$(UNIT): $(UNIT_OBJ) $(CORE_OBJ)
-	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion -ljansson $(BLAS_LIBS) -lm
+$(UNIT): $(UNIT_OBJ) $(CORE_OBJ) $(SVC_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion $(SVC_LIBS)
+
+$(HTTPTEST): $(HTTPTEST_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion -lcurl -ljansson -lm
 
 deps-build:
 	@scripts/deps.sh build
@@ -55,8 +78,8 @@ deps-test:
 	@scripts/deps.sh test
 
 run: deps-build
-	$(MAKE) $(DEMO)
-	$(DEMO)
+	$(MAKE) $(SERVER)
+	$(SERVER) $(ARGS)
 
 # Criterion runs tests in worker processes, two at a time (two cores).
 # allocator_may_return_null: the out-of-memory test asks for exabytes and
@@ -64,8 +87,15 @@ run: deps-build
 unit: $(UNIT)
 	ASAN_OPTIONS=allocator_may_return_null=1 $(UNIT) --jobs 2
 
+# The integration tests start $(SERVER) themselves on free ports.
+http-test: $(HTTPTEST) $(SERVER)
+	ATTN_SERVER=$(SERVER) $(HTTPTEST) --jobs 1
+
+lint-openapi:
+	scripts/lint-openapi.sh
+
 test: deps-test
-	$(MAKE) unit
+	$(MAKE) unit http-test lint-openapi
 
 clean:
 	rm -rf build

@@ -1,0 +1,800 @@
+/* codec.c -- request decoding and response encoding; see codec.h. */
+#include "server/codec.h"
+
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/errors.h"
+
+#define MAX_RANK 4
+
+/* What a tensor may hold. */
+enum kind { K_FLOAT, K_BOOL, K_MASK /* bools or numbers, not mixed */ };
+
+struct tensor {
+    int ndim;
+    long long shape[MAX_RANK];
+    size_t count;
+    int is_bool;    /* data in u8, else in f */
+    float *f;       /* owned by the request */
+    uint8_t *u8;
+};
+
+static int fail(struct codec_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void *keep(struct codec_request *r, void *b)
+{
+    if (!b)
+        return NULL;
+    if (r->nbufs == CODEC_MAX_BUFS) { /* cannot happen: fewer tensors than slots */
+        free(b);
+        return NULL;
+    }
+    r->bufs[r->nbufs++] = b;
+    return b;
+}
+
+static void shape_str(char *dst, size_t n, const long long *shape, int ndim)
+{
+    size_t o = (size_t)snprintf(dst, n, "(");
+    for (int i = 0; i < ndim && o < n; i++)
+        o += (size_t)snprintf(dst + o, n - o, "%s%lld", i ? ", " : "", shape[i]);
+    if (o < n)
+        snprintf(dst + o, n - o, ndim == 1 ? ",)" : ")");
+}
+
+/* Element count from a shape, checked against overflow and the limit. */
+static int count_elements(struct tensor *t, const char *name, const struct codec_limits *lim,
+                          struct codec_error *err)
+{
+    const long long max = lim->max_tensor_elements;
+    long long c = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 1)
+            return fail(err, ERR_INVALID_TENSOR, "%s: dimension %d is %lld; every dimension "
+                        "must be >= 1", name, i, t->shape[i]);
+        if (t->shape[i] > max || c > max / t->shape[i]) {
+            char s[96];
+            shape_str(s, sizeof s, t->shape, t->ndim);
+            return fail(err, ERR_PAYLOAD_TOO_LARGE, "%s: shape %s has more than %lld elements "
+                        "(max_tensor_elements)", name, s, max);
+        }
+        c *= t->shape[i];
+    }
+    t->count = (size_t)c;
+    return 0;
+}
+
+static int alloc_data(struct codec_request *r, struct tensor *t, struct codec_error *err)
+{
+    if (t->is_bool)
+        t->u8 = keep(r, malloc(t->count));
+    else
+        t->f = keep(r, malloc(t->count * sizeof(float)));
+    if (!t->f && !t->u8)
+        return fail(err, ERR_INTERNAL, "out of memory for a tensor of %zu elements", t->count);
+    return 0;
+}
+
+/* One JSON number into a float32, or an error naming where it is. */
+static int to_float(float *dst, json_t *v, const char *name, const char *where,
+                    struct codec_error *err)
+{
+    double d = json_number_value(v);
+    float f = (float)d;
+    if (!isfinite(d) || !isfinite(f))
+        return fail(err, ERR_INVALID_TENSOR, "%s%s = %g is out of float32 range",
+                    name, where, d);
+    *dst = f;
+    return 0;
+}
+
+/* Leaf kind check: is v acceptable for kind k, given the tensor so far? */
+static int leaf_ok(json_t *v, enum kind k, int is_bool)
+{
+    if (k == K_FLOAT)
+        return json_is_number(v);
+    if (k == K_BOOL)
+        return json_is_boolean(v);
+    return is_bool ? json_is_boolean(v) : json_is_number(v);
+}
+
+static const char *kind_words(enum kind k, int is_bool)
+{
+    if (k == K_FLOAT)
+        return "a number";
+    if (k == K_BOOL)
+        return "a boolean";
+    return is_bool ? "a boolean (the mask's first element is one)"
+                   : "a number (the mask's first element is one)";
+}
+
+static int store_leaf(struct tensor *t, size_t at, json_t *v, enum kind k, const char *name,
+                      const char *where, struct codec_error *err)
+{
+    if (!leaf_ok(v, k, t->is_bool))
+        return fail(err, ERR_INVALID_TENSOR, "%s%s is not %s", name, where,
+                    kind_words(k, t->is_bool));
+    if (t->is_bool) {
+        t->u8[at] = json_is_true(v);
+        return 0;
+    }
+    return to_float(&t->f[at], v, name, where, err);
+}
+
+/* Nested arrays: walk depth d of array a, writing leaves from *at.
+ * path (64 bytes) holds the index path so far, e.g. "[1][0]". */
+static int fill_nested(struct tensor *t, json_t *a, int d, size_t *at, enum kind k,
+                       const char *name, char *path, size_t plen, struct codec_error *err)
+{
+    if (!json_is_array(a))
+        return fail(err, ERR_INVALID_TENSOR, "%s%s: ragged array, expected an array of "
+                    "length %lld", name, path, t->shape[d]);
+    size_t n = json_array_size(a);
+    if (n != (size_t)t->shape[d])
+        return fail(err, ERR_INVALID_TENSOR, "%s%s: ragged array, length %zu where %lld "
+                    "expected", name, path, n, t->shape[d]);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        size_t pl = plen;
+        if (plen < 48)
+            pl += (size_t)snprintf(path + plen, 64 - plen, "[%zu]", i);
+        int rc;
+        if (d + 1 < t->ndim)
+            rc = fill_nested(t, v, d + 1, at, k, name, path, pl, err);
+        else if (json_is_array(v))
+            rc = fail(err, ERR_INVALID_TENSOR, "%s%s: ragged array, nested deeper than "
+                      "the first element", name, path);
+        else
+            rc = store_leaf(t, (*at)++, v, k, name, path, err);
+        path[plen] = '\0';
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int decode_nested(struct codec_request *r, struct tensor *t, json_t *a, enum kind k,
+                         const char *name, const struct codec_limits *lim,
+                         struct codec_error *err)
+{
+    json_t *x = a;
+    t->ndim = 0;
+    while (json_is_array(x)) {
+        if (t->ndim == MAX_RANK)
+            return fail(err, ERR_INVALID_TENSOR, "%s has more than %d dimensions", name,
+                        MAX_RANK);
+        t->shape[t->ndim++] = (long long)json_array_size(x);
+        if (json_array_size(x) == 0)
+            return fail(err, ERR_INVALID_TENSOR, "%s has an empty dimension", name);
+        x = json_array_get(x, 0);
+    }
+    t->is_bool = k == K_BOOL || (k == K_MASK && json_is_boolean(x));
+    if (count_elements(t, name, lim, err) || alloc_data(r, t, err))
+        return -1;
+    char path[64] = "";
+    size_t at = 0;
+    return fill_nested(t, a, 0, &at, k, name, path, 0, err);
+}
+
+static int decode_shape(struct tensor *t, json_t *sh, const char *name, struct codec_error *err)
+{
+    if (!json_is_array(sh) || json_array_size(sh) < 1 || json_array_size(sh) > MAX_RANK)
+        return fail(err, ERR_INVALID_TENSOR, "%s.shape must be an array of 1 to %d integers",
+                    name, MAX_RANK);
+    t->ndim = (int)json_array_size(sh);
+    for (int i = 0; i < t->ndim; i++) {
+        json_t *v = json_array_get(sh, (size_t)i);
+        if (!json_is_integer(v))
+            return fail(err, ERR_INVALID_TENSOR, "%s.shape[%d] is not an integer", name, i);
+        t->shape[i] = json_integer_value(v);
+    }
+    return 0;
+}
+
+/* Value of a base64 character, or -1. */
+static int b64_val(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+size_t codec_base64_encode(char *dst, const unsigned char *src, size_t n)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0, i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8 | src[i + 2];
+        dst[o++] = a[v >> 18], dst[o++] = a[(v >> 12) & 63];
+        dst[o++] = a[(v >> 6) & 63], dst[o++] = a[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)src[i] << 16;
+        dst[o++] = a[v >> 18], dst[o++] = a[(v >> 12) & 63], dst[o++] = '=', dst[o++] = '=';
+    } else if (n - i == 2) {
+        uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8;
+        dst[o++] = a[v >> 18], dst[o++] = a[(v >> 12) & 63];
+        dst[o++] = a[(v >> 6) & 63], dst[o++] = '=';
+    }
+    return o;
+}
+
+long long codec_base64_decode(unsigned char *dst, const char *src, size_t n, size_t *bad_at)
+{
+    if (n % 4) {
+        *bad_at = n;
+        return -1;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t v = 0;
+        int pad = 0;
+        for (int j = 0; j < 4; j++) {
+            unsigned char c = (unsigned char)src[i + j];
+            if (c == '=' && i + 4 == n && j >= 2 && (j == 3 || src[i + 3] == '=')) {
+                pad++;
+                v <<= 6;
+                continue;
+            }
+            int x = b64_val(c);
+            if (x < 0 || pad) {
+                *bad_at = i + (size_t)j;
+                return -1;
+            }
+            v = v << 6 | (uint32_t)x;
+        }
+        dst[o++] = (unsigned char)(v >> 16);
+        if (pad < 2)
+            dst[o++] = (unsigned char)(v >> 8);
+        if (pad < 1)
+            dst[o++] = (unsigned char)v;
+    }
+    return (long long)o;
+}
+
+static int decode_object(struct codec_request *r, struct tensor *t, json_t *obj, enum kind k,
+                         const char *name, const struct codec_limits *lim,
+                         struct codec_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        if (strcmp(key, "shape") && strcmp(key, "data") && strcmp(key, "dtype") &&
+            strcmp(key, "b64"))
+            return fail(err, ERR_INVALID_TENSOR, "%s has an unknown field '%s' (a tensor is "
+                        "nested arrays, {shape, data} or {shape, dtype, b64})", name, key);
+    }
+    json_t *data = json_object_get(obj, "data"), *b64 = json_object_get(obj, "b64");
+    json_t *dtype = json_object_get(obj, "dtype");
+    if (decode_shape(t, json_object_get(obj, "shape"), name, err) ||
+        count_elements(t, name, lim, err))
+        return -1;
+    if ((data != NULL) == (b64 != NULL))
+        return fail(err, ERR_INVALID_TENSOR, "%s needs exactly one of 'data' or 'b64'", name);
+
+    if (data) {
+        if (dtype)
+            return fail(err, ERR_INVALID_TENSOR, "%s: 'dtype' goes with 'b64', not 'data'",
+                        name);
+        if (!json_is_array(data))
+            return fail(err, ERR_INVALID_TENSOR, "%s.data must be a flat array", name);
+        if (json_array_size(data) != t->count) {
+            char s[96];
+            shape_str(s, sizeof s, t->shape, t->ndim);
+            return fail(err, ERR_INVALID_TENSOR, "%s.data has %zu elements but shape %s "
+                        "needs %zu", name, json_array_size(data), s, t->count);
+        }
+        json_t *first = json_array_get(data, 0);
+        t->is_bool = k == K_BOOL || (k == K_MASK && json_is_boolean(first));
+        if (alloc_data(r, t, err))
+            return -1;
+        for (size_t i = 0; i < t->count; i++) {
+            char where[40];
+            snprintf(where, sizeof where, ".data[%zu]", i);
+            if (store_leaf(t, i, json_array_get(data, i), k, name, where, err))
+                return -1;
+        }
+        return 0;
+    }
+
+    const char *dt = json_string_value(dtype);
+    if (!dt || (strcmp(dt, "float32") && strcmp(dt, "bool")))
+        return fail(err, ERR_INVALID_TENSOR, "%s.dtype must be \"float32\" (or \"bool\" for "
+                    "masks) with 'b64'", name);
+    t->is_bool = strcmp(dt, "bool") == 0;
+    if (t->is_bool && k == K_FLOAT)
+        return fail(err, ERR_INVALID_TENSOR, "%s must be float32, not bool", name);
+    if (!t->is_bool && k == K_BOOL)
+        return fail(err, ERR_INVALID_TENSOR, "%s must hold booleans (dtype \"bool\")", name);
+    if (!json_is_string(b64))
+        return fail(err, ERR_INVALID_TENSOR, "%s.b64 must be a base64 string", name);
+    size_t n = json_string_length(b64), want = t->count * (t->is_bool ? 1 : 4), bad;
+    if (n / 4 * 3 < want || n / 4 * 3 > want + 2)
+        return fail(err, ERR_INVALID_TENSOR, "%s.b64 has %zu characters; shape needs %zu "
+                    "bytes (%zu characters)", name, n, want, (want + 2) / 3 * 4);
+    unsigned char *bytes = malloc(n / 4 * 3 + 1);
+    if (!bytes)
+        return fail(err, ERR_INTERNAL, "out of memory decoding %s", name);
+    long long got = codec_base64_decode(bytes, json_string_value(b64), n, &bad);
+    if (got < 0 || (size_t)got != want) {
+        free(bytes);
+        if (got < 0)
+            return fail(err, ERR_INVALID_TENSOR, "%s.b64 is not valid base64 (at character "
+                        "%zu)", name, bad);
+        return fail(err, ERR_INVALID_TENSOR, "%s.b64 decodes to %lld bytes; shape needs %zu",
+                    name, got, want);
+    }
+    keep(r, bytes);
+    if (t->is_bool) {
+        t->u8 = bytes;
+        for (size_t i = 0; i < t->count; i++)
+            if (bytes[i] > 1)
+                return fail(err, ERR_INVALID_TENSOR, "%s: bool byte %zu is %u, not 0 or 1",
+                            name, i, bytes[i]);
+        return 0;
+    }
+    t->f = (float *)bytes; /* malloc'd: aligned for float; x86-64 is little-endian */
+    for (size_t i = 0; i < t->count; i++)
+        if (!isfinite(t->f[i]))
+            return fail(err, ERR_INVALID_TENSOR, "%s element %zu is not finite", name, i);
+    return 0;
+}
+
+/* Any of the three tensor forms. */
+static int decode_tensor(struct codec_request *r, struct tensor *t, json_t *v, enum kind k,
+                         const char *name, const struct codec_limits *lim,
+                         struct codec_error *err)
+{
+    memset(t, 0, sizeof *t);
+    if (json_is_array(v))
+        return decode_nested(r, t, v, k, name, lim, err);
+    if (json_is_object(v))
+        return decode_object(r, t, v, k, name, lim, err);
+    return fail(err, ERR_INVALID_TENSOR, "%s must be a tensor: nested arrays, {shape, data} "
+                "or {shape, dtype, b64}", name);
+}
+
+static int expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
+                        long long d1, struct codec_error *err)
+{
+    if (t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1))
+        return 0;
+    char got[96], want[96];
+    long long w[2] = {d0, d1};
+    shape_str(got, sizeof got, t->shape, t->ndim);
+    shape_str(want, sizeof want, w, ndim);
+    return fail(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
+}
+
+static int check_dim(long long v, int max, const char *what, const char *key,
+                     struct codec_error *err)
+{
+    if (v > max)
+        return fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what, v,
+                    max, key);
+    return 0;
+}
+
+static int get_bool(json_t *root, const char *key, int dflt, int *out, struct codec_error *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v) {
+        *out = dflt;
+        return 0;
+    }
+    if (!json_is_boolean(v))
+        return fail(err, ERR_INVALID_PARAMETER, "%s must be true or false", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int get_tokens(json_t *root, const char *key, char **out, struct codec_error *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v)
+        return 0;
+    if (!json_is_array(v))
+        return fail(err, ERR_INVALID_PARAMETER, "%s must be an array of strings", key);
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!json_is_string(json_array_get(v, i)))
+            return fail(err, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, i);
+    *out = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII);
+    return *out ? 0 : fail(err, ERR_INTERNAL, "out of memory copying %s", key);
+}
+
+static int map_att_status(int st)
+{
+    switch (st) {
+    case ATT_EPARAM:  return ERR_INVALID_PARAMETER;
+    case ATT_ESHAPE:  return ERR_SHAPE_MISMATCH;
+    case ATT_ETOOBIG: return ERR_PAYLOAD_TOO_LARGE;
+    default:          return ERR_INTERNAL;
+    }
+}
+
+static int decode_fields(struct codec_request *r, json_t *root, const struct codec_limits *lim,
+                         struct codec_error *err)
+{
+    static const char *const known[] = {
+        "query", "key", "value", "num_heads", "weights", "attn_mask", "key_padding_mask",
+        "need_weights", "average_attn_weights", "scale", "positional_encoding",
+        "output_encoding", "tokens", "key_tokens"};
+    struct att_params *p = &r->p;
+    const char *k;
+    json_t *v;
+
+    /* 1. No unknown fields: a typo should not be silently ignored. */
+    json_object_foreach(root, k, v) {
+        size_t i = 0;
+        while (i < sizeof known / sizeof known[0] && strcmp(k, known[i]))
+            i++;
+        if (i == sizeof known / sizeof known[0])
+            return fail(err, ERR_INVALID_PARAMETER, "unknown field '%s'", k);
+    }
+
+    /* 2. num_heads */
+    v = json_object_get(root, "num_heads");
+    if (!v)
+        return fail(err, ERR_INVALID_PARAMETER, "num_heads is required");
+    if (!json_is_integer(v) || json_integer_value(v) < 1)
+        return fail(err, ERR_INVALID_PARAMETER, "num_heads must be an integer >= 1");
+    if (check_dim(json_integer_value(v), lim->max_heads, "num_heads", "max_heads", err))
+        return -1;
+    p->H = (int)json_integer_value(v);
+
+    /* 3. query, key, value: same rank, same batch */
+    struct tensor q, kt, vt;
+    v = json_object_get(root, "query");
+    if (!v)
+        return fail(err, ERR_INVALID_PARAMETER, "query is required");
+    if (decode_tensor(r, &q, v, K_FLOAT, "query", lim, err))
+        return -1;
+    if (q.ndim != 2 && q.ndim != 3)
+        return fail(err, ERR_SHAPE_MISMATCH, "query must have rank 2 (L, E) or 3 (N, L, E), "
+                    "got rank %d", q.ndim);
+    r->batched = q.ndim == 3;
+    kt = q, vt = q;
+    if ((v = json_object_get(root, "key"))) {
+        if (decode_tensor(r, &kt, v, K_FLOAT, "key", lim, err))
+            return -1;
+        vt = kt;
+    }
+    if ((v = json_object_get(root, "value")) && decode_tensor(r, &vt, v, K_FLOAT, "value", lim, err))
+        return -1;
+    if (kt.ndim != q.ndim || vt.ndim != q.ndim)
+        return fail(err, ERR_SHAPE_MISMATCH, "%s has rank %d but query has rank %d",
+                    kt.ndim != q.ndim ? "key" : "value", kt.ndim != q.ndim ? kt.ndim : vt.ndim,
+                    q.ndim);
+    const int b = r->batched;
+    if (b && (kt.shape[0] != q.shape[0] || vt.shape[0] != q.shape[0]))
+        return fail(err, ERR_SHAPE_MISMATCH, "%s has batch size %lld but query has %lld",
+                    kt.shape[0] != q.shape[0] ? "key" : "value",
+                    kt.shape[0] != q.shape[0] ? kt.shape[0] : vt.shape[0], q.shape[0]);
+    if (kt.shape[b] != vt.shape[b])
+        return fail(err, ERR_SHAPE_MISMATCH, "key has source length %lld but value has %lld",
+                    kt.shape[b], vt.shape[b]);
+    if (check_dim(b ? q.shape[0] : 1, lim->max_batch, "batch size", "max_batch", err) ||
+        check_dim(q.shape[b], lim->max_target_len, "target length", "max_target_len", err) ||
+        check_dim(kt.shape[b], lim->max_source_len, "source length", "max_source_len", err) ||
+        check_dim(q.shape[b + 1], lim->max_embed_dim, "embed_dim", "max_embed_dim", err) ||
+        check_dim(kt.shape[b + 1], lim->max_embed_dim, "kdim", "max_embed_dim", err) ||
+        check_dim(vt.shape[b + 1], lim->max_embed_dim, "vdim", "max_embed_dim", err))
+        return -1;
+    p->N = b ? (int)q.shape[0] : 1;
+    p->L = (int)q.shape[b], p->E = (int)q.shape[b + 1];
+    p->S = (int)kt.shape[b], p->kdim = (int)kt.shape[b + 1], p->vdim = (int)vt.shape[b + 1];
+    p->query = q.f, p->key = kt.f, p->value = vt.f;
+    if (p->E % p->H)
+        return fail(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by num_heads %d",
+                    p->E, p->H);
+
+    /* 4. weights, each with its exact PyTorch shape */
+    json_t *w = json_object_get(root, "weights");
+    if (w && !json_is_object(w))
+        return fail(err, ERR_INVALID_PARAMETER, "weights must be an object");
+    if (w) {
+        const long long E = p->E;
+        const struct { const char *key; const float **dst; int ndim; long long d0, d1; } ws[] = {
+            {"in_proj_weight", &p->in_proj_weight, 2, 3 * E, E},
+            {"q_proj_weight", &p->q_proj_weight, 2, E, E},
+            {"k_proj_weight", &p->k_proj_weight, 2, E, p->kdim},
+            {"v_proj_weight", &p->v_proj_weight, 2, E, p->vdim},
+            {"in_proj_bias", &p->in_proj_bias, 1, 3 * E, 0},
+            {"out_proj_weight", &p->out_proj_weight, 2, E, E},
+            {"out_proj_bias", &p->out_proj_bias, 1, E, 0},
+        };
+        const size_t nws = sizeof ws / sizeof ws[0];
+        json_object_foreach(w, k, v) {
+            size_t i = 0;
+            while (i < nws && strcmp(k, ws[i].key))
+                i++;
+            if (i == nws)
+                return fail(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'", k);
+            char name[48];
+            snprintf(name, sizeof name, "weights.%s", k);
+            struct tensor t;
+            if (decode_tensor(r, &t, v, K_FLOAT, name, lim, err) ||
+                expect_shape(&t, name, ws[i].ndim, ws[i].d0, ws[i].d1, err))
+                return -1;
+            *ws[i].dst = t.f;
+        }
+    }
+
+    /* 5. masks */
+    if ((v = json_object_get(root, "attn_mask"))) {
+        if (json_is_string(v)) {
+            if (strcmp(json_string_value(v), "causal"))
+                return fail(err, ERR_INVALID_PARAMETER, "attn_mask must be \"causal\" or a "
+                            "tensor, not \"%s\"", json_string_value(v));
+            p->mask_kind = ATT_MASK_CAUSAL;
+        } else {
+            struct tensor t;
+            if (decode_tensor(r, &t, v, K_MASK, "attn_mask", lim, err))
+                return -1;
+            if (t.ndim != 2 && t.ndim != 3)
+                return fail(err, ERR_SHAPE_MISMATCH, "attn_mask must have rank 2 (L, S) or 3 "
+                            "(N*num_heads, L, S), got rank %d", t.ndim);
+            p->mask_kind = t.is_bool ? ATT_MASK_BOOL : ATT_MASK_FLOAT;
+            p->bool_mask = t.u8, p->float_mask = t.f;
+            p->mask_ndim = t.ndim;
+            for (int i = 0; i < t.ndim; i++)
+                p->mask_shape[i] = (int)t.shape[i];
+        }
+    }
+    if ((v = json_object_get(root, "key_padding_mask"))) {
+        struct tensor t;
+        if (decode_tensor(r, &t, v, K_BOOL, "key_padding_mask", lim, err))
+            return -1;
+        if (b ? expect_shape(&t, "key_padding_mask", 2, p->N, p->S, err)
+              : expect_shape(&t, "key_padding_mask", 1, p->S, 0, err))
+            return -1;
+        p->key_padding_mask = t.u8;
+    }
+
+    /* 6. options */
+    int need = 1, avg = 0;
+    if (get_bool(root, "need_weights", 1, &need, err) ||
+        get_bool(root, "average_attn_weights", 0, &avg, err))
+        return -1;
+    p->weights_mode = !need ? ATT_WEIGHTS_NONE : avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
+    if ((v = json_object_get(root, "scale"))) {
+        double s = json_number_value(v);
+        if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
+            return fail(err, ERR_INVALID_PARAMETER, "scale must be a number > 0");
+        p->has_scale = 1, p->scale = (float)s;
+    }
+    if ((v = json_object_get(root, "positional_encoding"))) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "sinusoidal"))
+            return fail(err, ERR_INVALID_PARAMETER, "positional_encoding must be \"sinusoidal\"");
+        p->positional_encoding = 1;
+    }
+    if ((v = json_object_get(root, "output_encoding"))) {
+        const char *s = json_string_value(v);
+        if (!s || (strcmp(s, "json") && strcmp(s, "base64")))
+            return fail(err, ERR_INVALID_PARAMETER, "output_encoding must be \"json\" or "
+                        "\"base64\"");
+        r->base64_out = strcmp(s, "base64") == 0;
+    }
+    if (get_tokens(root, "tokens", &r->tokens_json, err) ||
+        get_tokens(root, "key_tokens", &r->key_tokens_json, err))
+        return -1;
+
+    /* 7. the whole, as the core sees it; then the weights-output limit */
+    size_t out_len, w_len;
+    struct att_error ae;
+    int st = att_check(p, &out_len, &w_len, &ae);
+    if (st != ATT_OK)
+        return fail(err, map_att_status(st), "%s", ae.msg);
+    if (w_len > (unsigned long long)lim->max_weights_elements)
+        return fail(err, ERR_PAYLOAD_TOO_LARGE, "attention weights would have %zu elements, "
+                    "more than %lld (max_weights_elements); ask for need_weights false or "
+                    "average_attn_weights true", w_len, lim->max_weights_elements);
+    return 0;
+}
+
+int codec_decode_request(struct codec_request *r, const char *body, size_t len,
+                         const struct codec_limits *lim, struct codec_error *err)
+{
+    memset(r, 0, sizeof *r);
+    att_params_init(&r->p);
+    if (len == 0)
+        return fail(err, ERR_INVALID_JSON, "the request body is empty");
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
+                    je.column, je.text);
+    int rc = json_is_object(root)
+                 ? decode_fields(r, root, lim, err)
+                 : fail(err, ERR_INVALID_JSON, "the request body must be a JSON object");
+    json_decref(root);
+    return rc;
+}
+
+void codec_request_deinit(struct codec_request *r)
+{
+    for (int i = 0; i < r->nbufs; i++)
+        free(r->bufs[i]);
+    free(r->tokens_json);
+    free(r->key_tokens_json);
+    r->nbufs = 0;
+    r->tokens_json = r->key_tokens_json = NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Encoding                                                                */
+
+struct buf {
+    char *p;
+    size_t len, cap;
+    int oom;
+};
+
+static int reserve(struct buf *b, size_t extra)
+{
+    if (b->oom)
+        return 0;
+    if (b->len + extra + 1 <= b->cap)
+        return 1;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *np = realloc(b->p, cap);
+    if (!np) {
+        b->oom = 1;
+        return 0;
+    }
+    b->p = np, b->cap = cap;
+    return 1;
+}
+
+static void put(struct buf *b, const char *s, size_t n)
+{
+    if (reserve(b, n)) {
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+    }
+}
+
+static void puts_(struct buf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+/* Shortest %g form (6 to 9 significant digits) that reads back as f. */
+static void put_float(struct buf *b, float f)
+{
+    char s[32];
+    int n = 0;
+    for (int prec = 6; prec <= 9; prec++) {
+        n = snprintf(s, sizeof s, "%.*g", prec, (double)f);
+        if (strtof(s, NULL) == f)
+            break;
+    }
+    put(b, s, (size_t)n);
+}
+
+static void put_nested(struct buf *b, const float *x, const long long *shape, int ndim)
+{
+    if (ndim == 1) {
+        put(b, "[", 1);
+        for (long long i = 0; i < shape[0]; i++) {
+            if (i)
+                put(b, ",", 1);
+            put_float(b, x[i]);
+        }
+        put(b, "]", 1);
+        return;
+    }
+    size_t stride = 1;
+    for (int d = 1; d < ndim; d++)
+        stride *= (size_t)shape[d];
+    put(b, "[", 1);
+    for (long long i = 0; i < shape[0]; i++) {
+        if (i)
+            put(b, ",", 1);
+        put_nested(b, x + (size_t)i * stride, shape + 1, ndim - 1);
+    }
+    put(b, "]", 1);
+}
+
+static void put_tensor(struct buf *b, const float *x, const long long *shape, int ndim,
+                       int base64)
+{
+    if (!base64) {
+        put_nested(b, x, shape, ndim);
+        return;
+    }
+    size_t count = 1;
+    char s[32];
+    puts_(b, "{\"shape\":[");
+    for (int d = 0; d < ndim; d++) {
+        int n = snprintf(s, sizeof s, "%s%lld", d ? "," : "", shape[d]);
+        put(b, s, (size_t)n);
+        count *= (size_t)shape[d];
+    }
+    puts_(b, "],\"dtype\":\"float32\",\"b64\":\"");
+    size_t chars = (count * 4 + 2) / 3 * 4;
+    if (reserve(b, chars)) {
+        b->len += codec_base64_encode(b->p + b->len, (const unsigned char *)x, count * 4);
+        b->p[b->len] = '\0';
+    }
+    puts_(b, "\"}");
+}
+
+char *codec_encode_response(const struct codec_request *r, const float *out,
+                            const float *weights, size_t *len)
+{
+    const struct att_params *p = &r->p;
+    struct buf b = {0};
+    long long shape[4];
+    int nd = 0;
+    char s[256];
+
+    reserve(&b, (size_t)p->N * p->L * p->E * 12 + 256);
+    puts_(&b, "{\"output\":");
+    if (r->batched)
+        shape[nd++] = p->N;
+    shape[nd++] = p->L, shape[nd++] = p->E;
+    put_tensor(&b, out, shape, nd, r->base64_out);
+    if (weights && p->weights_mode != ATT_WEIGHTS_NONE) {
+        nd = 0;
+        if (r->batched)
+            shape[nd++] = p->N;
+        if (p->weights_mode == ATT_WEIGHTS_PER_HEAD)
+            shape[nd++] = p->H;
+        shape[nd++] = p->L, shape[nd++] = p->S;
+        puts_(&b, ",\"attention_weights\":");
+        put_tensor(&b, weights, shape, nd, r->base64_out);
+    }
+    int n = snprintf(s, sizeof s, ",\"num_heads\":%d,\"head_dim\":%d,\"embed_dim\":%d,"
+                     "\"target_len\":%d,\"source_len\":%d,\"batch\":%d", p->H, p->E / p->H,
+                     p->E, p->L, p->S, p->N);
+    put(&b, s, (size_t)n);
+    if (r->tokens_json) {
+        puts_(&b, ",\"tokens\":");
+        puts_(&b, r->tokens_json);
+    }
+    if (r->key_tokens_json) {
+        puts_(&b, ",\"key_tokens\":");
+        puts_(&b, r->key_tokens_json);
+    }
+    put(&b, "}", 1);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+char *codec_encode_error(int code, const char *msg, size_t *len)
+{
+    json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", http_error_slug(code), "message",
+                          msg ? msg : http_error_message(code));
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (s)
+        *len = strlen(s);
+    return s;
+}

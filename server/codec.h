@@ -1,0 +1,71 @@
+/* codec.h -- JSON ↔ tensors for POST /attention.
+ *
+ * The one place that knows the wire format. codec_decode_request() turns a
+ * request body into a struct att_params whose arrays the codec owns, after
+ * checking every field, every tensor (three forms: nested arrays,
+ * {"shape", "data"}, {"shape", "dtype": "float32", "b64"}) and every limit;
+ * codec_encode_response() writes the answer. Errors come back as an
+ * enum http_error (server/errors.h) plus a message naming the field.
+ *
+ *     struct codec_request r;
+ *     struct codec_error e;
+ *     if (codec_decode_request(&r, body, len, &limits, &e) == 0) {
+ *         ... att_forward(out, weights, &r.p, ...) ...
+ *         char *json = codec_encode_response(&r, out, weights, &json_len);
+ *     }
+ *     codec_request_deinit(&r);   (always, success or not)
+ *
+ * Parsing uses jansson with JSON_REJECT_DUPLICATES; call it on a thread
+ * with ≥ 1 MiB of stack (jansson recurses up to its 2048-deep limit).
+ */
+#ifndef SERVER_CODEC_H
+#define SERVER_CODEC_H
+
+#include <stddef.h>
+
+#include "core/attention.h"
+
+struct codec_limits {
+    long long max_tensor_elements;  /* per tensor */
+    int max_batch, max_target_len, max_source_len, max_embed_dim, max_heads;
+    long long max_weights_elements; /* N·H·L·S of the weights output */
+};
+
+struct codec_error {
+    int code;      /* enum http_error */
+    char msg[240];
+};
+
+#define CODEC_MAX_BUFS 16
+
+struct codec_request {
+    struct att_params p;  /* arrays point into bufs */
+    int batched;          /* query had rank 3 */
+    int base64_out;       /* output_encoding "base64" */
+    char *tokens_json;    /* compact JSON of "tokens", or NULL (owned) */
+    char *key_tokens_json;
+    void *bufs[CODEC_MAX_BUFS]; /* owned */
+    int nbufs;
+};
+
+/* Decode body (len bytes, not NUL-terminated) into r (caller storage).
+ * Returns 0, or -1 with err filled. r must be deinit'ed either way. */
+int codec_decode_request(struct codec_request *r, const char *body, size_t len,
+                         const struct codec_limits *lim, struct codec_error *err);
+void codec_request_deinit(struct codec_request *r);
+
+/* The 200 body for r's results. out: (N, L, E); weights as r->p.weights_mode
+ * says, or NULL. Returns a malloc'd NUL-terminated buffer (caller frees) and
+ * its length in *len, or NULL when out of memory. */
+char *codec_encode_response(const struct codec_request *r, const float *out,
+                            const float *weights, size_t *len);
+
+/* {"error": {"code": slug, "message": msg}} as a malloc'd buffer, or NULL. */
+char *codec_encode_error(int code, const char *msg, size_t *len);
+
+/* Base64 (standard alphabet, padded). decode returns the byte count, or -1
+ * with the offset of the first bad character in *bad_at. */
+size_t codec_base64_encode(char *dst, const unsigned char *src, size_t n);
+long long codec_base64_decode(unsigned char *dst, const char *src, size_t n, size_t *bad_at);
+
+#endif

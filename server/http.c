@@ -1,0 +1,521 @@
+/* http.c -- request lifecycle on libmicrohttpd; see http.h.
+ *
+ * Lifecycle of one request (as libmicrohttpd's largepost.c example):
+ *   1st call       allocate struct req, route, check method, Content-Type and
+ *                  Content-Length; an early error is queued right away.
+ *   upload calls   append to the body up to max_body_bytes; past it, stop
+ *                  storing and remember to answer 413.
+ *   final call     POST /attention: suspend, submit to the pool (or answer
+ *                  503); a worker computes and resumes; the call after the
+ *                  resume queues the answer. GETs are answered directly.
+ *   completed      NOTIFY_COMPLETED (also for aborted requests): log, count,
+ *                  free.
+ */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/attention.h"
+#include "server/codec.h"
+#include "server/errors.h"
+#include "server/metrics.h"
+
+/* openapi.yaml, linked into the binary (server/embed.S). */
+extern const char openapi_yaml[], openapi_yaml_end[];
+
+/* Simultaneous connections; beyond this libmicrohttpd refuses new ones. */
+#define MAX_CONNECTIONS 1024
+#define RETRY_AFTER_S "1"
+
+struct http_server {
+    struct cfg cfg;
+    struct codec_limits limits;
+    struct pool *pool;
+    struct MHD_Daemon *daemon;
+    int port;
+    atomic_int draining;
+    atomic_int active; /* requests between first call and completion */
+};
+
+struct req {
+    struct http_server *srv;
+    struct MHD_Connection *conn;
+    enum metrics_endpoint ep;
+    char method[12];
+    char path[128];
+    double t0;
+    /* body */
+    char *body;
+    size_t len, cap;
+    int too_large;
+    /* job, written by the worker before it resumes the connection */
+    int submitted, done;
+    int status;
+    char *answer;  /* malloc'd JSON, handed to MHD */
+    size_t answer_len;
+    int retry_after;
+    char timing[160]; /* Server-Timing header value */
+    /* for the access log */
+    int sent_status;
+    size_t sent_bytes;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Queue body (malloc'd, ownership passes to MHD) with status. */
+static enum MHD_Result send_owned(struct req *r, int status, char *body, size_t len,
+                                  const char *ctype)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer_with_free_callback(len, body, free);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 405)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
+                                r->ep == EP_ATTENTION ? "POST" : "GET, HEAD");
+    if (status == 503 || r->retry_after)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+    if (r->timing[0])
+        MHD_add_response_header(resp, "Server-Timing", r->timing);
+    if (status >= 400 && r->ep == EP_ATTENTION && !r->done)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->sent_status = status;
+    r->sent_bytes = len;
+    return ret;
+}
+
+static enum MHD_Result send_error(struct req *r, enum http_error e, const char *msg)
+{
+    size_t len = 0;
+    char *body = codec_encode_error(e, msg, &len);
+    if (!body)
+        return MHD_NO;
+    return send_owned(r, http_error_status(e), body, len, "application/json");
+}
+
+static enum MHD_Result send_copy(struct req *r, int status, const char *text, size_t len,
+                                 const char *ctype)
+{
+    char *body = malloc(len ? len : 1);
+    if (!body)
+        return MHD_NO;
+    memcpy(body, text, len);
+    return send_owned(r, status, body, len, ctype);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The job: runs on a pool worker with a big stack.                        */
+
+static void job_fail(struct req *r, int code, const char *msg)
+{
+    r->status = http_error_status(code);
+    r->answer = codec_encode_error(code, msg, &r->answer_len);
+}
+
+static void run_job(void *arg)
+{
+    struct req *r = arg;
+    struct http_server *s = r->srv;
+    double t_start = now_s(), t_dec, t_comp, t_enc;
+    struct codec_request cr;
+    struct codec_error ce;
+    float *out = NULL, *w = NULL;
+
+    /* 1. decode */
+    int rc = codec_decode_request(&cr, r->body, r->len, &s->limits, &ce);
+    free(r->body);
+    r->body = NULL;
+    t_dec = now_s();
+    t_comp = t_enc = t_dec;
+    if (rc) {
+        job_fail(r, ce.code, ce.msg);
+        goto done;
+    }
+    /* 2. compute */
+    size_t out_len, w_len;
+    struct att_error ae;
+    att_check(&cr.p, &out_len, &w_len, NULL); /* validated by the codec */
+    out = malloc(out_len * sizeof *out);
+    w = w_len ? malloc(w_len * sizeof *w) : NULL;
+    if (!out || (w_len && !w)) {
+        job_fail(r, ERR_INTERNAL, "out of memory for the output");
+        goto done;
+    }
+    if (att_forward(out, w, &cr.p, &ae) != ATT_OK) {
+        job_fail(r, ae.code == ATT_ENOMEM ? ERR_INTERNAL
+                    : ae.code == ATT_ESHAPE ? ERR_SHAPE_MISMATCH : ERR_INVALID_PARAMETER,
+                 ae.msg);
+        goto done;
+    }
+    t_comp = now_s();
+    /* 3. encode */
+    r->answer = codec_encode_response(&cr, out, w, &r->answer_len);
+    r->status = 200;
+    if (!r->answer)
+        job_fail(r, ERR_INTERNAL, "out of memory encoding the response");
+    t_enc = now_s();
+    metrics_record_stages(t_dec - t_start, t_start - r->t0, t_comp - t_dec, t_enc - t_comp);
+done:
+    snprintf(r->timing, sizeof r->timing,
+             "queue;dur=%.3f, decode;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
+             (t_start - r->t0) * 1e3, (t_dec - t_start) * 1e3, (t_comp - t_dec) * 1e3,
+             (t_enc - t_comp) * 1e3);
+    free(out);
+    free(w);
+    codec_request_deinit(&cr);
+    r->done = 1;
+    MHD_resume_connection(r->conn);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Routing and GET endpoints                                               */
+
+static enum metrics_endpoint route(const char *url)
+{
+    if (strcmp(url, "/attention") == 0)
+        return EP_ATTENTION;
+    if (strcmp(url, "/healthz") == 0)
+        return EP_HEALTHZ;
+    if (strcmp(url, "/readyz") == 0)
+        return EP_READYZ;
+    if (strcmp(url, "/metrics") == 0)
+        return EP_METRICS;
+    if (strcmp(url, "/openapi.yaml") == 0)
+        return EP_OPENAPI;
+    return EP_STATIC;
+}
+
+static const char *content_type_of(const char *path)
+{
+    static const struct { const char *ext, *type; } types[] = {
+        {".html", "text/html; charset=utf-8"}, {".js", "text/javascript; charset=utf-8"},
+        {".css", "text/css; charset=utf-8"},   {".json", "application/json"},
+        {".png", "image/png"},                 {".svg", "image/svg+xml"},
+        {".ico", "image/x-icon"},
+    };
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(dot, types[i].ext) == 0)
+            return types[i].type;
+    return NULL;
+}
+
+/* Static files of the web client from cfg.static_dir; only plain names
+ * ([A-Za-z0-9_.-], sub-folders allowed, no "..") of known types. */
+static enum MHD_Result serve_static(struct req *r, const char *url)
+{
+    const char *rel = strcmp(url, "/") == 0 ? "index.html" : url + 1;
+    const char *type = content_type_of(rel);
+    int ok = type != NULL && strstr(rel, "..") == NULL && rel[0] != '/';
+    for (const char *c = rel; ok && *c; c++)
+        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+             (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.' || *c == '/';
+    char path[512];
+    FILE *f = NULL;
+    if (ok && snprintf(path, sizeof path, "%s/%s", r->srv->cfg.static_dir, rel) <
+                  (int)sizeof path)
+        f = fopen(path, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) {
+        if (f)
+            fclose(f);
+        r->ep = EP_OTHER;
+        char msg[200];
+        snprintf(msg, sizeof msg, "no endpoint or file at %.120s", url);
+        return send_error(r, ERR_NOT_FOUND, msg);
+    }
+    size_t n = (size_t)st.st_size;
+    char *body = malloc(n ? n : 1);
+    if (!body || fread(body, 1, n, f) != n) {
+        free(body);
+        fclose(f);
+        return send_error(r, ERR_INTERNAL, "could not read a static file");
+    }
+    fclose(f);
+    return send_owned(r, 200, body, n, type);
+}
+
+static enum MHD_Result serve_get(struct req *r, const char *url)
+{
+    struct http_server *s = r->srv;
+    switch (r->ep) {
+    case EP_HEALTHZ:
+        return send_copy(r, 200, "{\"status\":\"ok\"}", 15, "application/json");
+    case EP_READYZ:
+        if (atomic_load(&s->draining))
+            return send_copy(r, 503, "{\"status\":\"draining\"}", 21, "application/json");
+        return send_copy(r, 200, "{\"status\":\"ready\"}", 18, "application/json");
+    case EP_METRICS: {
+        struct pool_stats ps;
+        size_t len;
+        pool_get_stats(s->pool, &ps);
+        char *text = metrics_write(ps.queued, ps.busy, ps.workers, atomic_load(&s->draining),
+                                   &len);
+        if (!text)
+            return send_error(r, ERR_INTERNAL, "out of memory writing metrics");
+        return send_owned(r, 200, text, len, "text/plain; version=0.0.4");
+    }
+    case EP_OPENAPI:
+        return send_copy(r, 200, openapi_yaml, (size_t)(openapi_yaml_end - openapi_yaml),
+                         "application/yaml");
+    default:
+        return serve_static(r, url);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* The access handler                                                      */
+
+static int is_json_type(const char *ct)
+{
+    if (!ct)
+        return 0;
+    while (*ct == ' ')
+        ct++;
+    size_t n = strlen("application/json");
+    return strncasecmp(ct, "application/json", n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* First call: checks that need only the headers. Returns an error to send
+ * now, or -1 when the request may go on. */
+static int early_check(struct req *r, char *msg, size_t msglen)
+{
+    struct http_server *s = r->srv;
+    int is_get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+    if (r->ep != EP_ATTENTION) {
+        if (!is_get) {
+            snprintf(msg, msglen, "%s is not allowed on %.100s; use GET", r->method, r->path);
+            return ERR_METHOD_NOT_ALLOWED;
+        }
+        return -1;
+    }
+    if (strcmp(r->method, "POST") != 0) {
+        snprintf(msg, msglen, "%s is not allowed on /attention; use POST", r->method);
+        return ERR_METHOD_NOT_ALLOWED;
+    }
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!is_json_type(ct)) {
+        snprintf(msg, msglen, "Content-Type must be application/json, not '%.60s'",
+                 ct ? ct : "(none)");
+        return ERR_UNSUPPORTED_MEDIA_TYPE;
+    }
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body_bytes) {
+        snprintf(msg, msglen, "the body is %.30s bytes; the limit is %lld (max_body_bytes)",
+                 cl, s->cfg.max_body_bytes);
+        return ERR_PAYLOAD_TOO_LARGE;
+    }
+    if (atomic_load(&s->draining)) {
+        snprintf(msg, msglen, "the server is shutting down");
+        return ERR_SHUTTING_DOWN;
+    }
+    return -1;
+}
+
+static int append_body(struct req *r, const char *data, size_t n)
+{
+    const size_t max = (size_t)r->srv->cfg.max_body_bytes;
+    if (r->too_large || r->len + n > max) {
+        r->too_large = 1; /* keep reading (and dropping) to answer 413 cleanly */
+        free(r->body);
+        r->body = NULL;
+        r->len = r->cap = 0;
+        return 0;
+    }
+    if (r->len + n > r->cap) {
+        size_t cap = r->cap ? r->cap : 16384;
+        while (cap < r->len + n)
+            cap *= 2;
+        if (cap > max)
+            cap = max;
+        char *nb = realloc(r->body, cap);
+        if (!nb)
+            return -1;
+        r->body = nb, r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    struct http_server *s = cls;
+    struct req *r = *con_cls;
+    char msg[200];
+
+    if (!r) { /* 1. first call: headers only */
+        r = calloc(1, sizeof *r);
+        if (!r)
+            return MHD_NO;
+        r->srv = s, r->conn = conn, r->t0 = now_s();
+        snprintf(r->method, sizeof r->method, "%s", method);
+        snprintf(r->path, sizeof r->path, "%s", url);
+        r->ep = route(url);
+        atomic_fetch_add(&s->active, 1);
+        *con_cls = r;
+        int e = early_check(r, msg, sizeof msg);
+        if (e >= 0)
+            return send_error(r, e, msg);
+        return MHD_YES;
+    }
+    if (r->sent_status) { /* answered early: drop whatever body still comes */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) { /* 2. body pieces */
+        int rc = append_body(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return rc == 0 ? MHD_YES : MHD_NO;
+    }
+    if (r->ep != EP_ATTENTION) /* 3. final call */
+        return serve_get(r, url);
+    if (r->too_large) {
+        snprintf(msg, sizeof msg, "the body exceeds the limit of %lld bytes (max_body_bytes)",
+                 s->cfg.max_body_bytes);
+        return send_error(r, ERR_PAYLOAD_TOO_LARGE, msg);
+    }
+    if (r->done) { /* 4. resumed by the worker */
+        char *answer = r->answer;
+        r->answer = NULL;
+        if (!answer)
+            return send_error(r, ERR_INTERNAL, "out of memory encoding the response");
+        return send_owned(r, r->status, answer, r->answer_len, "application/json");
+    }
+    if (r->submitted)
+        return MHD_YES;
+    /* 5. hand the body to a worker; the connection sleeps meanwhile */
+    r->submitted = 1;
+    MHD_suspend_connection(conn);
+    int rc = pool_submit(s->pool, run_job, r);
+    if (rc != POOL_OK) {
+        job_fail(r, rc == POOL_EFULL ? ERR_OVERLOADED : ERR_SHUTTING_DOWN,
+                 rc == POOL_EFULL ? "every worker is busy and the queue is full; retry later"
+                                  : "the server is shutting down");
+        r->done = 1;
+        MHD_resume_connection(conn);
+    }
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    struct http_server *s = cls;
+    struct req *r = *con_cls;
+    if (!r)
+        return;
+    double ms = (now_s() - r->t0) * 1e3;
+    int status = r->sent_status ? r->sent_status : 499; /* 499: client went away */
+    metrics_record(r->ep, status, ms / 1e3);
+    if (s->cfg.log_level >= CFG_LOG_INFO)
+        fprintf(stderr, "%s %s %d %zu %.1fms%s\n", r->method, r->path, status, r->sent_bytes,
+                ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    free(r->body);
+    free(r->answer);
+    free(r);
+    *con_cls = NULL;
+    atomic_fetch_sub(&s->active, 1);
+}
+
+/* ---------------------------------------------------------------------- */
+
+struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err,
+                               size_t errlen)
+{
+    struct http_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->cfg = *c;
+    s->pool = pool;
+    s->limits = (struct codec_limits){
+        .max_tensor_elements = c->max_tensor_elements,
+        .max_batch = c->max_batch,
+        .max_target_len = c->max_target_len,
+        .max_source_len = c->max_source_len,
+        .max_embed_dim = c->max_embed_dim,
+        .max_heads = c->max_heads,
+        .max_weights_elements = c->max_weights_elements,
+    };
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port)};
+    if (inet_pton(AF_INET, c->bind, &addr.sin_addr) != 1) {
+        snprintf(err, errlen, "bind: '%s' is not an IPv4 address", c->bind);
+        free(s);
+        return NULL;
+    }
+    s->daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+            MHD_USE_ERROR_LOG,
+        (uint16_t)c->port, NULL, NULL, on_request, s,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->conn_timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->conn_memory_limit,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_END);
+    if (!s->daemon) {
+        snprintf(err, errlen, "could not listen on %s:%d: %s", c->bind, c->port,
+                 errno ? strerror(errno) : "libmicrohttpd refused to start");
+        free(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : c->port;
+    return s;
+}
+
+int http_port(const struct http_server *s)
+{
+    return s->port;
+}
+
+int http_drain(struct http_server *s, int timeout_s)
+{
+    atomic_store(&s->draining, 1);
+    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    double deadline = now_s() + timeout_s;
+    while (atomic_load(&s->active) > 0 && now_s() < deadline)
+        usleep(10000);
+    return atomic_load(&s->active);
+}
+
+void http_stop(struct http_server *s)
+{
+    if (!s)
+        return;
+    MHD_stop_daemon(s->daemon);
+    free(s);
+}

@@ -1,0 +1,42 @@
+/* http.h -- the HTTP front of the service, on libmicrohttpd.
+ *
+ * One internal polling thread (epoll) does the network work only: it frames
+ * requests, enforces the body limit, routes, and for POST /attention
+ * suspends the connection and hands the body to the worker pool. A worker
+ * decodes (codec), computes (core), encodes, and resumes the connection;
+ * the polling thread then queues the answer. A full queue is answered 503
+ * at once.
+ *
+ *     struct http_server *s = http_start(&cfg, pool, err, sizeof err);
+ *     ... wait for SIGTERM ...
+ *     http_drain(s, 60);    readiness 503, stop accepting, answer the rest
+ *     pool_free(pool);      (after draining: workers may still resume)
+ *     http_stop(s);
+ */
+#ifndef SERVER_HTTP_H
+#define SERVER_HTTP_H
+
+#include <stddef.h>
+
+#include "config/config.h"
+#include "server/pool.h"
+
+struct http_server;
+
+/* Start listening per c (borrowed: copied). pool is borrowed and must
+ * outlive the server. Returns NULL with a message in err on failure. */
+struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err,
+                               size_t errlen);
+
+/* The port actually bound (useful with port 0). */
+int http_port(const struct http_server *s);
+
+/* Readiness goes to 503, the listening socket closes, and this waits up to
+ * timeout_s seconds for every accepted request to be answered. Returns the
+ * number of requests still open (0 when all were answered). */
+int http_drain(struct http_server *s, int timeout_s);
+
+/* Stop the daemon and free s. NULL is a no-op. */
+void http_stop(struct http_server *s);
+
+#endif

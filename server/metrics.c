@@ -1,0 +1,106 @@
+#include "server/metrics.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *const ep_names[EP_COUNT] = {
+    "attention", "healthz", "readyz", "metrics", "openapi", "static", "other"};
+
+/* Latency buckets (seconds), as Prometheus histograms want them: cumulative. */
+static const double buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                 0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
+#define NBUCKETS (sizeof buckets / sizeof buckets[0])
+
+static atomic_ulong requests[EP_COUNT][600];
+static atomic_ulong latency_count[EP_COUNT][NBUCKETS + 1];
+static atomic_ulong latency_sum_us[EP_COUNT];
+static atomic_ulong stage_sum_us[4], stage_count;
+
+const char *metrics_endpoint_name(enum metrics_endpoint ep)
+{
+    return (unsigned)ep < EP_COUNT ? ep_names[ep] : "other";
+}
+
+void metrics_record(enum metrics_endpoint ep, int status, double seconds)
+{
+    if ((unsigned)ep >= EP_COUNT)
+        ep = EP_OTHER;
+    if (status < 100 || status > 599)
+        status = 500;
+    atomic_fetch_add(&requests[ep][status], 1);
+    size_t b = 0;
+    while (b < NBUCKETS && seconds > buckets[b])
+        b++;
+    atomic_fetch_add(&latency_count[ep][b], 1);
+    atomic_fetch_add(&latency_sum_us[ep], (unsigned long)(seconds * 1e6));
+}
+
+void metrics_record_stages(double decode, double queue, double compute, double encode)
+{
+    const double s[4] = {decode, queue, compute, encode};
+    for (int i = 0; i < 4; i++)
+        atomic_fetch_add(&stage_sum_us[i], (unsigned long)(s[i] * 1e6));
+    atomic_fetch_add(&stage_count, 1);
+}
+
+char *metrics_write(int queue_depth, int busy_workers, int workers, int draining,
+                    size_t *len)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (!f)
+        return NULL;
+    fprintf(f, "# HELP attention_http_requests_total Requests answered, by endpoint and status.\n"
+               "# TYPE attention_http_requests_total counter\n");
+    for (int e = 0; e < EP_COUNT; e++)
+        for (int s = 100; s < 600; s++) {
+            unsigned long n = atomic_load(&requests[e][s]);
+            if (n)
+                fprintf(f, "attention_http_requests_total{endpoint=\"%s\",status=\"%d\"} %lu\n",
+                        ep_names[e], s, n);
+        }
+    fprintf(f, "# HELP attention_http_request_duration_seconds Time from first byte to answer.\n"
+               "# TYPE attention_http_request_duration_seconds histogram\n");
+    for (int e = 0; e < EP_COUNT; e++) {
+        unsigned long cum = 0;
+        for (size_t b = 0; b <= NBUCKETS; b++) {
+            cum += atomic_load(&latency_count[e][b]);
+            if (b < NBUCKETS)
+                fprintf(f, "attention_http_request_duration_seconds_bucket{endpoint=\"%s\","
+                           "le=\"%g\"} %lu\n", ep_names[e], buckets[b], cum);
+            else
+                fprintf(f, "attention_http_request_duration_seconds_bucket{endpoint=\"%s\","
+                           "le=\"+Inf\"} %lu\n", ep_names[e], cum);
+        }
+        fprintf(f, "attention_http_request_duration_seconds_sum{endpoint=\"%s\"} %.6f\n",
+                ep_names[e], atomic_load(&latency_sum_us[e]) / 1e6);
+        fprintf(f, "attention_http_request_duration_seconds_count{endpoint=\"%s\"} %lu\n",
+                ep_names[e], cum);
+    }
+    static const char *const stages[4] = {"decode", "queue", "compute", "encode"};
+    fprintf(f, "# HELP attention_stage_seconds_total Time spent per stage of POST /attention.\n"
+               "# TYPE attention_stage_seconds_total counter\n");
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "attention_stage_seconds_total{stage=\"%s\"} %.6f\n", stages[i],
+                atomic_load(&stage_sum_us[i]) / 1e6);
+    fprintf(f, "# HELP attention_jobs_total Attention jobs computed.\n"
+               "# TYPE attention_jobs_total counter\nattention_jobs_total %lu\n",
+            atomic_load(&stage_count));
+    fprintf(f, "# HELP attention_queue_depth Jobs waiting for a worker.\n"
+               "# TYPE attention_queue_depth gauge\nattention_queue_depth %d\n"
+               "# HELP attention_workers_busy Workers computing a job.\n"
+               "# TYPE attention_workers_busy gauge\nattention_workers_busy %d\n"
+               "# HELP attention_workers Worker threads.\n"
+               "# TYPE attention_workers gauge\nattention_workers %d\n"
+               "# HELP attention_draining 1 while shutting down.\n"
+               "# TYPE attention_draining gauge\nattention_draining %d\n",
+            queue_depth, busy_workers, workers, draining);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    *len = size;
+    return text;
+}

@@ -1,0 +1,27 @@
+/* metrics.h -- counters for GET /metrics, in Prometheus text format.
+ *
+ * Lock-free (C11 atomics): any thread may record; metrics_write() reads a
+ * consistent-enough snapshot for scraping. One process-wide instance. */
+#ifndef SERVER_METRICS_H
+#define SERVER_METRICS_H
+
+#include <stddef.h>
+
+enum metrics_endpoint {
+    EP_ATTENTION, EP_HEALTHZ, EP_READYZ, EP_METRICS, EP_OPENAPI, EP_STATIC, EP_OTHER,
+    EP_COUNT
+};
+
+const char *metrics_endpoint_name(enum metrics_endpoint ep);
+
+/* One finished request: its endpoint, HTTP status and duration. */
+void metrics_record(enum metrics_endpoint ep, int status, double seconds);
+
+/* Stage times of one POST /attention job, in seconds. */
+void metrics_record_stages(double decode, double queue, double compute, double encode);
+
+/* Write everything, plus the given gauges, as a malloc'd text (caller frees). */
+char *metrics_write(int queue_depth, int busy_workers, int workers, int draining,
+                    size_t *len);
+
+#endif
