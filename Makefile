@@ -26,8 +26,9 @@ CORE_SRC  := core/attention.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c
-SVC_SRC   := server/http.c server/codec.c server/errors.c server/metrics.c server/pool.c
+SVC_SRC   := server/codec.c server/errors.c server/metrics.c server/pool.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
+HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/embed.o
 SERVER    := $(BUILD)/attention-server
 SVC_LIBS  := -lmicrohttpd -ljansson $(BLAS_LIBS) -lm
 
@@ -36,14 +37,14 @@ DEMO_SRC  := examples/demo.c
 
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_codec.c tests/test_config.c \
-             tests/test_pool.c tests/test_spec.c tests/golden.c tests/check.c
+             tests/test_pool.c $(wildcard tests/test_spec.c) tests/golden.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http
 HTTPTEST_SRC := tests/test_http.c tests/check.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
-ALL_OBJ   := $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(BUILD)/server/main.o \
+ALL_OBJ   := $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test unit http-test lint-openapi deps-build deps-test clean
@@ -59,7 +60,7 @@ $(BUILD)/server/embed.o: server/embed.S openapi.yaml
 	@mkdir -p $(dir $@)
 	$(CC) -c $< -o $@
 
-$(SERVER): $(BUILD)/server/main.o $(BUILD)/server/embed.o $(SVC_OBJ) $(CORE_OBJ)
+$(SERVER): $(HTTP_OBJ) $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
 $(DEMO): $(BUILD)/examples/demo.o $(CORE_OBJ)

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Write tests/cases/*.json: one invalid request per file, with the answer
+the service must give. Each file: {"status", "code", "message_contains",
+and "body" (a JSON request) or "raw" (the exact body text)}.
+
+Both the codec's unit test and the HTTP integration test run every file.
+Regenerate with: python3 tests/gen_cases.py (plain Python, no packages).
+"""
+import json
+import os
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases")
+
+Q = [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9, 1.0, 1.1, 1.2], [1.3, 1.4, 1.5, 1.6]]
+
+
+def req(**kw):
+    r = {"query": Q, "num_heads": 2}
+    r.update(kw)
+    return {k: v for k, v in r.items() if v is not None}
+
+
+cases = {
+    # invalid_json
+    "json_syntax": (400, "invalid_json", "invalid JSON at line 1", None, '{"query": [[1, 2]'),
+    "json_empty_body": (400, "invalid_json", "empty", None, ""),
+    "json_not_object": (400, "invalid_json", "must be a JSON object", None, "[1, 2]"),
+    "json_duplicate_key": (400, "invalid_json", "duplicate", None,
+                           '{"num_heads": 1, "num_heads": 2, "query": [[1]]}'),
+    "json_deep_nesting": (400, "invalid_json", "depth", None, "[" * 10000 + "]" * 10000),
+    "json_number_overflow": (400, "invalid_json", "overflow", None,
+                             '{"query": [[1e400]], "num_heads": 1}'),
+    "json_garbage_bytes": (400, "invalid_json", "invalid JSON", None, "\x01\x02garbage\xff"),
+    # invalid_tensor
+    "tensor_ragged": (400, "invalid_tensor", "query[1]: ragged array", req(query=[[1, 2], [3]], num_heads=1), None),
+    "tensor_ragged_deeper": (400, "invalid_tensor", "ragged", req(query=[[1, 2], [3, [4]]], num_heads=1), None),
+    "tensor_string_element": (400, "invalid_tensor", "query[0][1] is not a number", req(query=[[1, "a"]], num_heads=1), None),
+    "tensor_null_element": (400, "invalid_tensor", "is not a number", req(query=[[1, None]], num_heads=1), None),
+    "tensor_float32_overflow": (400, "invalid_tensor", "out of float32 range", req(query=[[1e39, 0]], num_heads=1), None),
+    "tensor_bad_base64": (400, "invalid_tensor", "not valid base64", req(query={"shape": [1, 2], "dtype": "float32", "b64": "AAA*AAAAAAA="}, num_heads=1), None),
+    "tensor_base64_length": (400, "invalid_tensor", "query.b64", req(query={"shape": [1, 2], "dtype": "float32", "b64": "AAAAAA=="}, num_heads=1), None),
+    "tensor_base64_nan": (400, "invalid_tensor", "not finite", req(query={"shape": [1, 1], "dtype": "float32", "b64": "AADAfw=="}, num_heads=1), None),
+    "tensor_shape_data_mismatch": (400, "invalid_tensor", "query.data has 3 elements but shape (2, 2) needs 4", req(query={"shape": [2, 2], "data": [1, 2, 3]}, num_heads=1), None),
+    "tensor_shape_not_integers": (400, "invalid_tensor", "query.shape[1] is not an integer", req(query={"shape": [2, "x"], "data": [1, 2]}, num_heads=1), None),
+    "tensor_zero_dimension": (400, "invalid_tensor", "dimension 0 is 0", req(query={"shape": [0, 2], "data": []}, num_heads=1), None),
+    "tensor_empty_array": (400, "invalid_tensor", "empty dimension", req(query=[], num_heads=1), None),
+    "tensor_scalar": (400, "invalid_tensor", "query must be a tensor", req(query=5, num_heads=1), None),
+    "tensor_too_many_dims": (400, "invalid_tensor", "more than 4 dimensions", req(query=[[[[[1]]]]], num_heads=1), None),
+    "tensor_unknown_field": (400, "invalid_tensor", "unknown field 'foo'", req(query={"shape": [1, 1], "data": [1], "foo": 1}, num_heads=1), None),
+    "tensor_data_and_b64": (400, "invalid_tensor", "exactly one of", req(query={"shape": [1, 1], "data": [1], "dtype": "float32", "b64": "AACAPw=="}, num_heads=1), None),
+    "tensor_bad_dtype": (400, "invalid_tensor", "dtype", req(query={"shape": [1, 1], "dtype": "float64", "b64": "AAAAAAAA8D8="}, num_heads=1), None),
+    "tensor_padding_not_bool": (400, "invalid_tensor", "key_padding_mask[0] is not a boolean", req(key_padding_mask=[1, 0, 0, 0]), None),
+    "tensor_mask_mixed": (400, "invalid_tensor", "attn_mask[0][1] is not a boolean", req(attn_mask=[[True, 0.5, False, False]] * 4), None),
+    # shape_mismatch
+    "shape_query_rank1": (400, "shape_mismatch", "query must have rank 2", req(query=[1, 2], num_heads=1), None),
+    "shape_key_rank": (400, "shape_mismatch", "key has rank 3 but query has rank 2", req(key=[Q]), None),
+    "shape_batch_differs": (400, "shape_mismatch", "key has batch size 2 but query has 1", req(query=[Q], key=[Q, Q]), None),
+    "shape_key_value_length": (400, "shape_mismatch", "key has source length 4 but value has 3", req(key=Q, value=Q[:3]), None),
+    "shape_in_proj_weight": (400, "shape_mismatch", "weights.in_proj_weight has shape (4, 4), expected (12, 4)", req(weights={"in_proj_weight": Q}), None),
+    "shape_out_proj_bias": (400, "shape_mismatch", "weights.out_proj_bias has shape (3,), expected (4,)", req(weights={"out_proj_bias": [0, 0, 0]}), None),
+    "shape_attn_mask": (400, "shape_mismatch", "attn_mask has shape (3, 5), expected (4, 4) or (2, 4, 4)", req(attn_mask=[[False] * 5] * 3), None),
+    "shape_causal_needs_square": (400, "shape_mismatch", "causal attn_mask needs target length == source length", req(key=Q[:3], attn_mask="causal"), None),
+    "shape_kdim_without_projection": (400, "shape_mismatch", "key has 2 features but embed_dim is 4", req(key=[[1, 2]] * 4), None),
+    "shape_padding": (400, "shape_mismatch", "key_padding_mask has shape (3,), expected (4,)", req(key_padding_mask=[True, False, False]), None),
+    "shape_mask_rank": (400, "shape_mismatch", "attn_mask must have rank 2", req(attn_mask=[True, False, False, False]), None),
+    # invalid_parameter
+    "param_missing_num_heads": (400, "invalid_parameter", "num_heads is required", req(num_heads=None), None),
+    "param_num_heads_zero": (400, "invalid_parameter", "num_heads must be an integer >= 1", req(num_heads=0), None),
+    "param_num_heads_string": (400, "invalid_parameter", "num_heads must be an integer", req(num_heads="2"), None),
+    "param_not_divisible": (400, "invalid_parameter", "embed_dim 4 is not divisible by num_heads 3", req(num_heads=3), None),
+    "param_missing_query": (400, "invalid_parameter", "query is required", {"num_heads": 1}, None),
+    "param_unknown_field": (400, "invalid_parameter", "unknown field 'querry'", req(querry=Q), None),
+    "param_unknown_weight": (400, "invalid_parameter", "weights has an unknown field 'wq'", req(weights={"wq": Q}), None),
+    "param_weights_not_object": (400, "invalid_parameter", "weights must be an object", req(weights=[1]), None),
+    "param_attn_mask_word": (400, "invalid_parameter", "attn_mask must be \"causal\" or a tensor", req(attn_mask="bidirectional"), None),
+    "param_need_weights_type": (400, "invalid_parameter", "need_weights must be true or false", req(need_weights="yes"), None),
+    "param_average_type": (400, "invalid_parameter", "average_attn_weights must be true or false", req(average_attn_weights=1), None),
+    "param_scale_negative": (400, "invalid_parameter", "scale must be a number > 0", req(scale=-1), None),
+    "param_scale_string": (400, "invalid_parameter", "scale must be a number > 0", req(scale="big"), None),
+    "param_positional": (400, "invalid_parameter", "positional_encoding must be \"sinusoidal\"", req(positional_encoding="learned"), None),
+    "param_output_encoding": (400, "invalid_parameter", "output_encoding must be \"json\" or \"base64\"", req(output_encoding="hex"), None),
+    "param_tokens_type": (400, "invalid_parameter", "tokens[1] is not a string", req(tokens=["a", 1, "c", "d"]), None),
+    "param_packed_and_separate": (400, "invalid_parameter", "mutually exclusive", req(weights={"in_proj_weight": Q * 3, "q_proj_weight": Q}), None),
+    # payload_too_large (default limits)
+    "limit_billion_elements": (413, "payload_too_large", "max_tensor_elements", req(query={"shape": [1000, 1000000], "data": []}), None),
+    "limit_target_len": (413, "payload_too_large", "target length 4097 exceeds the limit 4096 (max_target_len)", req(query={"shape": [4097, 1], "data": [0] * 4097}, num_heads=1), None),
+    "limit_num_heads": (413, "payload_too_large", "num_heads 100000 exceeds the limit 256 (max_heads)", req(num_heads=100000), None),
+    "limit_weights_output": (413, "payload_too_large", "max_weights_elements", req(query={"shape": [5, 4096, 1], "data": [0] * (5 * 4096)}, num_heads=1), None),
+}
+
+os.makedirs(OUT, exist_ok=True)
+for old in os.listdir(OUT):
+    if old.endswith(".json"):
+        os.remove(os.path.join(OUT, old))
+for name, (status, code, contains, body, raw) in sorted(cases.items()):
+    case = {"status": status, "code": code, "message_contains": contains}
+    if raw is not None:
+        case["raw"] = raw
+    else:
+        case["body"] = body
+    with open(os.path.join(OUT, name + ".json"), "w") as f:
+        json.dump(case, f, separators=(",", ":"))
+        f.write("\n")
+print(f"wrote {len(cases)} cases to {OUT}")

@@ -1,0 +1,235 @@
+/* test_codec.c -- request decoding (every tensor form, every invalid case
+ * in tests/cases/) and response encoding (shortest floats, base64). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "server/codec.h"
+#include "server/errors.h"
+
+static struct codec_limits default_limits(void)
+{
+    struct cfg c;
+    cfg_defaults(&c);
+    return (struct codec_limits){c.max_tensor_elements, c.max_batch, c.max_target_len,
+                                 c.max_source_len, c.max_embed_dim, c.max_heads,
+                                 c.max_weights_elements};
+}
+
+static int decode(struct codec_request *r, const char *body, struct codec_error *e)
+{
+    struct codec_limits lim = default_limits();
+    return codec_decode_request(r, body, strlen(body), &lim, e);
+}
+
+Test(codec, three_tensor_forms_decode_to_the_same_floats)
+{
+    /* 0.5, -1.25, 3, 1e-3 as little-endian float32, base64 */
+    const char *bodies[] = {
+        "{\"query\": [[0.5, -1.25], [3, 0.001]], \"num_heads\": 1}",
+        "{\"query\": {\"shape\": [2, 2], \"data\": [0.5, -1.25, 3, 0.001]}, \"num_heads\": 1}",
+        "{\"query\": {\"shape\": [2, 2], \"dtype\": \"float32\", \"b64\": \"AAAAPwAAoL8AAEBAbxKDOg==\"},"
+        " \"num_heads\": 1}",
+    };
+    const float want[4] = {0.5f, -1.25f, 3.0f, 0.001f};
+    for (int i = 0; i < 3; i++) {
+        struct codec_request r;
+        struct codec_error e;
+        cr_assert_eq(decode(&r, bodies[i], &e), 0, "form %d: %s", i + 1, e.msg);
+        cr_assert_eq(r.p.N, 1);
+        cr_assert_eq(r.p.L, 2);
+        cr_assert_eq(r.p.E, 2);
+        cr_assert_eq(r.p.S, 2, "key defaults to query");
+        cr_assert_eq(r.batched, 0);
+        for (int j = 0; j < 4; j++)
+            cr_assert_eq(r.p.query[j], want[j], "form %d element %d: %g", i + 1, j,
+                         (double)r.p.query[j]);
+        cr_assert_eq(r.p.key, r.p.query);
+        cr_assert_eq(r.p.value, r.p.query);
+        codec_request_deinit(&r);
+    }
+}
+
+Test(codec, batched_cross_attention_with_all_options)
+{
+    const char *body =
+        "{\"query\": [[[1,2,3,4]],[[5,6,7,8]]], \"key\": {\"shape\": [2,3,2], \"data\": "
+        "[1,2,3,4,5,6,7,8,9,10,11,12]}, \"value\": [[[1],[2],[3]],[[4],[5],[6]]],"
+        "\"num_heads\": 2, \"weights\": {\"k_proj_weight\": {\"shape\": [4,2], \"data\": "
+        "[1,0,0,1,1,1,0,0]}, \"v_proj_weight\": [[1],[2],[3],[4]], \"out_proj_bias\": "
+        "[0,0,0,1]}, \"attn_mask\": [[true, false, false]], \"key_padding_mask\": "
+        "[[false,false,true],[false,true,false]], \"need_weights\": true, "
+        "\"average_attn_weights\": true, \"scale\": 0.5, \"positional_encoding\": "
+        "\"sinusoidal\", \"output_encoding\": \"base64\", \"tokens\": [\"a\"], "
+        "\"key_tokens\": [\"x\",\"y\",\"z\"]}";
+    struct codec_request r;
+    struct codec_error e;
+    cr_assert_eq(decode(&r, body, &e), 0, "%s", e.msg);
+    const struct att_params *p = &r.p;
+    cr_assert(r.batched);
+    cr_assert_eq(p->N, 2);
+    cr_assert_eq(p->L, 1);
+    cr_assert_eq(p->S, 3);
+    cr_assert_eq(p->E, 4);
+    cr_assert_eq(p->kdim, 2);
+    cr_assert_eq(p->vdim, 1);
+    cr_assert_eq(p->key[11], 12.0f);
+    cr_assert_eq(p->v_proj_weight[3], 4.0f);
+    cr_assert_eq(p->out_proj_bias[3], 1.0f);
+    cr_assert_null(p->in_proj_weight);
+    cr_assert_eq(p->mask_kind, ATT_MASK_BOOL);
+    cr_assert_eq(p->mask_ndim, 2);
+    cr_assert_eq(p->bool_mask[0], 1);
+    cr_assert_eq(p->key_padding_mask[2], 1);
+    cr_assert_eq(p->key_padding_mask[4], 1);
+    cr_assert_eq(p->weights_mode, ATT_WEIGHTS_AVERAGE);
+    cr_assert(p->has_scale && p->scale == 0.5f);
+    cr_assert(p->positional_encoding);
+    cr_assert(r.base64_out);
+    cr_assert_str_eq(r.tokens_json, "[\"a\"]");
+    cr_assert_str_eq(r.key_tokens_json, "[\"x\",\"y\",\"z\"]");
+    codec_request_deinit(&r);
+}
+
+Test(codec, float_mask_and_causal_and_defaults)
+{
+    struct codec_request r;
+    struct codec_error e;
+    cr_assert_eq(decode(&r, "{\"query\": [[1],[2]], \"num_heads\": 1, \"attn_mask\": "
+                            "[[0, -1.5],[2, 0]], \"need_weights\": false}", &e), 0, "%s", e.msg);
+    cr_assert_eq(r.p.mask_kind, ATT_MASK_FLOAT);
+    cr_assert_eq(r.p.float_mask[1], -1.5f);
+    cr_assert_eq(r.p.weights_mode, ATT_WEIGHTS_NONE);
+    codec_request_deinit(&r);
+    cr_assert_eq(decode(&r, "{\"query\": [[1],[2]], \"num_heads\": 1, \"attn_mask\": "
+                            "\"causal\"}", &e), 0, "%s", e.msg);
+    cr_assert_eq(r.p.mask_kind, ATT_MASK_CAUSAL);
+    cr_assert_eq(r.p.weights_mode, ATT_WEIGHTS_PER_HEAD, "need_weights defaults to true");
+    cr_assert_eq(r.p.has_scale, 0);
+    cr_assert_eq(r.base64_out, 0);
+    codec_request_deinit(&r);
+}
+
+/* Every file in tests/cases/ gives its status and slug, with a message
+ * that contains the stated text. */
+Test(codec, invalid_requests_from_tests_cases)
+{
+    DIR *d = opendir("tests/cases");
+    cr_assert_not_null(d, "tests/cases is missing (run from the repository root)");
+    struct dirent *ent;
+    int n = 0, failed = 0;
+    while ((ent = readdir(d))) {
+        if (!strstr(ent->d_name, ".json"))
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "tests/cases/%s", ent->d_name);
+        json_error_t je;
+        json_t *c = json_load_file(path, 0, &je);
+        cr_assert_not_null(c, "%s: %s", path, je.text);
+        json_t *raw = json_object_get(c, "raw");
+        char *body = raw ? strdup(json_string_value(raw))
+                         : json_dumps(json_object_get(c, "body"), JSON_COMPACT);
+        const char *code = json_string_value(json_object_get(c, "code"));
+        const char *want = json_string_value(json_object_get(c, "message_contains"));
+        int status = (int)json_integer_value(json_object_get(c, "status"));
+        struct codec_request r;
+        struct codec_error e = {0};
+        int rc = decode(&r, body, &e);
+        if (rc == 0 || strcmp(http_error_slug(e.code), code) != 0 ||
+            http_error_status(e.code) != status || !strstr(e.msg, want)) {
+            fprintf(stderr, "%s: got %s %d '%s', want %s %d containing '%s'\n", ent->d_name,
+                    rc ? http_error_slug(e.code) : "success", rc ? http_error_status(e.code) : 200,
+                    rc ? e.msg : "", code, status, want);
+            failed++;
+        }
+        codec_request_deinit(&r);
+        free(body);
+        json_decref(c);
+        n++;
+    }
+    closedir(d);
+    cr_assert_geq(n, 50, "only %d cases found", n);
+    cr_assert_eq(failed, 0, "%d of %d invalid-request cases answered wrongly", failed, n);
+}
+
+Test(codec, response_json_is_shortest_and_round_trips)
+{
+    struct codec_request r;
+    struct codec_error e;
+    cr_assert_eq(decode(&r, "{\"query\": [[1,2]], \"num_heads\": 1}", &e), 0, "%s", e.msg);
+    const float out[2] = {0.1f, -3.4028235e38f};
+    const float w[1] = {1.0f};
+    size_t len;
+    char *s = codec_encode_response(&r, out, w, &len);
+    cr_assert_not_null(s);
+    cr_assert_eq(strlen(s), len);
+    cr_assert(strstr(s, "\"output\":[[0.1,-3.4028235e+38]]"), "%s", s);
+    cr_assert(strstr(s, "\"attention_weights\":[[[1]]]"), "%s", s);
+    cr_assert(strstr(s, "\"num_heads\":1,\"head_dim\":2,\"embed_dim\":2,\"target_len\":1,"
+                        "\"source_len\":1,\"batch\":1"), "%s", s);
+    json_t *j = json_loads(s, 0, NULL);
+    cr_assert_not_null(j, "response is not JSON: %s", s);
+    json_decref(j);
+    free(s);
+    codec_request_deinit(&r);
+
+    /* random floats: what is written reads back as the same float32 */
+    unsigned long long st = 12345;
+    for (int i = 0; i < 20000; i++) {
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        uint32_t bits = (uint32_t)st;
+        float f;
+        memcpy(&f, &bits, 4);
+        if (!isfinite(f))
+            continue;
+        cr_assert_eq(decode(&r, "{\"query\": [[1]], \"num_heads\": 1, \"need_weights\": "
+                                "false}", &e), 0);
+        s = codec_encode_response(&r, &f, NULL, &len);
+        float back = strtof(strstr(s, "[[") + 2, NULL);
+        cr_assert(back == f || (back == 0 && f == 0), "%.9g written as %s", (double)f, s);
+        free(s);
+        codec_request_deinit(&r);
+    }
+}
+
+Test(codec, base64_output_round_trips)
+{
+    struct codec_request r;
+    struct codec_error e;
+    cr_assert_eq(decode(&r, "{\"query\": [[1,2,3]], \"num_heads\": 1, \"output_encoding\": "
+                            "\"base64\", \"need_weights\": false}", &e), 0, "%s", e.msg);
+    const float out[3] = {0.5f, -1.25f, 3.0f};
+    size_t len;
+    char *s = codec_encode_response(&r, out, NULL, &len);
+    cr_assert(strstr(s, "{\"output\":{\"shape\":[1,3],\"dtype\":\"float32\",\"b64\":"
+                        "\"AAAAPwAAoL8AAEBA\"}"), "%s", s);
+    cr_assert_null(strstr(s, "attention_weights"));
+    free(s);
+    codec_request_deinit(&r);
+
+    unsigned char bytes[7] = {0, 1, 2, 250, 251, 252, 255}, back[8];
+    char enc[16];
+    for (size_t n = 0; n <= 7; n++) {
+        size_t m = codec_base64_encode(enc, bytes, n), bad;
+        cr_assert_eq(m % 4, 0);
+        cr_assert_eq(codec_base64_decode(back, enc, m, &bad), (long long)n);
+        cr_assert(memcmp(back, bytes, n) == 0);
+    }
+    size_t bad;
+    cr_assert_eq(codec_base64_decode(back, "AB=C", 4, &bad), -1);
+    cr_assert_eq(codec_base64_decode(back, "ABC", 3, &bad), -1);
+}
+
+Test(codec, error_body_names_slug_and_message)
+{
+    size_t len;
+    char *s = codec_encode_error(ERR_SHAPE_MISMATCH, "query \"x\" is wrong", &len);
+    cr_assert_str_eq(s, "{\"error\":{\"code\":\"shape_mismatch\",\"message\":"
+                        "\"query \\\"x\\\" is wrong\"}}");
+    free(s);
+}
