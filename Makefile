@@ -37,7 +37,7 @@ DEMO_SRC  := examples/demo.c
 
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_codec.c tests/test_config.c \
-             tests/test_pool.c $(wildcard tests/test_spec.c) tests/golden.c tests/check.c
+             tests/test_pool.c tests/test_spec.c tests/golden.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http

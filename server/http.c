@@ -264,7 +264,7 @@ static enum MHD_Result serve_get(struct req *r, const char *url)
         return send_copy(r, 200, "{\"status\":\"ok\"}", 15, "application/json");
     case EP_READYZ:
         if (atomic_load(&s->draining))
-            return send_copy(r, 503, "{\"status\":\"draining\"}", 21, "application/json");
+            return send_error(r, ERR_SHUTTING_DOWN, "draining: not ready for new requests");
         return send_copy(r, 200, "{\"status\":\"ready\"}", 18, "application/json");
     case EP_METRICS: {
         struct pool_stats ps;

@@ -729,3 +729,32 @@ Test(config, help_prints_every_key)
     cr_expect_eq(cfg_parse(&c, 2, argv2, NULL, devnull, err, sizeof err), 1);
     fclose(devnull);
 }
+
+/* README's configuration table must list every key cfg_dump() knows. */
+Test(config, readme_table_lists_every_key)
+{
+    FILE *f = fopen("README.md", "r");
+    cr_assert_not_null(f, "README.md not found (run from the repository root)");
+    static char readme[1 << 17];
+    size_t n = fread(readme, 1, sizeof readme - 1, f);
+    readme[n] = '\0';
+    fclose(f);
+    struct cfg c;
+    cfg_defaults(&c);
+    char *dump = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&dump, &len);
+    cfg_dump(&c, m);
+    fclose(m);
+    int nkeys = 0;
+    for (char *line = strtok(dump, "\n"); line; line = strtok(NULL, "\n")) {
+        char key[64], row[80];
+        if (sscanf(line, "%63[a-z_] =", key) != 1)
+            continue;
+        snprintf(row, sizeof row, "| `%s` |", key);
+        cr_expect(strstr(readme, row), "README.md's configuration table lacks a row for %s", key);
+        nkeys++;
+    }
+    free(dump);
+    cr_assert_geq(nkeys, 17);
+}

@@ -1,0 +1,46 @@
+# Attention service image: build with the -dev packages, run with only the
+# shared libraries as a non-root user.
+#
+#   docker build -t attention-service .
+#   docker run --rm -p 8080:8080 attention-service
+#
+# Configure with ATTN_* environment variables or flags after the image name
+# (`docker run ... attention-service --workers 4`); see `--help`.
+
+# ---- build stage ------------------------------------------------------------
+FROM debian:bookworm-slim AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev libopenblas-dev \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+WORKDIR /src
+COPY . .
+# No -march=native here (the Makefile only adds it on request): the image must
+# run on any x86-64.
+# web/ (the browser client) is optional for the server, which answers 404 for
+# / without it: make sure the directory exists so the COPY below always works.
+RUN make build/attention-server && mkdir -p web
+
+# ---- runtime stage ----------------------------------------------------------
+FROM debian:bookworm-slim
+# The pthread build of OpenBLAS, as linked in the build stage (the serial
+# build has given wrong sgemm results under concurrent calls). The official
+# slim image already drops apt's caches; `apt-get clean` and removing the
+# *.bin caches keeps the layer small on other bookworm bases too (80 MB here).
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        libmicrohttpd12 libjansson4 libopenblas0-pthread \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
+ && useradd --user-group --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin --uid 10001 attention
+WORKDIR /app
+# openapi.yaml is built into the binary (server/embed.S); the web client is
+# read from static_dir, "web" relative to this working directory.
+COPY --from=build /src/build/attention-server /app/attention-server
+COPY --from=build /src/web /app/web
+USER attention:attention
+EXPOSE 8080
+ENV ATTN_BIND=0.0.0.0
+ENTRYPOINT ["/app/attention-server"]

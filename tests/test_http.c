@@ -1,0 +1,787 @@
+/* test_http.c -- integration tests: the real attention-server process on a
+ * free port, driven with libcurl and raw sockets.
+ *
+ * $ATTN_SERVER names the binary (the Makefile sets it). Each test starts its
+ * own server with --port 0 and reads the bound port from its log. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/check.h"
+
+/* ---------------------------------------------------------------------- */
+/* Server process                                                          */
+
+struct server {
+    pid_t pid;
+    int port;
+    char log[64];
+};
+
+/* Start the server with extra flags (NULL-terminated); wait for its port. */
+static void server_start(struct server *s, const char *const *extra)
+{
+    const char *bin = getenv("ATTN_SERVER") ? getenv("ATTN_SERVER") : "build/attention-server";
+    snprintf(s->log, sizeof s->log, "/tmp/attn-test-XXXXXX");
+    int fd = mkstemp(s->log);
+    cr_assert_geq(fd, 0);
+    const char *argv[32] = {bin, "--port", "0", "--bind", "127.0.0.1"};
+    int argc = 5;
+    for (int i = 0; extra && extra[i] && argc < 30; i++)
+        argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    s->pid = fork();
+    cr_assert_geq(s->pid, 0);
+    if (s->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan server if the test dies */
+        dup2(fd, 2);
+        execv(bin, (char *const *)argv);
+        perror("execv");
+        _exit(127);
+    }
+    close(fd);
+    s->port = 0;
+    for (int tries = 0; tries < 500 && !s->port; tries++) { /* up to 5 s */
+        usleep(10000);
+        FILE *f = fopen(s->log, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            char *at = strstr(line, "listening on http://");
+            if (at && strrchr(at, ':'))
+                s->port = atoi(strchr(at + strlen("listening on http://"), ':') + 1);
+        }
+        if (f)
+            fclose(f);
+        int st;
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid)
+            cr_assert_fail("server exited during start-up (log %s)", s->log);
+    }
+    cr_assert_gt(s->port, 0, "server did not report its port (log %s)", s->log);
+}
+
+/* SIGTERM and wait; returns the exit status (or 128 + signal). */
+static int server_stop(struct server *s)
+{
+    kill(s->pid, SIGTERM);
+    int st = 0;
+    waitpid(s->pid, &st, 0);
+    unlink(s->log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* ---------------------------------------------------------------------- */
+/* HTTP client                                                             */
+
+struct answer {
+    long status;
+    char *body;
+    size_t len;
+    char headers[2048];
+    size_t hlen;
+};
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+{
+    struct answer *a = ud;
+    char *nb = realloc(a->body, a->len + sz * n + 1);
+    if (!nb)
+        return 0;
+    memcpy(nb + a->len, p, sz * n);
+    a->body = nb;
+    a->len += sz * n;
+    a->body[a->len] = '\0';
+    return sz * n;
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+{
+    struct answer *a = ud;
+    size_t k = sz * n;
+    if (a->hlen + k < sizeof a->headers - 1) {
+        memcpy(a->headers + a->hlen, p, k);
+        a->hlen += k;
+        a->headers[a->hlen] = '\0';
+    }
+    return k;
+}
+
+/* Body source that hands out `chunk` bytes per callback (chunked upload). */
+struct src {
+    const char *p;
+    size_t left, chunk;
+};
+
+static size_t on_read(char *dst, size_t sz, size_t n, void *ud)
+{
+    struct src *s = ud;
+    size_t k = sz * n < s->chunk ? sz * n : s->chunk;
+    if (k > s->left)
+        k = s->left;
+    memcpy(dst, s->p, k);
+    s->p += k, s->left -= k;
+    return k;
+}
+
+/* method: "GET", "POST", ...; body may be NULL; ctype NULL = application/json;
+ * chunk > 0 sends the body chunked, chunk bytes at a time. */
+static struct answer request(int port, const char *method, const char *path, const char *body,
+                             size_t len, const char *ctype, size_t chunk)
+{
+    struct answer a = {0};
+    char url[256], ct[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    snprintf(ct, sizeof ct, "Content-Type: %s", ctype ? ctype : "application/json");
+    h = curl_slist_append(h, ct);
+    h = curl_slist_append(h, "Expect:");
+    struct src s = {body, len, chunk};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (body && chunk) {
+        h = curl_slist_append(h, "Transfer-Encoding: chunked");
+        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(c, CURLOPT_READDATA, &s);
+    } else if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
+    else
+        a.status = -(long)rc;
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return a;
+}
+
+static struct answer post(int port, const char *body)
+{
+    return request(port, "POST", "/attention", body, strlen(body), NULL, 0);
+}
+
+/* Check an error answer: status, slug, and optional message text. */
+static void expect_error(const struct answer *a, long status, const char *slug,
+                         const char *contains)
+{
+    cr_assert_eq(a->status, status, "status %ld, want %ld: %s", a->status, status,
+                 a->body ? a->body : "");
+    json_t *j = json_loadb(a->body, a->len, 0, NULL);
+    cr_assert_not_null(j, "error body is not JSON: %s", a->body ? a->body : "(none)");
+    const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    cr_assert(code && strcmp(code, slug) == 0, "slug %s, want %s", code, slug);
+    cr_assert(msg && (!contains || strstr(msg, contains)), "message '%s' lacks '%s'", msg,
+              contains);
+    json_decref(j);
+}
+
+static void server_still_serves(int port)
+{
+    struct answer a = request(port, "GET", "/healthz", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200, "server stopped serving");
+    free(a.body);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Tensors in three forms                                                  */
+
+/* Flat floats of a response tensor, nested or base64; caller frees. */
+static float *flatten(json_t *t, size_t *n)
+{
+    if (json_is_object(t)) {
+        const char *b64 = json_string_value(json_object_get(t, "b64"));
+        size_t len = strlen(b64);
+        float *f = malloc(len / 4 * 3 + 4);
+        unsigned char *o = (unsigned char *)f;
+        size_t k = 0;
+        for (size_t i = 0; i + 4 <= len; i += 4) {
+            unsigned v = 0;
+            int pad = 0;
+            for (int j = 0; j < 4; j++) {
+                char ch = b64[i + j];
+                int x = ch >= 'A' && ch <= 'Z' ? ch - 'A' : ch >= 'a' && ch <= 'z' ? ch - 'a' + 26
+                      : ch >= '0' && ch <= '9' ? ch - '0' + 52 : ch == '+' ? 62 : ch == '/' ? 63 : -1;
+                if (x < 0)
+                    pad++, x = 0;
+                v = v << 6 | (unsigned)x;
+            }
+            o[k++] = (unsigned char)(v >> 16);
+            if (pad < 2)
+                o[k++] = (unsigned char)(v >> 8);
+            if (pad < 1)
+                o[k++] = (unsigned char)v;
+        }
+        *n = k / 4;
+        return f;
+    }
+    /* nested arrays: depth-first */
+    size_t cap = 1024, cnt = 0;
+    float *f = malloc(cap * sizeof *f);
+    json_t *stack[8];
+    size_t idx[8];
+    int d = 0;
+    stack[0] = t, idx[0] = 0;
+    while (d >= 0) {
+        if (idx[d] == json_array_size(stack[d])) {
+            d--;
+            if (d >= 0)
+                idx[d]++;
+            continue;
+        }
+        json_t *e = json_array_get(stack[d], idx[d]);
+        if (json_is_array(e)) {
+            stack[++d] = e, idx[d] = 0;
+            continue;
+        }
+        if (cnt == cap)
+            f = realloc(f, (cap *= 2) * sizeof *f);
+        f[cnt++] = (float)json_number_value(e);
+        idx[d]++;
+    }
+    *n = cnt;
+    return f;
+}
+
+static void shape_of(json_t *t, long long *shape, int *nd)
+{
+    json_t *sh = json_object_get(t, "shape");
+    *nd = (int)json_array_size(sh);
+    for (int i = 0; i < *nd; i++)
+        shape[i] = json_integer_value(json_array_get(sh, (size_t)i));
+}
+
+static json_t *nest(json_t *data, const long long *shape, int nd, size_t *at)
+{
+    json_t *a = json_array();
+    for (long long i = 0; i < shape[0]; i++)
+        json_array_append_new(a, nd == 1 ? json_copy(json_array_get(data, (*at)++))
+                                         : nest(data, shape + 1, nd - 1, at));
+    return a;
+}
+
+/* Rewrite a flat {shape, data} tensor as nested arrays (form 1) or as
+ * base64 (form 3; float data only). */
+static json_t *reform(json_t *t, int form)
+{
+    long long shape[4];
+    int nd;
+    shape_of(t, shape, &nd);
+    json_t *data = json_object_get(t, "data");
+    if (form == 1) {
+        size_t at = 0;
+        return nest(data, shape, nd, &at);
+    }
+    if (json_is_boolean(json_array_get(data, 0)))
+        return json_copy(t);
+    size_t n = json_array_size(data);
+    unsigned char *bytes = malloc(n * 4 + 3);
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)json_number_value(json_array_get(data, i));
+        memcpy(bytes + 4 * i, &f, 4);
+    }
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t nb = n * 4, o = 0;
+    char *s = malloc(nb / 3 * 4 + 8);
+    for (size_t i = 0; i < nb; i += 3) {
+        unsigned v = (unsigned)bytes[i] << 16 | (i + 1 < nb ? (unsigned)bytes[i + 1] << 8 : 0) |
+                     (i + 2 < nb ? bytes[i + 2] : 0);
+        s[o++] = al[v >> 18], s[o++] = al[(v >> 12) & 63];
+        s[o++] = i + 1 < nb ? al[(v >> 6) & 63] : '=';
+        s[o++] = i + 2 < nb ? al[v & 63] : '=';
+    }
+    s[o] = '\0';
+    json_t *r = json_pack("{s:O,s:s,s:s}", "shape", json_object_get(t, "shape"), "dtype",
+                          "float32", "b64", s);
+    free(bytes), free(s);
+    return r;
+}
+
+/* Every tensor of a request rewritten in one form. */
+static void reform_request(json_t *req, int form)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(req, k, v) {
+        if (json_is_object(v) && json_object_get(v, "shape"))
+            json_object_set_new(req, k, reform(v, form));
+    }
+    json_t *w = json_object_get(req, "weights");
+    json_object_foreach(w, k, v)
+        json_object_set_new(w, k, reform(v, form));
+}
+
+/* POST a golden case in a form with an output encoding; compare. */
+static int check_golden(int port, const char *path, int form, int base64_out)
+{
+    json_t *g = json_load_file(path, 0, NULL);
+    cr_assert_not_null(g, "%s", path);
+    json_t *req = json_deep_copy(json_object_get(g, "request"));
+    if (form != 2)
+        reform_request(req, form);
+    if (base64_out)
+        json_object_set_new(req, "output_encoding", json_string("base64"));
+    char *body = json_dumps(req, JSON_COMPACT);
+    struct answer a = post(port, body);
+    cr_assert_eq(a.status, 200, "%s form %d: %ld %s", path, form, a.status, a.body);
+    json_t *resp = json_loadb(a.body, a.len, 0, NULL);
+    cr_assert_not_null(resp);
+    json_t *exp = json_object_get(g, "expected");
+    int ok = 1;
+    const char *names[2] = {"output", "attention_weights"};
+    for (int i = 0; i < 2; i++) {
+        json_t *want = json_object_get(exp, names[i]), *got = json_object_get(resp, names[i]);
+        if (!want) {
+            ok &= got == NULL;
+            continue;
+        }
+        cr_assert_not_null(got, "%s: no %s in response", path, names[i]);
+        size_t nw, ng;
+        float *fw = flatten(json_object_get(want, "data"), &nw), *fg = flatten(got, &ng);
+        cr_assert_eq(ng, nw, "%s %s: %zu elements, want %zu", path, names[i], ng, nw);
+        char label[300];
+        snprintf(label, sizeof label, "%s %s (form %d, %s)", path, names[i], form,
+                 base64_out ? "base64" : "json");
+        ok &= i == 0 ? check_tensor(label, fg, fw, nw, 1e-4, 1e-4)
+                     : check_tensor(label, fg, fw, nw, 1e-5, 0.0);
+        free(fw), free(fg);
+        /* the response's shape has the request's rank */
+        if (i == 0 && !base64_out) {
+            long long shape[4];
+            int nd;
+            shape_of(want, shape, &nd);
+            json_t *x = got;
+            for (int d = 0; d < nd; d++, x = json_array_get(x, 0))
+                ok &= json_array_size(x) == (size_t)shape[d];
+        }
+    }
+    json_decref(resp), json_decref(req), json_decref(g);
+    free(body), free(a.body);
+    return ok;
+}
+
+static int list_dir(const char *dir, char **paths, int max)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) && n < max) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
+            paths[n] = malloc(strlen(dir) + len + 2);
+            sprintf(paths[n++], "%s/%s", dir, e->d_name);
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Tests                                                                   */
+
+Test(http, golden_cases_in_every_tensor_form_and_encoding)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char *paths[64];
+    int n = list_dir("tests/golden", paths, 64), failed = 0;
+    cr_assert_geq(n, 17);
+    for (int i = 0; i < n; i++) {
+        failed += !check_golden(s.port, paths[i], 2, 0); /* {shape, data}, JSON out */
+        failed += !check_golden(s.port, paths[i], 1, 1); /* nested arrays, base64 out */
+        failed += !check_golden(s.port, paths[i], 3, 0); /* base64 in, JSON out */
+        free(paths[i]);
+    }
+    cr_assert_eq(failed, 0, "%d golden comparisons over HTTP failed", failed);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(http, every_invalid_case_gets_its_status_and_slug)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char *paths[128];
+    int n = list_dir("tests/cases", paths, 128);
+    cr_assert_geq(n, 50);
+    for (int i = 0; i < n; i++) {
+        json_t *c = json_load_file(paths[i], 0, NULL);
+        json_t *raw = json_object_get(c, "raw");
+        char *body = raw ? strdup(json_string_value(raw))
+                         : json_dumps(json_object_get(c, "body"), JSON_COMPACT);
+        struct answer a = post(s.port, body);
+        cr_log_info("%s -> %ld", paths[i], a.status);
+        expect_error(&a, json_integer_value(json_object_get(c, "status")),
+                     json_string_value(json_object_get(c, "code")),
+                     json_string_value(json_object_get(c, "message_contains")));
+        free(a.body), free(body), free(paths[i]);
+        json_decref(c);
+    }
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(http, http_level_errors)
+{
+    const char *flags[] = {"--max-body-bytes", "4096", NULL};
+    struct server s;
+    server_start(&s, flags);
+    const char *ok = "{\"query\": [[1, 2]], \"num_heads\": 1}";
+    struct answer a = request(s.port, "GET", "/nowhere", NULL, 0, NULL, 0);
+    expect_error(&a, 404, "not_found", "/nowhere");
+    free(a.body);
+    a = request(s.port, "GET", "/attention", NULL, 0, NULL, 0);
+    expect_error(&a, 405, "method_not_allowed", "use POST");
+    cr_assert(strstr(a.headers, "Allow: POST"), "%s", a.headers);
+    free(a.body);
+    a = request(s.port, "DELETE", "/healthz", NULL, 0, NULL, 0);
+    expect_error(&a, 405, "method_not_allowed", "use GET");
+    cr_assert(strstr(a.headers, "Allow: GET"), "%s", a.headers);
+    free(a.body);
+    a = request(s.port, "POST", "/attention", ok, strlen(ok), "text/plain", 0);
+    expect_error(&a, 415, "unsupported_media_type", "text/plain");
+    free(a.body);
+    a = request(s.port, "POST", "/attention", ok, strlen(ok), "application/json; charset=utf-8", 0);
+    cr_assert_eq(a.status, 200, "a charset parameter is fine: %s", a.body);
+    free(a.body);
+    char *big = malloc(10000);
+    memset(big, ' ', 10000);
+    a = request(s.port, "POST", "/attention", big, 10000, NULL, 0);
+    expect_error(&a, 413, "payload_too_large", "max_body_bytes");
+    free(a.body);
+    a = request(s.port, "POST", "/attention", big, 10000, NULL, 997); /* chunked: no length */
+    expect_error(&a, 413, "payload_too_large", "max_body_bytes");
+    free(a.body);
+    free(big);
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(http, hostile_bodies_get_4xx_and_the_server_keeps_serving)
+{
+    struct server s;
+    server_start(&s, NULL);
+    /* 64 MB of garbage */
+    size_t n = 64000000;
+    char *junk = malloc(n);
+    unsigned long long st = 99;
+    for (size_t i = 0; i < n; i++)
+        junk[i] = (char)(check_randf(&st) * 127);
+    struct answer a = request(s.port, "POST", "/attention", junk, n, NULL, 0);
+    expect_error(&a, 400, "invalid_json", NULL);
+    free(a.body);
+    free(junk);
+    /* 10 000-deep nested array */
+    char *deep = malloc(20000 + 64);
+    int o = sprintf(deep, "{\"num_heads\": 1, \"query\": ");
+    for (int i = 0; i < 10000; i++)
+        deep[o++] = '[';
+    for (int i = 0; i < 10000; i++)
+        deep[o++] = ']';
+    deep[o++] = '}';
+    deep[o] = '\0';
+    a = post(s.port, deep);
+    expect_error(&a, 400, "invalid_json", "depth");
+    free(a.body), free(deep);
+    /* 10⁹ declared elements */
+    a = post(s.port, "{\"num_heads\": 1, \"query\": {\"shape\": [1000, 1000000], \"data\": [1]}}");
+    expect_error(&a, 413, "payload_too_large", "max_tensor_elements");
+    free(a.body);
+    a = post(s.port, "{\"num_heads\": 1, \"query\": {\"shape\": [31623, 31623], \"dtype\": "
+                     "\"float32\", \"b64\": \"AAAA\"}}");
+    expect_error(&a, 413, "payload_too_large", "max_tensor_elements");
+    free(a.body);
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Raw socket: send the request a few bytes at a time. */
+static char *raw_exchange(int port, const char *req, size_t step)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    size_t len = strlen(req);
+    for (size_t i = 0; i < len; i += step) {
+        size_t k = len - i < step ? len - i : step;
+        cr_assert_eq(write(fd, req + i, k), (ssize_t)k);
+        usleep(500);
+    }
+    shutdown(fd, SHUT_WR);
+    size_t cap = 65536, got = 0;
+    char *buf = malloc(cap);
+    ssize_t r;
+    while ((r = read(fd, buf + got, cap - got - 1)) > 0)
+        got += (size_t)r;
+    buf[got] = '\0';
+    close(fd);
+    return buf;
+}
+
+Test(http, body_in_tiny_chunks_and_malformed_http)
+{
+    struct server s;
+    server_start(&s, NULL);
+    const char *body = "{\"query\": [[1, 0], [0, 1], [1, 1]], \"num_heads\": 2, "
+                       "\"attn_mask\": \"causal\"}";
+    char req[1024];
+    snprintf(req, sizeof req, "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: "
+             "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+             strlen(body), body);
+    char *resp = raw_exchange(s.port, req, 3);
+    cr_assert(strncmp(resp, "HTTP/1.1 200", 12) == 0, "%s", resp);
+    cr_assert(strstr(resp, "\"attention_weights\":[[[1,0,0],"), "%s", resp);
+    free(resp);
+    /* the same body, chunked encoding, 1 byte per chunk, via libcurl */
+    struct answer a = request(s.port, "POST", "/attention", body, strlen(body), NULL, 1);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    /* garbage instead of HTTP: the server answers or closes, and lives */
+    resp = raw_exchange(s.port, "\x16\x03\x01 not http at all\r\n\r\n", 5);
+    cr_assert(resp[0] == '\0' || strncmp(resp, "HTTP/1.1 400", 12) == 0, "%s", resp);
+    free(resp);
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+struct client {
+    int port;
+    const char *path;
+    int ok;
+};
+
+static void *client_run(void *arg)
+{
+    struct client *c = arg;
+    c->ok = check_golden(c->port, c->path, 2, c->ok); /* c->ok: base64 flag in */
+    return NULL;
+}
+
+Test(http, thirty_two_concurrent_clients_all_answered_correctly)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char *paths[64];
+    int n = list_dir("tests/golden", paths, 64);
+    cr_assert_geq(n, 17);
+    struct client cl[32];
+    pthread_t th[32];
+    for (int i = 0; i < 32; i++) {
+        cl[i] = (struct client){s.port, paths[i % n], i % 2};
+        pthread_create(&th[i], NULL, client_run, &cl[i]);
+    }
+    int good = 0;
+    for (int i = 0; i < 32; i++) {
+        pthread_join(th[i], NULL);
+        good += cl[i].ok;
+    }
+    for (int i = 0; i < n; i++)
+        free(paths[i]);
+    cr_assert_eq(good, 32, "%d of 32 concurrent clients got correct answers", good);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* A request heavy enough to keep a worker busy for a while: L = S = 768,
+ * E = 256, 4 heads, base64 input, weights requested. */
+static char *heavy_body(void)
+{
+    const int L = 768, E = 256;
+    json_t *data = json_array();
+    unsigned long long st = 5;
+    for (int i = 0; i < L * E; i++)
+        json_array_append_new(data, json_real(check_randf(&st)));
+    json_t *t = json_pack("{s:[i,i],s:o}", "shape", L, E, "data", data);
+    json_t *req = json_pack("{s:o,s:i,s:b}", "query", reform(t, 3), "num_heads", 4,
+                            "need_weights", 1);
+    json_decref(t);
+    char *s = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    return s;
+}
+
+struct heavy {
+    int port;
+    const char *body;
+    long status;
+    int retry_after;
+    int valid_error;
+};
+
+static void *heavy_run(void *arg)
+{
+    struct heavy *h = arg;
+    struct answer a = post(h->port, h->body);
+    h->status = a.status;
+    h->retry_after = strstr(a.headers, "Retry-After: ") != NULL;
+    if (a.status == 503) {
+        json_t *j = json_loadb(a.body, a.len, 0, NULL);
+        const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+        h->valid_error = code && strcmp(code, "overloaded") == 0;
+        json_decref(j);
+    }
+    free(a.body);
+    return NULL;
+}
+
+Test(http, full_queue_answers_503_with_retry_after)
+{
+    const char *flags[] = {"--workers", "1", "--queue-depth", "1", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char *body = heavy_body();
+    enum { NCLIENTS = 12 };
+    struct heavy h[NCLIENTS];
+    pthread_t th[NCLIENTS];
+    for (int i = 0; i < NCLIENTS; i++) {
+        h[i] = (struct heavy){s.port, body, 0, 0, 0};
+        pthread_create(&th[i], NULL, heavy_run, &h[i]);
+    }
+    int ok = 0, busy = 0;
+    for (int i = 0; i < NCLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        if (h[i].status == 200)
+            ok++;
+        if (h[i].status == 503) {
+            busy++;
+            cr_assert(h[i].retry_after, "503 without Retry-After");
+            cr_assert(h[i].valid_error, "503 without the overloaded slug");
+        }
+    }
+    cr_log_info("%d answered 200, %d answered 503", ok, busy);
+    cr_assert_eq(ok + busy, NCLIENTS, "every client gets 200 or 503");
+    cr_assert_geq(ok, 1);
+    cr_assert_geq(busy, 1, "12 heavy requests at once on 1 worker + 1 queue slot: some "
+                           "must be refused");
+    free(body);
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(http, sigterm_answers_requests_in_flight_then_exits_0)
+{
+    const char *flags[] = {"--workers", "1", "--queue-depth", "8", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char *body = heavy_body();
+    enum { NCLIENTS = 4 };
+    struct heavy h[NCLIENTS];
+    pthread_t th[NCLIENTS];
+    for (int i = 0; i < NCLIENTS; i++) {
+        h[i] = (struct heavy){s.port, body, 0, 0, 0};
+        pthread_create(&th[i], NULL, heavy_run, &h[i]);
+    }
+    /* wait until all four are inside the server (busy + queued = 4) */
+    for (int tries = 0; tries < 1000; tries++) {
+        struct answer m = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
+        int q = -1, b = -1;
+        char *at = m.body ? strstr(m.body, "\nattention_queue_depth ") : NULL;
+        if (at)
+            q = atoi(at + strlen("\nattention_queue_depth "));
+        at = m.body ? strstr(m.body, "\nattention_workers_busy ") : NULL;
+        if (at)
+            b = atoi(at + strlen("\nattention_workers_busy "));
+        free(m.body);
+        if (q + b == NCLIENTS)
+            break;
+        usleep(5000);
+    }
+    int code = server_stop(&s);
+    for (int i = 0; i < NCLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(h[i].status, 200, "client %d got %ld during drain", i, h[i].status);
+    }
+    cr_assert_eq(code, 0, "exit status %d after SIGTERM", code);
+    free(body);
+}
+
+Test(http, health_readiness_metrics_and_spec)
+{
+    struct server s;
+    server_start(&s, NULL);
+    struct answer a = request(s.port, "GET", "/healthz", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    free(a.body);
+    a = request(s.port, "GET", "/readyz", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    cr_assert(strstr(a.body, "ready"));
+    free(a.body);
+    a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200);
+    cr_assert(strstr(a.headers, "Server-Timing: queue;dur="), "%s", a.headers);
+    free(a.body);
+    a = post(s.port, "{\"query\": [[1, 2]]}");
+    free(a.body);
+    a = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    cr_assert(strstr(a.body, "attention_http_requests_total{endpoint=\"attention\",status=\"200\"} 1\n"),
+              "%s", a.body);
+    cr_assert(strstr(a.body, "attention_http_requests_total{endpoint=\"attention\",status=\"400\"} 1\n"));
+    cr_assert(strstr(a.body, "attention_http_request_duration_seconds_bucket{endpoint=\"attention\",le=\"+Inf\"} 2\n"));
+    cr_assert(strstr(a.body, "attention_queue_depth 0\n"));
+    cr_assert(strstr(a.body, "attention_workers_busy 0\n"));
+    cr_assert(strstr(a.body, "attention_jobs_total 1\n"));
+    free(a.body);
+    a = request(s.port, "GET", "/openapi.yaml", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    FILE *f = fopen("openapi.yaml", "rb");
+    cr_assert_not_null(f);
+    char *spec = malloc(a.len + 2);
+    size_t n = fread(spec, 1, a.len + 1, f);
+    fclose(f);
+    cr_assert(n == a.len && memcmp(spec, a.body, n) == 0, "GET /openapi.yaml differs from the file");
+    free(spec), free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(http, tokens_are_echoed)
+{
+    struct server s;
+    server_start(&s, NULL);
+    struct answer a = post(s.port, "{\"query\": [[1, 2], [3, 4]], \"num_heads\": 1, \"tokens\": "
+                                   "[\"the\", \"cat\"], \"need_weights\": false}");
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    cr_assert(strstr(a.body, "\"tokens\":[\"the\",\"cat\"]"), "%s", a.body);
+    cr_assert_null(strstr(a.body, "attention_weights"));
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(http, bad_configuration_stops_startup_with_a_message)
+{
+    const char *bin = getenv("ATTN_SERVER") ? getenv("ATTN_SERVER") : "build/attention-server";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --workers 0 2>&1", bin);
+    FILE *p = popen(cmd, "r");
+    char out[512] = "";
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    cr_assert_neq(WEXITSTATUS(st), 0);
+    cr_assert(strstr(out, "workers") && strstr(out, "1..64"), "%s", out);
+}
