@@ -9,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 /* OpenBLAS extensions (declared in its cblas.h, repeated for clarity). */
 void openblas_set_num_threads(int num_threads);
 int openblas_get_parallel(void);
+char *openblas_get_corename(void);
 
 /* Query rows per tile when the scores go to scratch rather than to the
  * caller's weights buffer: scratch is ATT_TILE × S floats per call. */
@@ -243,40 +246,79 @@ static const float *proj_bias(const struct att_params *p, int which)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Concurrency gate (see attention.h): at most ATT_MAX_CONCURRENT callers
- * inside OpenBLAS at once, or one if the library is the serial build. */
+/* Concurrency gate (see attention.h): at most ATT_MAX_CONCURRENT threads
+ * inside OpenBLAS at once (a call with T threads takes T units), or one call
+ * at a time if the library is the serial build. */
 
 static pthread_once_t gate_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static int gate_free;
+static int gate_free, gate_size;
 
 static void gate_setup(void)
 {
-    gate_free = openblas_get_parallel() == 0 ? 1 : ATT_MAX_CONCURRENT;
+    gate_size = gate_free = openblas_get_parallel() == 0 ? 1 : ATT_MAX_CONCURRENT;
 }
 
-static void gate_enter(void)
+/* Take up to `want` units; returns how many were granted (≥ 1). */
+static int gate_enter(int want)
 {
     pthread_once(&gate_once, gate_setup);
+    if (want > gate_size)
+        want = gate_size;
     pthread_mutex_lock(&gate_mu);
-    while (gate_free == 0)
+    while (gate_free < want)
         pthread_cond_wait(&gate_cv, &gate_mu);
-    gate_free--;
+    gate_free -= want;
     pthread_mutex_unlock(&gate_mu);
+    return want;
 }
 
-static void gate_leave(void)
+static void gate_leave(int units)
 {
     pthread_mutex_lock(&gate_mu);
-    gate_free++;
-    pthread_cond_signal(&gate_cv);
+    gate_free += units;
+    pthread_cond_broadcast(&gate_cv);
     pthread_mutex_unlock(&gate_mu);
 }
 
-void att_init(int blas_threads)
+const char *att_blas_select_kernels(char **argv)
 {
-    openblas_set_num_threads(blas_threads < 1 ? 1 : blas_threads);
+    const char *core = openblas_get_corename();
+    int changed = 0;
+    /* The core never uses OpenBLAS's own threads (see att_init); without
+     * this, its idle pool threads spin in sched_yield() next to ours. */
+    if (!getenv("OPENBLAS_NUM_THREADS"))
+        changed |= setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0;
+    if (!getenv("OPENBLAS_CORETYPE") && core && strcasecmp(core, "Prescott") == 0) {
+        const char *want = NULL;
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512cd"))
+            want = "SkylakeX";
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            want = "Haswell";
+        if (want)
+            changed |= setenv("OPENBLAS_CORETYPE", want, 1) == 0;
+    }
+    if (!changed)
+        return core;
+    execv("/proc/self/exe", argv); /* returns only on failure */
+    return core;
+}
+
+/* Threads each att_forward() call splits its work across (att_init). */
+static int att_threads = 1;
+
+void att_init(int threads)
+{
+    att_threads = threads < 1 ? 1 : threads > ATT_MAX_THREADS ? ATT_MAX_THREADS : threads;
+    /* OpenBLAS itself stays single-threaded: the core splits each call over
+     * its own threads (rows of the projections, row blocks of attention), so
+     * concurrent callers never contend for OpenBLAS's one thread pool and a
+     * result never depends on how OpenBLAS would have split it. */
+    openblas_set_num_threads(1);
     pthread_once(&gate_once, gate_setup);
 }
 
@@ -288,6 +330,8 @@ void att_init(int blas_threads)
 static void linear(float *y, const float *x, const float *W, const float *b,
                    int M, int K, int O)
 {
+    if (M <= 0)
+        return;
     if (W) {
         float beta = 0.0f;
         if (b) {
@@ -306,38 +350,189 @@ static void linear(float *y, const float *x, const float *W, const float *b,
     }
 }
 
-/* Mask and softmax one row of scores in place (blocked keys → 0). */
-static void softmax_row(float *row, const struct att_params *p, int n, int h, int i)
+/* e^x for x ≤ 0, and 0 below -87 (so -inf gives 0). Cephes' expf: range
+ * reduction by ln 2 and a degree-6 polynomial, relative error < 2e-7.
+ * Branch-free, so the loops that call it vectorize. */
+static inline __attribute__((always_inline)) float exp_nonpos(float x)
 {
-    const int S = p->S;
-    const float *fm = float_mask_row(p, n, h, i);
-    const int any_block = p->key_padding_mask || p->mask_kind == ATT_MASK_CAUSAL ||
-                          p->mask_kind == ATT_MASK_BOOL;
+    const float xc = x < -87.0f ? -87.0f : x;
+    const int n = (int)(xc * 1.44269504f - 0.5f); /* round(x / ln 2), x ≤ 0 */
+    const float fn = (float)n;
+    const float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int bits = (n + 127) << 23; /* 2^n */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x < -87.0f ? 0.0f : p * scale;
+}
+
+/* Softmax of one row in place; a row of -inf becomes zeros. One clone per
+ * instruction set, picked at load time, so the image runs on any x86-64 and
+ * uses AVX-512 where there is one. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void softmax_inplace(float *row, int S)
+{
     float mx = -INFINITY;
-    for (int j = 0; j < S; j++) {
-        float s = row[j];
-        if (fm)
-            s += fm[j];
-        if (any_block && blocked(p, n, h, i, j))
-            s = -INFINITY;
-        row[j] = s;
-        if (s > mx)
-            mx = s;
-    }
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < S; j++)
+        mx = row[j] > mx ? row[j] : mx;
     if (mx == -INFINITY) { /* every key blocked: zero weights, not NaN */
         memset(row, 0, (size_t)S * sizeof *row);
         return;
     }
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int j = 0; j < S; j++) {
-        float e = expf(row[j] - mx);
+        const float e = exp_nonpos(row[j] - mx);
         row[j] = e;
         sum += e;
     }
-    float inv = 1.0f / sum;
+    const float inv = 1.0f / sum;
+#pragma omp simd
     for (int j = 0; j < S; j++)
         row[j] *= inv;
 }
+
+/* Masks of query row i (batch n, head h) applied to its scores in place:
+ * the float mask is added, blocked keys become -inf. */
+static void mask_row(float *row, const struct att_params *p, int n, int h, int i)
+{
+    const int S = p->S;
+    const float *fm = float_mask_row(p, n, h, i);
+    if (fm)
+        for (int j = 0; j < S; j++)
+            row[j] += fm[j];
+    if (p->mask_kind == ATT_MASK_CAUSAL) {
+        for (int j = i + 1; j < S; j++)
+            row[j] = -INFINITY;
+    } else if (p->mask_kind == ATT_MASK_BOOL) {
+        size_t plane = p->mask_ndim == 3 ? (size_t)n * p->H + h : 0;
+        const uint8_t *m = p->bool_mask + (plane * p->L + i) * S;
+        for (int j = 0; j < S; j++)
+            row[j] = m[j] ? -INFINITY : row[j];
+    }
+    if (p->key_padding_mask) {
+        const uint8_t *m = p->key_padding_mask + (size_t)n * S;
+        for (int j = 0; j < S; j++)
+            row[j] = m[j] ? -INFINITY : row[j];
+    }
+}
+
+/* One call's shared state; every thread runs fwd_part() on its share. */
+struct fwd {
+    const struct att_params *p;
+    float *out, *weights;
+    float *q, *k, *v;      /* projections; q becomes the context in place */
+    float *scratch;        /* nthreads × rows_per_block × S, or NULL */
+    const float *qin, *kin, *vin;
+    float scale;
+    int nthreads, rows_per_block, blocks_per_item;
+    pthread_barrier_t barrier;
+    /* start line: helper threads wait here until nthreads is final */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int go;
+};
+
+/* [*lo, *hi) = thread t's share of n items split nt ways. */
+static void share(int n, int t, int nt, int *lo, int *hi)
+{
+    *lo = (int)((long long)n * t / nt);
+    *hi = (int)((long long)n * (t + 1) / nt);
+}
+
+static void fwd_part(struct fwd *f, int t)
+{
+    const struct att_params *p = f->p;
+    const int L = p->L, S = p->S, E = p->E, H = p->H, d = E / H, nt = f->nthreads;
+    const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
+    const int average = p->weights_mode == ATT_WEIGHTS_AVERAGE;
+    int lo, hi;
+
+    /* 2. Projections, this thread's rows of N·L (N·S). */
+    share(p->N * L, t, nt, &lo, &hi);
+    linear(f->q + (size_t)lo * E, f->qin + (size_t)lo * E, proj_weight(p, 0), proj_bias(p, 0),
+           hi - lo, E, E);
+    share(p->N * S, t, nt, &lo, &hi);
+    linear(f->k + (size_t)lo * E, f->kin + (size_t)lo * p->kdim, proj_weight(p, 1),
+           proj_bias(p, 1), hi - lo, p->kdim, E);
+    linear(f->v + (size_t)lo * E, f->vin + (size_t)lo * p->vdim, proj_weight(p, 2),
+           proj_bias(p, 2), hi - lo, p->vdim, E);
+    if (nt > 1)
+        pthread_barrier_wait(&f->barrier);
+
+    /* 3-5. Blocks of query rows, every head: block b ≡ t (mod nt). */
+    float *scratch = f->scratch ? f->scratch + (size_t)t * f->rows_per_block * S : NULL;
+    for (int b = t; b < p->N * f->blocks_per_item; b += nt) {
+        const int n = b / f->blocks_per_item;
+        const int i0 = (b % f->blocks_per_item) * f->rows_per_block;
+        const int T = L - i0 < f->rows_per_block ? L - i0 : f->rows_per_block;
+        float *acc = average ? f->weights + ((size_t)n * L + i0) * S : NULL;
+        if (acc)
+            memset(acc, 0, (size_t)T * S * sizeof *acc);
+        for (int h = 0; h < H; h++) {
+            const float *kh = f->k + (size_t)n * S * E + (size_t)h * d;
+            const float *vh = f->v + (size_t)n * S * E + (size_t)h * d;
+            float *qh = f->q + ((size_t)n * L + i0) * E + (size_t)h * d;
+            float *sc = per_head ? f->weights + (((size_t)n * H + h) * L + i0) * S : scratch;
+            /* 3. scores (T, S) = q_h · k_hᵀ · scale, strided views */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, d,
+                        f->scale, qh, E, kh, E, 0.0f, sc, S);
+            /* 4. masks and softmax per row */
+            const int masked = p->mask_kind != ATT_MASK_NONE || p->key_padding_mask;
+            for (int r = 0; r < T; r++) {
+                if (masked)
+                    mask_row(sc + (size_t)r * S, p, n, h, i0 + r);
+                softmax_inplace(sc + (size_t)r * S, S);
+            }
+            if (acc)
+                for (size_t x = 0; x < (size_t)T * S; x++)
+                    acc[x] += sc[x];
+            /* 5. context_h (T, d) = weights · v_h, written over q_h, which
+             *    this block no longer needs */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, S,
+                        1.0f, sc, S, vh, E, 0.0f, qh, E);
+        }
+        if (acc) {
+            const float invh = 1.0f / (float)H;
+            for (size_t x = 0; x < (size_t)T * S; x++)
+                acc[x] *= invh;
+        }
+    }
+    if (nt > 1)
+        pthread_barrier_wait(&f->barrier);
+
+    /* 6. out = context · Woᵀ + bo, this thread's rows */
+    share(p->N * L, t, nt, &lo, &hi);
+    linear(f->out + (size_t)lo * E, f->q + (size_t)lo * E, p->out_proj_weight,
+           p->out_proj_bias, hi - lo, E, E);
+}
+
+struct fwd_thread {
+    struct fwd *f;
+    int t;
+};
+
+static void *fwd_thread_main(void *arg)
+{
+    struct fwd_thread *ft = arg;
+    pthread_mutex_lock(&ft->f->mu);
+    while (!ft->f->go)
+        pthread_cond_wait(&ft->f->cv, &ft->f->mu);
+    pthread_mutex_unlock(&ft->f->mu);
+    fwd_part(ft->f, ft->t);
+    return NULL;
+}
+
+/* Below this many multiply-adds a call runs on one thread: starting threads
+ * would cost more than it saves. */
+#define ATT_PARALLEL_MIN_MACS 4000000.0
 
 int att_forward(float *out, float *weights, const struct att_params *p,
                 struct att_error *err)
@@ -349,15 +544,25 @@ int att_forward(float *out, float *weights, const struct att_params *p,
     if (!out || (w_len && !weights))
         return fail(err, ATT_EPARAM, "output buffer is missing");
 
-    const int N = p->N, L = p->L, S = p->S, E = p->E, H = p->H, d = E / H;
+    const int N = p->N, L = p->L, S = p->S, E = p->E;
     const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
-    const int average = p->weights_mode == ATT_WEIGHTS_AVERAGE;
-    const float scale = default_scale(p);
+    const double macs = (double)N * (L + 2.0 * S) * E * E + 2.0 * N * L * (double)S * E;
+    int nt = macs < ATT_PARALLEL_MIN_MACS ? 1 : att_threads;
+    if (nt > N * L)
+        nt = N * L;
+
+    /* Row blocks: with per-head weights the scores go straight to the
+     * caller's buffer, so blocks are big (one per thread and batch item);
+     * otherwise they go to scratch and blocks stay at ATT_TILE rows, which
+     * keeps extra memory at O(ATT_TILE · S) per thread. */
+    int rows = (L + nt - 1) / nt;
+    if (!per_head && rows > ATT_TILE)
+        rows = ATT_TILE;
 
     /* 1. One workspace: q (becomes the context in place), k, v, score
      *    scratch, and copies of the inputs when positional encoding is on. */
     const size_t nq = (size_t)N * L * E, nk = (size_t)N * S * E;
-    const size_t nscratch = per_head ? 0 : (size_t)(L < ATT_TILE ? L : ATT_TILE) * S;
+    const size_t nscratch = per_head ? 0 : (size_t)nt * rows * S;
     const size_t nqin = p->positional_encoding ? nq : 0;
     const size_t nkin = p->positional_encoding ? (size_t)N * S * p->kdim : 0;
     const size_t nvin = p->positional_encoding ? (size_t)N * S * p->vdim : 0;
@@ -366,67 +571,53 @@ int att_forward(float *out, float *weights, const struct att_params *p,
     if (!ws)
         return fail(err, ATT_ENOMEM, "out of memory for a %zu-byte workspace",
                     total * sizeof *ws);
-    float *q = ws, *k = q + nq, *v = k + nk, *scratch = v + nk;
-    const float *qin = p->query, *kin = p->key, *vin = p->value;
+    struct fwd f = {
+        .p = p, .out = out, .weights = weights,
+        .q = ws, .k = ws + nq, .v = ws + nq + nk,
+        .scratch = nscratch ? ws + nq + 2 * nk : NULL,
+        .qin = p->query, .kin = p->key, .vin = p->value,
+        .scale = default_scale(p),
+        .rows_per_block = rows, .blocks_per_item = (L + rows - 1) / rows,
+    };
     if (p->positional_encoding) {
-        float *a = scratch + nscratch, *b = a + nqin, *c = b + nkin;
+        float *a = ws + nq + 2 * nk + nscratch, *b = a + nqin, *c = b + nkin;
         memcpy(a, p->query, nqin * sizeof *a);
         memcpy(b, p->key, nkin * sizeof *b);
         memcpy(c, p->value, nvin * sizeof *c);
         att_add_positional_encoding(a, N, L, E);
         att_add_positional_encoding(b, N, S, p->kdim);
         att_add_positional_encoding(c, N, S, p->vdim);
-        qin = a, kin = b, vin = c;
+        f.qin = a, f.kin = b, f.vin = c;
     }
 
-    gate_enter();
-
-    /* 2. Projections over all N·L (N·S) rows at once. */
-    linear(q, qin, proj_weight(p, 0), proj_bias(p, 0), N * L, E, E);
-    linear(k, kin, proj_weight(p, 1), proj_bias(p, 1), N * S, p->kdim, E);
-    linear(v, vin, proj_weight(p, 2), proj_bias(p, 2), N * S, p->vdim, E);
-    if (average)
-        memset(weights, 0, w_len * sizeof *weights);
-
-    for (int n = 0; n < N; n++) {
-        for (int h = 0; h < H; h++) {
-            const float *kh = k + (size_t)n * S * E + (size_t)h * d;
-            const float *vh = v + (size_t)n * S * E + (size_t)h * d;
-            const int tile = per_head ? L : ATT_TILE;
-            for (int i0 = 0; i0 < L; i0 += tile) {
-                const int T = L - i0 < tile ? L - i0 : tile;
-                float *qh = q + ((size_t)n * L + i0) * E + (size_t)h * d;
-                float *sc = per_head ? weights + (((size_t)n * H + h) * L + i0) * S
-                                     : scratch;
-                /* 3. scores (T, S) = q_h · k_hᵀ · scale, strided views */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, d,
-                            scale, qh, E, kh, E, 0.0f, sc, S);
-                /* 4. masks and softmax per row */
-                for (int r = 0; r < T; r++)
-                    softmax_row(sc + (size_t)r * S, p, n, h, i0 + r);
-                if (average) {
-                    float *acc = weights + ((size_t)n * L + i0) * S;
-                    const size_t cnt = (size_t)T * S;
-                    for (size_t x = 0; x < cnt; x++)
-                        acc[x] += sc[x];
-                }
-                /* 5. context_h (T, d) = weights · v_h, written over q_h,
-                 *    which this (tile, head) no longer needs */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, S,
-                            1.0f, sc, S, vh, E, 0.0f, qh, E);
-            }
-        }
+    /* 2-6 on nt threads: this one and nt - 1 helpers. If a helper cannot
+     * start, the call goes on with those that did. */
+    nt = gate_enter(nt);
+    pthread_t th[ATT_MAX_THREADS];
+    struct fwd_thread ft[ATT_MAX_THREADS];
+    pthread_mutex_init(&f.mu, NULL);
+    pthread_cond_init(&f.cv, NULL);
+    int started = 1;
+    for (; started < nt; started++) {
+        ft[started] = (struct fwd_thread){&f, started};
+        if (pthread_create(&th[started], NULL, fwd_thread_main, &ft[started]) != 0)
+            break;
     }
-    if (average) {
-        const float invh = 1.0f / (float)H;
-        for (size_t x = 0; x < w_len; x++)
-            weights[x] *= invh;
-    }
-
-    /* 6. out = context · Woᵀ + bo */
-    linear(out, q, p->out_proj_weight, p->out_proj_bias, N * L, E, E);
-
-    gate_leave();
+    f.nthreads = started;
+    if (started > 1)
+        pthread_barrier_init(&f.barrier, NULL, (unsigned)started);
+    pthread_mutex_lock(&f.mu);
+    f.go = 1;
+    pthread_cond_broadcast(&f.cv);
+    pthread_mutex_unlock(&f.mu);
+    fwd_part(&f, 0);
+    for (int i = 1; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (started > 1)
+        pthread_barrier_destroy(&f.barrier);
+    pthread_mutex_destroy(&f.mu);
+    pthread_cond_destroy(&f.cv);
+    gate_leave(nt);
     free(ws);
     return ATT_OK;
 }

@@ -27,14 +27,18 @@
  *
  * Threading: att_forward() is reentrant and may be called from many threads
  * at once; it allocates its own workspace per call. OpenBLAS is global
- * state, so the process sets its thread count once with att_init() before
- * the first call. Policy (see README "Threading"):
+ * state, so the process sets the threading once with att_init() before the
+ * first call. Policy (see README "Threading"):
  *   - we link Debian's pthread build of OpenBLAS; the serial build has given
  *     wrong sgemm results under concurrent calls, so if att_init() finds a
  *     serial build it serialises BLAS calls behind a mutex;
  *   - the pthread build crashes past 128 concurrently calling threads, so at
- *     most ATT_MAX_CONCURRENT calls run at once; further callers wait;
- *   - callers should keep workers × blas_threads ≤ cores.
+ *     most ATT_MAX_CONCURRENT threads are inside the core at once (a call on
+ *     T threads counts T); further callers wait;
+ *   - OpenBLAS runs single-threaded; a call splits its own work over
+ *     att_init()'s thread count (projection rows, blocks of query rows),
+ *     with results independent of the split;
+ *   - callers should keep workers × threads ≤ cores.
  */
 #ifndef ATT_ATTENTION_H
 #define ATT_ATTENTION_H
@@ -42,7 +46,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATT_MAX_CONCURRENT 64
+#define ATT_MAX_CONCURRENT 64 /* threads inside OpenBLAS at once */
+#define ATT_MAX_THREADS 16     /* threads one call may use */
 
 /* Status codes: 0 is success, negatives are failures. */
 enum att_status {
@@ -117,9 +122,23 @@ void att_params_init(struct att_params *p);
 int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
               struct att_error *err);
 
-/* Set OpenBLAS's thread count (≥ 1) and detect its threading model.
- * Call once before the first att_forward(); not thread-safe itself. */
-void att_init(int blas_threads);
+/* OpenBLAS 0.3.21 (Debian 12) does not know recent CPU models and falls
+ * back to its generic "Prescott" SSE3 kernels: 5× slower sgemm on an AVX-512
+ * Xeon. It picks its kernels once, when the library loads, from
+ * $OPENBLAS_CORETYPE. Call this first thing in main(): if the variable is
+ * unset, OpenBLAS chose Prescott and the CPU has AVX-512 (or AVX2+FMA), it
+ * sets OPENBLAS_CORETYPE=SkylakeX (or Haswell) and re-executes the program
+ * with the same argv. It also sets OPENBLAS_NUM_THREADS=1 when unset (the
+ * core threads by itself; OpenBLAS's idle pool would only spin). Returns
+ * only when no re-exec was needed (or it failed), with the core name in
+ * use; variables already set are respected. */
+const char *att_blas_select_kernels(char **argv);
+
+/* Threads each att_forward() call may use (1 … ATT_MAX_THREADS; small
+ * calls use one). The core splits a call over its own threads and keeps
+ * OpenBLAS single-threaded. Call once before the first att_forward(); not
+ * thread-safe itself. */
+void att_init(int threads);
 
 /* Fast path on OpenBLAS.
  * out: (N, L, E); weights: (N, H, L, S), (N, L, S) or NULL per weights_mode.

@@ -450,3 +450,34 @@ Test(attention_concurrency, sixteen_threads_bit_identical_two_blas_threads)
 {
     concurrency_round(2);
 }
+
+Test(attention_concurrency, thread_count_changes_results_only_by_rounding)
+{
+    /* Big enough to be split (ATT_PARALLEL_MIN_MACS), rows not divisible by
+     * the thread counts, every weights mode. Not bit-identical: OpenBLAS picks
+     * different kernels (its "small matrix" path) for the smaller row blocks
+     * of a split, which sum in another order. */
+    for (int mode = ATT_WEIGHTS_NONE; mode <= ATT_WEIGHTS_AVERAGE; mode++) {
+        struct rcase c = {2, 201, 150, 64, 48, 40, 4, .proj = PROJ_SEPARATE, .bias = 1,
+                          .mask = M_BOOL3, .padding = 1, .wmode = mode};
+        struct att_params p;
+        struct rinputs in;
+        size_t olen, wlen;
+        make_case(&p, &in, &c, 4242);
+        cr_assert_eq(att_check(&p, &olen, &wlen, NULL), ATT_OK);
+        float *out1 = malloc(olen * 4), *outn = malloc(olen * 4);
+        float *w1 = malloc(wlen * 4 + 4), *wn = malloc(wlen * 4 + 4);
+        att_init(1);
+        cr_assert_eq(att_forward(out1, w1, &p, NULL), ATT_OK);
+        for (int threads = 2; threads <= 5; threads++) {
+            att_init(threads);
+            cr_assert_eq(att_forward(outn, wn, &p, NULL), ATT_OK);
+            cr_assert(check_tensor("output, n threads vs 1", outn, out1, olen, 1e-5, 1e-5),
+                      "mode %d: output with %d threads", mode, threads);
+            cr_assert(check_tensor("weights, n threads vs 1", wn, w1, wlen, 1e-6, 0.0),
+                      "mode %d: weights with %d threads", mode, threads);
+        }
+        free(out1), free(outn), free(w1), free(wn);
+        rinputs_free(&in);
+    }
+}
