@@ -26,7 +26,7 @@ CORE_SRC  := core/attention.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c
-SVC_SRC   := server/codec.c server/errors.c server/metrics.c server/pool.c
+SVC_SRC   := server/codec.c server/jsonnum.c server/errors.c server/metrics.c server/pool.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/embed.o
 SERVER    := $(BUILD)/attention-server
@@ -37,17 +37,21 @@ DEMO_SRC  := examples/demo.c
 
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_codec.c tests/test_config.c \
-             tests/test_pool.c tests/test_spec.c tests/golden.c tests/check.c
+             tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c \
+             tests/golden.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http
 HTTPTEST_SRC := tests/test_http.c tests/check.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
-ALL_OBJ   := $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
+BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/const_server
+
+ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
+             $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test unit http-test lint-openapi deps-build deps-test clean
+.PHONY: all run test unit http-test lint-openapi bench deps-build deps-test clean
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -69,6 +73,15 @@ $(SERVER): $(HTTP_OBJ) $(SVC_OBJ) $(CORE_OBJ)
 
 $(DEMO): $(BUILD)/examples/demo.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
+
+$(BUILD)/bench/bench_core: $(BUILD)/bench/bench_core.o $(CORE_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
+
+$(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
+
+$(BUILD)/bench/const_server: $(BUILD)/bench/const_server.o
+	$(CC) $(LDFLAGS) $^ -o $@ -lmicrohttpd
 
 $(UNIT): $(UNIT_OBJ) $(CORE_OBJ) $(SVC_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion $(SVC_LIBS)
@@ -101,6 +114,12 @@ lint-openapi:
 
 test: deps-test
 	$(MAKE) unit http-test lint-openapi
+
+# Benchmarks of issue 5: tables on stdout, CSV and plots under build/bench/.
+bench:
+	@scripts/deps.sh bench
+	$(MAKE) $(SERVER) $(BENCH_BIN)
+	bench/run.sh
 
 clean:
 	rm -rf build

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "server/errors.h"
+#include "server/jsonnum.h"
 
 #define MAX_RANK 4
 
@@ -359,12 +360,323 @@ static int decode_object(struct codec_request *r, struct tensor *t, json_t *obj,
     return 0;
 }
 
+/* ---------------------------------------------------------------------- */
+/* Fast path (see codec.h). It builds a small jansson object of the request's
+ * scalar fields, in which each tensor is a placeholder {FAST_KEY: index}
+ * into a table of tensors it decoded itself. It never reports an error:
+ * FAST_DEFER sends the body to the jansson path, which gives the answer. */
+
+#define FAST_KEY "\x01tensor"
+#define FAST_DEFER (-2)
+#define FAST_MAX_TENSORS 12
+
+struct fast {
+    struct tensor t[FAST_MAX_TENSORS];
+    int n;
+};
+
+static int fast_tensor_get(struct codec_request *r, struct tensor *t, json_t *v, enum kind k)
+{
+    const struct fast *f = r->fast;
+    json_int_t i = json_integer_value(json_object_get(v, FAST_KEY));
+    if (i < 0 || i >= f->n)
+        return FAST_DEFER;
+    *t = f->t[i];
+    /* a kind mismatch has a precise message on the jansson path */
+    if ((k == K_FLOAT && t->is_bool) || (k == K_BOOL && !t->is_bool))
+        return FAST_DEFER;
+    return 0;
+}
+
+struct scan {
+    const char *s;
+    size_t len, pos;
+};
+
+static void skip_ws(struct scan *sc)
+{
+    while (sc->pos < sc->len && (sc->s[sc->pos] == ' ' || sc->s[sc->pos] == '\n' ||
+                                 sc->s[sc->pos] == '\r' || sc->s[sc->pos] == '\t'))
+        sc->pos++;
+}
+
+static int peek(struct scan *sc)
+{
+    skip_ws(sc);
+    return sc->pos < sc->len ? (unsigned char)sc->s[sc->pos] : -1;
+}
+
+static int expect(struct scan *sc, char c)
+{
+    if (peek(sc) != c)
+        return -1;
+    sc->pos++;
+    return 0;
+}
+
+/* A string without escapes or control characters: its bytes in [*p, +*n).
+ * (jansson also checks UTF-8; callers only accept ASCII.) */
+static int scan_plain_string(struct scan *sc, const char **p, size_t *n)
+{
+    if (expect(sc, '"'))
+        return -1;
+    size_t start = sc->pos;
+    const char *q = memchr(sc->s + start, '"', sc->len - start);
+    if (!q)
+        return -1;
+    size_t end = (size_t)(q - sc->s);
+    for (size_t i = start; i < end; i++) {
+        unsigned char c = (unsigned char)sc->s[i];
+        if (c == '\\' || c < 0x20 || c >= 0x80)
+            return -1;
+    }
+    *p = sc->s + start, *n = end - start;
+    sc->pos = end + 1;
+    return 0;
+}
+
+/* Skip one JSON value of any kind (extent only; jansson checks it). */
+static int skip_value(struct scan *sc)
+{
+    int depth = 0;
+    skip_ws(sc);
+    do {
+        if (sc->pos >= sc->len)
+            return -1;
+        char c = sc->s[sc->pos];
+        if (c == '"') {
+            sc->pos++;
+            while (sc->pos < sc->len && sc->s[sc->pos] != '"')
+                sc->pos += sc->s[sc->pos] == '\\' ? 2 : 1;
+            if (sc->pos >= sc->len)
+                return -1;
+            sc->pos++;
+        } else if (c == '[' || c == '{') {
+            depth++, sc->pos++;
+        } else if (c == ']' || c == '}') {
+            if (--depth < 0)
+                return -1;
+            sc->pos++;
+        } else if (c == ',' || c == ':' || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+            if (depth == 0)
+                return -1;
+            sc->pos++;
+        } else { /* number, literal: up to a delimiter */
+            while (sc->pos < sc->len && !strchr(",:[]{}\" \n\r\t", sc->s[sc->pos]))
+                sc->pos++;
+        }
+    } while (depth > 0);
+    return 0;
+}
+
+/* One value through jansson, from its own extent in the body. */
+static json_t *small_value(struct scan *sc)
+{
+    skip_ws(sc);
+    size_t start = sc->pos;
+    if (skip_value(sc))
+        return NULL;
+    return json_loadb(sc->s + start, sc->pos - start, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES,
+                      NULL);
+}
+
+static int key_is(const char *p, size_t n, const char *name)
+{
+    return strlen(name) == n && memcmp(p, name, n) == 0;
+}
+
+/* A tensor at the cursor into f's next slot; returns its placeholder. */
+static json_t *fast_tensor(struct codec_request *r, struct fast *f, struct scan *sc,
+                           const struct codec_limits *lim)
+{
+    if (f->n == FAST_MAX_TENSORS)
+        return NULL;
+    struct tensor *t = &f->t[f->n];
+    memset(t, 0, sizeof *t);
+    struct jsonnum_array a;
+    struct jsonnum_error je;
+    size_t used;
+    int c = peek(sc);
+    if (c == '[') { /* 1. nested arrays of numbers */
+        if (jsonnum_parse_array(&a, sc->s + sc->pos, sc->len - sc->pos,
+                                (size_t)lim->max_tensor_elements, &used, &je) != JSONNUM_OK)
+            return NULL;
+        sc->pos += used;
+        if (!keep(r, a.data))
+            return NULL;
+        t->f = a.data, t->count = a.count, t->ndim = a.ndim;
+        memcpy(t->shape, a.shape, sizeof t->shape);
+    } else if (c == '{') { /* 2. {shape, data} or 3. {shape, dtype, b64} */
+        json_t *shape = NULL, *dtype = NULL;
+        const char *b64 = NULL;
+        size_t b64_len = 0;
+        int have_data = 0, ok = 1;
+        sc->pos++;
+        if (peek(sc) == '}')
+            ok = 0;
+        while (ok) {
+            const char *k;
+            size_t kn;
+            if (scan_plain_string(sc, &k, &kn) || expect(sc, ':')) {
+                ok = 0;
+                break;
+            }
+            if (key_is(k, kn, "shape") && !shape) {
+                ok = (shape = small_value(sc)) != NULL;
+            } else if (key_is(k, kn, "dtype") && !dtype) {
+                ok = (dtype = small_value(sc)) != NULL;
+            } else if (key_is(k, kn, "b64") && !b64) {
+                ok = scan_plain_string(sc, &b64, &b64_len) == 0;
+            } else if (key_is(k, kn, "data") && !have_data) {
+                ok = peek(sc) == '[' &&
+                     jsonnum_parse_array(&a, sc->s + sc->pos, sc->len - sc->pos,
+                                         (size_t)lim->max_tensor_elements, &used, &je) ==
+                         JSONNUM_OK;
+                if (ok) {
+                    sc->pos += used;
+                    ok = keep(r, a.data) != NULL;
+                    t->f = a.data;
+                    ok = ok && a.ndim == 1;
+                    have_data = 1;
+                    t->count = a.count;
+                }
+            } else {
+                ok = 0;
+            }
+            if (!ok || peek(sc) != ',')
+                break;
+            sc->pos++;
+        }
+        ok = ok && expect(sc, '}') == 0 && json_is_array(shape) &&
+             json_array_size(shape) >= 1 && json_array_size(shape) <= MAX_RANK &&
+             (have_data != (b64 != NULL));
+        if (ok) {
+            t->ndim = (int)json_array_size(shape);
+            size_t count = 1;
+            for (int i = 0; ok && i < t->ndim; i++) {
+                json_t *d = json_array_get(shape, (size_t)i);
+                ok = json_is_integer(d) && json_integer_value(d) >= 1 &&
+                     json_integer_value(d) <= lim->max_tensor_elements;
+                t->shape[i] = json_integer_value(d);
+                if (ok && count > (size_t)lim->max_tensor_elements / (size_t)t->shape[i])
+                    ok = 0;
+                count *= ok ? (size_t)t->shape[i] : 1;
+            }
+            if (ok && have_data)
+                ok = !dtype && t->count == count;
+            if (ok && b64) {
+                const char *dt = json_string_value(dtype);
+                t->is_bool = dt && strcmp(dt, "bool") == 0;
+                ok = dt && (t->is_bool || strcmp(dt, "float32") == 0);
+                size_t want = count * (t->is_bool ? 1 : 4), bad;
+                unsigned char *bytes = ok ? malloc(b64_len / 4 * 3 + 1) : NULL;
+                ok = bytes && keep(r, bytes) &&
+                     codec_base64_decode(bytes, b64, b64_len, &bad) == (long long)want;
+                t->count = count;
+                if (ok && t->is_bool) {
+                    t->u8 = bytes;
+                    for (size_t i = 0; ok && i < count; i++)
+                        ok = bytes[i] <= 1;
+                } else if (ok) {
+                    t->f = (float *)bytes;
+                    for (size_t i = 0; ok && i < count; i++)
+                        ok = isfinite(t->f[i]);
+                }
+            }
+        }
+        json_decref(shape);
+        json_decref(dtype);
+        if (!ok)
+            return NULL;
+    } else {
+        return NULL;
+    }
+    return json_pack("{s:i}", FAST_KEY, f->n++);
+}
+
+/* The request's top level: tensors fast, small fields through jansson. */
+static json_t *fast_scan(struct codec_request *r, struct fast *f, const char *s, size_t len,
+                         const struct codec_limits *lim)
+{
+    static const char *const tensor_keys[] = {"query", "key", "value"};
+    struct scan sc = {s, len, 0};
+    json_t *root = json_object();
+    if (!root || expect(&sc, '{'))
+        goto defer;
+    if (peek(&sc) == '}')
+        goto defer; /* empty: let the jansson path name what is missing */
+    for (;;) {
+        const char *k;
+        size_t kn;
+        json_t *v = NULL;
+        if (scan_plain_string(&sc, &k, &kn) || expect(&sc, ':'))
+            goto defer;
+        char key[32];
+        if (kn >= sizeof key)
+            goto defer;
+        memcpy(key, k, kn);
+        key[kn] = '\0';
+        if (json_object_get(root, key))
+            goto defer; /* duplicate */
+        int is_tensor = 0;
+        for (size_t i = 0; i < 3; i++)
+            is_tensor |= strcmp(key, tensor_keys[i]) == 0;
+        is_tensor |= (strcmp(key, "attn_mask") == 0 || strcmp(key, "key_padding_mask") == 0) &&
+                     peek(&sc) != '"';
+        if (is_tensor) {
+            v = fast_tensor(r, f, &sc, lim);
+        } else if (strcmp(key, "weights") == 0 && peek(&sc) == '{') {
+            v = json_object();
+            sc.pos++;
+            int ok = v && peek(&sc) != '}';
+            while (ok) {
+                const char *wk;
+                size_t wn;
+                char wkey[32];
+                ok = scan_plain_string(&sc, &wk, &wn) == 0 && expect(&sc, ':') == 0 &&
+                     wn < sizeof wkey;
+                if (!ok)
+                    break;
+                memcpy(wkey, wk, wn);
+                wkey[wn] = '\0';
+                json_t *t = json_object_get(v, wkey) ? NULL : fast_tensor(r, f, &sc, lim);
+                ok = t && json_object_set_new(v, wkey, t) == 0;
+                if (!ok || peek(&sc) != ',')
+                    break;
+                sc.pos++;
+            }
+            if (!ok || expect(&sc, '}')) {
+                json_decref(v);
+                v = NULL;
+            }
+        } else {
+            v = small_value(&sc);
+        }
+        if (!v || json_object_set_new(root, key, v))
+            goto defer;
+        int c = peek(&sc);
+        sc.pos++;
+        if (c == '}')
+            break;
+        if (c != ',')
+            goto defer;
+    }
+    if (peek(&sc) != -1)
+        goto defer; /* trailing bytes */
+    return root;
+defer:
+    json_decref(root);
+    return NULL;
+}
+
 /* Any of the three tensor forms. */
 static int decode_tensor(struct codec_request *r, struct tensor *t, json_t *v, enum kind k,
                          const char *name, const struct codec_limits *lim,
                          struct codec_error *err)
 {
     memset(t, 0, sizeof *t);
+    if (r->fast && json_is_object(v) && json_object_get(v, FAST_KEY))
+        return fast_tensor_get(r, t, v, k);
     if (json_is_array(v))
         return decode_nested(r, t, v, k, name, lim, err);
     if (json_is_object(v))
@@ -618,8 +930,25 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
     att_params_init(&r->p);
     if (len == 0)
         return fail(err, ERR_INVALID_JSON, "the request body is empty");
+
+    /* 1. the fast path; on any doubt, start over on the jansson path */
+    struct fast f = {.n = 0};
+    json_t *root = fast_scan(r, &f, body, len, lim);
+    if (root) {
+        r->fast = &f;
+        int rc = decode_fields(r, root, lim, err);
+        json_decref(root);
+        r->fast = NULL;
+        if (rc == 0)
+            return 0;
+    }
+    codec_request_deinit(r);
+    memset(r, 0, sizeof *r);
+    att_params_init(&r->p);
+
+    /* 2. jansson: the reference for what is accepted and what is said */
     json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
                     je.column, je.text);
@@ -681,29 +1010,12 @@ static void puts_(struct buf *b, const char *s)
     put(b, s, strlen(s));
 }
 
-/* Shortest %g form (6 to 9 significant digits) that reads back as f. */
-static void put_float(struct buf *b, float f)
-{
-    char s[32];
-    int n = 0;
-    for (int prec = 6; prec <= 9; prec++) {
-        n = snprintf(s, sizeof s, "%.*g", prec, (double)f);
-        if (strtof(s, NULL) == f)
-            break;
-    }
-    put(b, s, (size_t)n);
-}
-
+/* x: (shape[0], ...) as nested arrays, floats in their shortest form. */
 static void put_nested(struct buf *b, const float *x, const long long *shape, int ndim)
 {
     if (ndim == 1) {
-        put(b, "[", 1);
-        for (long long i = 0; i < shape[0]; i++) {
-            if (i)
-                put(b, ",", 1);
-            put_float(b, x[i]);
-        }
-        put(b, "]", 1);
+        if (reserve(b, JSONNUM_ARRAY_MAX(shape[0])))
+            b->len += jsonnum_format_array(b->p + b->len, x, (size_t)shape[0]);
         return;
     }
     size_t stride = 1;

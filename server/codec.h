@@ -15,8 +15,15 @@
  *     }
  *     codec_request_deinit(&r);   (always, success or not)
  *
- * Parsing uses jansson with JSON_REJECT_DUPLICATES; call it on a thread
- * with ≥ 1 MiB of stack (jansson recurses up to its 2048-deep limit).
+ * Two ways in. The fast path reads the request's structure itself and
+ * every tensor straight into floats (jsonnum.h for numbers, base64 decoded
+ * from the body in place), so a big tensor never becomes a DOM; only small
+ * scalar fields go through jansson. Anything it does not handle cleanly
+ * (escapes in keys, boolean arrays, duplicates, any error at all) sends the
+ * whole body down the second way: jansson with JSON_REJECT_DUPLICATES, which
+ * is the reference for what is accepted and for every error message. So the
+ * fast path changes speed, never answers. Call it on a thread with ≥ 1 MiB
+ * of stack (jansson recurses up to its 2048-deep limit).
  */
 #ifndef SERVER_CODEC_H
 #define SERVER_CODEC_H
@@ -46,6 +53,7 @@ struct codec_request {
     char *key_tokens_json;
     void *bufs[CODEC_MAX_BUFS]; /* owned */
     int nbufs;
+    const void *fast;     /* internal: tensors read by the fast path */
 };
 
 /* Decode body (len bytes, not NUL-terminated) into r (caller storage).

@@ -168,7 +168,7 @@ Test(codec, response_json_is_shortest_and_round_trips)
     char *s = codec_encode_response(&r, out, w, &len);
     cr_assert_not_null(s);
     cr_assert_eq(strlen(s), len);
-    cr_assert(strstr(s, "\"output\":[[0.1,-3.4028235e+38]]"), "%s", s);
+    cr_assert(strstr(s, "\"output\":[[0.1,-3.4028235e38]]"), "%s", s);
     cr_assert(strstr(s, "\"attention_weights\":[[[1]]]"), "%s", s);
     cr_assert(strstr(s, "\"num_heads\":1,\"head_dim\":2,\"embed_dim\":2,\"target_len\":1,"
                         "\"source_len\":1,\"batch\":1"), "%s", s);

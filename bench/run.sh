@@ -1,0 +1,145 @@
+#!/bin/bash
+# run.sh -- `make bench`: every benchmark of issue 5 in one invocation, each
+# ratio against a baseline measured in this same run. Tables on stdout, CSV
+# and PNG plots under build/bench/.
+#
+# Expects the Makefile to have built build/attention-server,
+# build/bench/bench_core, build/bench/bench_codec and build/bench/const_server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=build/bench
+mkdir -p "$OUT"
+DURATION=${BENCH_SECONDS:-4}
+
+echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# 1-2. core
+build/bench/bench_core core "$OUT"
+build/bench/bench_core scale "$OUT"
+
+# 3. codec
+echo
+/usr/bin/python3 bench/make_bodies.py "$OUT/bodies"
+build/bench/bench_codec "$OUT"
+
+# 4. end to end over HTTP
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+start_attention() { # flags...; sets PORT
+    local log="$OUT/server.log"
+    build/attention-server --port 0 --bind 127.0.0.1 --log-level warn "$@" 2>"$log" &
+    PIDS+=($!)
+    for _ in $(seq 200); do
+        PORT=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$log")
+        [ -n "$PORT" ] && return 0
+        sleep 0.05
+    done
+    echo "bench: attention-server did not start" >&2; exit 1
+}
+
+start_const() {
+    coproc CONST { build/bench/const_server 0; }
+    PIDS+=($CONST_PID)
+    read -r _ PORT <&"${CONST[0]}"
+}
+
+# wrk: prints "req/s p50_ms p99_ms non2xx"
+load() { # port body concurrency
+    local threads=$(( $3 < 2 ? 1 : 2 ))
+    BODY_FILE="$2" wrk -t"$threads" -c"$3" -d"${DURATION}s" --latency -s bench/post.lua \
+        "http://127.0.0.1:$1/attention" | awk '
+        function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0;
+                         if (v ~ /s$/) return v * 1000; return v }
+        /Requests\/sec/ { rps = $2 }
+        /^ +50%/ { p50 = ms($2) } /^ +99%/ { p99 = ms($2) }
+        /Non-2xx/ { bad = $5 }
+        END { printf "%.0f %.2f %.2f %d\n", rps, p50, p99, bad }'
+}
+
+echo
+echo "4. End to end over HTTP (wrk, ${DURATION}s per point; attention-server with its defaults: 2 workers x 1 thread)"
+printf "%-8s %-10s %5s %10s %9s %9s %7s %12s\n" request server conc "req/s" "p50 ms" "p99 ms" non2xx "vs const"
+echo "request,server,concurrency,rps,p50_ms,p99_ms,non2xx" > "$OUT/e2e.csv"
+start_const; CONST_PORT=$PORT
+start_attention; ATT_PORT=$PORT
+declare -A CONST_RPS
+for c in 1 8 64; do
+    read -r rps p50 p99 bad < <(load "$CONST_PORT" "$OUT/bodies/tiny.json" "$c")
+    CONST_RPS[$c]=$rps
+    printf "%-8s %-10s %5d %10d %9.2f %9.2f %7d %12s\n" tiny const-mhd "$c" "$rps" "$p50" "$p99" "$bad" "1.00"
+    echo "tiny,const,$c,$rps,$p50,$p99,$bad" >> "$OUT/e2e.csv"
+done
+for req in tiny medium; do
+    for c in 1 8 64; do
+        read -r rps p50 p99 bad < <(load "$ATT_PORT" "$OUT/bodies/$req.json" "$c")
+        ratio=$(awk -v a="$rps" -v b="${CONST_RPS[$c]}" 'BEGIN { printf "%.2f", a / b }')
+        printf "%-8s %-10s %5d %10d %9.2f %9.2f %7d %12s\n" "$req" attention "$c" "$rps" "$p50" "$p99" "$bad" "$ratio"
+        echo "$req,attention,$c,$rps,$p50,$p99,$bad" >> "$OUT/e2e.csv"
+    done
+done
+echo "(target: tiny requests at concurrency 64 >= 25% of the constant server's req/s)"
+
+# Large request: stage breakdown from the Server-Timing header.
+echo
+echo "Large request (L=512, E=768, H=12, weights inline, attention weights returned): median of 5"
+printf "%-8s %10s %9s %9s %9s %9s %9s %12s\n" encoding "body MB" decode queue compute encode "e2e ms" "e2e/compute"
+echo "encoding,body_mb,decode_ms,queue_ms,compute_ms,encode_ms,e2e_ms" > "$OUT/stages.csv"
+for enc in nested flat base64; do
+    body="$OUT/bodies/large_$enc.json"
+    for i in 1 2 3 4 5 6; do
+        curl -s -o /dev/null -D - -w 'total %{time_total}\n' -H 'Content-Type: application/json' \
+            --data-binary @"$body" "http://127.0.0.1:$ATT_PORT/attention" |
+            tr -d '\r' | awk '/^Server-Timing/ { gsub(/[a-z]+;dur=/, ""); gsub(/,/, ""); q=$2; d=$3; c=$4; e=$5 }
+                              /^total/ { print d, q, c, e, $2 * 1000 }'
+    done | tail -n 5 | sort -n -k5 | sed -n 3p > "$OUT/stage_$enc.txt"  # drop the warm-up, median by e2e
+    read -r d q c e t < "$OUT/stage_$enc.txt"
+    mb=$(awk -v s="$(stat -c %s "$body")" 'BEGIN { printf "%.1f", s / 1048576 }')
+    printf "%-8s %10s %9.1f %9.1f %9.1f %9.1f %9.1f %11.2fx\n" "$enc" "$mb" "$d" "$q" "$c" "$e" "$t" "$(awk -v t="$t" -v c="$c" 'BEGIN { print t / c }')"
+    echo "$enc,$mb,$d,$q,$c,$e,$t" >> "$OUT/stages.csv"
+done
+echo "(target: base64 end to end <= 1.25x the core's compute time)"
+
+# Two large requests at once versus one at a time.
+echo
+seq_start=$(date +%s.%N)
+for i in 1 2 3 4; do
+    curl -s -o /dev/null -H 'Content-Type: application/json' --data-binary @"$OUT/bodies/large_base64.json" "http://127.0.0.1:$ATT_PORT/attention"
+done
+seq_t=$(echo "$(date +%s.%N) - $seq_start" | bc)
+par_start=$(date +%s.%N)
+STREAMS=()
+for s in 1 2; do
+    ( for i in 1 2; do
+        curl -s -o /dev/null -H 'Content-Type: application/json' --data-binary @"$OUT/bodies/large_base64.json" "http://127.0.0.1:$ATT_PORT/attention"
+      done ) &
+    STREAMS+=($!)
+done
+wait "${STREAMS[@]}"
+par_t=$(echo "$(date +%s.%N) - $par_start" | bc)
+printf "Two large base64 requests at once: 4 one at a time %.2f s, 4 two at a time %.2f s: throughput %.2fx (target >= 1.7x)\n" \
+    "$seq_t" "$par_t" "$(echo "$seq_t / $par_t" | bc -l)"
+
+# Plots
+if command -v gnuplot >/dev/null; then
+    gnuplot <<EOF
+set datafile separator ','
+set terminal pngcairo size 900,560 font ',11'
+set output '$OUT/scaling.png'
+set title 'Core time vs sequence length (E=512, H=8, N=1, 1 thread)'
+set logscale xy 2
+set xlabel 'L = S'; set ylabel 'ms'; set key top left; set grid
+plot '$OUT/scaling.csv' using (\$2==0 ? \$1 : 1/0):3 with linespoints lw 2 title 'need\_weights false (tiled)', \
+     '' using (\$2==1 ? \$1 : 1/0):3 with linespoints lw 2 title 'need\_weights true (per head)'
+set output '$OUT/stages.png'
+unset logscale; set title 'Large request (L=512, E=768, H=12): where the time goes'
+set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1
+set boxwidth 0.6; set ylabel 'ms'; set xlabel 'request encoding'; set key outside right
+plot '$OUT/stages.csv' using 3:xtic(1) title 'decode', '' using 4 title 'queue', '' using 5 title 'compute', '' using 6 title 'encode'
+EOF
+    echo
+    echo "plots: $OUT/scaling.png $OUT/stages.png; CSV: $OUT/*.csv"
+fi
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
