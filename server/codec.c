@@ -207,17 +207,22 @@ static int decode_shape(struct tensor *t, json_t *sh, const char *name, struct c
     return 0;
 }
 
-/* Value of a base64 character, or -1. */
-static int b64_val(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
+/* Value of each base64 character; 0xff for every other byte. */
+#define B64_ROW(c0) B64V(c0), B64V(c0 + 1), B64V(c0 + 2), B64V(c0 + 3), B64V(c0 + 4), \
+    B64V(c0 + 5), B64V(c0 + 6), B64V(c0 + 7)
+#define B64V(c) (unsigned char)((c) >= 'A' && (c) <= 'Z' ? (c) - 'A' \
+    : (c) >= 'a' && (c) <= 'z' ? (c) - 'a' + 26 : (c) >= '0' && (c) <= '9' ? (c) - '0' + 52 \
+    : (c) == '+' ? 62 : (c) == '/' ? 63 : 0xff)
+static const unsigned char b64_val[256] = {
+    B64_ROW(0),   B64_ROW(8),   B64_ROW(16),  B64_ROW(24),  B64_ROW(32),  B64_ROW(40),
+    B64_ROW(48),  B64_ROW(56),  B64_ROW(64),  B64_ROW(72),  B64_ROW(80),  B64_ROW(88),
+    B64_ROW(96),  B64_ROW(104), B64_ROW(112), B64_ROW(120), B64_ROW(128), B64_ROW(136),
+    B64_ROW(144), B64_ROW(152), B64_ROW(160), B64_ROW(168), B64_ROW(176), B64_ROW(184),
+    B64_ROW(192), B64_ROW(200), B64_ROW(208), B64_ROW(216), B64_ROW(224), B64_ROW(232),
+    B64_ROW(240), B64_ROW(248),
+};
+#undef B64V
+#undef B64_ROW
 
 size_t codec_base64_encode(char *dst, const unsigned char *src, size_t n)
 {
@@ -241,34 +246,44 @@ size_t codec_base64_encode(char *dst, const unsigned char *src, size_t n)
 
 long long codec_base64_decode(unsigned char *dst, const char *src, size_t n, size_t *bad_at)
 {
+    const unsigned char *s = (const unsigned char *)src;
     if (n % 4) {
         *bad_at = n;
         return -1;
     }
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 4) {
-        uint32_t v = 0;
-        int pad = 0;
-        for (int j = 0; j < 4; j++) {
-            unsigned char c = (unsigned char)src[i + j];
-            if (c == '=' && i + 4 == n && j >= 2 && (j == 3 || src[i + 3] == '=')) {
-                pad++;
-                v <<= 6;
-                continue;
-            }
-            int x = b64_val(c);
-            if (x < 0 || pad) {
-                *bad_at = i + (size_t)j;
-                return -1;
-            }
-            v = v << 6 | (uint32_t)x;
+    size_t o = 0, full = n == 0 ? 0 : n - 4; /* the last quad may hold padding */
+    for (size_t i = 0; i < full; i += 4) {
+        const unsigned a = b64_val[s[i]], b = b64_val[s[i + 1]];
+        const unsigned c = b64_val[s[i + 2]], d = b64_val[s[i + 3]];
+        if ((a | b | c | d) & 0x80) { /* 0xff marks a byte outside the alphabet */
+            *bad_at = i + (a & 0x80 ? 0 : b & 0x80 ? 1 : c & 0x80 ? 2 : 3);
+            return -1;
         }
-        dst[o++] = (unsigned char)(v >> 16);
-        if (pad < 2)
-            dst[o++] = (unsigned char)(v >> 8);
-        if (pad < 1)
-            dst[o++] = (unsigned char)v;
+        const uint32_t v = a << 18 | b << 12 | c << 6 | d;
+        dst[o] = (unsigned char)(v >> 16);
+        dst[o + 1] = (unsigned char)(v >> 8);
+        dst[o + 2] = (unsigned char)v;
+        o += 3;
     }
+    if (n == 0)
+        return 0;
+    /* last quad: "xxxx", "xxx=" or "xx==" */
+    const unsigned char *q = s + full;
+    const int pad = q[3] == '=' ? (q[2] == '=' ? 2 : 1) : 0;
+    uint32_t v = 0;
+    for (int j = 0; j < 4; j++) {
+        unsigned x = j >= 4 - pad ? 0 : b64_val[q[j]];
+        if (x & 0x80) {
+            *bad_at = full + (size_t)j;
+            return -1;
+        }
+        v = v << 6 | x;
+    }
+    dst[o++] = (unsigned char)(v >> 16);
+    if (pad < 2)
+        dst[o++] = (unsigned char)(v >> 8);
+    if (pad < 1)
+        dst[o++] = (unsigned char)v;
     return (long long)o;
 }
 
