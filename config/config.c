@@ -52,7 +52,7 @@ static const struct opt opts[] = {
     INT(port, 0, 65535, "8080", "TCP port; 0 picks a free one"),
     INT(workers, 1, 64, "2", "worker threads running requests"),
     INT(queue_depth, 1, 65536, "64", "requests waiting for a worker before 503"),
-    INT(blas_threads, 1, 64, "1", "OpenBLAS threads per call; keep workers x this <= cores"),
+    INT(blas_threads, 1, 16, "1", "threads computing one request; keep workers x this <= cores"),
     BYTES(max_body_bytes, 1LL << 10, 1LL << 34, "64M", "largest request body (413 above)"),
     COUNT(max_tensor_elements, 1, 1LL << 32, "16777216", "most elements in one tensor"),
     INT(max_batch, 1, 65536, "64", "largest batch N"),

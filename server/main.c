@@ -21,6 +21,7 @@ extern char **environ;
 
 int main(int argc, char **argv)
 {
+    const char *blas_core = att_blas_select_kernels(argv); /* may re-exec */
     struct cfg c;
     char err[256];
     int rc = cfg_parse(&c, argc, argv, environ, stdout, err, sizeof err);
@@ -58,8 +59,8 @@ int main(int argc, char **argv)
     if (c.log_level >= CFG_LOG_DEBUG)
         cfg_dump(&c, stderr);
     fprintf(stderr, "attention-server: listening on http://%s:%d (workers %d, queue %d, "
-                    "blas_threads %d)\n", c.bind, http_port(srv), c.workers, c.queue_depth,
-            c.blas_threads);
+                    "blas_threads %d, OpenBLAS kernels %s)\n", c.bind, http_port(srv), c.workers,
+            c.queue_depth, c.blas_threads, blas_core);
 
     int sig = 0;
     sigwait(&sigs, &sig);

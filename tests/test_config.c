@@ -190,7 +190,7 @@ Test(config, integer_out_of_range_low)
     expect_set_error("workers", "0", "workers: 0 is out of range 1..64");
     expect_set_error("port", "-1", "port: -1 is out of range 0..65535");
     expect_set_error("queue_depth", "0", "queue_depth: 0 is out of range 1..65536");
-    expect_set_error("blas_threads", "-3", "blas_threads: -3 is out of range 1..64");
+    expect_set_error("blas_threads", "-3", "blas_threads: -3 is out of range 1..16");
     expect_set_error("max_tensor_elements", "0",
                      "max_tensor_elements: 0 is out of range 1..4294967296");
     expect_set_error("max_batch", "0", "max_batch: 0 is out of range 1..65536");
@@ -213,7 +213,7 @@ Test(config, integer_out_of_range_high)
     expect_set_error("workers", "65", "workers: 65 is out of range 1..64");
     expect_set_error("port", "65536", "port: 65536 is out of range 0..65535");
     expect_set_error("queue_depth", "65537", "queue_depth: 65537 is out of range 1..65536");
-    expect_set_error("blas_threads", "65", "blas_threads: 65 is out of range 1..64");
+    expect_set_error("blas_threads", "17", "blas_threads: 17 is out of range 1..16");
     expect_set_error("max_tensor_elements", "4294967297",
                      "max_tensor_elements: 4294967297 is out of range 1..4294967296");
     expect_set_error("max_batch", "65537", "max_batch: 65537 is out of range 1..65536");
