@@ -326,8 +326,8 @@ void att_init(int threads)
 /* Fast path                                                               */
 
 /* y: (M, O) = x: (M, K) · Wᵀ + b, W: (O, K) or NULL = identity (K == O),
- * b: (O) or NULL = zero. */
-static void linear(float *y, const float *x, const float *W, const float *b,
+ * b: (O) or NULL = zero. Rows of y are ldy floats apart, rows of x ldx. */
+static void linear(float *y, int ldy, const float *x, int ldx, const float *W, const float *b,
                    int M, int K, int O)
 {
     if (M <= 0)
@@ -336,17 +336,19 @@ static void linear(float *y, const float *x, const float *W, const float *b,
         float beta = 0.0f;
         if (b) {
             for (int m = 0; m < M; m++)
-                memcpy(y + (size_t)m * O, b, (size_t)O * sizeof *b);
+                memcpy(y + (size_t)m * ldy, b, (size_t)O * sizeof *b);
             beta = 1.0f;
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, O, K,
-                    1.0f, x, K, W, K, beta, y, O);
+                    1.0f, x, ldx, W, K, beta, y, ldy);
     } else {
-        memcpy(y, x, (size_t)M * O * sizeof *x);
-        if (b)
-            for (int m = 0; m < M; m++)
+        for (int m = 0; m < M; m++) {
+            float *yr = y + (size_t)m * ldy;
+            memcpy(yr, x + (size_t)m * ldx, (size_t)O * sizeof *x);
+            if (b)
                 for (int o = 0; o < O; o++)
-                    y[(size_t)m * O + o] += b[o];
+                    yr[o] += b[o];
+        }
     }
 }
 
@@ -429,6 +431,8 @@ struct fwd {
     const struct att_params *p;
     float *out, *weights;
     float *q, *k, *v;      /* projections; q becomes the context in place */
+    int ldq, ldk, ldv;     /* their row strides: E, or 3E when fused */
+    int fused;             /* one (N·L, 3E) projection: self-attention, packed */
     float *scratch;        /* nthreads × rows_per_block × S, or NULL */
     const float *qin, *kin, *vin;
     float scale;
@@ -455,15 +459,21 @@ static void fwd_part(struct fwd *f, int t)
     const int average = p->weights_mode == ATT_WEIGHTS_AVERAGE;
     int lo, hi;
 
-    /* 2. Projections, this thread's rows of N·L (N·S). */
+    /* 2. Projections, this thread's rows of N·L (N·S). Self-attention with
+     *    packed weights is one product with 3E outputs, as PyTorch does. */
     share(p->N * L, t, nt, &lo, &hi);
-    linear(f->q + (size_t)lo * E, f->qin + (size_t)lo * E, proj_weight(p, 0), proj_bias(p, 0),
-           hi - lo, E, E);
-    share(p->N * S, t, nt, &lo, &hi);
-    linear(f->k + (size_t)lo * E, f->kin + (size_t)lo * p->kdim, proj_weight(p, 1),
-           proj_bias(p, 1), hi - lo, p->kdim, E);
-    linear(f->v + (size_t)lo * E, f->vin + (size_t)lo * p->vdim, proj_weight(p, 2),
-           proj_bias(p, 2), hi - lo, p->vdim, E);
+    if (f->fused) {
+        linear(f->q + (size_t)lo * f->ldq, f->ldq, f->qin + (size_t)lo * E, E,
+               p->in_proj_weight, p->in_proj_bias, hi - lo, E, 3 * E);
+    } else {
+        linear(f->q + (size_t)lo * E, E, f->qin + (size_t)lo * E, E, proj_weight(p, 0),
+               proj_bias(p, 0), hi - lo, E, E);
+        share(p->N * S, t, nt, &lo, &hi);
+        linear(f->k + (size_t)lo * E, E, f->kin + (size_t)lo * p->kdim, p->kdim,
+               proj_weight(p, 1), proj_bias(p, 1), hi - lo, p->kdim, E);
+        linear(f->v + (size_t)lo * E, E, f->vin + (size_t)lo * p->vdim, p->vdim,
+               proj_weight(p, 2), proj_bias(p, 2), hi - lo, p->vdim, E);
+    }
     if (nt > 1)
         pthread_barrier_wait(&f->barrier);
 
@@ -477,13 +487,13 @@ static void fwd_part(struct fwd *f, int t)
         if (acc)
             memset(acc, 0, (size_t)T * S * sizeof *acc);
         for (int h = 0; h < H; h++) {
-            const float *kh = f->k + (size_t)n * S * E + (size_t)h * d;
-            const float *vh = f->v + (size_t)n * S * E + (size_t)h * d;
-            float *qh = f->q + ((size_t)n * L + i0) * E + (size_t)h * d;
+            const float *kh = f->k + (size_t)n * S * f->ldk + (size_t)h * d;
+            const float *vh = f->v + (size_t)n * S * f->ldv + (size_t)h * d;
+            float *qh = f->q + ((size_t)n * L + i0) * f->ldq + (size_t)h * d;
             float *sc = per_head ? f->weights + (((size_t)n * H + h) * L + i0) * S : scratch;
             /* 3. scores (T, S) = q_h · k_hᵀ · scale, strided views */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, d,
-                        f->scale, qh, E, kh, E, 0.0f, sc, S);
+                        f->scale, qh, f->ldq, kh, f->ldk, 0.0f, sc, S);
             /* 4. masks and softmax per row */
             const int masked = p->mask_kind != ATT_MASK_NONE || p->key_padding_mask;
             for (int r = 0; r < T; r++) {
@@ -497,7 +507,7 @@ static void fwd_part(struct fwd *f, int t)
             /* 5. context_h (T, d) = weights · v_h, written over q_h, which
              *    this block no longer needs */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, S,
-                        1.0f, sc, S, vh, E, 0.0f, qh, E);
+                        1.0f, sc, S, vh, f->ldv, 0.0f, qh, f->ldq);
         }
         if (acc) {
             const float invh = 1.0f / (float)H;
@@ -510,7 +520,7 @@ static void fwd_part(struct fwd *f, int t)
 
     /* 6. out = context · Woᵀ + bo, this thread's rows */
     share(p->N * L, t, nt, &lo, &hi);
-    linear(f->out + (size_t)lo * E, f->q + (size_t)lo * E, p->out_proj_weight,
+    linear(f->out + (size_t)lo * E, E, f->q + (size_t)lo * f->ldq, f->ldq, p->out_proj_weight,
            p->out_proj_bias, hi - lo, E, E);
 }
 
@@ -573,7 +583,7 @@ int att_forward(float *out, float *weights, const struct att_params *p,
                     total * sizeof *ws);
     struct fwd f = {
         .p = p, .out = out, .weights = weights,
-        .q = ws, .k = ws + nq, .v = ws + nq + nk,
+        .q = ws, .k = ws + nq, .v = ws + nq + nk, .ldq = E, .ldk = E, .ldv = E,
         .scratch = nscratch ? ws + nq + 2 * nk : NULL,
         .qin = p->query, .kin = p->key, .vin = p->value,
         .scale = default_scale(p),
@@ -588,6 +598,11 @@ int att_forward(float *out, float *weights, const struct att_params *p,
         att_add_positional_encoding(b, N, S, p->kdim);
         att_add_positional_encoding(c, N, S, p->vdim);
         f.qin = a, f.kin = b, f.vin = c;
+    }
+    if (p->in_proj_weight && f.qin == f.kin && f.kin == f.vin) { /* then L == S */
+        f.fused = 1;
+        f.k = ws + E, f.v = ws + 2 * E;
+        f.ldq = f.ldk = f.ldv = 3 * E;
     }
 
     /* 2-6 on nt threads: this one and nt - 1 helpers. If a helper cannot

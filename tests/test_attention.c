@@ -29,6 +29,7 @@ struct rcase {
     int wmode;       /* enum att_weights_mode */
     int scale;       /* custom scale */
     int pe;          /* positional encoding */
+    int self;        /* key and value are the query itself (needs L == S) */
 };
 
 /* Random inputs for a case, all in one struct so one free releases them. */
@@ -76,6 +77,8 @@ static void make_case(struct att_params *p, struct rinputs *in, const struct rca
     p->query = in->q = randv((size_t)c->N * c->L * E, 1.0f, &st);
     p->key = in->k = randv((size_t)c->N * c->S * c->kdim, 1.0f, &st);
     p->value = in->v = randv((size_t)c->N * c->S * c->vdim, 1.0f, &st);
+    if (c->self)
+        p->key = p->value = p->query;
     if (c->proj == PROJ_PACKED) {
         p->in_proj_weight = in->w_in = randv(3 * E * E, 1.0f / sqrtf((float)E), &st);
     } else if (c->proj == PROJ_SEPARATE) {
@@ -143,8 +146,8 @@ static int compare_case(const struct rcase *c, unsigned long long seed)
     char name[160];
     snprintf(name, sizeof name,
              "N%d L%d S%d E%d kdim%d vdim%d H%d proj%d bias%d mask%d pad%d full%d w%d "
-             "scale%d pe%d", c->N, c->L, c->S, c->E, c->kdim, c->vdim, c->H, c->proj,
-             c->bias, c->mask, c->padding, c->full_rows, c->wmode, c->scale, c->pe);
+             "scale%d pe%d self%d", c->N, c->L, c->S, c->E, c->kdim, c->vdim, c->H, c->proj,
+             c->bias, c->mask, c->padding, c->full_rows, c->wmode, c->scale, c->pe, c->self);
     int ok = check_tensor(name, out, ref, olen, OUT_ATOL, OUT_RTOL);
     if (wlen)
         ok &= check_tensor(name, w, wref, wlen, W_ATOL, 0.0);
@@ -182,6 +185,7 @@ Test(attention, fast_path_matches_reference_on_random_cases)
                                   .scale = variant == 1 || variant == 4,
                                   .pe = variant == 5};
                 c.proj = !square ? PROJ_SEPARATE : (enum proj)(variant % 3);
+                c.self = square && sh[1] == sh[2] && variant % 2 == 0; /* fused q/k/v */
                 if (sh[1] == 257 && variant > 2) /* the big shape: fewer variants */
                     continue;
                 failed += !compare_case(&c, (unsigned long long)(s * 100 + mask * 10 + variant));
