@@ -11,6 +11,9 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 /* OpenBLAS extensions (declared in its cblas.h, repeated for clarity). */
 void openblas_set_num_threads(int num_threads);
@@ -529,6 +532,33 @@ struct fwd_thread {
     int t;
 };
 
+/* Flush subnormals to zero (FTZ) and read them as zero (DAZ) while a
+ * thread computes. A softmax weight near e^-87 times a small value is
+ * subnormal, and subnormal arithmetic runs ~5x slower through the whole
+ * sgemm (measured: 150 ms instead of 32 ms at L=512, E=768); a client could
+ * otherwise make any request that slow. Values below 1.2e-38 become 0,
+ * far under the tolerances the results are held to. Returns the old MXCSR
+ * (0 where there is no SSE) for fpu_restore(). */
+static unsigned fpu_flush_subnormals(void)
+{
+#if defined(__SSE__)
+    unsigned old = _mm_getcsr();
+    _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
+    return old;
+#else
+    return 0;
+#endif
+}
+
+static void fpu_restore(unsigned old)
+{
+#if defined(__SSE__)
+    _mm_setcsr(old);
+#else
+    (void)old;
+#endif
+}
+
 static void *fwd_thread_main(void *arg)
 {
     struct fwd_thread *ft = arg;
@@ -536,6 +566,7 @@ static void *fwd_thread_main(void *arg)
     while (!ft->f->go)
         pthread_cond_wait(&ft->f->cv, &ft->f->mu);
     pthread_mutex_unlock(&ft->f->mu);
+    fpu_flush_subnormals(); /* a fresh thread; nothing to restore */
     fwd_part(ft->f, ft->t);
     return NULL;
 }
@@ -625,7 +656,9 @@ int att_forward(float *out, float *weights, const struct att_params *p,
     f.go = 1;
     pthread_cond_broadcast(&f.cv);
     pthread_mutex_unlock(&f.mu);
+    const unsigned mxcsr = fpu_flush_subnormals();
     fwd_part(&f, 0);
+    fpu_restore(mxcsr);
     for (int i = 1; i < started; i++)
         pthread_join(th[i], NULL);
     if (started > 1)

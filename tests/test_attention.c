@@ -485,3 +485,25 @@ Test(attention_concurrency, thread_count_changes_results_only_by_rounding)
         rinputs_free(&in);
     }
 }
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+Test(attention, caller_floating_point_state_is_restored)
+{
+    /* The core flushes subnormals while it computes (see fpu_flush_subnormals)
+     * and must hand the caller's MXCSR back unchanged. */
+    struct rcase c = {1, 80, 90, 32, 32, 32, 4, .proj = PROJ_PACKED, .bias = 1,
+                      .wmode = ATT_WEIGHTS_PER_HEAD};
+    struct att_params p;
+    struct rinputs in;
+    make_case(&p, &in, &c, 77);
+    float *out = malloc(80 * 32 * 4), *w = malloc(4 * 80 * 90 * 4);
+    att_init(2);
+    const unsigned before = _mm_getcsr();
+    cr_assert_eq(before & 0x8040, 0u, "test precondition: FTZ/DAZ off");
+    cr_assert_eq(att_forward(out, w, &p, NULL), ATT_OK);
+    cr_assert_eq(_mm_getcsr(), before);
+    free(out), free(w);
+    rinputs_free(&in);
+}
+#endif
