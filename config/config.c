@@ -54,6 +54,8 @@ static const struct opt opts[] = {
     INT(queue_depth, 1, 65536, "64", "requests waiting for a worker before 503"),
     INT(blas_threads, 1, 16, "1", "threads computing one request; keep workers x this <= cores"),
     BYTES(max_body_bytes, 1LL << 10, 1LL << 34, "64M", "largest request body (413 above)"),
+    BYTES(max_inflight_bytes, 1LL << 20, 1LL << 40, "1G",
+          "request bytes held at once, all connections together (503 above)"),
     COUNT(max_tensor_elements, 1, 1LL << 32, "16777216", "most elements in one tensor"),
     INT(max_batch, 1, 65536, "64", "largest batch N"),
     INT(max_target_len, 1, 1048576, "4096", "longest target sequence L"),

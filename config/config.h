@@ -44,8 +44,9 @@ struct cfg {
     int port;                       /* 8080; 0..65535 (0 = pick a free port) */
     int workers;                    /* 2; 1..64 */
     int queue_depth;                /* 64; 1..65536 */
-    int blas_threads;               /* 1; 1..64 */
+    int blas_threads;               /* 1; 1..16: threads computing one request */
     long long max_body_bytes;       /* 64 MiB; 1 KiB..16 GiB */
+    long long max_inflight_bytes;   /* 1 GiB; 1 MiB..1 TiB: bodies held at once */
     long long max_tensor_elements;  /* 16777216; 1..2^32 */
     int max_batch;                  /* 64; 1..65536 (N) */
     int max_target_len;             /* 4096; 1..1048576 (L) */

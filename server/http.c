@@ -46,6 +46,7 @@ struct http_server {
     int port;
     atomic_int draining;
     atomic_int active; /* requests between first call and completion */
+    atomic_llong inflight_bytes; /* body bytes held by all requests */
 };
 
 struct req {
@@ -58,7 +59,9 @@ struct req {
     /* body */
     char *body;
     size_t len, cap;
+    size_t charged;    /* bytes counted in srv->inflight_bytes */
     int too_large;
+    int over_budget;   /* max_inflight_bytes reached: answer 503 */
     /* job, written by the worker before it resumes the connection */
     int submitted, done;
     int status;
@@ -70,6 +73,15 @@ struct req {
     int sent_status;
     size_t sent_bytes;
 };
+
+static void release_body(struct req *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->len = r->cap = 0;
+    atomic_fetch_sub(&r->srv->inflight_bytes, (long long)r->charged);
+    r->charged = 0;
+}
 
 static double now_s(void)
 {
@@ -144,8 +156,7 @@ static void run_job(void *arg)
 
     /* 1. decode */
     int rc = codec_decode_request(&cr, r->body, r->len, &s->limits, &ce);
-    free(r->body);
-    r->body = NULL;
+    release_body(r);
     t_dec = now_s();
     t_comp = t_enc = t_dec;
     if (rc) {
@@ -336,14 +347,18 @@ static int early_check(struct req *r, char *msg, size_t msglen)
     return -1;
 }
 
+/* Append a piece of body. Memory is bounded twice: per request by
+ * max_body_bytes (413) and for the whole server by max_inflight_bytes (503).
+ * Past either, the rest is read and dropped so the answer can be sent. */
 static int append_body(struct req *r, const char *data, size_t n)
 {
-    const size_t max = (size_t)r->srv->cfg.max_body_bytes;
-    if (r->too_large || r->len + n > max) {
-        r->too_large = 1; /* keep reading (and dropping) to answer 413 cleanly */
-        free(r->body);
-        r->body = NULL;
-        r->len = r->cap = 0;
+    struct http_server *s = r->srv;
+    const size_t max = (size_t)s->cfg.max_body_bytes;
+    if (r->too_large || r->over_budget)
+        return 0;
+    if (r->len + n > max) {
+        r->too_large = 1;
+        release_body(r);
         return 0;
     }
     if (r->len + n > r->cap) {
@@ -352,6 +367,14 @@ static int append_body(struct req *r, const char *data, size_t n)
             cap *= 2;
         if (cap > max)
             cap = max;
+        long long extra = (long long)(cap - r->cap);
+        if (atomic_fetch_add(&s->inflight_bytes, extra) + extra > s->cfg.max_inflight_bytes) {
+            atomic_fetch_sub(&s->inflight_bytes, extra);
+            r->over_budget = 1;
+            release_body(r);
+            return 0;
+        }
+        r->charged += (size_t)extra;
         char *nb = realloc(r->body, cap);
         if (!nb)
             return -1;
@@ -403,6 +426,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                  s->cfg.max_body_bytes);
         return send_error(r, ERR_PAYLOAD_TOO_LARGE, msg);
     }
+    if (r->over_budget)
+        return send_error(r, ERR_OVERLOADED, "the server holds max_inflight_bytes of request "
+                                             "bodies already; retry later");
     if (r->done) { /* 4. resumed by the worker */
         char *answer = r->answer;
         r->answer = NULL;
@@ -440,7 +466,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (s->cfg.log_level >= CFG_LOG_INFO)
         fprintf(stderr, "%s %s %d %zu %.1fms%s\n", r->method, r->path, status, r->sent_bytes,
                 ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
-    free(r->body);
+    release_body(r);
     free(r->answer);
     free(r);
     *con_cls = NULL;

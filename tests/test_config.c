@@ -14,6 +14,7 @@
 /* Every key, as the spec lists them; the dump test checks the module has no more. */
 static const char *const keys[] = {
     "bind", "port", "workers", "queue_depth", "blas_threads", "max_body_bytes",
+    "max_inflight_bytes",
     "max_tensor_elements", "max_batch", "max_target_len", "max_source_len",
     "max_embed_dim", "max_heads", "max_weights_elements", "conn_timeout",
     "conn_memory_limit", "log_level", "static_dir",
@@ -626,7 +627,7 @@ Test(config, every_key_has_a_flag)
 {
     /* A value other than the default for each of keys[]. */
     static const char *const values[NKEYS] = {
-        "1.2.3.4", "1", "3", "5", "2", "2M", "7", "8", "9", "10", "11", "12", "13", "14",
+        "1.2.3.4", "1", "3", "5", "2", "2M", "3M", "7", "8", "9", "10", "11", "12", "13", "14",
         "32K", "warn", "d",
     };
     for (size_t i = 0; i < NKEYS; i++) {

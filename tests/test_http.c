@@ -785,3 +785,23 @@ Test(http, bad_configuration_stops_startup_with_a_message)
     cr_assert_neq(WEXITSTATUS(st), 0);
     cr_assert(strstr(out, "workers") && strstr(out, "1..64"), "%s", out);
 }
+
+Test(http, memory_budget_for_bodies_answers_503)
+{
+    /* One body larger than everything the server may hold at once. */
+    const char *flags[] = {"--max-inflight-bytes", "1M", "--max-body-bytes", "8M", NULL};
+    struct server s;
+    server_start(&s, flags);
+    size_t n = 3 << 20;
+    char *big = malloc(n);
+    memset(big, ' ', n);
+    struct answer a = request(s.port, "POST", "/attention", big, n, NULL, 0);
+    expect_error(&a, 503, "overloaded", "max_inflight_bytes");
+    cr_assert(strstr(a.headers, "Retry-After: "), "%s", a.headers);
+    free(a.body), free(big);
+    /* the budget was given back: a normal request still works */
+    a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
