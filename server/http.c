@@ -347,6 +347,32 @@ static int early_check(struct req *r, char *msg, size_t msglen)
     return -1;
 }
 
+/* With a Content-Length (already checked against max_body_bytes), size the
+ * body buffer once instead of doubling it: no copies of a big upload. */
+static void reserve_body(struct req *r)
+{
+    if (r->ep != EP_ATTENTION)
+        return;
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+    if (n == 0 || n > (unsigned long long)r->srv->cfg.max_body_bytes)
+        return;
+    long long extra = (long long)n;
+    if (atomic_fetch_add(&r->srv->inflight_bytes, extra) + extra >
+        r->srv->cfg.max_inflight_bytes) {
+        atomic_fetch_sub(&r->srv->inflight_bytes, extra);
+        return; /* append_body will find the budget full and answer 503 */
+    }
+    r->body = malloc((size_t)n);
+    if (!r->body) {
+        atomic_fetch_sub(&r->srv->inflight_bytes, extra);
+        return;
+    }
+    r->cap = (size_t)n;
+    r->charged = (size_t)n;
+}
+
 /* Append a piece of body. Memory is bounded twice: per request by
  * max_body_bytes (413) and for the whole server by max_inflight_bytes (503).
  * Past either, the rest is read and dropped so the answer can be sent. */
@@ -408,6 +434,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         int e = early_check(r, msg, sizeof msg);
         if (e >= 0)
             return send_error(r, e, msg);
+        reserve_body(r);
         return MHD_YES;
     }
     if (r->sent_status) { /* answered early: drop whatever body still comes */
