@@ -20,7 +20,9 @@
  *   json_number_value(v), i.e. (float)strtod(token) for reals and
  *   (float)(double)(long long) for integers -- so "-0" is +0 (jansson reads
  *   it as the integer 0) while "-0.0" is -0. Like jansson it rejects an
- *   integer outside long long and a real that overflows a double.
+ *   integer outside long long and a real that overflows a double, and
+ *   ignores one NUL byte right after a number (jansson's lexer loses a NUL
+ *   it has read ahead and put back).
  *
  *     struct jsonnum_array a;
  *     struct jsonnum_error e;
