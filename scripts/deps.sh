@@ -9,7 +9,7 @@ build="gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev libopenbla
 case "${1:-build}" in
 build) pkgs="$build" ;;
 test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev" ;;
-bench) pkgs="$build libcurl4-openssl-dev python3-torch gnuplot-nox wrk" ;;
+bench) pkgs="$build libcurl4-openssl-dev python3-torch python3-numpy gnuplot-nox wrk curl bc" ;;
 *) echo "deps.sh: unknown target '$1' (build, test or bench)" >&2; exit 2 ;;
 esac
 
