@@ -4,6 +4,7 @@
 #include <float.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -224,14 +225,29 @@ static const unsigned char b64_val[256] = {
 #undef B64V
 #undef B64_ROW
 
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Two output characters for every 12 bits of input: half the lookups. */
+static char b64_pairs[4096][2];
+static pthread_once_t b64_pairs_once = PTHREAD_ONCE_INIT;
+
+static void b64_pairs_init(void)
+{
+    for (int i = 0; i < 4096; i++)
+        b64_pairs[i][0] = b64_alphabet[i >> 6], b64_pairs[i][1] = b64_alphabet[i & 63];
+}
+
 size_t codec_base64_encode(char *dst, const unsigned char *src, size_t n)
 {
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *a = b64_alphabet;
+    pthread_once(&b64_pairs_once, b64_pairs_init);
     size_t o = 0, i = 0;
     for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8 | src[i + 2];
-        dst[o++] = a[v >> 18], dst[o++] = a[(v >> 12) & 63];
-        dst[o++] = a[(v >> 6) & 63], dst[o++] = a[v & 63];
+        const uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8 | src[i + 2];
+        memcpy(dst + o, b64_pairs[v >> 12], 2);
+        memcpy(dst + o + 2, b64_pairs[v & 0xfff], 2);
+        o += 4;
     }
     if (n - i == 1) {
         uint32_t v = (uint32_t)src[i] << 16;
