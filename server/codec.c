@@ -1094,7 +1094,15 @@ char *codec_encode_response(const struct codec_request *r, const float *out,
     int nd = 0;
     char s[256];
 
-    reserve(&b, (size_t)p->N * p->L * p->E * 12 + 256);
+    /* One allocation of the right size: base64 is 4 characters per 3 bytes,
+     * a shortest float at most JSONNUM_FLOAT_MAX characters with its comma. */
+    size_t floats = (size_t)p->N * p->L * p->E;
+    if (weights && p->weights_mode != ATT_WEIGHTS_NONE)
+        floats += (size_t)p->N * p->L * p->S *
+                  (p->weights_mode == ATT_WEIGHTS_PER_HEAD ? (size_t)p->H : 1);
+    reserve(&b, (r->base64_out ? floats * 4 / 3 + 8 : floats * JSONNUM_FLOAT_MAX) + 1024 +
+                    (r->tokens_json ? strlen(r->tokens_json) : 0) +
+                    (r->key_tokens_json ? strlen(r->key_tokens_json) : 0));
     puts_(&b, "{\"output\":");
     if (r->batched)
         shape[nd++] = p->N;
