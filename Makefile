@@ -51,7 +51,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test unit http-test lint-openapi bench deps-build deps-test clean
+.PHONY: all run test unit http-test lint-openapi browser-test bench deps-build deps-test clean
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -112,8 +112,14 @@ http-test: $(HTTPTEST) $(SERVER)
 lint-openapi:
 	scripts/lint-openapi.sh
 
+# The web client in headless Chromium (playwright-core) against a real
+# server; installs chromium and the npm packages when missing. Screenshots
+# go to build/browser/.
+browser-test:
+	scripts/browser-test.sh
+
 test: deps-test
-	$(MAKE) unit http-test lint-openapi
+	$(MAKE) unit http-test lint-openapi browser-test
 
 # Benchmarks of issue 5: tables on stdout, CSV and plots under build/bench/.
 bench:

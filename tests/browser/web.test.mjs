@@ -1,0 +1,577 @@
+#!/usr/bin/env node
+// End-to-end tests of the web client (web/) in Debian's Chromium, driven by
+// playwright-core, against a real build/attention-server started here on a
+// free port. Run through scripts/browser-test.sh (which installs what is
+// missing), or directly: node tests/browser/web.test.mjs
+//
+// What is checked (issue 4, "Tests"):
+//   1. sentence example: the large heatmap's pixel at the cell with the
+//      largest weight and at the one with the smallest has the colour the
+//      scale gives those values (window.attn.colorFor), the weights the page
+//      shows are the ones the server sent (decoded here independently);
+//   2. hovering cells: the tooltip names the query token, the key token and
+//      the exact weight of the response;
+//   3. switching heads (and to the average): every cell of the large heatmap
+//      changes to that head's values; the threshold slider hides weights;
+//   4. causal example: every cell above the diagonal is drawn as zero, in
+//      every head;
+//   5. a malformed pasted request: the server's error message is shown in
+//      #error (and the previous drawing stays);
+//   6. L = S = 512, H = 16: renders; the time taken is printed, not asserted;
+//   plus the cross-attention example, a batched own request (batch
+//   selector), the head view, the output view and Export PNG.
+// Screenshots of every view go to build/browser/. Any failure exits 1 with
+// the reason; the server and the browser are stopped in every case.
+//
+// Environment: ATTN_SERVER (default build/attention-server), CHROMIUM
+// (default /usr/bin/chromium), BROWSER_TEST_TIMEOUT (seconds, default 240).
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const SERVER = path.resolve(ROOT, process.env.ATTN_SERVER || 'build/attention-server');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const OUT = path.join(ROOT, 'build', 'browser');
+const TOLERANCE = 2;   // per colour channel, 0..255
+
+let server = null;
+let context = null;
+let userDataDir = null;
+const pageErrors = [];
+const results = [];
+
+// ---------------------------------------------------------------------------
+// Plumbing
+
+function log(msg) {
+  process.stdout.write(`${msg}\n`);
+}
+
+class CheckError extends Error {}
+function check(cond, msg) {
+  if (!cond) throw new CheckError(msg);
+}
+
+function sameColor(got, want, tol = TOLERANCE) {
+  return got.length >= 3 && [0, 1, 2].every((c) => Math.abs(got[c] - want[c]) <= tol);
+}
+const rgb = (c) => `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+
+async function cleanup() {
+  if (context) {
+    const c = context;
+    context = null;
+    await Promise.race([c.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
+  }
+  if (server && server.exitCode === null && server.signalCode === null) {
+    server.kill('SIGTERM');
+    await Promise.race([new Promise((r) => server.once('exit', r)), new Promise((r) => setTimeout(r, 5000))]);
+    if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
+  }
+  server = null;
+  if (userDataDir) {
+    fs.rmSync(userDataDir, { recursive: true, force: true });
+    userDataDir = null;
+  }
+}
+
+async function die(msg) {
+  process.stderr.write(`web.test: FAIL: ${msg}\n`);
+  await cleanup();
+  process.exit(1);
+}
+
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => { die(`interrupted by ${sig}`); });
+}
+process.on('exit', () => {
+  // Last resort (synchronous): never leave the server behind.
+  if (server && server.exitCode === null) server.kill('SIGKILL');
+});
+
+function startServer() {
+  check(fs.existsSync(SERVER), `${SERVER} does not exist; run \`make build/attention-server\` first`);
+  const logFile = fs.createWriteStream(path.join(OUT, 'server.log'));
+  server = spawn(SERVER, ['--port', '0', '--bind', '127.0.0.1', '--static-dir', 'web'],
+                 { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`the server printed no "listening on" line in 10 s:\n${buf}`)), 10000);
+    server.stderr.on('data', (d) => {
+      logFile.write(d);   // keep draining stderr (access log) so the server never blocks
+      if (buf === null) return;
+      buf += d;
+      const m = buf.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) {
+        buf = null;
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    server.once('exit', (code, sig) => {
+      clearTimeout(timer);
+      reject(new Error(`the server exited (code ${code}, signal ${sig}) before listening:\n${buf || ''}`));
+    });
+  });
+}
+
+// Decodes a response tensor here, independently of the page's decoder.
+function decodeTensor(t) {
+  if (t && typeof t.b64 === 'string') {
+    const b = Buffer.from(t.b64, 'base64');
+    const copy = new Uint8Array(b.length);
+    copy.set(b);
+    return { shape: t.shape, data: Array.from(new Float32Array(copy.buffer)) };
+  }
+  if (t && Array.isArray(t.data)) return { shape: t.shape, data: t.data.slice() };
+  const shape = [];
+  for (let x = t; Array.isArray(x); x = x[0]) shape.push(x.length);
+  return { shape, data: t.flat(shape.length) };
+}
+
+// The weights of one response as w[b][h][i][j] (h = H means the average).
+function weightsOf(json) {
+  const { batch: N, num_heads: H, target_len: L, source_len: S } = json;
+  const w = decodeTensor(json.attention_weights).data;
+  check(w.length === N * H * L * S, `attention_weights has ${w.length} values, expected N*H*L*S = ${N * H * L * S}`);
+  const out = [];
+  for (let b = 0; b < N; b++) {
+    const heads = [];
+    for (let h = 0; h < H; h++) {
+      heads.push(Array.from({ length: L }, (_, i) => w.slice(((b * H + h) * L + i) * S, ((b * H + h) * L + i + 1) * S)));
+    }
+    heads.push(Array.from({ length: L }, (_, i) => Array.from({ length: S },
+      (_, j) => Math.fround(heads.slice(0, H).reduce((a, m) => a + m[i][j], 0) / H))));
+    out.push(heads);
+  }
+  return out;
+}
+
+function argExtremes(m) {
+  let max = { v: -Infinity }, min = { v: Infinity };
+  m.forEach((row, i) => row.forEach((v, j) => {
+    if (v > max.v) max = { v, i, j };
+    if (v < min.v) min = { v, i, j };
+  }));
+  return { max, min };
+}
+
+const isAttention = (r) => new URL(r.url()).pathname === '/attention' && r.request().method() === 'POST';
+
+// Performs `action`, waits until the page has finished the run it starts and
+// returns the /attention response it got (status and JSON body).
+async function runAndWait(page, action, timeout = 60000) {
+  const before = await page.evaluate(() => window.attn.runCount);
+  const respP = page.waitForResponse(isAttention, { timeout });
+  const t0 = Date.now();
+  await action();
+  const resp = await respP;
+  await page.waitForFunction((n) => window.attn.runCount > n && !window.attn.busy, before, { timeout });
+  const ms = Date.now() - t0;
+  // Chromium's inspector drops big bodies (the 22 MB of L = 512) from its
+  // cache; then send the page's very request again from here (the answer is
+  // deterministic) and read that.
+  let body = await resp.json().catch(() => undefined);
+  if (body === undefined) {
+    const again = await fetch(resp.url(), { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                            body: resp.request().postData() });
+    check(again.status === resp.status(), `the request sent again got HTTP ${again.status}, the page got ${resp.status()}`);
+    body = await again.json().catch(() => null);
+  }
+  return { status: resp.status(), body, ms };
+}
+
+async function pixels(page, cells) {
+  return page.evaluate((cells) => {
+    const c = document.getElementById('heatmap');
+    const ctx = c.getContext('2d');
+    return cells.map(([i, j]) => {
+      const p = window.attn.cellPixel(i, j);
+      return Array.from(ctx.getImageData(p.x, p.y, 1, 1).data.slice(0, 3));
+    });
+  }, cells);
+}
+
+// Every cell of the large heatmap against colorFor(value, view.max) for the
+// matrix `m` (values below the view's threshold are expected as zero).
+async function checkHeatmapShows(page, m, what) {
+  const view = await page.evaluate(() => window.attn.view);
+  const cells = [];
+  m.forEach((row, i) => row.forEach((_, j) => cells.push([i, j])));
+  const got = await pixels(page, cells);
+  const want = await page.evaluate(({ vals, max, thr }) => vals.map((v) => window.attn.colorFor(v < thr ? 0 : v, max)),
+                                   { vals: cells.map(([i, j]) => m[i][j]), max: view.max, thr: view.threshold });
+  const bad = [];
+  cells.forEach(([i, j], k) => { if (!sameColor(got[k], want[k])) bad.push(`(${i},${j}) w=${m[i][j]}: drawn ${rgb(got[k])}, expected ${rgb(want[k])}`); });
+  check(bad.length === 0, `${what}: ${bad.length} of ${cells.length} cells have the wrong colour, e.g. ${bad.slice(0, 3).join('; ')}`);
+  return { view, cells: cells.length };
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(OUT, name), fullPage: true });
+}
+
+async function selectHead(page, head) {
+  await page.click(`[data-testid="head-thumb-${head}"]`);
+  await page.waitForFunction((h) => String(window.attn.view.head) === String(h), head);
+}
+
+async function selectTab(page, tab) {
+  await page.click(`[data-testid="tab-${tab}"]`);
+  await page.waitForFunction((t) => window.attn.view.tab === t, tab);
+}
+
+// ---------------------------------------------------------------------------
+// The steps
+
+const ctx = { first: null };
+
+async function stepSentence(page, base) {
+  const respP = page.waitForResponse(isAttention, { timeout: 15000 });
+  const t0 = Date.now();
+  await page.goto(base, { waitUntil: 'domcontentloaded' });
+  await page.waitForFunction(() => window.attn && window.attn.runCount > 0 && !window.attn.busy, null, { timeout: 15000 });
+  const openMs = Date.now() - t0;
+  const resp = await respP;
+  const json = await resp.json();
+  check(resp.status() === 200, `the sentence example got HTTP ${resp.status()}: ${JSON.stringify(json)}`);
+  const err = await page.evaluate(() => window.attn.lastError);
+  check(!err, `the sentence example shows an error: ${JSON.stringify(err)}`);
+  log(`  page opened and the sentence example's heads drawn in ${openMs} ms (auto-run on load)`);
+  check(openMs < 5000, `the first heads took ${openMs} ms to appear (should be about a second)`);
+
+  const req = JSON.parse(resp.request().postData());
+  check(req.output_encoding === 'base64', 'the page did not ask for output_encoding "base64"');
+  check(req.query && typeof req.query.b64 === 'string' && req.weights && req.weights.in_proj_weight.dtype === 'float32',
+        'the sentence request should carry base64 float32 tensors (query, weights)');
+  const tokens = (await page.inputValue('[data-testid="tokens"]')).trim().split(/\s+/);
+  check(json.target_len === tokens.length && json.source_len === tokens.length,
+        `L, S = ${json.target_len}, ${json.source_len}; the text box has ${tokens.length} tokens`);
+  check(JSON.stringify(json.tokens) === JSON.stringify(tokens), 'the response does not echo the tokens');
+
+  const w = weightsOf(json);
+  const H = json.num_heads;
+  // The page's decoded weights are exactly the server's.
+  for (let h = 0; h < H; h++) {
+    const pm = await page.evaluate((h) => window.attn.matrix(0, h), h);
+    check(JSON.stringify(pm) === JSON.stringify(w[0][h]), `attn.matrix(0, ${h}) differs from the response's weights`);
+  }
+  const lr = await page.evaluate(() => { const r = window.attn.lastResponse; return { H: r.H, L: r.L, S: r.S, tokens: r.tokens, keyTokens: r.keyTokens }; });
+  check(lr.H === H && lr.L === json.target_len && JSON.stringify(lr.tokens) === JSON.stringify(tokens),
+        'attn.lastResponse does not describe the response');
+  const thumbs = await page.locator('[data-testid^="head-thumb-"]').count();
+  check(thumbs === H + 1, `the head grid has ${thumbs} maps, expected ${H} heads + the average`);
+
+  // The colour scale is viridis from #440154 (0) to #fde725 (max).
+  const ends = await page.evaluate(() => [window.attn.colorFor(0, 1), window.attn.colorFor(1, 1), window.attn.colorFor(0.5, 1)]);
+  check(sameColor(ends[0], [68, 1, 84], 0) && sameColor(ends[1], [253, 231, 37], 0) && sameColor(ends[2], [33, 145, 140], 1),
+        `colorFor is not viridis: 0 -> ${rgb(ends[0])}, 0.5 -> ${rgb(ends[2])}, 1 -> ${rgb(ends[1])}`);
+
+  const view = await page.evaluate(() => window.attn.view);
+  check(view.head === 0 && view.tab === 'heatmap', `the page should start on head 0's heatmap, not ${JSON.stringify(view)}`);
+  const { max, min } = argExtremes(w[0][0]);
+  check(view.max === max.v, `the colour range ends at ${view.max}, the head's largest weight is ${max.v}`);
+  const [pmax, pmin] = await pixels(page, [[max.i, max.j], [min.i, min.j]]);
+  const [cmax, cmin] = await page.evaluate(([a, b, m]) => [window.attn.colorFor(a, m), window.attn.colorFor(b, m)], [max.v, min.v, view.max]);
+  check(sameColor(pmax, cmax), `largest weight ${max.v} at (${max.i},${max.j}) is drawn ${rgb(pmax)}, the scale says ${rgb(cmax)}`);
+  check(sameColor(pmin, cmin), `smallest weight ${min.v} at (${min.i},${min.j}) is drawn ${rgb(pmin)}, the scale says ${rgb(cmin)}`);
+  check(sameColor(pmax, [253, 231, 37]), `the largest weight should be drawn in the top colour #fde725, not ${rgb(pmax)}`);
+  log(`  head 0: max ${max.v} at (${max.i},${max.j}) drawn ${rgb(pmax)}; min ${min.v} at (${min.i},${min.j}) drawn ${rgb(pmin)}`);
+  await shot(page, '01-sentence-heatmap.png');
+  await page.locator('[data-testid="head-grid"]').screenshot({ path: path.join(OUT, '01-sentence-model-view.png') });
+  ctx.first = { json, w, tokens };
+}
+
+async function stepHover(page) {
+  const { json, w, tokens } = ctx.first;
+  const L = json.target_len, S = json.source_len;
+  const { max } = argExtremes(w[0][0]);
+  const cells = [[max.i, max.j], [0, S - 1], [L - 1, 0], [Math.floor(L / 2), Math.floor(S / 3)]];
+  for (const [i, j] of cells) {
+    const r = await page.evaluate(([i, j]) => window.attn.cellRect(i, j), [i, j]);
+    check(r, 'attn.cellRect returned null on the heatmap tab');
+    await page.mouse.move(r.cx, r.cy);
+    await page.waitForSelector('[data-testid="tooltip"]', { state: 'visible', timeout: 5000 });
+    const tip = await page.evaluate(() => ({
+      q: document.getElementById('tip-query').textContent,
+      k: document.getElementById('tip-key').textContent,
+      w: document.getElementById('tip-weight').textContent,
+    }));
+    check(tip.q === tokens[i], `tooltip at (${i},${j}) names query "${tip.q}", expected "${tokens[i]}"`);
+    check(tip.k === tokens[j], `tooltip at (${i},${j}) names key "${tip.k}", expected "${tokens[j]}"`);
+    check(Number(tip.w) === w[0][0][i][j], `tooltip at (${i},${j}) says weight ${tip.w}, the response has ${w[0][0][i][j]}`);
+    if (i === max.i && j === max.j) await shot(page, '02-hover-tooltip.png');
+  }
+  log(`  ${cells.length} cells hovered: query, key and exact weight match the response`);
+  await page.mouse.move(2, 2);
+  await page.waitForSelector('[data-testid="tooltip"]', { state: 'hidden', timeout: 5000 });
+}
+
+async function stepSwitchHeads(page) {
+  const { json, w } = ctx.first;
+  const H = json.num_heads;
+  const before = await checkHeatmapShows(page, w[0][0], 'head 0');
+  for (const head of [H - 1, 1, 'avg']) {
+    await selectHead(page, head);
+    const m = head === 'avg' ? w[0][H] : w[0][head];
+    const { view, cells } = await checkHeatmapShows(page, m, `after switching to head ${head}`);
+    check(view.max === argExtremes(m).max.v, `head ${head}: colour range ends at ${view.max}, expected its max ${argExtremes(m).max.v}`);
+    // It really changed: some cell's expected colour differs from head 0's.
+    const differs = await page.evaluate(([a, b, ma, mb]) => a.some((row, i) => row.some((v, j) => {
+      const ca = window.attn.colorFor(v, ma), cb = window.attn.colorFor(b[i][j], mb);
+      return Math.abs(ca[0] - cb[0]) + Math.abs(ca[1] - cb[1]) + Math.abs(ca[2] - cb[2]) > 30;
+    })), [m, w[0][0], view.max, before.view.max]);
+    check(differs, `head ${head} looks like head 0; the test cannot tell a switch happened`);
+    log(`  head ${head}: all ${cells} cells drawn with that head's values`);
+    if (head === H - 1) await shot(page, `03-head-${head}.png`);
+  }
+  // The threshold slider hides (draws as zero) weights below it.
+  const m = w[0][H];
+  const vals = m.flat().sort((a, b) => a - b);
+  const thr = Math.ceil(vals[Math.floor(vals.length * 0.7)] * 1000) / 1000;
+  await page.$eval('[data-testid="threshold"]', (el, v) => { el.value = String(v); el.dispatchEvent(new Event('input', { bubbles: true })); }, thr);
+  await page.waitForFunction((t) => window.attn.view.threshold === t, thr);
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  const hidden = vals.filter((v) => v < thr).length;
+  check(hidden > 0 && hidden < vals.length, `threshold ${thr} should hide some but not all cells`);
+  await checkHeatmapShows(page, m, `average with threshold ${thr}`);
+  log(`  threshold ${thr}: ${hidden} of ${vals.length} cells drawn as zero, the rest unchanged`);
+  await shot(page, '04-threshold.png');
+  await page.$eval('[data-testid="threshold"]', (el) => { el.value = '0'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await page.waitForFunction(() => window.attn.view.threshold === 0);
+  await selectHead(page, 0);
+}
+
+async function stepViews(page) {
+  const { json } = ctx.first;
+  // Head view: hover a query token; its lines are drawn on the overlay.
+  await selectTab(page, 'headview');
+  const p = await page.evaluate(() => window.attn.headTokenPoint('query', 1));
+  check(p, 'attn.headTokenPoint returned null on the head view tab');
+  await page.mouse.move(p.x, p.y);
+  const inked = await page.waitForFunction(() => {
+    const o = document.getElementById('headview-overlay');
+    const d = o.getContext('2d').getImageData(0, 0, o.width, o.height).data;
+    for (let k = 3; k < d.length; k += 4) if (d[k] !== 0) return true;
+    return false;
+  }, null, { timeout: 5000 }).then(() => true, () => false);
+  check(inked, 'hovering a token in the head view drew nothing');
+  await shot(page, '05-head-view.png');
+  await page.mouse.move(2, 2);
+
+  // Output: its shape and a small heatmap.
+  await selectTab(page, 'output');
+  const shape = await page.textContent('[data-testid="output-shape"]');
+  const want = `(${json.target_len}, ${json.embed_dim})`;
+  check(shape.includes(`output (L, E) = ${want}`), `the output view says "${shape}", expected the shape ${want}`);
+  const size = await page.evaluate(() => { const c = document.getElementById('output-canvas'); return [c.width, c.height]; });
+  check(size[0] > 50 && size[1] > 50, `the output heatmap is ${size[0]}x${size[1]} pixels`);
+  await shot(page, '06-output.png');
+
+  // Export PNG of the current view (the heatmap).
+  await selectTab(page, 'heatmap');
+  const dlP = page.waitForEvent('download', { timeout: 10000 });
+  await page.click('[data-testid="export"]');
+  const dl = await dlP;
+  const file = path.join(OUT, `export-${dl.suggestedFilename()}`);
+  await dl.saveAs(file);
+  const png = fs.readFileSync(file);
+  check(png.length > 1000 && png.subarray(0, 8).equals(Buffer.from([137, 80, 78, 71, 13, 10, 26, 10])),
+        `Export PNG gave ${png.length} bytes that are not a PNG`);
+  log(`  head view hover, output ${want}, Export PNG -> ${path.relative(ROOT, file)} (${png.length} bytes)`);
+}
+
+async function stepCausal(page) {
+  const { body: json, status } = await runAndWait(page, () => page.selectOption('[data-testid="example"]', 'causal'));
+  check(status === 200, `the causal example got HTTP ${status}: ${JSON.stringify(json)}`);
+  const L = json.target_len, H = json.num_heads;
+  check(L === json.source_len && L > 2, 'the causal example should be self-attention');
+  const w = weightsOf(json);
+  const zero = await page.evaluate(() => window.attn.colorFor(0, 1));
+  let above = 0;
+  for (let h = 0; h <= H; h++) {
+    await selectHead(page, h === H ? 'avg' : h);
+    const m = w[0][h];
+    const cells = [];
+    for (let i = 0; i < L; i++) for (let j = i + 1; j < L; j++) cells.push([i, j]);
+    cells.forEach(([i, j]) => check(m[i][j] === 0, `the server gave weight ${m[i][j]} above the diagonal at (${i},${j})`));
+    const got = await pixels(page, cells);
+    got.forEach((c, k) => check(sameColor(c, zero), `head ${h === H ? 'avg' : h}: cell (${cells[k][0]},${cells[k][1]}) above the diagonal is drawn ${rgb(c)}, not the zero colour ${rgb(zero)}`));
+    const [first] = await pixels(page, [[0, 0]]);
+    check(!sameColor(first, zero, 10), `head ${h}: cell (0,0) (weight 1) is drawn as zero`);
+    above += cells.length;
+    if (h === 0) await shot(page, '07-causal.png');
+  }
+  log(`  ${H} heads + average: all ${above} cells above the diagonal drawn as zero ${rgb(zero)}`);
+  await selectHead(page, 0);
+}
+
+async function stepCross(page) {
+  const { body: json, status } = await runAndWait(page, () => page.selectOption('[data-testid="example"]', 'cross'));
+  check(status === 200, `the cross-attention example got HTTP ${status}: ${JSON.stringify(json)}`);
+  const q = (await page.inputValue('[data-testid="tokens"]')).trim().split(/\s+/);
+  const k = (await page.inputValue('[data-testid="key-tokens"]')).trim().split(/\s+/);
+  check(json.target_len === q.length && json.source_len === k.length && q.length !== k.length,
+        `cross-attention: L, S = ${json.target_len}, ${json.source_len} for ${q.length} query and ${k.length} key tokens`);
+  const w = weightsOf(json);
+  await checkHeatmapShows(page, w[0][0], 'cross-attention head 0');
+  const [i, j] = [q.length - 1, k.length - 1];
+  const r = await page.evaluate(([i, j]) => window.attn.cellRect(i, j), [i, j]);
+  await page.mouse.move(r.cx, r.cy);
+  await page.waitForSelector('[data-testid="tooltip"]', { state: 'visible' });
+  const tip = [await page.textContent('#tip-query'), await page.textContent('#tip-key'), await page.textContent('#tip-weight')];
+  check(tip[0] === q[i] && tip[1] === k[j] && Number(tip[2]) === w[0][0][i][j],
+        `cross tooltip says ${JSON.stringify(tip)}, expected ${JSON.stringify([q[i], k[j], w[0][0][i][j]])}`);
+  await shot(page, '08-cross.png');
+  await page.mouse.move(2, 2);
+  log(`  L = ${q.length} query tokens x S = ${k.length} key tokens drawn and labelled`);
+}
+
+async function stepOwnBatched(page) {
+  const query = [
+    [[1, 0, 0, 1], [0, 2, 1, 0], [1, 1, 0.5, -0.5]],
+    [[0, 1, 1, 0], [2, 0, 0, 1], [-1, 0.5, 1, 1]],
+  ];
+  const text = JSON.stringify({ query, num_heads: 2, tokens: ['x', 'y', 'z'] });
+  await page.fill('[data-testid="request-json"]', text);
+  const { body: json, status } = await runAndWait(page, () => page.click('[data-testid="run-json"]'));
+  check(status === 200 && json.batch === 2, `the batched request got HTTP ${status}: ${JSON.stringify(json).slice(0, 300)}`);
+  const w = weightsOf(json);
+  check(await page.isVisible('[data-testid="batch"]'), 'no batch selector for N = 2');
+  await checkHeatmapShows(page, w[0][0], 'own request, batch item 0');
+  await page.selectOption('[data-testid="batch"]', '1');
+  await page.waitForFunction(() => window.attn.view.batch === 1);
+  await checkHeatmapShows(page, w[1][0], 'own request, batch item 1');
+  await shot(page, '09-own-request-batch1.png');
+  log('  own batched request (N = 2): batch selector shown, item 1 drawn with its own weights');
+}
+
+async function stepMalformed(page) {
+  for (const text of ['{"query": [[1, 2], [3]], "num_heads": 1, "tokens": ["a", "b"]}',
+                      '{"query": [[1, 0, 0, 1]], "num_heads": 2,']) {
+    await page.fill('[data-testid="request-json"]', text);
+    const { body, status } = await runAndWait(page, () => page.click('[data-testid="run-json"]'));
+    check(status >= 400 && status < 500, `the malformed request got HTTP ${status}, expected a 4xx`);
+    check(body && body.error && typeof body.error.message === 'string' && body.error.message.length > 0,
+          `the server's answer has no error message: ${JSON.stringify(body)}`);
+    await page.waitForSelector('#error', { state: 'visible', timeout: 5000 });
+    const shown = await page.textContent('#error');
+    check(shown.includes(body.error.message), `#error says "${shown}", the server said "${body.error.message}"`);
+    const still = await page.evaluate(() => document.querySelectorAll('[data-testid^="head-thumb-"]').length);
+    check(still > 0, 'after the error the views are blank');
+    log(`  ${status} ${body.error.code}: "${body.error.message}" shown in #error`);
+  }
+  await shot(page, '10-error.png');
+}
+
+async function stepLong(page) {
+  await page.selectOption('[data-testid="example"]', 'sentence');   // back to a known state (runs)
+  await page.waitForFunction(() => !window.attn.busy && window.attn.lastResponse && window.attn.lastResponse.L === 10);
+  const { body: json, status, ms } = await runAndWait(page, () => page.selectOption('[data-testid="example"]', 'long'), 120000);
+  check(status === 200, `the L = 512 example got HTTP ${status}: ${JSON.stringify(json).slice(0, 300)}`);
+  check(json.target_len === 512 && json.source_len === 512 && json.num_heads === 16,
+        `the long example has L = ${json.target_len}, S = ${json.source_len}, H = ${json.num_heads}`);
+  const t = await page.evaluate(() => window.attn.lastTiming);
+  const thumbs = await page.locator('[data-testid^="head-thumb-"]').count();
+  check(thumbs === 17, `the L = 512 example shows ${thumbs} head maps, expected 16 + the average`);
+  const w = weightsOf(json);
+  const { max, min } = argExtremes(w[0][0]);
+  const view = await page.evaluate(() => window.attn.view);
+  const [pmax, pmin] = await pixels(page, [[max.i, max.j], [min.i, min.j]]);
+  const [cmax, cmin] = await page.evaluate(([a, b, m]) => [window.attn.colorFor(a, m), window.attn.colorFor(b, m)], [max.v, min.v, view.max]);
+  check(sameColor(pmax, cmax) && sameColor(pmin, cmin), `L = 512: extreme cells drawn ${rgb(pmax)} / ${rgb(pmin)}, expected ${rgb(cmax)} / ${rgb(cmin)}`);
+  log(`  L = S = 512, H = 16 (${(JSON.stringify(json).length / 1e6).toFixed(1)} MB response): rendered in ${ms} ms ` +
+      `after choosing it (page: ${t.total.toFixed(0)} ms = build ${t.build.toFixed(0)} ms, request ${t.fetch.toFixed(0)} ms, decode ${t.decode.toFixed(0)} ms, ` +
+      `draw ${t.render.toFixed(0)} ms; server ${t.serverTiming})`);
+  await shot(page, '11-long-512.png');
+
+  // Hover and head switching on the big map (printed, not asserted).
+  const t1 = Date.now();
+  const n = 40;
+  for (let k = 0; k < n; k++) {
+    const r = await page.evaluate(([i, j]) => window.attn.cellRect(i, j), [(k * 37) % 512, (k * 101) % 512]);
+    await page.mouse.move(r.cx, r.cy);
+  }
+  await page.waitForSelector('[data-testid="tooltip"]', { state: 'visible' });
+  const hoverMs = (Date.now() - t1) / n;
+  const t2 = Date.now();
+  await selectHead(page, 7);
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r())));
+  const switchMs = Date.now() - t2;
+  const t3 = Date.now();
+  await selectTab(page, 'headview');
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r())));
+  const hvMs = Date.now() - t3;
+  await shot(page, '12-long-512-head-view.png');
+  await selectTab(page, 'heatmap');
+  log(`  L = 512: ${hoverMs.toFixed(1)} ms per hover move, ${switchMs} ms to switch head, ${hvMs} ms to draw the head view`);
+}
+
+// ---------------------------------------------------------------------------
+
+async function main() {
+  fs.mkdirSync(OUT, { recursive: true });
+  for (const f of fs.readdirSync(OUT)) if (/\.png$/.test(f)) fs.rmSync(path.join(OUT, f));
+  const watchdog = setTimeout(() => die(`timed out after ${process.env.BROWSER_TEST_TIMEOUT || 240} s`),
+                              1000 * Number(process.env.BROWSER_TEST_TIMEOUT || 240));
+  check(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (apt-get install chromium)`);
+  const port = await startServer();
+  const base = `http://127.0.0.1:${port}/`;
+  log(`web.test: server on ${base}, browser ${CHROMIUM}`);
+  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'attn-browser-'));
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+           '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'],
+    viewport: { width: 1280, height: 900 },
+    deviceScaleFactor: 1,
+    acceptDownloads: true,
+  });
+  const page = context.pages()[0] || await context.newPage();
+  page.setDefaultTimeout(15000);
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  page.on('console', (m) => { if (m.type() === 'error' && !/status of 4\d\d/.test(m.text())) log(`  [browser console] ${m.text()}`); });
+  log(`web.test: ${(await page.evaluate(() => navigator.userAgent)).match(/HeadlessChrome\/[\d.]+/)}`);
+
+  const steps = [
+    ['sentence example: extreme cells have the scale\'s colours', stepSentence],
+    ['hover: tooltip shows query, key and exact weight', stepHover],
+    ['switch heads: heatmap shows that head; threshold hides', stepSwitchHeads],
+    ['head view, output view, Export PNG', stepViews],
+    ['causal example: nothing above the diagonal', stepCausal],
+    ['cross-attention example', stepCross],
+    ['own batched request: batch selector', stepOwnBatched],
+    ['malformed request: server message in #error', stepMalformed],
+    ['L = 512, H = 16 renders (time printed)', stepLong],
+  ];
+  for (const [name, fn] of steps) {
+    const t = Date.now();
+    try {
+      await fn(page, base);
+      if (pageErrors.length) throw new CheckError(`uncaught error in the page: ${pageErrors.splice(0).join(' | ')}`);
+      results.push([name, null]);
+      log(`ok   ${name} (${Date.now() - t} ms)`);
+    } catch (e) {
+      results.push([name, e]);
+      log(`FAIL ${name}: ${e instanceof CheckError ? e.message : e.stack}`);
+      await page.screenshot({ path: path.join(OUT, `failed-${results.length}.png`), fullPage: true }).catch(() => {});
+      if (!ctx.first) break;   // nothing else can work without the first page
+    }
+  }
+  clearTimeout(watchdog);
+  await cleanup();
+  const failed = results.filter(([, e]) => e);
+  log(`web.test: ${results.length - failed.length} passed, ${failed.length} failed; screenshots in ${path.relative(ROOT, OUT)}/`);
+  if (failed.length) {
+    for (const [name, e] of failed) process.stderr.write(`web.test: FAIL: ${name}: ${e.message}\n`);
+    process.exit(1);
+  }
+}
+
+main().catch((e) => die(e instanceof CheckError ? e.message : (e && e.stack) || String(e)));
