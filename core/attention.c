@@ -360,7 +360,17 @@ static void linear(float *y, int ldy, const float *x, int ldx, const float *W, c
  * Branch-free, so the loops that call it vectorize. */
 static inline __attribute__((always_inline)) float exp_nonpos(float x)
 {
-    const float xc = x < -87.0f ? -87.0f : x;
+    /* xc = max(x, -87) by bit masks: a select the vectorizer accepts, and
+     * -inf (a blocked key) becomes -87, never NaN */
+    const int in_range = -(int)(x >= -87.0f); /* all ones or zero */
+    const float floor_val = -87.0f;
+    int xb, fb;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&fb, &floor_val, sizeof fb);
+    const int xcb = (xb & in_range) | (fb & ~in_range);
+    float xc;
+    memcpy(&xc, &xcb, sizeof xc);
+    const float keep = (float)-in_range; /* 0 below: e^-87 is near FLT_MIN */
     const int n = (int)(xc * 1.44269504f - 0.5f); /* round(x / ln 2), x ≤ 0 */
     const float fn = (float)n;
     const float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
@@ -374,7 +384,7 @@ static inline __attribute__((always_inline)) float exp_nonpos(float x)
     const int bits = (n + 127) << 23; /* 2^n */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return x < -87.0f ? 0.0f : p * scale;
+    return p * scale * keep;
 }
 
 /* Softmax of one row in place; a row of -inf becomes zeros. One clone per
