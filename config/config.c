@@ -65,7 +65,7 @@ static const struct opt opts[] = {
     COUNT(max_weights_elements, 1, 1LL << 34, "67108864",
           "most elements N*H*L*S in the weights output"),
     INT(conn_timeout, 1, 3600, "30", "seconds a connection may stay idle"),
-    BYTES(conn_memory_limit, 1LL << 14, 1LL << 24, "128K",
+    BYTES(conn_memory_limit, 1LL << 14, 1LL << 24, "32K",
           "libmicrohttpd memory per connection"),
     LEVEL(log_level, "info", "least severe messages logged"),
     STR(static_dir, OPT_PATH, "web", "directory of the browser client's static files"),

@@ -55,7 +55,7 @@ struct cfg {
     int max_heads;                  /* 256; 1..65536 (H) */
     long long max_weights_elements; /* 67108864 (N·H·L·S of the weights output); 1..2^34 */
     int conn_timeout;               /* 30 seconds; 1..3600 */
-    long long conn_memory_limit;    /* 128 KiB (libmicrohttpd per connection); 16 KiB..16 MiB */
+    long long conn_memory_limit;    /* 32 KiB (libmicrohttpd per connection; it zeroes it per request); 16 KiB..16 MiB */
     int log_level;                  /* enum cfg_log_level; written error|warn|info|debug; info */
     char static_dir[256];           /* "web"; the browser client's static files; non-empty */
 };

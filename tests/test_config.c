@@ -102,7 +102,7 @@ Test(config, defaults)
     cr_expect_eq(c.max_heads, 256);
     cr_expect_eq(c.max_weights_elements, 67108864);
     cr_expect_eq(c.conn_timeout, 30);
-    cr_expect_eq(c.conn_memory_limit, 131072);
+    cr_expect_eq(c.conn_memory_limit, 32768);
     cr_expect_eq(c.log_level, CFG_LOG_INFO);
     cr_expect_str_eq(c.static_dir, "web");
 }
