@@ -557,7 +557,16 @@ static json_t *fast_tensor(struct codec_request *r, struct fast *f, struct scan 
             } else if (key_is(k, kn, "dtype") && !dtype) {
                 ok = (dtype = small_value(sc)) != NULL;
             } else if (key_is(k, kn, "b64") && !b64) {
-                ok = scan_plain_string(sc, &b64, &b64_len) == 0;
+                /* no escape check here: the base64 decoder refuses '\\' and
+                 * every other byte outside its alphabet (then: jansson path) */
+                const char *q = NULL;
+                if (peek(sc) == '"')
+                    q = memchr(sc->s + sc->pos + 1, '"', sc->len - sc->pos - 1);
+                ok = q != NULL;
+                if (ok) {
+                    b64 = sc->s + sc->pos + 1, b64_len = (size_t)(q - b64);
+                    sc->pos = (size_t)(q - sc->s) + 1;
+                }
             } else if (key_is(k, kn, "data") && !have_data) {
                 ok = peek(sc) == '[' &&
                      jsonnum_parse_array(&a, sc->s + sc->pos, sc->len - sc->pos,

@@ -233,3 +233,18 @@ Test(codec, error_body_names_slug_and_message)
                         "\"query \\\"x\\\" is wrong\"}}");
     free(s);
 }
+
+Test(codec, escaped_base64_is_read_as_jansson_reads_it)
+{
+    /* "\/" is JSON for "/": the fast path leaves escapes to jansson. */
+    struct codec_request r;
+    struct codec_error e;
+    cr_assert_eq(decode(&r, "{\"query\": {\"shape\": [1, 1], \"dtype\": \"float32\", \"b64\": "
+                            "\"AAD\\/Pw==\"}, \"num_heads\": 1}", &e), 0, "%s", e.msg);
+    cr_assert_eq(r.p.query[0], 1.9921875f);
+    codec_request_deinit(&r);
+    cr_assert_eq(decode(&r, "{\"query\": {\"shape\": [1, 1], \"dtype\": \"float32\", \"b64\": "
+                            "\"AAD\\u0041Pw==\"}, \"num_heads\": 1}", &e), 0, "%s", e.msg);
+    cr_assert_eq(r.p.query[0], 1.5f, "\\u0041 is 'A': AADAPw== is 1.5");
+    codec_request_deinit(&r);
+}
