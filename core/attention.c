@@ -21,8 +21,12 @@ int openblas_get_parallel(void);
 char *openblas_get_corename(void);
 
 /* Query rows per tile when the scores go to scratch rather than to the
- * caller's weights buffer: scratch is ATT_TILE × S floats per call. */
-#define ATT_TILE 64
+ * caller's weights buffer: up to ATT_TILE rows, fewer for long sources so
+ * a thread's scratch (rows × S floats) stays within ATT_SCRATCH_FLOATS
+ * (2 MiB): extra memory stays bounded however long the sequences. */
+#define ATT_TILE 256
+#define ATT_TILE_MIN 16
+#define ATT_SCRATCH_FLOATS (1 << 19)
 
 const char *att_status_str(int code)
 {
@@ -604,11 +608,16 @@ int att_forward(float *out, float *weights, const struct att_params *p,
 
     /* Row blocks: with per-head weights the scores go straight to the
      * caller's buffer, so blocks are big (one per thread and batch item);
-     * otherwise they go to scratch and blocks stay at ATT_TILE rows, which
-     * keeps extra memory at O(ATT_TILE · S) per thread. */
+     * otherwise they go to scratch, and blocks stay small enough that the
+     * scratch is at most ATT_SCRATCH_FLOATS per thread: the (H, L, S)
+     * scores never exist. */
     int rows = (L + nt - 1) / nt;
-    if (!per_head && rows > ATT_TILE)
-        rows = ATT_TILE;
+    if (!per_head) {
+        int cap = ATT_SCRATCH_FLOATS / S;
+        cap = cap < ATT_TILE_MIN ? ATT_TILE_MIN : cap > ATT_TILE ? ATT_TILE : cap;
+        if (rows > cap)
+            rows = cap;
+    }
 
     /* 1. One workspace: q (becomes the context in place), k, v, score
      *    scratch, and copies of the inputs when positional encoding is on. */
