@@ -137,7 +137,9 @@ set output '$OUT/stages.png'
 unset logscale; set title 'Large request (L=512, E=768, H=12): where the time goes'
 set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1
 set boxwidth 0.6; set ylabel 'ms'; set xlabel 'request encoding'; set key outside right
-plot '$OUT/stages.csv' using 3:xtic(1) title 'decode', '' using 4 title 'queue', '' using 5 title 'compute', '' using 6 title 'encode'
+plot '$OUT/stages.csv' every ::1 using 3:xtic(1) title 'decode', '' every ::1 using 4 title 'upload + queue', \\
+     '' every ::1 using 5 title 'compute', '' every ::1 using 6 title 'encode', \\
+     '' every ::1 using (\$7-\$3-\$4-\$5-\$6) title 'send + client'
 EOF
     echo
     echo "plots: $OUT/scaling.png $OUT/stages.png; CSV: $OUT/*.csv"
