@@ -16,30 +16,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/timing.h"
 #include "server/codec.h"
 
 #define ROWS 512
 #define COLS 768
 #define REPS 7
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
 
 /* Counting allocator for jansson: current and peak bytes. */
 static size_t cur_bytes, peak_bytes;
