@@ -711,7 +711,39 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
             break;
         usleep(5000);
     }
-    int code = server_stop(&s);
+    /* A connection opened before the signal stays open while draining:
+     * on it, readiness and new work get 503 shutting_down. */
+    CURL *keep = curl_easy_init();
+    char url[128];
+    struct answer ka = {0};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
+    curl_easy_setopt(keep, CURLOPT_URL, url);
+    curl_easy_setopt(keep, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(keep, CURLOPT_WRITEDATA, &ka);
+    cr_assert_eq(curl_easy_perform(keep), CURLE_OK);
+    free(ka.body);
+    kill(s.pid, SIGTERM);
+    usleep(100000); /* the heavy requests keep the drain going for far longer */
+    ka = (struct answer){0};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/readyz", s.port);
+    curl_easy_setopt(keep, CURLOPT_URL, url);
+    cr_assert_eq(curl_easy_perform(keep), CURLE_OK);
+    curl_easy_getinfo(keep, CURLINFO_RESPONSE_CODE, &ka.status);
+    expect_error(&ka, 503, "shutting_down", "draining");
+    free(ka.body);
+    ka = (struct answer){0};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(keep, CURLOPT_URL, url);
+    curl_easy_setopt(keep, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(keep, CURLOPT_POSTFIELDS, "{\"query\": [[1]], \"num_heads\": 1}");
+    cr_assert_eq(curl_easy_perform(keep), CURLE_OK);
+    curl_easy_getinfo(keep, CURLINFO_RESPONSE_CODE, &ka.status);
+    expect_error(&ka, 503, "shutting_down", "shutting down");
+    free(ka.body);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(keep);
+    int code = server_stop(&s); /* SIGTERM again is harmless; waits for exit */
     for (int i = 0; i < NCLIENTS; i++) {
         pthread_join(th[i], NULL);
         cr_assert_eq(h[i].status, 200, "client %d got %ld during drain", i, h[i].status);
