@@ -837,3 +837,42 @@ Test(http, memory_budget_for_bodies_answers_503)
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
 }
+
+/* The README's curl examples, sent as written, answer what the README says. */
+Test(http, readme_examples_answer_what_the_readme_shows)
+{
+    FILE *f = fopen("README.md", "r");
+    cr_assert_not_null(f);
+    static char md[1 << 17];
+    md[fread(md, 1, sizeof md - 1, f)] = '\0';
+    fclose(f);
+    struct server s;
+    server_start(&s, NULL);
+    char *at = strstr(md, "## Example");
+    cr_assert_not_null(at, "README has no Example section");
+    int checked = 0;
+    for (int ex = 0; ex < 2; ex++) {
+        char *d = strstr(at, "-d '");
+        cr_assert_not_null(d, "example %d: no curl -d '...'", ex);
+        d += 4;
+        char *end = strchr(d, '\'');
+        char body[512];
+        snprintf(body, sizeof body, "%.*s", (int)(end - d), d);
+        /* the answer: a ```json block (first example) or the next line */
+        char want[4096] = "";
+        char *blk = ex == 0 ? strstr(end, "```json\n") : strchr(end, '\n') + 1;
+        char *stop = ex == 0 ? strstr(blk + 8, "```") : strchr(blk, '\n');
+        size_t w = 0;
+        for (char *c = blk + (ex == 0 ? 8 : 0); c < stop && w < sizeof want - 1; c++)
+            if (ex == 1 || (*c != ' ' && *c != '\n')) /* 1: undo the wrapping */
+                want[w++] = *c;
+        want[w] = '\0';
+        struct answer a = post(s.port, body);
+        cr_assert_str_eq(a.body, want, "README example %d drifted from the server", ex + 1);
+        free(a.body);
+        at = end;
+        checked++;
+    }
+    cr_assert_eq(checked, 2);
+    cr_assert_eq(server_stop(&s), 0);
+}
