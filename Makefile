@@ -51,7 +51,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test unit http-test lint-openapi browser-test bench deps-build deps-test clean
+.PHONY: all run test unit http-test lint-openapi browser-test bench fuzz deps-build deps-test clean
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -126,6 +126,10 @@ bench:
 	@scripts/deps.sh bench
 	$(MAKE) $(SERVER) $(BENCH_BIN)
 	bench/run.sh
+
+# libFuzzer on decode → compute → encode; FUZZ_SECONDS=60 by default.
+fuzz:
+	scripts/fuzz.sh
 
 clean:
 	rm -rf build

@@ -492,9 +492,13 @@ static int skip_value(struct scan *sc)
             if (depth == 0)
                 return -1;
             sc->pos++;
-        } else { /* number, literal: up to a delimiter */
-            while (sc->pos < sc->len && !strchr(",:[]{}\" \n\r\t", sc->s[sc->pos]))
+        } else { /* number or literal: up to a delimiter; must advance */
+            const size_t start = sc->pos;
+            while (sc->pos < sc->len && sc->s[sc->pos] != '\0' &&
+                   !strchr(",:[]{}\" \n\r\t", sc->s[sc->pos]))
                 sc->pos++;
+            if (sc->pos == start)
+                return -1; /* a NUL or other stray byte: not ours to judge */
         }
     } while (depth > 0);
     return 0;
