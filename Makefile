@@ -45,9 +45,11 @@ HTTPTEST  := $(BUILD)/tests/http
 HTTPTEST_SRC := tests/test_http.c tests/check.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
-BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/const_server
+BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
+             $(BUILD)/bench/const_server
 
 ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
+             $(BUILD)/bench/bench_jsonnum.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
@@ -79,6 +81,9 @@ $(BUILD)/bench/bench_core: $(BUILD)/bench/bench_core.o $(CORE_OBJ)
 
 $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
+
+$(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/server/jsonnum.o
+	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/const_server: $(BUILD)/bench/const_server.o
 	$(CC) $(LDFLAGS) $^ -o $@ -lmicrohttpd

@@ -3,8 +3,8 @@
 # ratio against a baseline measured in this same run. Tables on stdout, CSV
 # and PNG plots under build/bench/.
 #
-# Expects the Makefile to have built build/attention-server,
-# build/bench/bench_core, build/bench/bench_codec and build/bench/const_server.
+# Expects the Makefile to have built build/attention-server and
+# build/bench/{bench_core,bench_codec,bench_jsonnum,const_server}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
@@ -22,6 +22,9 @@ build/bench/bench_core scale "$OUT"
 echo
 /usr/bin/python3 bench/make_bodies.py "$OUT/bodies"
 build/bench/bench_codec "$OUT"
+echo
+echo "3b. Numbers alone (server/jsonnum.c vs jansson), with heap per number"
+build/bench/bench_jsonnum --csv "$OUT/jsonnum.csv"
 
 # 4. end to end over HTTP
 PIDS=()
