@@ -967,6 +967,25 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct cod
     return 0;
 }
 
+int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
+                                   const struct codec_limits *lim, struct codec_error *err)
+{
+    memset(r, 0, sizeof *r);
+    att_params_init(&r->p);
+    if (len == 0)
+        return fail(err, ERR_INVALID_JSON, "the request body is empty");
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
+                    je.column, je.text);
+    int rc = json_is_object(root)
+                 ? decode_fields(r, root, lim, err)
+                 : fail(err, ERR_INVALID_JSON, "the request body must be a JSON object");
+    json_decref(root);
+    return rc;
+}
+
 int codec_decode_request(struct codec_request *r, const char *body, size_t len,
                          const struct codec_limits *lim, struct codec_error *err)
 {
@@ -975,7 +994,7 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
     if (len == 0)
         return fail(err, ERR_INVALID_JSON, "the request body is empty");
 
-    /* 1. the fast path; on any doubt, start over on the jansson path */
+    /* 1. the fast path; on any doubt, start over on the reference path */
     struct fast f = {.n = 0};
     json_t *root = fast_scan(r, &f, body, len, lim);
     if (root) {
@@ -987,20 +1006,9 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
             return 0;
     }
     codec_request_deinit(r);
-    memset(r, 0, sizeof *r);
-    att_params_init(&r->p);
 
     /* 2. jansson: the reference for what is accepted and what is said */
-    json_error_t je;
-    root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
-                    je.column, je.text);
-    int rc = json_is_object(root)
-                 ? decode_fields(r, root, lim, err)
-                 : fail(err, ERR_INVALID_JSON, "the request body must be a JSON object");
-    json_decref(root);
-    return rc;
+    return codec_decode_request_reference(r, body, len, lim, err);
 }
 
 void codec_request_deinit(struct codec_request *r)

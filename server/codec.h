@@ -62,6 +62,11 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
                          const struct codec_limits *lim, struct codec_error *err);
 void codec_request_deinit(struct codec_request *r);
 
+/* The same decoding through jansson alone, without the fast path: the
+ * reference the fast path is tested against (same contract). */
+int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
+                                   const struct codec_limits *lim, struct codec_error *err);
+
 /* The 200 body for r's results. out: (N, L, E); weights as r->p.weights_mode
  * says, or NULL. Returns a malloc'd NUL-terminated buffer (caller frees) and
  * its length in *len, or NULL when out of memory. */

@@ -11,6 +11,8 @@
 #include "config/config.h"
 #include "server/codec.h"
 #include "server/errors.h"
+#include "tests/check.h"
+#include "tests/codec_compare.h"
 
 static struct codec_limits default_limits(void)
 {
@@ -254,4 +256,111 @@ Test(codec, escaped_base64_is_read_as_jansson_reads_it)
                             "\"AAD\\u0041Pw==\"}, \"num_heads\": 1}", &e), 0, "%s", e.msg);
     cr_assert_eq(r.p.query[0], 1.5f, "\\u0041 is 'A': AADAPw== is 1.5");
     codec_request_deinit(&r);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The fast path against the jansson reference: the same answer, bit for
+ * bit, on every valid request and the same error on every invalid one.   */
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    *len = fread(s, 1, (size_t)n, f);
+    s[*len] = '\0';
+    fclose(f);
+    return s;
+}
+
+Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeout = 120)
+{
+    struct codec_limits lim = default_limits();
+    /* seeds: every golden request, every invalid case, the sample request */
+    char *seeds[128];
+    size_t lens[128];
+    int n = 0;
+    const char *dirs[2] = {"tests/golden", "tests/cases"};
+    for (int d = 0; d < 2; d++) {
+        DIR *dir = opendir(dirs[d]);
+        cr_assert_not_null(dir);
+        struct dirent *ent;
+        while ((ent = readdir(dir)) && n < 120) {
+            if (!strstr(ent->d_name, ".json"))
+                continue;
+            char path[512];
+            snprintf(path, sizeof path, "%s/%s", dirs[d], ent->d_name);
+            json_t *c = json_load_file(path, JSON_ALLOW_NUL, NULL);
+            json_t *raw = json_object_get(c, "raw");
+            if (raw) {
+                lens[n] = json_string_length(raw);
+                seeds[n] = malloc(lens[n] + 1);
+                memcpy(seeds[n], json_string_value(raw), lens[n] + 1);
+            } else {
+                json_t *b = json_object_get(c, d == 0 ? "request" : "body");
+                seeds[n] = json_dumps(b, JSON_COMPACT);
+                lens[n] = strlen(seeds[n]);
+            }
+            n++;
+            json_decref(c);
+        }
+        closedir(dir);
+    }
+    seeds[n] = slurp("examples/request.json", &lens[n]);
+    cr_assert_not_null(seeds[n]);
+    n++;
+    cr_assert_geq(n, 70);
+
+    /* each seed as is, then mutated: bytes replaced, inserted, deleted */
+    static const char alphabet[] = "0123456789+-.eE,:[]{}\" \t\ntrufalsnbdhpA=/\\";
+    unsigned long long st = 2024;
+    int runs = 0, accepted = 0, failed = 0;
+    for (int i = 0; i < n; i++) {
+        for (int m = 0; m < 300; m++) {
+            size_t len = lens[i];
+            char *b = malloc(len + 16);
+            memcpy(b, seeds[i], len + 1);
+            int edits = m == 0 ? 0 : 1 + (int)((check_randf(&st) + 1) * 2);
+            for (int e = 0; e < edits && len > 1; e++) {
+                size_t at = (size_t)((check_randf(&st) + 1) * 0.5 * (double)(len - 1));
+                char c = alphabet[(size_t)((check_randf(&st) + 1) * 0.5 * (sizeof alphabet - 2))];
+                int op = (int)((check_randf(&st) + 1) * 1.5);
+                if (m % 2) { /* odd runs: digits only, which mostly stays valid */
+                    while (at < len && (b[at] < '0' || b[at] > '9'))
+                        at++;
+                    if (at < len)
+                        b[at] = (char)('0' + (int)((check_randf(&st) + 1) * 4.99));
+                } else if (op == 0) {
+                    b[at] = c;
+                } else if (op == 1) {
+                    memmove(b + at + 1, b + at, len - at + 1);
+                    b[at] = c, len++;
+                } else {
+                    memmove(b + at, b + at + 1, len - at);
+                    len--;
+                }
+            }
+            const char *diff = codec_compare_paths(b, len, &lim);
+            if (diff) {
+                if (failed < 5)
+                    fprintf(stderr, "seed %d mutation %d: %s on: %.200s\n", i, m, diff, b);
+                failed++;
+            }
+            struct codec_request r;
+            struct codec_error e;
+            accepted += codec_decode_request(&r, b, len, &lim, &e) == 0;
+            codec_request_deinit(&r);
+            free(b);
+            runs++;
+        }
+        free(seeds[i]);
+    }
+    cr_log_info("%d requests compared, %d accepted", runs, accepted);
+    cr_assert_gt(accepted, runs / 20, "too few valid inputs to mean anything (%d)", accepted);
+    cr_assert_eq(failed, 0, "%d of %d inputs decoded differently by the fast path", failed,
+                 runs);
 }

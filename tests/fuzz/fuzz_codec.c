@@ -1,5 +1,6 @@
 /* fuzz_codec.c -- libFuzzer entry for the request decoder (fast path and
- * jansson path) and, when a request decodes, the core and the encoder.
+ * jansson path, which must agree: any difference aborts) and, when a request
+ * decodes, the core and the encoder.
  *
  *   make fuzz            builds build/fuzz/fuzz_codec (clang) and runs it
  *                        for FUZZ_SECONDS (default 60) on tests/cases and
@@ -10,14 +11,23 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <stdio.h>
+
 #include "core/attention.h"
 #include "server/codec.h"
+#include "tests/codec_compare.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const struct codec_limits lim = {4096, 4, 64, 64, 64, 8, 1 << 16};
+    /* the fast path must say exactly what the jansson reference says */
+    const char *diff = codec_compare_paths((const char *)data, size, &lim);
+    if (diff) {
+        fprintf(stderr, "fast path and reference disagree: %s\n", diff);
+        abort();
+    }
     struct codec_request r;
     struct codec_error err;
     if (codec_decode_request(&r, (const char *)data, size, &lim, &err) == 0) {

@@ -1,0 +1,84 @@
+#include "tests/codec_compare.h"
+
+#include <string.h>
+
+static int same_bytes(const void *x, const void *y, size_t n)
+{
+    if (!x || !y)
+        return x == y;
+    return memcmp(x, y, n) == 0;
+}
+
+static int same_str(const char *x, const char *y)
+{
+    if (!x || !y)
+        return x == y;
+    return strcmp(x, y) == 0;
+}
+
+const char *codec_compare(const struct codec_request *a, const struct codec_request *b)
+{
+    const struct att_params *p = &a->p, *q = &b->p;
+    if (p->N != q->N || p->L != q->L || p->S != q->S || p->E != q->E || p->kdim != q->kdim ||
+        p->vdim != q->vdim || p->H != q->H)
+        return "sizes";
+    if (a->batched != b->batched || a->base64_out != b->base64_out)
+        return "batched or output_encoding";
+    if (p->weights_mode != q->weights_mode || p->has_scale != q->has_scale ||
+        (p->has_scale && memcmp(&p->scale, &q->scale, sizeof p->scale)) ||
+        p->positional_encoding != q->positional_encoding)
+        return "options";
+    const size_t E = (size_t)p->E, fl = sizeof(float);
+    if (!same_bytes(p->query, q->query, (size_t)p->N * p->L * E * fl))
+        return "query";
+    if (!same_bytes(p->key, q->key, (size_t)p->N * p->S * p->kdim * fl))
+        return "key";
+    if (!same_bytes(p->value, q->value, (size_t)p->N * p->S * p->vdim * fl))
+        return "value";
+    const struct { const float *x, *y; size_t n; const char *name; } w[] = {
+        {p->in_proj_weight, q->in_proj_weight, 3 * E * E, "in_proj_weight"},
+        {p->q_proj_weight, q->q_proj_weight, E * E, "q_proj_weight"},
+        {p->k_proj_weight, q->k_proj_weight, E * p->kdim, "k_proj_weight"},
+        {p->v_proj_weight, q->v_proj_weight, E * p->vdim, "v_proj_weight"},
+        {p->in_proj_bias, q->in_proj_bias, 3 * E, "in_proj_bias"},
+        {p->out_proj_weight, q->out_proj_weight, E * E, "out_proj_weight"},
+        {p->out_proj_bias, q->out_proj_bias, E, "out_proj_bias"},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        if (!same_bytes(w[i].x, w[i].y, w[i].n * fl))
+            return w[i].name;
+    if (p->mask_kind != q->mask_kind || p->mask_ndim != q->mask_ndim ||
+        memcmp(p->mask_shape, q->mask_shape, sizeof p->mask_shape))
+        return "attn_mask kind or shape";
+    size_t mask_n = 0;
+    if (p->mask_kind == ATT_MASK_BOOL || p->mask_kind == ATT_MASK_FLOAT)
+        mask_n = (size_t)p->mask_shape[0] * p->mask_shape[1] *
+                 (p->mask_ndim == 3 ? (size_t)p->mask_shape[2] : 1);
+    if (!same_bytes(p->bool_mask, q->bool_mask, mask_n) ||
+        !same_bytes(p->float_mask, q->float_mask, mask_n * fl))
+        return "attn_mask";
+    if (!same_bytes(p->key_padding_mask, q->key_padding_mask, (size_t)p->N * p->S))
+        return "key_padding_mask";
+    if (!same_str(a->tokens_json, b->tokens_json) ||
+        !same_str(a->key_tokens_json, b->key_tokens_json))
+        return "tokens";
+    return NULL;
+}
+
+const char *codec_compare_paths(const char *body, size_t len, const struct codec_limits *lim)
+{
+    struct codec_request fast, ref;
+    struct codec_error ef = {0}, er = {0};
+    int rf = codec_decode_request(&fast, body, len, lim, &ef);
+    int rr = codec_decode_request_reference(&ref, body, len, lim, &er);
+    const char *diff = NULL;
+    if (rf != rr)
+        diff = "one path accepts, the other refuses";
+    else if (rf != 0 && (ef.code != er.code || strcmp(ef.msg, er.msg) != 0))
+        diff = "different errors";
+    else if (rf == 0)
+        diff = codec_compare(&fast, &ref);
+    codec_request_deinit(&fast);
+    codec_request_deinit(&ref);
+    return diff;
+}

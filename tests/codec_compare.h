@@ -1,0 +1,17 @@
+/* codec_compare.h -- do two decoded requests say the same thing?
+ * Used by the differential tests of the codec's fast path against its
+ * jansson reference (tests/test_codec.c, tests/fuzz/fuzz_codec.c). */
+#ifndef TESTS_CODEC_COMPARE_H
+#define TESTS_CODEC_COMPARE_H
+
+#include "server/codec.h"
+
+/* Returns NULL when a and b (both decoded successfully) hold the same
+ * sizes, options, bytes of every tensor and tokens; else what differs. */
+const char *codec_compare(const struct codec_request *a, const struct codec_request *b);
+
+/* Decode body both ways and compare status, error code and message, or the
+ * results. Returns NULL when they agree, else what differs. */
+const char *codec_compare_paths(const char *body, size_t len, const struct codec_limits *lim);
+
+#endif
