@@ -36,6 +36,7 @@ const char *att_status_str(int code)
     case ATT_ESHAPE:  return "shape_mismatch";
     case ATT_ETOOBIG: return "too_large";
     case ATT_ENOMEM:  return "out_of_memory";
+    case ATT_ERANGE:  return "out_of_range";
     default:          return "unknown";
     }
 }
@@ -443,6 +444,17 @@ static void mask_row(float *row, const struct att_params *p, int n, int h, int i
     }
 }
 
+/* Whether every x[i] is finite; x * 0 is 0 unless x is inf or NaN, so one
+ * vectorizable sum answers it. */
+static int all_finite(const float *x, size_t n)
+{
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (size_t i = 0; i < n; i++)
+        acc += x[i] * 0.0f;
+    return acc == 0.0f;
+}
+
 /* One call's shared state; every thread runs fwd_part() on its share. */
 struct fwd {
     const struct att_params *p;
@@ -686,6 +698,12 @@ int att_forward(float *out, float *weights, const struct att_params *p,
     pthread_cond_destroy(&f.cv);
     gate_leave(nt);
     free(ws);
+    /* Finite inputs can still overflow: a score above 3.4e38 becomes inf,
+     * the softmax turns it into NaN, and NaN reaches every output it
+     * touches. Say so instead of answering NaN. */
+    if (!all_finite(out, out_len))
+        return fail(err, ATT_ERANGE, "the result overflows float32: an attention score or "
+                    "projection exceeds 3.4e38; scale the inputs or the scale down");
     return ATT_OK;
 }
 

@@ -56,6 +56,7 @@ enum att_status {
     ATT_ESHAPE = -2,    /* tensor shapes do not agree */
     ATT_ETOOBIG = -3,   /* a size overflows size_t or int */
     ATT_ENOMEM = -4,    /* an allocation failed */
+    ATT_ERANGE = -5,    /* finite inputs, but the result overflows float32 */
 };
 
 struct att_error {

@@ -783,6 +783,7 @@ static int map_att_status(int st)
     case ATT_EPARAM:  return ERR_INVALID_PARAMETER;
     case ATT_ESHAPE:  return ERR_SHAPE_MISMATCH;
     case ATT_ETOOBIG: return ERR_PAYLOAD_TOO_LARGE;
+    case ATT_ERANGE:  return ERR_INVALID_PARAMETER;
     default:          return ERR_INTERNAL;
     }
 }

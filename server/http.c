@@ -174,6 +174,7 @@ static void run_job(void *arg)
         goto done;
     }
     if (att_forward(out, w, &cr.p, &ae) != ATT_OK) {
+        /* ATT_ERANGE: finite inputs whose result overflows float32 */
         job_fail(r, ae.code == ATT_ENOMEM ? ERR_INTERNAL
                     : ae.code == ATT_ESHAPE ? ERR_SHAPE_MISMATCH : ERR_INVALID_PARAMETER,
                  ae.msg);
@@ -348,7 +349,10 @@ static int early_check(struct req *r, char *msg, size_t msglen)
 }
 
 /* With a Content-Length (already checked against max_body_bytes), size the
- * body buffer once instead of doubling it: no copies of a big upload. */
+ * body buffer once instead of doubling it: no copies of a big upload. The
+ * pages are only touched (and counted against max_inflight_bytes) as bytes
+ * arrive, so a client that claims a big body and sends little holds little
+ * of the budget. */
 static void reserve_body(struct req *r)
 {
     if (r->ep != EP_ATTENTION)
@@ -358,24 +362,14 @@ static void reserve_body(struct req *r)
     unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
     if (n == 0 || n > (unsigned long long)r->srv->cfg.max_body_bytes)
         return;
-    long long extra = (long long)n;
-    if (atomic_fetch_add(&r->srv->inflight_bytes, extra) + extra >
-        r->srv->cfg.max_inflight_bytes) {
-        atomic_fetch_sub(&r->srv->inflight_bytes, extra);
-        return; /* append_body will find the budget full and answer 503 */
-    }
     r->body = malloc((size_t)n);
-    if (!r->body) {
-        atomic_fetch_sub(&r->srv->inflight_bytes, extra);
-        return;
-    }
-    r->cap = (size_t)n;
-    r->charged = (size_t)n;
+    r->cap = r->body ? (size_t)n : 0;
 }
 
 /* Append a piece of body. Memory is bounded twice: per request by
- * max_body_bytes (413) and for the whole server by max_inflight_bytes (503).
- * Past either, the rest is read and dropped so the answer can be sent. */
+ * max_body_bytes (413) and for the whole server by max_inflight_bytes (503),
+ * which counts the bytes received and not yet handed back. Past either,
+ * the rest is read and dropped so the answer can be sent. */
 static int append_body(struct req *r, const char *data, size_t n)
 {
     struct http_server *s = r->srv;
@@ -387,20 +381,20 @@ static int append_body(struct req *r, const char *data, size_t n)
         release_body(r);
         return 0;
     }
+    if (atomic_fetch_add(&s->inflight_bytes, (long long)n) + (long long)n >
+        s->cfg.max_inflight_bytes) {
+        atomic_fetch_sub(&s->inflight_bytes, (long long)n);
+        r->over_budget = 1;
+        release_body(r);
+        return 0;
+    }
+    r->charged += n;
     if (r->len + n > r->cap) {
         size_t cap = r->cap ? r->cap : 16384;
         while (cap < r->len + n)
             cap *= 2;
         if (cap > max)
             cap = max;
-        long long extra = (long long)(cap - r->cap);
-        if (atomic_fetch_add(&s->inflight_bytes, extra) + extra > s->cfg.max_inflight_bytes) {
-            atomic_fetch_sub(&s->inflight_bytes, extra);
-            r->over_budget = 1;
-            release_body(r);
-            return 0;
-        }
-        r->charged += (size_t)extra;
         char *nb = realloc(r->body, cap);
         if (!nb)
             return -1;

@@ -10,8 +10,9 @@
  *     struct http_server *s = http_start(&cfg, pool, err, sizeof err);
  *     ... wait for SIGTERM ...
  *     http_drain(s, 60);    readiness 503, stop accepting, answer the rest
- *     pool_free(pool);      (after draining: workers may still resume)
- *     http_stop(s);
+ *     pool_close(pool);     run what is queued (those jobs resume connections)
+ *     http_stop(s);         no more calls into the pool after this
+ *     pool_free(pool);
  */
 #ifndef SERVER_HTTP_H
 #define SERVER_HTTP_H

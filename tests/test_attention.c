@@ -366,6 +366,7 @@ Test(attention_errors, status_strings)
     cr_assert_str_eq(att_status_str(ATT_ESHAPE), "shape_mismatch");
     cr_assert_str_eq(att_status_str(ATT_ETOOBIG), "too_large");
     cr_assert_str_eq(att_status_str(ATT_ENOMEM), "out_of_memory");
+    cr_assert_str_eq(att_status_str(ATT_ERANGE), "out_of_range");
     cr_assert_str_eq(att_status_str(-99), "unknown");
 }
 
@@ -507,3 +508,19 @@ Test(attention, caller_floating_point_state_is_restored)
     rinputs_free(&in);
 }
 #endif
+
+Test(attention_errors, result_overflowing_float32_is_an_error_not_nan)
+{
+    /* q·k = 2e40 > FLT_MAX: the score is inf and the softmax NaN */
+    float x[4] = {1e20f, 1e20f, 1.0f, 1.0f}, out[4], w[4];
+    struct att_params p;
+    att_params_init(&p);
+    p.N = 1, p.L = 2, p.S = 2, p.E = 2, p.kdim = 2, p.vdim = 2, p.H = 1;
+    p.query = p.key = p.value = x;
+    p.weights_mode = ATT_WEIGHTS_PER_HEAD;
+    struct att_error err;
+    cr_assert_eq(att_forward(out, w, &p, &err), ATT_ERANGE);
+    cr_assert(strstr(err.msg, "overflows float32"), "%s", err.msg);
+    x[0] = x[1] = 1e10f; /* large but finite all the way */
+    cr_assert_eq(att_forward(out, w, &p, &err), ATT_OK, "%s", err.msg);
+}

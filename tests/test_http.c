@@ -472,6 +472,9 @@ Test(http, http_level_errors)
     a = request(s.port, "POST", "/attention", ok, strlen(ok), "application/json; charset=utf-8", 0);
     cr_assert_eq(a.status, 200, "a charset parameter is fine: %s", a.body);
     free(a.body);
+    a = post(s.port, "{\"query\": [[1e20, 1e20], [1, 1]], \"num_heads\": 1}");
+    expect_error(&a, 400, "invalid_parameter", "overflows float32");
+    free(a.body);
     char *big = malloc(10000);
     memset(big, ' ', 10000);
     a = request(s.port, "POST", "/attention", big, 10000, NULL, 0);
@@ -840,6 +843,28 @@ Test(http, memory_budget_for_bodies_answers_503)
     a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
+    /* A claimed length is not memory: clients that announce 1 MiB bodies
+     * (together the whole 2M budget of the second server below) and send a
+     * few bytes hold those bytes, not the claims. */
+    cr_assert_eq(server_stop(&s), 0);
+    const char *flags2[] = {"--max-inflight-bytes", "2M", "--max-body-bytes", "8M", NULL};
+    server_start(&s, flags2);
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port)};
+        inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+        cr_assert_eq(connect(fds[i], (struct sockaddr *)&sa, sizeof sa), 0);
+        const char *h = "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                        "\r\nContent-Length: 1048576\r\n\r\n{\"query\"";
+        cr_assert_eq(write(fds[i], h, strlen(h)), (ssize_t)strlen(h));
+    }
+    usleep(200000);
+    a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200, "announced but unsent bodies took the budget: %s", a.body);
+    free(a.body);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
     cr_assert_eq(server_stop(&s), 0);
 }
 
