@@ -1025,10 +1025,13 @@ void codec_request_deinit(struct codec_request *r)
 /* ---------------------------------------------------------------------- */
 /* Encoding                                                                */
 
+struct codec_stream; /* below: base64 tensors written when sent */
+
 struct buf {
     char *p;
     size_t len, cap;
     int oom;
+    struct codec_stream *defer; /* set: leave base64 payloads out, record them */
 };
 
 static int reserve(struct buf *b, size_t extra)
@@ -1083,6 +1086,20 @@ static void put_nested(struct buf *b, const float *x, const long long *shape, in
     put(b, "]", 1);
 }
 
+/* A response whose base64 payloads are encoded as it is sent: the JSON
+ * text without them, and where each one goes. */
+struct codec_stream {
+    char *text;
+    size_t text_len, total;
+    struct {
+        size_t at;                /* offset in text where it belongs */
+        const unsigned char *src; /* the floats' bytes */
+        size_t nbytes, enc;       /* bytes, and their base64 length */
+    } bin[2];
+    int nbin;
+    float *out, *weights; /* owned */
+};
+
 static void put_tensor(struct buf *b, const float *x, const long long *shape, int ndim,
                        int base64)
 {
@@ -1100,18 +1117,26 @@ static void put_tensor(struct buf *b, const float *x, const long long *shape, in
     }
     puts_(b, "],\"dtype\":\"float32\",\"b64\":\"");
     size_t chars = (count * 4 + 2) / 3 * 4;
-    if (reserve(b, chars)) {
+    if (b->defer && b->defer->nbin < 2) {
+        struct codec_stream *st = b->defer;
+        st->bin[st->nbin].at = b->len;
+        st->bin[st->nbin].src = (const unsigned char *)x;
+        st->bin[st->nbin].nbytes = count * 4;
+        st->bin[st->nbin].enc = chars;
+        st->nbin++;
+    } else if (reserve(b, chars)) {
         b->len += codec_base64_encode(b->p + b->len, (const unsigned char *)x, count * 4);
         b->p[b->len] = '\0';
     }
     puts_(b, "\"}");
 }
 
-char *codec_encode_response(const struct codec_request *r, const float *out,
-                            const float *weights, size_t *len)
+/* The whole 200 body into b (base64 payloads left out when b->defer). */
+static void write_response(struct buf *bp, const struct codec_request *r, const float *out,
+                           const float *weights)
 {
+    struct buf b = *bp;
     const struct att_params *p = &r->p;
-    struct buf b = {0};
     long long shape[4];
     int nd = 0;
     char s[256];
@@ -1122,7 +1147,8 @@ char *codec_encode_response(const struct codec_request *r, const float *out,
     if (weights && p->weights_mode != ATT_WEIGHTS_NONE)
         floats += (size_t)p->N * p->L * p->S *
                   (p->weights_mode == ATT_WEIGHTS_PER_HEAD ? (size_t)p->H : 1);
-    reserve(&b, (r->base64_out ? floats * 4 / 3 + 8 : floats * JSONNUM_FLOAT_MAX) + 1024 +
+    reserve(&b, (b.defer ? 0 : r->base64_out ? floats * 4 / 3 + 8 : floats * JSONNUM_FLOAT_MAX) +
+                    1024 +
                     (r->tokens_json ? strlen(r->tokens_json) : 0) +
                     (r->key_tokens_json ? strlen(r->key_tokens_json) : 0));
     puts_(&b, "{\"output\":");
@@ -1153,6 +1179,14 @@ char *codec_encode_response(const struct codec_request *r, const float *out,
         puts_(&b, r->key_tokens_json);
     }
     put(&b, "}", 1);
+    *bp = b;
+}
+
+char *codec_encode_response(const struct codec_request *r, const float *out,
+                            const float *weights, size_t *len)
+{
+    struct buf b = {0};
+    write_response(&b, r, out, weights);
     if (b.oom) {
         free(b.p);
         return NULL;
@@ -1170,4 +1204,102 @@ char *codec_encode_error(int code, const char *msg, size_t *len)
     if (s)
         *len = strlen(s);
     return s;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Streaming a base64 response                                             */
+
+struct codec_stream *codec_stream_new(const struct codec_request *r, float *out,
+                                      float *weights)
+{
+    struct codec_stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        free(out);
+        free(weights);
+        return NULL;
+    }
+    st->out = out, st->weights = weights;
+    struct buf b = {.defer = st};
+    write_response(&b, r, out, weights);
+    if (b.oom) {
+        free(b.p);
+        codec_stream_free(st);
+        return NULL;
+    }
+    st->text = b.p, st->text_len = b.len;
+    st->total = b.len;
+    for (int i = 0; i < st->nbin; i++)
+        st->total += st->bin[i].enc;
+    return st;
+}
+
+size_t codec_stream_size(const struct codec_stream *st)
+{
+    return st->total;
+}
+
+/* Characters [o, o + max) of the base64 of src (nbytes), any o. */
+static size_t b64_range(char *dst, size_t max, const unsigned char *src, size_t nbytes,
+                        size_t o)
+{
+    const size_t enc = (nbytes + 2) / 3 * 4;
+    size_t done = 0;
+    while (done < max && o < enc) {
+        const size_t q = o / 4, within = o % 4, from = 3 * q;
+        if (within == 0 && max - done >= 4) { /* whole quads straight into dst */
+            size_t quads = (max - done) / 4;
+            if (quads > enc / 4 - q)
+                quads = enc / 4 - q;
+            size_t bytes = 3 * quads;
+            if (bytes > nbytes - from)
+                bytes = nbytes - from;
+            const size_t w = codec_base64_encode(dst + done, src + from, bytes);
+            done += w, o += w;
+        } else { /* part of one quad */
+            char tmp[4];
+            codec_base64_encode(tmp, src + from, nbytes - from < 3 ? nbytes - from : 3);
+            size_t k = 4 - within;
+            if (k > max - done)
+                k = max - done;
+            memcpy(dst + done, tmp + within, k);
+            done += k, o += k;
+        }
+    }
+    return done;
+}
+
+size_t codec_stream_read(const struct codec_stream *st, size_t pos, char *dst, size_t max)
+{
+    size_t done = 0, vstart = 0, tpos = 0;
+    for (int i = 0; i <= st->nbin && done < max; i++) {
+        /* text up to the next payload (or the end), then the payload */
+        const size_t tend = i < st->nbin ? st->bin[i].at : st->text_len, tl = tend - tpos;
+        if (pos < vstart + tl) {
+            size_t k = vstart + tl - pos;
+            if (k > max - done)
+                k = max - done;
+            memcpy(dst + done, st->text + tpos + (pos - vstart), k);
+            done += k, pos += k;
+        }
+        vstart += tl, tpos = tend;
+        if (i < st->nbin && done < max) {
+            if (pos < vstart + st->bin[i].enc) {
+                size_t k = b64_range(dst + done, max - done, st->bin[i].src,
+                                     st->bin[i].nbytes, pos - vstart);
+                done += k, pos += k;
+            }
+            vstart += st->bin[i].enc;
+        }
+    }
+    return done;
+}
+
+void codec_stream_free(struct codec_stream *st)
+{
+    if (!st)
+        return;
+    free(st->text);
+    free(st->out);
+    free(st->weights);
+    free(st);
 }

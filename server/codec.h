@@ -73,6 +73,21 @@ int codec_decode_request_reference(struct codec_request *r, const char *body, si
 char *codec_encode_response(const struct codec_request *r, const float *out,
                             const float *weights, size_t *len);
 
+/* The same 200 body for a request with output_encoding "base64", produced
+ * piece by piece as it is sent, so the big payloads are never encoded into
+ * one buffer: the JSON text is written now, the base64 when read.
+ * Takes ownership of out and weights (malloc'd; freed by codec_stream_free,
+ * also on failure). Returns NULL when out of memory. */
+struct codec_stream;
+struct codec_stream *codec_stream_new(const struct codec_request *r, float *out,
+                                      float *weights);
+/* Bytes in the whole body. */
+size_t codec_stream_size(const struct codec_stream *st);
+/* Copy up to max bytes of the body from offset pos into dst; returns how
+ * many (0 at the end). Any pos and max work; reads do not change st. */
+size_t codec_stream_read(const struct codec_stream *st, size_t pos, char *dst, size_t max);
+void codec_stream_free(struct codec_stream *st);
+
 /* {"error": {"code": slug, "message": msg}} as a malloc'd buffer, or NULL. */
 char *codec_encode_error(int code, const char *msg, size_t *len);
 

@@ -67,6 +67,7 @@ struct req {
     int status;
     char *answer;  /* malloc'd JSON, handed to MHD */
     size_t answer_len;
+    struct codec_stream *stream; /* or a base64 answer encoded while sent */
     int retry_after;
     char timing[160]; /* Server-Timing header value */
     /* for the access log */
@@ -90,16 +91,10 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Queue body (malloc'd, ownership passes to MHD) with status. */
-static enum MHD_Result send_owned(struct req *r, int status, char *body, size_t len,
-                                  const char *ctype)
+/* Headers every answer may need, then queue resp (len bytes) with status. */
+static enum MHD_Result send_response(struct req *r, int status, struct MHD_Response *resp,
+                                     size_t len, const char *ctype)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer_with_free_callback(len, body, free);
-    if (!resp) {
-        free(body);
-        return MHD_NO;
-    }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (status == 405)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
@@ -115,6 +110,32 @@ static enum MHD_Result send_owned(struct req *r, int status, char *body, size_t 
     r->sent_status = status;
     r->sent_bytes = len;
     return ret;
+}
+
+/* Queue body (malloc'd, ownership passes to MHD) with status. */
+static enum MHD_Result send_owned(struct req *r, int status, char *body, size_t len,
+                                  const char *ctype)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer_with_free_callback(len, body, free);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    return send_response(r, status, resp, len, ctype);
+}
+
+/* MHD pulls a streamed base64 answer through these, 64 KiB at a time, on
+ * the network thread: base64 encoding only (about 4 GB/s), no parsing. */
+static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    size_t n = codec_stream_read(cls, (size_t)pos, buf, max);
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void free_stream(void *cls)
+{
+    codec_stream_free(cls);
 }
 
 static enum MHD_Result send_error(struct req *r, enum http_error e, const char *msg)
@@ -181,11 +202,18 @@ static void run_job(void *arg)
         goto done;
     }
     t_comp = now_s();
-    /* 3. encode */
-    r->answer = codec_encode_response(&cr, out, w, &r->answer_len);
+    /* 3. encode: base64 answers are encoded as they are sent */
     r->status = 200;
-    if (!r->answer)
-        job_fail(r, ERR_INTERNAL, "out of memory encoding the response");
+    if (cr.base64_out) {
+        r->stream = codec_stream_new(&cr, out, w); /* takes out and w */
+        out = w = NULL;
+        if (!r->stream)
+            job_fail(r, ERR_INTERNAL, "out of memory encoding the response");
+    } else {
+        r->answer = codec_encode_response(&cr, out, w, &r->answer_len);
+        if (!r->answer)
+            job_fail(r, ERR_INTERNAL, "out of memory encoding the response");
+    }
     t_enc = now_s();
     metrics_record_stages(t_dec - t_start, t_start - r->t0, t_comp - t_dec, t_enc - t_comp);
 done:
@@ -450,6 +478,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->over_budget)
         return send_error(r, ERR_OVERLOADED, "the server holds max_inflight_bytes of request "
                                              "bodies already; retry later");
+    if (r->done && r->stream) { /* 4. resumed by the worker: streamed answer */
+        struct codec_stream *st = r->stream;
+        r->stream = NULL;
+        size_t size = codec_stream_size(st);
+        struct MHD_Response *resp = MHD_create_response_from_callback(
+            size, 64 * 1024, read_stream, st, free_stream);
+        if (!resp) {
+            codec_stream_free(st);
+            return send_error(r, ERR_INTERNAL, "out of memory sending the response");
+        }
+        return send_response(r, 200, resp, size, "application/json");
+    }
     if (r->done) { /* 4. resumed by the worker */
         char *answer = r->answer;
         r->answer = NULL;
@@ -489,6 +529,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     release_body(r);
     free(r->answer);
+    codec_stream_free(r->stream); /* only if never handed to MHD */
     free(r);
     *con_cls = NULL;
     atomic_fetch_sub(&s->active, 1);

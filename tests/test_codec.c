@@ -364,3 +364,58 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
     cr_assert_eq(failed, 0, "%d of %d inputs decoded differently by the fast path", failed,
                  runs);
 }
+
+/* Reading the streamed base64 body in pieces of any size gives exactly the
+ * bytes codec_encode_response() writes in one go. */
+Test(codec, streamed_base64_body_equals_the_whole_body)
+{
+    const char *bodies[] = {
+        "{\"query\": [[[1,2,3,4]],[[5,6,7,8]]], \"num_heads\": 2, \"output_encoding\": "
+        "\"base64\", \"tokens\": [\"a\"]}",
+        "{\"query\": [[1,2,3],[4,5,6],[7,8,9],[1,1,1],[2,2,2]], \"num_heads\": 3, "
+        "\"output_encoding\": \"base64\", \"average_attn_weights\": true}",
+        "{\"query\": [[1,2]], \"num_heads\": 1, \"output_encoding\": \"base64\", "
+        "\"need_weights\": false}",
+    };
+    unsigned long long st = 99;
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        struct codec_request r;
+        struct codec_error e;
+        cr_assert_eq(decode(&r, bodies[i], &e), 0, "%s", e.msg);
+        size_t olen, wlen;
+        att_check(&r.p, &olen, &wlen, NULL);
+        float *out = malloc(olen * 4), *w = wlen ? malloc(wlen * 4) : NULL;
+        for (size_t k = 0; k < olen; k++)
+            out[k] = check_randf(&st) * 100;
+        for (size_t k = 0; k < wlen; k++)
+            w[k] = (check_randf(&st) + 1) / 2;
+        size_t len;
+        char *whole = codec_encode_response(&r, out, w, &len);
+        float *out2 = malloc(olen * 4), *w2 = wlen ? malloc(wlen * 4) : NULL;
+        memcpy(out2, out, olen * 4);
+        if (wlen)
+            memcpy(w2, w, wlen * 4);
+        struct codec_stream *s = codec_stream_new(&r, out2, w2); /* takes out2, w2 */
+        cr_assert_not_null(s);
+        cr_assert_eq(codec_stream_size(s), len, "body %zu: size %zu, want %zu", i,
+                     codec_stream_size(s), len);
+        for (int trial = 0; trial < 20; trial++) {
+            char *got = malloc(len + 8);
+            size_t pos = 0;
+            while (pos < len) {
+                size_t max = 1 + (size_t)((check_randf(&st) + 1) * (trial < 10 ? 3.5 : 40));
+                size_t k = codec_stream_read(s, pos, got + pos, max);
+                cr_assert_gt(k, 0, "stalled at %zu of %zu", pos, len);
+                cr_assert_leq(k, max);
+                pos += k;
+            }
+            cr_assert_eq(codec_stream_read(s, len, got + len, 8), 0, "bytes past the end");
+            cr_assert(memcmp(got, whole, len) == 0, "body %zu trial %d: %.*s\nwant %s", i,
+                      trial, (int)len, got, whole);
+            free(got);
+        }
+        codec_stream_free(s);
+        free(whole), free(out), free(w);
+        codec_request_deinit(&r);
+    }
+}
