@@ -44,7 +44,7 @@ start_attention() { # flags...; sets PORT
 }
 
 start_const() {
-    coproc CONST { build/bench/const_server 0; }
+    coproc CONST { exec build/bench/const_server 0; }
     PIDS+=($CONST_PID)
     read -r _ PORT <&"${CONST[0]}"
 }
