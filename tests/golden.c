@@ -1,6 +1,6 @@
 #include "tests/golden.h"
+#include "tests/testdata.h"
 
-#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,28 +147,8 @@ void golden_deinit(struct golden *g)
     g->nbufs = 0;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int golden_list(char **paths, int max)
 {
-    const char *dir = getenv("GOLDEN_DIR") ? getenv("GOLDEN_DIR") : "tests/golden";
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        size_t len = strlen(e->d_name);
-        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
-            paths[n] = malloc(strlen(dir) + len + 2);
-            sprintf(paths[n], "%s/%s", dir, e->d_name);
-            n++;
-        }
-    }
-    closedir(d);
-    qsort(paths, (size_t)n, sizeof *paths, cmp_str);
-    return n;
+    return testdata_list(getenv("GOLDEN_DIR") ? getenv("GOLDEN_DIR") : "tests/golden", paths,
+                         max);
 }

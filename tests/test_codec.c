@@ -1,7 +1,6 @@
 /* test_codec.c -- request decoding (every tensor form, every invalid case
  * in tests/cases/) and response encoding (shortest floats, base64). */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 #include "server/errors.h"
 #include "tests/check.h"
 #include "tests/codec_compare.h"
+#include "tests/testdata.h"
 
 static struct codec_limits default_limits(void)
 {
@@ -121,27 +121,17 @@ Test(codec, float_mask_and_causal_and_defaults)
  * that contains the stated text. */
 Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
 {
-    DIR *d = opendir("tests/cases");
-    cr_assert_not_null(d, "tests/cases is missing (run from the repository root)");
-    struct dirent *ent;
+    char *paths[128];
+    int ncases = testdata_list("tests/cases", paths, 128);
+    cr_assert_gt(ncases, 0, "tests/cases is missing (run from the repository root)");
     int n = 0, failed = 0;
-    while ((ent = readdir(d))) {
-        if (!strstr(ent->d_name, ".json"))
-            continue;
-        char path[512];
-        snprintf(path, sizeof path, "tests/cases/%s", ent->d_name);
+    for (int k = 0; k < ncases; k++) {
+        const char *path = paths[k];
         json_error_t je;
         json_t *c = json_load_file(path, JSON_ALLOW_NUL, &je);
         cr_assert_not_null(c, "%s: %s", path, je.text);
-        json_t *raw = json_object_get(c, "raw");
-        /* raw bodies may hold NUL bytes: keep their length */
-        size_t blen = raw ? json_string_length(raw) : 0;
-        char *body = raw ? malloc(blen + 1)
-                         : json_dumps(json_object_get(c, "body"), JSON_COMPACT);
-        if (raw)
-            memcpy(body, json_string_value(raw), blen + 1);
-        else
-            blen = strlen(body);
+        size_t blen;
+        char *body = testdata_body(c, &blen);
         const char *code = json_string_value(json_object_get(c, "code"));
         const char *want = json_string_value(json_object_get(c, "message_contains"));
         int status = (int)json_integer_value(json_object_get(c, "status"));
@@ -151,17 +141,17 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         int rc = codec_decode_request(&r, body, blen, &lim, &e);
         if (rc == 0 || strcmp(http_error_slug(e.code), code) != 0 ||
             http_error_status(e.code) != status || !strstr(e.msg, want)) {
-            fprintf(stderr, "%s: got %s %d '%s', want %s %d containing '%s'\n", ent->d_name,
+            fprintf(stderr, "%s: got %s %d '%s', want %s %d containing '%s'\n", path,
                     rc ? http_error_slug(e.code) : "success", rc ? http_error_status(e.code) : 200,
                     rc ? e.msg : "", code, status, want);
             failed++;
         }
         codec_request_deinit(&r);
         free(body);
+        free(paths[k]);
         json_decref(c);
         n++;
     }
-    closedir(d);
     cr_assert_geq(n, 50, "only %d cases found", n);
     cr_assert_eq(failed, 0, "%d of %d invalid-request cases answered wrongly", failed, n);
 }
@@ -286,29 +276,16 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
     int n = 0;
     const char *dirs[2] = {"tests/golden", "tests/cases"};
     for (int d = 0; d < 2; d++) {
-        DIR *dir = opendir(dirs[d]);
-        cr_assert_not_null(dir);
-        struct dirent *ent;
-        while ((ent = readdir(dir)) && n < 120) {
-            if (!strstr(ent->d_name, ".json"))
-                continue;
-            char path[512];
-            snprintf(path, sizeof path, "%s/%s", dirs[d], ent->d_name);
-            json_t *c = json_load_file(path, JSON_ALLOW_NUL, NULL);
-            json_t *raw = json_object_get(c, "raw");
-            if (raw) {
-                lens[n] = json_string_length(raw);
-                seeds[n] = malloc(lens[n] + 1);
-                memcpy(seeds[n], json_string_value(raw), lens[n] + 1);
-            } else {
-                json_t *b = json_object_get(c, d == 0 ? "request" : "body");
-                seeds[n] = json_dumps(b, JSON_COMPACT);
-                lens[n] = strlen(seeds[n]);
-            }
-            n++;
+        char *paths[128];
+        int k = testdata_list(dirs[d], paths, 128);
+        cr_assert_gt(k, 0, "%s is missing", dirs[d]);
+        for (int i = 0; i < k; i++) {
+            json_t *c = json_load_file(paths[i], JSON_ALLOW_NUL, NULL);
+            if (n < 120)
+                seeds[n] = testdata_body(c, &lens[n]), n++;
             json_decref(c);
+            free(paths[i]);
         }
-        closedir(dir);
     }
     seeds[n] = slurp("examples/request.json", &lens[n]);
     cr_assert_not_null(seeds[n]);

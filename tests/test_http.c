@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <curl/curl.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "tests/check.h"
+#include "tests/testdata.h"
 
 /* ---------------------------------------------------------------------- */
 /* Server process                                                          */
@@ -383,23 +383,6 @@ static int check_golden(int port, const char *path, int form, int base64_out)
     return ok;
 }
 
-static int list_dir(const char *dir, char **paths, int max)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int n = 0;
-    while (d && (e = readdir(d)) && n < max) {
-        size_t len = strlen(e->d_name);
-        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
-            paths[n] = malloc(strlen(dir) + len + 2);
-            sprintf(paths[n++], "%s/%s", dir, e->d_name);
-        }
-    }
-    if (d)
-        closedir(d);
-    return n;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Tests                                                                   */
 
@@ -408,7 +391,7 @@ Test(http, golden_cases_in_every_tensor_form_and_encoding)
     struct server s;
     server_start(&s, NULL);
     char *paths[64];
-    int n = list_dir("tests/golden", paths, 64), failed = 0;
+    int n = testdata_list("tests/golden", paths, 64), failed = 0;
     cr_assert_geq(n, 17);
     for (int i = 0; i < n; i++) {
         failed += !check_golden(s.port, paths[i], 2, 0); /* {shape, data}, JSON out */
@@ -425,18 +408,12 @@ Test(http, every_invalid_case_gets_its_status_and_slug, .timeout = 60)
     struct server s;
     server_start(&s, NULL);
     char *paths[128];
-    int n = list_dir("tests/cases", paths, 128);
+    int n = testdata_list("tests/cases", paths, 128);
     cr_assert_geq(n, 50);
     for (int i = 0; i < n; i++) {
         json_t *c = json_load_file(paths[i], JSON_ALLOW_NUL, NULL);
-        json_t *raw = json_object_get(c, "raw");
-        size_t blen = raw ? json_string_length(raw) : 0; /* may hold NUL bytes */
-        char *body = raw ? malloc(blen + 1)
-                         : json_dumps(json_object_get(c, "body"), JSON_COMPACT);
-        if (raw)
-            memcpy(body, json_string_value(raw), blen + 1);
-        else
-            blen = strlen(body);
+        size_t blen;
+        char *body = testdata_body(c, &blen);
         struct answer a = request(s.port, "POST", "/attention", body, blen, NULL, 0);
         cr_log_info("%s -> %ld", paths[i], a.status);
         expect_error(&a, json_integer_value(json_object_get(c, "status")),
@@ -596,7 +573,7 @@ Test(http, thirty_two_concurrent_clients_all_answered_correctly)
     struct server s;
     server_start(&s, NULL);
     char *paths[64];
-    int n = list_dir("tests/golden", paths, 64);
+    int n = testdata_list("tests/golden", paths, 64);
     cr_assert_geq(n, 17);
     struct client cl[32];
     pthread_t th[32];

@@ -1,0 +1,46 @@
+#include "tests/testdata.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int testdata_list(const char *dir, char **paths, int max)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
+            paths[n] = malloc(strlen(dir) + len + 2);
+            sprintf(paths[n++], "%s/%s", dir, e->d_name);
+        }
+    }
+    closedir(d);
+    qsort(paths, (size_t)n, sizeof *paths, cmp_str);
+    return n;
+}
+
+char *testdata_body(json_t *c, size_t *len)
+{
+    json_t *raw = json_object_get(c, "raw");
+    if (raw) { /* may hold NUL bytes: keep the length */
+        *len = json_string_length(raw);
+        char *s = malloc(*len + 1);
+        if (s)
+            memcpy(s, json_string_value(raw), *len + 1);
+        return s;
+    }
+    json_t *b = json_object_get(c, "request");
+    char *s = json_dumps(b ? b : json_object_get(c, "body"), JSON_COMPACT);
+    *len = s ? strlen(s) : 0;
+    return s;
+}

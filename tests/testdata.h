@@ -1,0 +1,21 @@
+/* testdata.h -- the data files the tests share: listing tests/golden and
+ * tests/cases, and the request body a file holds.
+ *
+ * A golden case keeps its body under "request"; an invalid-request case
+ * under "body" (a JSON value) or "raw" (exact text, possibly with NUL
+ * bytes, read with JSON_ALLOW_NUL). */
+#ifndef TESTS_TESTDATA_H
+#define TESTS_TESTDATA_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* The *.json files of dir, sorted, as malloc'd paths (caller frees each);
+ * returns how many (at most max, 0 when dir is missing). */
+int testdata_list(const char *dir, char **paths, int max);
+
+/* The request body of case c: "raw" as is, else the value under "request"
+ * or "body" written compactly. malloc'd (caller frees), length in *len. */
+char *testdata_body(json_t *c, size_t *len);
+
+#endif
