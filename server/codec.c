@@ -777,7 +777,7 @@ static int get_tokens(json_t *root, const char *key, char **out, struct codec_er
     return *out ? 0 : fail(err, ERR_INTERNAL, "out of memory copying %s", key);
 }
 
-static int map_att_status(int st)
+int codec_error_from_att(int st)
 {
     switch (st) {
     case ATT_EPARAM:  return ERR_INVALID_PARAMETER;
@@ -960,7 +960,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct cod
     struct att_error ae;
     int st = att_check(p, &out_len, &w_len, &ae);
     if (st != ATT_OK)
-        return fail(err, map_att_status(st), "%s", ae.msg);
+        return fail(err, codec_error_from_att(st), "%s", ae.msg);
     if (w_len > (unsigned long long)lim->max_weights_elements)
         return fail(err, ERR_PAYLOAD_TOO_LARGE, "attention weights would have %zu elements, "
                     "more than %lld (max_weights_elements); ask for need_weights false or "

@@ -88,6 +88,10 @@ size_t codec_stream_size(const struct codec_stream *st);
 size_t codec_stream_read(const struct codec_stream *st, size_t pos, char *dst, size_t max);
 void codec_stream_free(struct codec_stream *st);
 
+/* The error (enum http_error) that answers a core status (enum att_status):
+ * ATT_ERANGE, finite inputs whose result overflows, is invalid_parameter. */
+int codec_error_from_att(int att_status);
+
 /* {"error": {"code": slug, "message": msg}} as a malloc'd buffer, or NULL. */
 char *codec_encode_error(int code, const char *msg, size_t *len);
 

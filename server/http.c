@@ -195,10 +195,7 @@ static void run_job(void *arg)
         goto done;
     }
     if (att_forward(out, w, &cr.p, &ae) != ATT_OK) {
-        /* ATT_ERANGE: finite inputs whose result overflows float32 */
-        job_fail(r, ae.code == ATT_ENOMEM ? ERR_INTERNAL
-                    : ae.code == ATT_ESHAPE ? ERR_SHAPE_MISMATCH : ERR_INVALID_PARAMETER,
-                 ae.msg);
+        job_fail(r, codec_error_from_att(ae.code), ae.msg);
         goto done;
     }
     t_comp = now_s();
