@@ -992,10 +992,9 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
 {
     memset(r, 0, sizeof *r);
     att_params_init(&r->p);
-    if (len == 0)
-        return fail(err, ERR_INVALID_JSON, "the request body is empty");
 
-    /* 1. the fast path; on any doubt, start over on the reference path */
+    /* 1. the fast path (an empty body is not for it); on any doubt, start
+     *    over on the reference path, which says what is wrong */
     struct fast f = {.n = 0};
     json_t *root = fast_scan(r, &f, body, len, lim);
     if (root) {
