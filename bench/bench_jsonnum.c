@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/timing.h"
 #include "server/jsonnum.h"
 
 /* ---------------------------------------------------------------------- */
@@ -81,23 +82,10 @@ void free(void *p)
 
 /* ---------------------------------------------------------------------- */
 
+/* seconds */
 static double now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    return now_ms() * 1e-3;
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
