@@ -59,6 +59,7 @@ struct req {
     /* body */
     char *body;
     size_t len, cap;
+    unsigned long long content_length; /* as declared, or 0 (early_check) */
     size_t charged;    /* bytes counted in srv->inflight_bytes */
     int too_large;
     int over_budget;   /* max_inflight_bytes reached: answer 503 */
@@ -361,7 +362,8 @@ static int early_check(struct req *r, char *msg, size_t msglen)
     }
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body_bytes) {
+    r->content_length = cl ? strtoull(cl, NULL, 10) : 0;
+    if (r->content_length > (unsigned long long)s->cfg.max_body_bytes) {
         snprintf(msg, msglen, "the body is %.30s bytes; the limit is %lld (max_body_bytes)",
                  cl, s->cfg.max_body_bytes);
         return ERR_PAYLOAD_TOO_LARGE;
@@ -373,7 +375,7 @@ static int early_check(struct req *r, char *msg, size_t msglen)
     return -1;
 }
 
-/* With a Content-Length (already checked against max_body_bytes), size the
+/* With a Content-Length (early_check compared it with max_body_bytes), size the
  * body buffer once instead of doubling it: no copies of a big upload. The
  * pages are only touched (and counted against max_inflight_bytes) as bytes
  * arrive, so a client that claims a big body and sends little holds little
@@ -382,13 +384,11 @@ static void reserve_body(struct req *r)
 {
     if (r->ep != EP_ATTENTION)
         return;
-    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
-    unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
-    if (n == 0 || n > (unsigned long long)r->srv->cfg.max_body_bytes)
+    const size_t n = (size_t)r->content_length; /* ≤ max_body_bytes: early_check */
+    if (n == 0)
         return;
-    r->body = malloc((size_t)n);
-    r->cap = r->body ? (size_t)n : 0;
+    r->body = malloc(n);
+    r->cap = r->body ? n : 0;
 }
 
 /* Append a piece of body. Memory is bounded twice: per request by
