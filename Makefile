@@ -22,7 +22,7 @@ else
 BUILD   := build
 endif
 
-CORE_SRC  := core/attention.c
+CORE_SRC  := core/attention.c core/posenc.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c

@@ -200,18 +200,6 @@ int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
 /* ---------------------------------------------------------------------- */
 /* Shared helpers                                                          */
 
-void att_add_positional_encoding(float *x, int N, int T, int D)
-{
-    for (int t = 0; t < T; t++) {
-        for (int i = 0; i < D; i++) {
-            double angle = t / pow(10000.0, (double)(i - i % 2) / D);
-            float pe = (float)(i % 2 ? cos(angle) : sin(angle));
-            for (int n = 0; n < N; n++)
-                x[((size_t)n * T + t) * D + i] += pe;
-        }
-    }
-}
-
 /* Is key j blocked for query i of batch n, head h? (float mask aside) */
 static inline int blocked(const struct att_params *p, int n, int h, int i, int j)
 {
