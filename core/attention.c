@@ -3,6 +3,7 @@
 #include "attention.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -11,9 +12,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
 
 /* OpenBLAS extensions (declared in its cblas.h, repeated for clarity). */
 void openblas_set_num_threads(int num_threads);
@@ -223,11 +221,6 @@ static inline const float *float_mask_row(const struct att_params *p, int n, int
     return p->float_mask + (plane * p->L + i) * p->S;
 }
 
-static float default_scale(const struct att_params *p)
-{
-    return p->has_scale ? p->scale : (float)(1.0 / sqrt((double)(p->E / p->H)));
-}
-
 /* Projection weight and bias for stream 0 (q), 1 (k), 2 (v). */
 static const float *proj_weight(const struct att_params *p, int which)
 {
@@ -348,23 +341,27 @@ static void linear(float *y, int ldy, const float *x, int ldx, const float *W, c
     }
 }
 
-/* e^x for x ≤ 0, and 0 below -87 (so -inf gives 0). Cephes' expf: range
- * reduction by ln 2 and a degree-6 polynomial, relative error < 2e-7.
- * Branch-free, so the loops that call it vectorize. */
+/* e^x for x ≤ 0, down into the subnormal range, and 0 below -104 (where
+ * e^x < 2^-150 rounds to zero; -inf, a blocked key, gives 0). Cephes' expf:
+ * range reduction by ln 2 and a degree-6 polynomial, relative error < 2e-7
+ * for normal results. 2^n is applied in two halves, 2^(n/2)·2^(n - n/2),
+ * both normal, so a subnormal result is rounded once, as expf rounds it
+ * (a weight of e^-100 = 3.7e-44 is not zero: times a value of 1e38 it is
+ * part of the answer). Branch-free, so the loops that call it vectorize. */
 static inline __attribute__((always_inline)) float exp_nonpos(float x)
 {
-    /* xc = max(x, -87) by bit masks: a select the vectorizer accepts, and
-     * -inf (a blocked key) becomes -87, never NaN */
-    const int in_range = -(int)(x >= -87.0f); /* all ones or zero */
-    const float floor_val = -87.0f;
+    /* xc = max(x, -104) by bit masks: a select the vectorizer accepts, and
+     * -inf becomes -104, never NaN */
+    const int in_range = -(int)(x >= -104.0f); /* all ones or zero */
+    const float floor_val = -104.0f;
     int xb, fb;
     memcpy(&xb, &x, sizeof xb);
     memcpy(&fb, &floor_val, sizeof fb);
     const int xcb = (xb & in_range) | (fb & ~in_range);
     float xc;
     memcpy(&xc, &xcb, sizeof xc);
-    const float keep = (float)-in_range; /* 0 below: e^-87 is near FLT_MIN */
-    const int n = (int)(xc * 1.44269504f - 0.5f); /* round(x / ln 2), x ≤ 0 */
+    const float keep = (float)-in_range; /* 0 below -104 */
+    const int n = (int)(xc * 1.44269504f - 0.5f); /* round(x / ln 2): -150 … 0 */
     const float fn = (float)n;
     const float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -374,25 +371,38 @@ static inline __attribute__((always_inline)) float exp_nonpos(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    const int bits = (n + 127) << 23; /* 2^n */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale * keep;
+    const int n1 = n >> 1, n2 = n - n1;  /* each ≥ -75: 2^n1, 2^n2 are normal */
+    const int bits1 = (n1 + 127) << 23, bits2 = (n2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &bits1, sizeof s1);
+    memcpy(&s2, &bits2, sizeof s2);
+    return p * s1 * s2 * keep;
 }
 
-/* Softmax of one row in place; a row of -inf becomes zeros. One clone per
+/* What softmax_inplace() found in a row. */
+enum row_state {
+    ROW_OK = 0,
+    ROW_NO_FINITE, /* every score -inf: zeros written; blocked or overflowed */
+    ROW_POS_INF,   /* a score +inf: the row is left as it was */
+};
+
+/* Softmax of one row in place. A row of -inf becomes zeros and reports
+ * ROW_NO_FINITE, so the caller can tell a row the caller masked from one
+ * that overflowed; a +inf score reports ROW_POS_INF. One clone per
  * instruction set, picked at load time, so the image runs on any x86-64 and
  * uses AVX-512 where there is one. */
 __attribute__((target_clones("avx512f", "avx2", "default")))
-static void softmax_inplace(float *row, int S)
+static int softmax_inplace(float *row, int S)
 {
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
     for (int j = 0; j < S; j++)
         mx = row[j] > mx ? row[j] : mx;
-    if (mx == -INFINITY) { /* every key blocked: zero weights, not NaN */
+    if (mx == INFINITY)
+        return ROW_POS_INF;
+    if (mx == -INFINITY) { /* zero weights, not NaN */
         memset(row, 0, (size_t)S * sizeof *row);
-        return;
+        return ROW_NO_FINITE;
     }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -405,6 +415,7 @@ static void softmax_inplace(float *row, int S)
 #pragma omp simd
     for (int j = 0; j < S; j++)
         row[j] *= inv;
+    return ROW_OK;
 }
 
 /* Masks of query row i (batch n, head h) applied to its scores in place:
@@ -432,6 +443,76 @@ static void mask_row(float *row, const struct att_params *p, int n, int h, int i
     }
 }
 
+/* ---------------------------------------------------------------------- */
+/* The range rule (attention.h, "Range"): which value left float32's range
+ * first. The fast path and the reference report it with the same words.   */
+
+enum range_stage {
+    RANGE_NONE = 0,
+    RANGE_QPROJ, RANGE_KPROJ, RANGE_VPROJ, /* a projection beyond ±FLT_MAX */
+    RANGE_QSCALED,                         /* q·scale beyond ±FLT_MAX */
+    RANGE_SCORE,                           /* a score (+ float mask) > FLT_MAX */
+    RANGE_ROW,                             /* every unmasked score < -FLT_MAX */
+    RANGE_CONTEXT,                         /* weights·v beyond ±FLT_MAX */
+    RANGE_OUTPUT,                          /* the output beyond ±FLT_MAX */
+};
+
+struct range_error {
+    int stage;   /* enum range_stage; RANGE_NONE: no error */
+    int n, h, i; /* batch item, head (-1: none), row (query or key position) */
+};
+
+/* Is a before b in (stage, n, i, h) order? A stage of 0 is never before. */
+static int range_before(const struct range_error *a, const struct range_error *b)
+{
+    if (!a->stage)
+        return 0;
+    if (!b->stage || a->stage != b->stage)
+        return !b->stage || a->stage < b->stage;
+    if (a->n != b->n)
+        return a->n < b->n;
+    return a->i != b->i ? a->i < b->i : a->h < b->h;
+}
+
+static int range_fail(struct att_error *err, const struct range_error *re)
+{
+    static const char *const proj[] = {"query", "key", "value"};
+    const char *pre = "the result overflows float32:";
+    switch (re->stage) {
+    case RANGE_QPROJ:
+    case RANGE_KPROJ:
+    case RANGE_VPROJ:
+        return fail(err, ATT_ERANGE, "%s the %s projection exceeds 3.4e38 in magnitude "
+                    "(batch %d, position %d)", pre, proj[re->stage - RANGE_QPROJ], re->n, re->i);
+    case RANGE_QSCALED:
+        return fail(err, ATT_ERANGE, "%s the scaled query q*scale exceeds 3.4e38 in magnitude "
+                    "(batch %d, position %d)", pre, re->n, re->i);
+    case RANGE_SCORE:
+        return fail(err, ATT_ERANGE, "%s an attention score (q.k plus attn_mask) exceeds "
+                    "3.4e38 (batch %d, head %d, query %d)", pre, re->n, re->h, re->i);
+    case RANGE_ROW:
+        return fail(err, ATT_ERANGE, "%s every unmasked attention score of query %d (batch %d, "
+                    "head %d) is below -3.4e38", pre, re->i, re->n, re->h);
+    case RANGE_CONTEXT:
+        return fail(err, ATT_ERANGE, "%s an attention context (weights.v) exceeds 3.4e38 in "
+                    "magnitude (batch %d, head %d, query %d)", pre, re->n, re->h, re->i);
+    default:
+        return fail(err, ATT_ERANGE, "%s the output exceeds 3.4e38 in magnitude "
+                    "(batch %d, position %d)", pre, re->n, re->i);
+    }
+}
+
+/* Does the caller block every key of query row i (batch n, head h)? Masks,
+ * padding and -inf in a float mask block; an overflowed score does not. */
+static int caller_blocks_row(const struct att_params *p, int n, int h, int i)
+{
+    const float *fm = float_mask_row(p, n, h, i);
+    for (int j = 0; j < p->S; j++)
+        if (!blocked(p, n, h, i, j) && !(fm && fm[j] == -INFINITY))
+            return 0;
+    return 1;
+}
+
 /* Whether every x[i] is finite; x * 0 is 0 unless x is inf or NaN, so one
  * vectorizable sum answers it. */
 static int all_finite(const float *x, size_t n)
@@ -443,6 +524,45 @@ static int all_finite(const float *x, size_t n)
     return acc == 0.0f;
 }
 
+/* Recompute in double the entries of y (M, O) that float32 arithmetic left
+ * inf or NaN: y[m][o] = Σ_k x[m·ldx + k]·w[o·wo + k·wk] + b[o], or
+ * x[m·ldx + o] + b[o] when w is NULL (the identity). A float32 inf may come
+ * from a partial sum only, or two infs may have made a NaN, while the exact
+ * value is in range, so the double value decides: below -FLT_MAX it becomes
+ * -inf when neg_inf_ok (a score that takes no weight); any other value
+ * beyond ±FLT_MAX is out of range. Entries float32 got finite are kept.
+ * Returns the index m·O + o of the first entry out of range, or -1. */
+static long long fix_nonfinite(float *y, int ldy, const float *x, int ldx, const float *w,
+                               size_t wo, size_t wk, const float *b, int M, int K, int O,
+                               int neg_inf_ok)
+{
+    long long bad = -1;
+    for (int m = 0; m < M; m++) {
+        float *yr = y + (size_t)m * ldy;
+        const float *xr = x + (size_t)m * ldx;
+        if (all_finite(yr, (size_t)O))
+            continue;
+        for (int o = 0; o < O; o++) {
+            if (isfinite(yr[o]))
+                continue;
+            double s = b ? b[o] : 0.0;
+            if (w)
+                for (int k = 0; k < K; k++)
+                    s += (double)xr[k] * w[o * wo + k * wk];
+            else
+                s += xr[o];
+            if (s < -FLT_MAX && neg_inf_ok)
+                yr[o] = -INFINITY;
+            else if (s > FLT_MAX || s < -FLT_MAX) {
+                if (bad < 0)
+                    bad = (long long)m * O + o;
+            } else
+                yr[o] = (float)s;
+        }
+    }
+    return bad;
+}
+
 /* One call's shared state; every thread runs fwd_part() on its share. */
 struct fwd {
     const struct att_params *p;
@@ -452,8 +572,10 @@ struct fwd {
     int fused;             /* one (N·L, 3E) projection: self-attention, packed */
     float *scratch;        /* nthreads × rows_per_block × S, or NULL */
     const float *qin, *kin, *vin;
-    float scale;
+    float scale;           /* custom scale; q is multiplied by it */
+    float sqrt_d;          /* default: q is divided by this, as PyTorch does */
     int nthreads, rows_per_block, blocks_per_item;
+    int any_range;         /* some thread found a range error (atomic) */
     pthread_barrier_t barrier;
     /* start line: helper threads wait here until nthreads is final */
     pthread_mutex_t mu;
@@ -468,7 +590,31 @@ static void share(int n, int t, int nt, int *lo, int *hi)
     *hi = (int)((long long)n * (t + 1) / nt);
 }
 
-static void fwd_part(struct fwd *f, int t)
+/* Keep a thread's first range error (later ones follow from it). */
+static void note_range(struct fwd *f, struct range_error *re, int stage, int n, int h, int i)
+{
+    if (re->stage)
+        return;
+    *re = (struct range_error){stage, n, h, i};
+    __atomic_store_n(&f->any_range, 1, __ATOMIC_RELAXED);
+}
+
+/* A projection's first bad entry (fix_nonfinite's index into rows lo…) as
+ * a range error: stream 0-2 (q, k, v), T rows per batch item. */
+static void note_proj(struct fwd *f, struct range_error *re, long long bad, int lo, int O,
+                      int stream, int T)
+{
+    if (bad < 0)
+        return;
+    const int row = lo + (int)(bad / O);
+    note_range(f, re, RANGE_QPROJ + stream, row / T, -1, row % T);
+}
+
+/* Thread t's share of one call, in PyTorch's order: project, scale q,
+ * scores, masks, softmax, context, out-projection. Range errors go to *re;
+ * a thread stops computing at its first one, but every thread passes every
+ * barrier. */
+static void fwd_part(struct fwd *f, int t, struct range_error *re)
 {
     const struct att_params *p = f->p;
     const int L = p->L, S = p->S, E = p->E, H = p->H, d = E / H, nt = f->nthreads;
@@ -477,47 +623,92 @@ static void fwd_part(struct fwd *f, int t)
     int lo, hi;
 
     /* 2. Projections, this thread's rows of N·L (N·S). Self-attention with
-     *    packed weights is one product with 3E outputs, as PyTorch does. */
+     *    packed weights is one product with 3E outputs, as PyTorch does.
+     *    An inf or NaN is recomputed in double (fix_nonfinite). */
     share(p->N * L, t, nt, &lo, &hi);
     if (f->fused) {
-        linear(f->q + (size_t)lo * f->ldq, f->ldq, f->qin + (size_t)lo * E, E,
-               p->in_proj_weight, p->in_proj_bias, hi - lo, E, 3 * E);
+        float *y = f->q + (size_t)lo * f->ldq;
+        linear(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight, p->in_proj_bias,
+               hi - lo, E, 3 * E);
+        long long bad = fix_nonfinite(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight,
+                                      (size_t)E, 1, p->in_proj_bias, hi - lo, E, 3 * E, 0);
+        if (bad >= 0) /* the stream is the column's third */
+            note_proj(f, re, bad, lo, 3 * E, (int)(bad % (3 * E)) / E, L);
     } else {
-        linear(f->q + (size_t)lo * E, E, f->qin + (size_t)lo * E, E, proj_weight(p, 0),
-               proj_bias(p, 0), hi - lo, E, E);
-        share(p->N * S, t, nt, &lo, &hi);
-        linear(f->k + (size_t)lo * E, E, f->kin + (size_t)lo * p->kdim, p->kdim,
-               proj_weight(p, 1), proj_bias(p, 1), hi - lo, p->kdim, E);
-        linear(f->v + (size_t)lo * E, E, f->vin + (size_t)lo * p->vdim, p->vdim,
-               proj_weight(p, 2), proj_bias(p, 2), hi - lo, p->vdim, E);
+        for (int s = 0; s < 3; s++) {
+            const int T = s == 0 ? L : S;
+            const int K = s == 0 ? E : s == 1 ? p->kdim : p->vdim;
+            const float *x = s == 0 ? f->qin : s == 1 ? f->kin : f->vin;
+            float *y = s == 0 ? f->q : s == 1 ? f->k : f->v;
+            share(p->N * T, t, nt, &lo, &hi);
+            y += (size_t)lo * E, x += (size_t)lo * K;
+            linear(y, E, x, K, proj_weight(p, s), proj_bias(p, s), hi - lo, K, E);
+            note_proj(f, re, fix_nonfinite(y, E, x, K, proj_weight(p, s), (size_t)K, 1,
+                                           proj_bias(p, s), hi - lo, K, E, 0),
+                      lo, E, s, T);
+        }
+        share(p->N * L, t, nt, &lo, &hi);
+    }
+    /* q·scale before q·kᵀ, as PyTorch scales q (q / sqrt(d) by default):
+     * scores that only the unscaled product would overflow stay in range */
+    for (int m = lo; m < hi && !re->stage; m++) {
+        float *qr = f->q + (size_t)m * f->ldq;
+        if (f->sqrt_d > 0.0f) {
+            const float sd = f->sqrt_d;
+#pragma omp simd
+            for (int c = 0; c < E; c++)
+                qr[c] /= sd;
+        } else {
+            const float sc = f->scale;
+#pragma omp simd
+            for (int c = 0; c < E; c++)
+                qr[c] *= sc;
+        }
+        if (!all_finite(qr, (size_t)E))
+            note_range(f, re, RANGE_QSCALED, m / L, -1, m % L);
     }
     if (nt > 1)
         pthread_barrier_wait(&f->barrier);
+    /* Every thread sees the same projection errors here (they were all
+     * written before the barrier) and stops alike. */
+    int stop = __atomic_load_n(&f->any_range, __ATOMIC_RELAXED);
 
     /* 3-5. Blocks of query rows, every head: block b ≡ t (mod nt). */
     float *scratch = f->scratch ? f->scratch + (size_t)t * f->rows_per_block * S : NULL;
-    for (int b = t; b < p->N * f->blocks_per_item; b += nt) {
+    for (int b = t; b < p->N * f->blocks_per_item && !stop && !re->stage; b += nt) {
         const int n = b / f->blocks_per_item;
         const int i0 = (b % f->blocks_per_item) * f->rows_per_block;
         const int T = L - i0 < f->rows_per_block ? L - i0 : f->rows_per_block;
         float *acc = average ? f->weights + ((size_t)n * L + i0) * S : NULL;
         if (acc)
             memset(acc, 0, (size_t)T * S * sizeof *acc);
-        for (int h = 0; h < H; h++) {
+        for (int h = 0; h < H && !re->stage; h++) {
             const float *kh = f->k + (size_t)n * S * f->ldk + (size_t)h * d;
             const float *vh = f->v + (size_t)n * S * f->ldv + (size_t)h * d;
             float *qh = f->q + ((size_t)n * L + i0) * f->ldq + (size_t)h * d;
             float *sc = per_head ? f->weights + (((size_t)n * H + h) * L + i0) * S : scratch;
-            /* 3. scores (T, S) = q_h · k_hᵀ · scale, strided views */
+            /* 3. scores (T, S) = (q_h·scale) · k_hᵀ, strided views */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, d,
-                        f->scale, qh, f->ldq, kh, f->ldk, 0.0f, sc, S);
-            /* 4. masks and softmax per row */
+                        1.0f, qh, f->ldq, kh, f->ldk, 0.0f, sc, S);
+            /* 4. masks and softmax per row; an inf or NaN score is
+             *    recomputed in double, and the range rule applied */
             const int masked = p->mask_kind != ATT_MASK_NONE || p->key_padding_mask;
             for (int r = 0; r < T; r++) {
+                float *row = sc + (size_t)r * S;
+                if (!all_finite(row, (size_t)S) &&
+                    fix_nonfinite(row, S, qh + (size_t)r * f->ldq, f->ldq, kh, (size_t)f->ldk, 1,
+                                  NULL, 1, d, S, 1) >= 0)
+                    note_range(f, re, RANGE_SCORE, n, h, i0 + r);
                 if (masked)
-                    mask_row(sc + (size_t)r * S, p, n, h, i0 + r);
-                softmax_inplace(sc + (size_t)r * S, S);
+                    mask_row(row, p, n, h, i0 + r);
+                const int st = softmax_inplace(row, S);
+                if (st == ROW_POS_INF)
+                    note_range(f, re, RANGE_SCORE, n, h, i0 + r);
+                else if (st == ROW_NO_FINITE && !caller_blocks_row(p, n, h, i0 + r))
+                    note_range(f, re, RANGE_ROW, n, h, i0 + r);
             }
+            if (re->stage)
+                break;
             if (acc)
                 for (size_t x = 0; x < (size_t)T * S; x++)
                     acc[x] += sc[x];
@@ -525,6 +716,10 @@ static void fwd_part(struct fwd *f, int t)
              *    this block no longer needs */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, S,
                         1.0f, sc, S, vh, f->ldv, 0.0f, qh, f->ldq);
+            long long bad = fix_nonfinite(qh, f->ldq, sc, S, vh, 1, (size_t)f->ldv, NULL,
+                                          T, S, d, 0);
+            if (bad >= 0)
+                note_range(f, re, RANGE_CONTEXT, n, h, i0 + (int)(bad / d));
         }
         if (acc) {
             const float invh = 1.0f / (float)H;
@@ -534,44 +729,25 @@ static void fwd_part(struct fwd *f, int t)
     }
     if (nt > 1)
         pthread_barrier_wait(&f->barrier);
+    if (__atomic_load_n(&f->any_range, __ATOMIC_RELAXED))
+        return;
 
     /* 6. out = context · Woᵀ + bo, this thread's rows */
     share(p->N * L, t, nt, &lo, &hi);
-    linear(f->out + (size_t)lo * E, E, f->q + (size_t)lo * f->ldq, f->ldq, p->out_proj_weight,
-           p->out_proj_bias, hi - lo, E, E);
+    float *y = f->out + (size_t)lo * E;
+    const float *x = f->q + (size_t)lo * f->ldq;
+    linear(y, E, x, f->ldq, p->out_proj_weight, p->out_proj_bias, hi - lo, E, E);
+    long long bad = fix_nonfinite(y, E, x, f->ldq, p->out_proj_weight, (size_t)E, 1,
+                                  p->out_proj_bias, hi - lo, E, E, 0);
+    if (bad >= 0)
+        note_range(f, re, RANGE_OUTPUT, (lo + (int)(bad / E)) / L, -1, (lo + (int)(bad / E)) % L);
 }
 
 struct fwd_thread {
     struct fwd *f;
     int t;
+    struct range_error re;
 };
-
-/* Flush subnormals to zero (FTZ) and read them as zero (DAZ) while a
- * thread computes. A softmax weight near e^-87 times a small value is
- * subnormal, and subnormal arithmetic runs ~5x slower through the whole
- * sgemm (measured: 150 ms instead of 32 ms at L=512, E=768); a client could
- * otherwise make any request that slow. Values below 1.2e-38 become 0,
- * far under the tolerances the results are held to. Returns the old MXCSR
- * (0 where there is no SSE) for fpu_restore(). */
-static unsigned fpu_flush_subnormals(void)
-{
-#if defined(__SSE__)
-    unsigned old = _mm_getcsr();
-    _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
-    return old;
-#else
-    return 0;
-#endif
-}
-
-static void fpu_restore(unsigned old)
-{
-#if defined(__SSE__)
-    _mm_setcsr(old);
-#else
-    (void)old;
-#endif
-}
 
 static void *fwd_thread_main(void *arg)
 {
@@ -580,8 +756,7 @@ static void *fwd_thread_main(void *arg)
     while (!ft->f->go)
         pthread_cond_wait(&ft->f->cv, &ft->f->mu);
     pthread_mutex_unlock(&ft->f->mu);
-    fpu_flush_subnormals(); /* a fresh thread; nothing to restore */
-    fwd_part(ft->f, ft->t);
+    fwd_part(ft->f, ft->t, &ft->re);
     return NULL;
 }
 
@@ -636,7 +811,8 @@ int att_forward(float *out, float *weights, const struct att_params *p,
         .q = ws, .k = ws + nq, .v = ws + nq + nk, .ldq = E, .ldk = E, .ldv = E,
         .scratch = nscratch ? ws + nq + 2 * nk : NULL,
         .qin = p->query, .kin = p->key, .vin = p->value,
-        .scale = default_scale(p),
+        .scale = p->has_scale ? p->scale : 0.0f,
+        .sqrt_d = p->has_scale ? 0.0f : (float)sqrt((double)(E / p->H)),
         .rows_per_block = rows, .blocks_per_item = (L + rows - 1) / rows,
     };
     if (p->positional_encoding) {
@@ -664,7 +840,7 @@ int att_forward(float *out, float *weights, const struct att_params *p,
     pthread_cond_init(&f.cv, NULL);
     int started = 1;
     for (; started < nt; started++) {
-        ft[started] = (struct fwd_thread){&f, started};
+        ft[started] = (struct fwd_thread){&f, started, {0, 0, 0, 0}};
         if (pthread_create(&th[started], NULL, fwd_thread_main, &ft[started]) != 0)
             break;
     }
@@ -675,9 +851,8 @@ int att_forward(float *out, float *weights, const struct att_params *p,
     f.go = 1;
     pthread_cond_broadcast(&f.cv);
     pthread_mutex_unlock(&f.mu);
-    const unsigned mxcsr = fpu_flush_subnormals();
-    fwd_part(&f, 0);
-    fpu_restore(mxcsr);
+    ft[0] = (struct fwd_thread){&f, 0, {0, 0, 0, 0}};
+    fwd_part(&f, 0, &ft[0].re);
     for (int i = 1; i < started; i++)
         pthread_join(th[i], NULL);
     if (started > 1)
@@ -686,12 +861,17 @@ int att_forward(float *out, float *weights, const struct att_params *p,
     pthread_cond_destroy(&f.cv);
     gate_leave(nt);
     free(ws);
-    /* Finite inputs can still overflow: a score above 3.4e38 becomes inf,
-     * the softmax turns it into NaN, and NaN reaches every output it
-     * touches. Say so instead of answering NaN. */
-    if (!all_finite(out, out_len))
-        return fail(err, ATT_ERANGE, "the result overflows float32: an attention score or "
-                    "projection exceeds 3.4e38; scale the inputs or the scale down");
+    /* The first range error in (stage, batch, row, head) order among the
+     * threads' first ones: the same answer for the same configuration. */
+    struct range_error re = {0, 0, 0, 0};
+    for (int i = 0; i < started; i++)
+        if (range_before(&ft[i].re, &re))
+            re = ft[i].re;
+    if (re.stage)
+        return range_fail(err, &re);
+    if (!all_finite(out, out_len)) /* cannot happen by the steps above */
+        return fail(err, ATT_ERANGE, "the result overflows float32 (an unclassified "
+                    "non-finite value); please report this request");
     return ATT_OK;
 }
 
@@ -714,6 +894,25 @@ static void ref_linear(double *y, const float *x, const float *W, const float *b
         }
 }
 
+/* Is x beyond float32's range? */
+static int out_of_range(double x)
+{
+    return x > FLT_MAX || x < -FLT_MAX;
+}
+
+/* Is an element of x (M rows of O) out of range? Then *re names the first,
+ * as stage with T rows per batch item. */
+static int ref_range(const double *x, int M, int O, int stage, int T, struct range_error *re)
+{
+    for (size_t e = 0; e < (size_t)M * O; e++)
+        if (out_of_range(x[e])) {
+            const int row = (int)(e / (size_t)O);
+            *re = (struct range_error){stage, row / T, -1, row % T};
+            return 1;
+        }
+    return 0;
+}
+
 int att_forward_ref(float *out, float *weights, const struct att_params *p,
                     struct att_error *err)
 {
@@ -729,10 +928,11 @@ int att_forward_ref(float *out, float *weights, const struct att_params *p,
     const size_t nkin = (size_t)N * S * p->kdim, nvin = (size_t)N * S * p->vdim;
     double *q = malloc(nq * sizeof *q), *k = malloc(nk * sizeof *k);
     double *v = malloc(nk * sizeof *v), *ctx = malloc(nq * sizeof *ctx);
-    double *row = malloc((size_t)S * sizeof *row);
+    double *row = malloc((size_t)S * sizeof *row), *avg = malloc((size_t)S * sizeof *avg);
     float *qin = malloc(nq * sizeof *qin), *kin = malloc(nkin * sizeof *kin);
     float *vin = malloc(nvin * sizeof *vin);
-    if (!q || !k || !v || !ctx || !row || !qin || !kin || !vin) {
+    struct range_error re = {0, 0, 0, 0};
+    if (!q || !k || !v || !ctx || !row || !avg || !qin || !kin || !vin) {
         rc = fail(err, ATT_ENOMEM, "out of memory in the reference");
         goto done;
     }
@@ -744,53 +944,80 @@ int att_forward_ref(float *out, float *weights, const struct att_params *p,
         att_add_positional_encoding(kin, N, S, p->kdim);
         att_add_positional_encoding(vin, N, S, p->vdim);
     }
+    /* 1. projections, then q·scale (q / sqrt(d) by default), in PyTorch's
+     *    order; the range rule checks each value in double */
     ref_linear(q, qin, proj_weight(p, 0), proj_bias(p, 0), N * L, E, E);
     ref_linear(k, kin, proj_weight(p, 1), proj_bias(p, 1), N * S, p->kdim, E);
     ref_linear(v, vin, proj_weight(p, 2), proj_bias(p, 2), N * S, p->vdim, E);
-    if (w_len)
-        memset(weights, 0, w_len * sizeof *weights);
+    if (ref_range(q, N * L, E, RANGE_QPROJ, L, &re) || ref_range(k, N * S, E, RANGE_KPROJ, S, &re) ||
+        ref_range(v, N * S, E, RANGE_VPROJ, S, &re))
+        goto range;
+    const double sqrt_d = sqrt((double)d);
+    for (size_t e = 0; e < nq; e++)
+        q[e] = p->has_scale ? q[e] * p->scale : q[e] / sqrt_d;
+    if (ref_range(q, N * L, E, RANGE_QSCALED, L, &re))
+        goto range;
 
-    const double scale = default_scale(p);
+    /* 2. per query row and head: scores, softmax, context */
     for (int n = 0; n < N; n++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < L; i++) {
+        for (int i = 0; i < L; i++) {
+            for (int j = 0; j < S; j++)
+                avg[j] = 0.0;
+            for (int h = 0; h < H; h++) {
                 const float *fm = float_mask_row(p, n, h, i);
                 double mx = -INFINITY;
+                int unblocked = 0;
                 for (int j = 0; j < S; j++) {
-                    double s = 0.0;
+                    row[j] = -INFINITY;
+                    if (blocked(p, n, h, i, j) || (fm && fm[j] == -INFINITY))
+                        continue;
+                    unblocked = 1;
+                    double s = fm ? fm[j] : 0.0;
                     for (int c = 0; c < d; c++)
                         s += q[((size_t)n * L + i) * E + h * d + c] *
                              k[((size_t)n * S + j) * E + h * d + c];
-                    s *= scale;
-                    if (fm)
-                        s += fm[j];
-                    if (blocked(p, n, h, i, j))
-                        s = -INFINITY;
-                    row[j] = s;
-                    if (s > mx)
-                        mx = s;
+                    if (s > FLT_MAX) {
+                        re = (struct range_error){RANGE_SCORE, n, h, i};
+                        goto range;
+                    }
+                    row[j] = s < -FLT_MAX ? -INFINITY : s; /* takes no weight */
+                    if (row[j] > mx)
+                        mx = row[j];
+                }
+                if (unblocked && mx == -INFINITY) {
+                    re = (struct range_error){RANGE_ROW, n, h, i};
+                    goto range;
                 }
                 double sum = 0.0;
                 for (int j = 0; j < S; j++) {
                     row[j] = mx == -INFINITY ? 0.0 : exp(row[j] - mx);
                     sum += row[j];
                 }
-                for (int j = 0; j < S; j++)
+                for (int j = 0; j < S; j++) {
                     row[j] = sum > 0.0 ? row[j] / sum : 0.0;
+                    avg[j] += row[j];
+                }
                 for (int c = 0; c < d; c++) {
                     double s = 0.0;
                     for (int j = 0; j < S; j++)
                         s += row[j] * v[((size_t)n * S + j) * E + h * d + c];
+                    if (out_of_range(s)) {
+                        re = (struct range_error){RANGE_CONTEXT, n, h, i};
+                        goto range;
+                    }
                     ctx[((size_t)n * L + i) * E + h * d + c] = s;
                 }
                 if (p->weights_mode == ATT_WEIGHTS_PER_HEAD)
                     for (int j = 0; j < S; j++)
                         weights[(((size_t)n * H + h) * L + i) * S + j] = (float)row[j];
-                else if (p->weights_mode == ATT_WEIGHTS_AVERAGE)
-                    for (int j = 0; j < S; j++)
-                        weights[((size_t)n * L + i) * S + j] += (float)(row[j] / H);
             }
+            /* the mean over all H heads: a head that blocks the row adds 0 */
+            if (p->weights_mode == ATT_WEIGHTS_AVERAGE)
+                for (int j = 0; j < S; j++)
+                    weights[((size_t)n * L + i) * S + j] = (float)(avg[j] / H);
+        }
 
+    /* 3. out = context · Woᵀ + bo */
     for (int m = 0; m < N * L; m++)
         for (int o = 0; o < E; o++) {
             double s = p->out_proj_bias ? p->out_proj_bias[o] : 0.0;
@@ -799,10 +1026,17 @@ int att_forward_ref(float *out, float *weights, const struct att_params *p,
                     s += ctx[(size_t)m * E + c] * p->out_proj_weight[(size_t)o * E + c];
             else
                 s += ctx[(size_t)m * E + o];
+            if (out_of_range(s)) {
+                re = (struct range_error){RANGE_OUTPUT, m / L, -1, m % L};
+                goto range;
+            }
             out[(size_t)m * E + o] = (float)s;
         }
+    goto done;
+range:
+    rc = range_fail(err, &re);
 done:
-    free(q), free(k), free(v), free(ctx), free(row);
+    free(q), free(k), free(v), free(ctx), free(row), free(avg);
     free(qin), free(kin), free(vin);
     return rc;
 }
