@@ -6,11 +6,20 @@
 int check_tensor(const char *name, const float *got, const float *want, size_t n,
                  double atol, double rtol)
 {
+    return check_tensor_torch(name, got, want, NULL, n, atol, rtol);
+}
+
+int check_tensor_torch(const char *name, const float *got, const float *want,
+                       const float *want32, size_t n, double atol, double rtol)
+{
     double maxd = 0.0;
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - (double)want[i]);
-        if (!(d <= atol + rtol * fabs((double)want[i]))) { /* NaN fails too */
+        double tol = atol + rtol * fabs((double)want[i]);
+        if (want32 && CHECK_TORCH32_FACTOR * fabs((double)want32[i] - want[i]) > tol)
+            tol = CHECK_TORCH32_FACTOR * fabs((double)want32[i] - want[i]);
+        if (!(d <= tol)) { /* NaN fails too */
             if (bad < 5)
                 fprintf(stderr, "  %s[%zu]: got %.9g want %.9g (|d| %.3g)\n",
                         name, i, (double)got[i], (double)want[i], d);

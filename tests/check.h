@@ -12,6 +12,15 @@
 int check_tensor(const char *name, const float *got, const float *want, size_t n,
                  double atol, double rtol);
 
+/* The accuracy claim against PyTorch (README "Accuracy"): want is PyTorch's
+ * float64 answer, want32 its float32 answer (or NULL); got[i] passes when
+ * |got[i] - want[i]| <= max(atol + rtol·|want[i]|,
+ * CHECK_TORCH32_FACTOR·|want32[i] - want[i]|): never worse than 4× PyTorch's
+ * own float32 error, even where that error exceeds the fixed tolerance. */
+#define CHECK_TORCH32_FACTOR 4.0
+int check_tensor_torch(const char *name, const float *got, const float *want,
+                       const float *want32, size_t n, double atol, double rtol);
+
 /* Deterministic uniform floats in [-1, 1) from a 64-bit state (xorshift). */
 float check_randf(unsigned long long *state);
 

@@ -134,6 +134,17 @@ int golden_load(struct golden *g, const char *path, char *errbuf)
         read_tensor(g, t, &nd, sh, &g->expected_weights, NULL, &g->expected_weights_len,
                     errbuf))
         goto done;
+    g->expected_out32 = g->expected_out, g->expected_weights32 = g->expected_weights;
+    json_t *e32 = json_object_get(root, "expected_float32");
+    size_t n32 = 0;
+    if ((t = json_object_get(e32, "output")) &&
+        (read_tensor(g, t, &nd, sh, &g->expected_out32, NULL, &n32, errbuf) ||
+         n32 != g->expected_out_len))
+        goto done;
+    if ((t = json_object_get(e32, "attention_weights")) &&
+        (read_tensor(g, t, &nd, sh, &g->expected_weights32, NULL, &n32, errbuf) ||
+         n32 != g->expected_weights_len))
+        goto done;
     rc = 0;
 done:
     json_decref(root);

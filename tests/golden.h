@@ -1,7 +1,9 @@
 /* golden.h -- load a PyTorch golden case (tests/golden/NAME.json) for the core.
  *
  * A case file holds {"name", "request": <POST /attention body, tensors in
- * the flat {"shape", "data"} form>, "expected": {"output", "attention_weights"}}.
+ * the flat {"shape", "data"} form>, "expected": {"output", "attention_weights"},
+ * "expected_float32": the same from PyTorch in float32}; "expected" is
+ * PyTorch float64's answer.
  * golden_load() maps the request onto a struct att_params the way the HTTP
  * API defines it (key defaults to query, value to key, unbatched = N 1), so
  * the core can be checked against PyTorch without the server. */
@@ -22,6 +24,8 @@ struct golden {
     size_t expected_out_len;
     float *expected_weights;    /* NULL when need_weights is false */
     size_t expected_weights_len;
+    float *expected_out32;      /* PyTorch float32's answers ("expected_float32"); */
+    float *expected_weights32;  /* each the float64 one when the file has none */
     void *bufs[GOLDEN_MAX_BUFS]; /* owned */
     int nbufs;
 };

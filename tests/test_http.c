@@ -349,7 +349,7 @@ static int check_golden(int port, const char *path, int form, int base64_out)
     cr_assert_eq(a.status, 200, "%s form %d: %ld %s", path, form, a.status, a.body);
     json_t *resp = json_loadb(a.body, a.len, 0, NULL);
     cr_assert_not_null(resp);
-    json_t *exp = json_object_get(g, "expected");
+    json_t *exp = json_object_get(g, "expected"), *exp32 = json_object_get(g, "expected_float32");
     int ok = 1;
     const char *names[2] = {"output", "attention_weights"};
     for (int i = 0; i < 2; i++) {
@@ -362,12 +362,17 @@ static int check_golden(int port, const char *path, int form, int base64_out)
         size_t nw, ng;
         float *fw = flatten(json_object_get(want, "data"), &nw), *fg = flatten(got, &ng);
         cr_assert_eq(ng, nw, "%s %s: %zu elements, want %zu", path, names[i], ng, nw);
+        size_t n32 = 0;
+        json_t *want32 = json_object_get(json_object_get(exp32, names[i]), "data");
+        float *fw32 = want32 ? flatten(want32, &n32) : NULL;
+        cr_assert(!fw32 || n32 == nw, "%s %s: expected_float32 has %zu elements", path,
+                  names[i], n32);
         char label[300];
         snprintf(label, sizeof label, "%s %s (form %d, %s)", path, names[i], form,
                  base64_out ? "base64" : "json");
-        ok &= i == 0 ? check_tensor(label, fg, fw, nw, 1e-4, 1e-4)
-                     : check_tensor(label, fg, fw, nw, 1e-5, 0.0);
-        free(fw), free(fg);
+        ok &= i == 0 ? check_tensor_torch(label, fg, fw, fw32, nw, 1e-4, 1e-4)
+                     : check_tensor_torch(label, fg, fw, fw32, nw, 1e-5, 0.0);
+        free(fw), free(fg), free(fw32);
         /* the response's shape has the request's rank */
         if (i == 0 && !base64_out) {
             long long shape[4];
