@@ -513,6 +513,12 @@ static int caller_blocks_row(const struct att_params *p, int n, int h, int i)
     return 1;
 }
 
+/* Is x beyond float32's range? */
+static int out_of_range(double x)
+{
+    return x > FLT_MAX || x < -FLT_MAX;
+}
+
 /* Whether every x[i] is finite; x * 0 is 0 unless x is inf or NaN, so one
  * vectorizable sum answers it. */
 static int all_finite(const float *x, size_t n)
@@ -524,17 +530,24 @@ static int all_finite(const float *x, size_t n)
     return acc == 0.0f;
 }
 
+/* Σ_k x[k]·w[k·wk] in double: what float32 should have found. */
+static double dot_double(const float *x, const float *w, size_t wk, int K)
+{
+    double s = 0.0;
+    for (int k = 0; k < K; k++)
+        s += (double)x[k] * w[k * wk];
+    return s;
+}
+
 /* Recompute in double the entries of y (M, O) that float32 arithmetic left
  * inf or NaN: y[m][o] = Σ_k x[m·ldx + k]·w[o·wo + k·wk] + b[o], or
  * x[m·ldx + o] + b[o] when w is NULL (the identity). A float32 inf may come
  * from a partial sum only, or two infs may have made a NaN, while the exact
- * value is in range, so the double value decides: below -FLT_MAX it becomes
- * -inf when neg_inf_ok (a score that takes no weight); any other value
- * beyond ±FLT_MAX is out of range. Entries float32 got finite are kept.
- * Returns the index m·O + o of the first entry out of range, or -1. */
+ * value is in range, so the double value decides; beyond ±FLT_MAX it is out
+ * of range. Entries float32 got finite are kept. Returns the index m·O + o
+ * of the first entry out of range, or -1. */
 static long long fix_nonfinite(float *y, int ldy, const float *x, int ldx, const float *w,
-                               size_t wo, size_t wk, const float *b, int M, int K, int O,
-                               int neg_inf_ok)
+                               size_t wo, size_t wk, const float *b, int M, int K, int O)
 {
     long long bad = -1;
     for (int m = 0; m < M; m++) {
@@ -545,20 +558,37 @@ static long long fix_nonfinite(float *y, int ldy, const float *x, int ldx, const
         for (int o = 0; o < O; o++) {
             if (isfinite(yr[o]))
                 continue;
-            double s = b ? b[o] : 0.0;
-            if (w)
-                for (int k = 0; k < K; k++)
-                    s += (double)xr[k] * w[o * wo + k * wk];
-            else
-                s += xr[o];
-            if (s < -FLT_MAX && neg_inf_ok)
-                yr[o] = -INFINITY;
-            else if (s > FLT_MAX || s < -FLT_MAX) {
+            const double s = (b ? b[o] : 0.0) + (w ? dot_double(xr, w + o * wo, wk, K) : xr[o]);
+            if (out_of_range(s)) {
                 if (bad < 0)
                     bad = (long long)m * O + o;
             } else
                 yr[o] = (float)s;
         }
+    }
+    return bad;
+}
+
+/* The same for one row of scores (query i of batch n, head h; S keys),
+ * q_row · k_jᵀ for the keys whose float32 score is inf or NaN. A key the
+ * caller blocks takes no weight whatever its score: it becomes -inf. A
+ * score below -FLT_MAX becomes -inf too (no weight, unless the whole row is
+ * so: softmax_inplace tells). Returns 1 when a live score is above FLT_MAX. */
+static int fix_scores(float *row, const float *qrow, const float *kh, int ldk, int d,
+                      const struct att_params *p, int n, int h, int i)
+{
+    const float *fm = float_mask_row(p, n, h, i);
+    int bad = 0;
+    for (int j = 0; j < p->S; j++) {
+        if (isfinite(row[j]))
+            continue;
+        if (blocked(p, n, h, i, j) || (fm && fm[j] == -INFINITY)) {
+            row[j] = -INFINITY;
+            continue;
+        }
+        const double s = dot_double(qrow, kh + (size_t)j * ldk, 1, d);
+        bad |= s > FLT_MAX;
+        row[j] = s < -FLT_MAX ? -INFINITY : (float)s;
     }
     return bad;
 }
@@ -631,7 +661,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
         linear(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight, p->in_proj_bias,
                hi - lo, E, 3 * E);
         long long bad = fix_nonfinite(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight,
-                                      (size_t)E, 1, p->in_proj_bias, hi - lo, E, 3 * E, 0);
+                                      (size_t)E, 1, p->in_proj_bias, hi - lo, E, 3 * E);
         if (bad >= 0) /* the stream is the column's third */
             note_proj(f, re, bad, lo, 3 * E, (int)(bad % (3 * E)) / E, L);
     } else {
@@ -644,7 +674,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             y += (size_t)lo * E, x += (size_t)lo * K;
             linear(y, E, x, K, proj_weight(p, s), proj_bias(p, s), hi - lo, K, E);
             note_proj(f, re, fix_nonfinite(y, E, x, K, proj_weight(p, s), (size_t)K, 1,
-                                           proj_bias(p, s), hi - lo, K, E, 0),
+                                           proj_bias(p, s), hi - lo, K, E),
                       lo, E, s, T);
         }
         share(p->N * L, t, nt, &lo, &hi);
@@ -696,8 +726,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             for (int r = 0; r < T; r++) {
                 float *row = sc + (size_t)r * S;
                 if (!all_finite(row, (size_t)S) &&
-                    fix_nonfinite(row, S, qh + (size_t)r * f->ldq, f->ldq, kh, (size_t)f->ldk, 1,
-                                  NULL, 1, d, S, 1) >= 0)
+                    fix_scores(row, qh + (size_t)r * f->ldq, kh, f->ldk, d, p, n, h, i0 + r))
                     note_range(f, re, RANGE_SCORE, n, h, i0 + r);
                 if (masked)
                     mask_row(row, p, n, h, i0 + r);
@@ -717,7 +746,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, S,
                         1.0f, sc, S, vh, f->ldv, 0.0f, qh, f->ldq);
             long long bad = fix_nonfinite(qh, f->ldq, sc, S, vh, 1, (size_t)f->ldv, NULL,
-                                          T, S, d, 0);
+                                          T, S, d);
             if (bad >= 0)
                 note_range(f, re, RANGE_CONTEXT, n, h, i0 + (int)(bad / d));
         }
@@ -738,7 +767,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
     const float *x = f->q + (size_t)lo * f->ldq;
     linear(y, E, x, f->ldq, p->out_proj_weight, p->out_proj_bias, hi - lo, E, E);
     long long bad = fix_nonfinite(y, E, x, f->ldq, p->out_proj_weight, (size_t)E, 1,
-                                  p->out_proj_bias, hi - lo, E, E, 0);
+                                  p->out_proj_bias, hi - lo, E, E);
     if (bad >= 0)
         note_range(f, re, RANGE_OUTPUT, (lo + (int)(bad / E)) / L, -1, (lo + (int)(bad / E)) % L);
 }
@@ -892,12 +921,6 @@ static void ref_linear(double *y, const float *x, const float *W, const float *b
                 s += x[(size_t)m * K + o];
             y[(size_t)m * O + o] = s;
         }
-}
-
-/* Is x beyond float32's range? */
-static int out_of_range(double x)
-{
-    return x > FLT_MAX || x < -FLT_MAX;
 }
 
 /* Is an element of x (M rows of O) out of range? Then *re names the first,
