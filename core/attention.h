@@ -16,14 +16,35 @@
  * att_check() validates parameters and computes output sizes without doing
  * any work, so a caller can size (and limit) its buffers first.
  *
- * Semantics:
+ * Semantics, in PyTorch's order (multi_head_attention_forward):
  *   q = query·Wqᵀ + bq, k = key·Wkᵀ + bk, v = value·Wvᵀ + bv (PyTorch Linear
  *   layout, out × in). An absent matrix is the identity (its dimensions must
  *   allow it), an absent bias is zero. Head h uses columns h·d … (h+1)·d,
- *   d = E / H. scores = q_h·k_hᵀ·scale (+ float mask), blocked positions take
- *   no weight, softmax over S, context_h = weights_h·v_h, and
- *   out = concat(context)·Woᵀ + bo. A row whose every key is blocked gets
- *   all-zero weights (PyTorch gives NaN) and a zero context.
+ *   d = E / H. q is scaled first: q / sqrt(d) (float32 division, as
+ *   PyTorch), or q·scale with a custom scale; then scores = q_h·k_hᵀ
+ *   (+ float mask), blocked positions take no weight, softmax over S,
+ *   context_h = weights_h·v_h, and out = concat(context)·Woᵀ + bo. A row
+ *   whose every key the caller blocks (causal, bool mask, key padding, -inf
+ *   in a float mask) gets all-zero weights (PyTorch gives NaN) and a zero
+ *   context. Averaged weights are the mean over all H heads, a head that
+ *   blocks the row adding zeros (the row then sums to live heads / H).
+ *
+ * Range: finite inputs can still leave float32's range. The rule, on the
+ * values computed in float64 in the order above: a projection, the scaled
+ * q, a context or an output beyond ±FLT_MAX is ATT_ERANGE; a score (plus
+ * float mask) of a key the caller does not block above FLT_MAX is
+ * ATT_ERANGE; one below -FLT_MAX takes weight 0 as long as another unblocked
+ * score of its row is finite, and a row whose every unblocked score is below
+ * -FLT_MAX is ATT_ERANGE (it is not a masked row). The fast path computes
+ * in float32 and recomputes in double any value float32 made inf or NaN, so
+ * it follows the same rule (up to values within float32 rounding of
+ * ±FLT_MAX). Subnormal numbers are computed, not flushed: no FTZ/DAZ, and
+ * softmax weights down to e^-103 (2^-149) are kept.
+ *
+ * Accuracy: see README "Accuracy". Results are bit-identical for a given
+ * configuration (att_init() threads, batch, fused or separate projections)
+ * and input, whichever thread calls; across configurations they differ only
+ * by float32 rounding, within the stated tolerance.
  *
  * Threading: att_forward() is reentrant and may be called from many threads
  * at once; it allocates its own workspace per call. OpenBLAS is global
@@ -36,8 +57,9 @@
  *     most ATT_MAX_CONCURRENT threads are inside the core at once (a call on
  *     T threads counts T); further callers wait;
  *   - OpenBLAS runs single-threaded; a call splits its own work over
- *     att_init()'s thread count (projection rows, blocks of query rows),
- *     with results independent of the split;
+ *     att_init()'s thread count (projection rows, blocks of query rows);
+ *     OpenBLAS picks other kernels for other block sizes, so the split
+ *     changes the last bits (see Accuracy above);
  *   - callers should keep workers × threads ≤ cores.
  */
 #ifndef ATT_ATTENTION_H
@@ -56,7 +78,7 @@ enum att_status {
     ATT_ESHAPE = -2,    /* tensor shapes do not agree */
     ATT_ETOOBIG = -3,   /* a size overflows size_t or int */
     ATT_ENOMEM = -4,    /* an allocation failed */
-    ATT_ERANGE = -5,    /* finite inputs, but the result overflows float32 */
+    ATT_ERANGE = -5,    /* finite inputs, but the result leaves float32 (Range) */
 };
 
 struct att_error {

@@ -1,6 +1,7 @@
 /* test_attention.c -- the core against its reference, against PyTorch's
  * golden cases, on every error code, and under concurrent calls. */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -490,27 +491,226 @@ Test(attention_concurrency, thread_count_changes_results_only_by_rounding)
     }
 }
 
-#if defined(__SSE__)
-#include <xmmintrin.h>
-Test(attention, caller_floating_point_state_is_restored)
+
+/* attention.h: results are bit-identical for a given configuration and
+ * input, and within the tolerance across configurations (threads,
+ * batching, the fused self-attention projection), which sum in other
+ * orders. */
+Test(attention_concurrency, bit_identical_per_configuration_within_tolerance_across)
 {
-    /* The core flushes subnormals while it computes (see fpu_flush_subnormals)
-     * and must hand the caller's MXCSR back unchanged. */
-    struct rcase c = {1, 80, 90, 32, 32, 32, 4, .proj = PROJ_PACKED, .bias = 1,
-                      .wmode = ATT_WEIGHTS_PER_HEAD};
+    struct rcase c = {2, 97, 97, 64, 64, 64, 4, .proj = PROJ_PACKED, .bias = 1,
+                      .mask = M_CAUSAL, .wmode = ATT_WEIGHTS_PER_HEAD, .self = 1};
     struct att_params p;
     struct rinputs in;
-    make_case(&p, &in, &c, 77);
-    float *out = malloc(80 * 32 * 4), *w = malloc(4 * 80 * 90 * 4);
-    att_init(2);
-    const unsigned before = _mm_getcsr();
-    cr_assert_eq(before & 0x8040, 0u, "test precondition: FTZ/DAZ off");
-    cr_assert_eq(att_forward(out, w, &p, NULL), ATT_OK);
-    cr_assert_eq(_mm_getcsr(), before);
-    free(out), free(w);
+    size_t olen, wlen;
+    make_case(&p, &in, &c, 9090);
+    cr_assert_eq(att_check(&p, &olen, &wlen, NULL), ATT_OK);
+    float *ref_o = malloc(olen * 4), *ref_w = malloc(wlen * 4);
+    float *o1 = malloc(olen * 4), *w1 = malloc(wlen * 4);
+    float *o2 = malloc(olen * 4), *w2 = malloc(wlen * 4);
+    cr_assert_eq(att_forward_ref(ref_o, ref_w, &p, NULL), ATT_OK);
+    /* copies of the query: the same numbers, but not the fused path */
+    const size_t nq = olen;
+    float *kcopy = malloc(nq * 4), *vcopy = malloc(nq * 4);
+    memcpy(kcopy, p.query, nq * 4), memcpy(vcopy, p.query, nq * 4);
+    for (int config = 0; config < 8; config++) {
+        const int threads = 1 + config % 4, fused = config < 4;
+        att_init(threads);
+        p.key = fused ? p.query : kcopy, p.value = fused ? p.query : vcopy;
+        cr_assert_eq(att_forward(o1, w1, &p, NULL), ATT_OK);
+        cr_assert_eq(att_forward(o2, w2, &p, NULL), ATT_OK);
+        cr_assert(memcmp(o1, o2, olen * 4) == 0 && memcmp(w1, w2, wlen * 4) == 0,
+                  "threads %d, fused %d: two calls differ", threads, fused);
+        cr_assert(check_tensor("output vs reference", o1, ref_o, olen, OUT_ATOL, OUT_RTOL),
+                  "threads %d, fused %d", threads, fused);
+        cr_assert(check_tensor("weights vs reference", w1, ref_w, wlen, W_ATOL, 0.0),
+                  "threads %d, fused %d", threads, fused);
+    }
+    /* batching: each item alone, within the tolerance of the batch */
+    att_init(1);
+    p.key = p.value = p.query;
+    cr_assert_eq(att_forward(o1, w1, &p, NULL), ATT_OK);
+    struct att_params one = p;
+    one.N = 1;
+    const size_t per_o = olen / 2, per_w = wlen / 2;
+    for (int n = 0; n < 2; n++) {
+        one.query = one.key = one.value = p.query + n * per_o;
+        cr_assert_eq(att_forward(o2, w2, &one, NULL), ATT_OK);
+        cr_assert(check_tensor("item alone vs in the batch", o2, o1 + n * per_o, per_o,
+                               OUT_ATOL, OUT_RTOL));
+        cr_assert(check_tensor("item alone vs in the batch (weights)", w2, w1 + n * per_w,
+                               per_w, W_ATOL, 0.0));
+    }
+    free(ref_o), free(ref_w), free(o1), free(w1), free(o2), free(w2), free(kcopy), free(vcopy);
     rinputs_free(&in);
 }
-#endif
+
+/* ---------------------------------------------------------------------- */
+/* The range rule (attention.h "Range"), on the examples of issue 8.        */
+
+/* One-head attention with E = kdim = vdim = 1 unless given: q (L), k, v (S). */
+struct tiny {
+    struct att_params p;
+    float out[8], w[16];
+};
+
+static void tiny_init(struct tiny *t, const float *q, int L, const float *k, const float *v,
+                      int S)
+{
+    att_params_init(&t->p);
+    t->p.N = 1, t->p.L = L, t->p.S = S, t->p.E = t->p.kdim = t->p.vdim = 1, t->p.H = 1;
+    t->p.query = q, t->p.key = k, t->p.value = v;
+    t->p.weights_mode = ATT_WEIGHTS_PER_HEAD;
+}
+
+/* Both paths answer rc; with ATT_ERANGE the message contains needle. The
+ * reference runs first, the fast path last, so the caller's checks of
+ * t->out and t->w are on the fast path's answer, and the two must agree. */
+static void expect_both(struct tiny *t, int rc, const char *needle)
+{
+    struct att_error err;
+    float ref_out[8], ref_w[16];
+    size_t olen, wlen;
+    cr_assert_eq(att_check(&t->p, &olen, &wlen, NULL), ATT_OK);
+    for (int impl = 1; impl >= 0; impl--) {
+        memset(&err, 0, sizeof err);
+        int got = impl ? att_forward_ref(t->out, t->w, &t->p, &err)
+                       : att_forward(t->out, t->w, &t->p, &err);
+        cr_assert_eq(got, rc, "%s: status %d, want %d (%s)", impl ? "reference" : "fast", got,
+                     rc, err.msg);
+        if (rc == ATT_ERANGE)
+            cr_assert(strstr(err.msg, needle), "%s: message '%s' lacks '%s'",
+                      impl ? "reference" : "fast", err.msg, needle);
+        if (rc == ATT_OK && impl)
+            memcpy(ref_out, t->out, olen * sizeof *ref_out), memcpy(ref_w, t->w, wlen * 4);
+    }
+    if (rc == ATT_OK) {
+        cr_assert(check_tensor("fast vs reference output", t->out, ref_out, olen, OUT_ATOL,
+                               OUT_RTOL));
+        cr_assert(check_tensor("fast vs reference weights", t->w, ref_w, wlen, W_ATOL, 0.0));
+    }
+}
+
+Test(attention_range, every_score_overflowing_downward_is_400_not_a_masked_row)
+{
+    /* issue 8, bug 2: was 200 with output = out_proj_bias and weights 0 */
+    const float q[1] = {1e20f}, k[2] = {-1e20f, -2e20f}, v[2] = {1, 2}, bo[1] = {0.5f};
+    struct tiny t;
+    tiny_init(&t, q, 1, k, v, 2);
+    t.p.out_proj_bias = bo;
+    expect_both(&t, ATT_ERANGE, "every unmasked attention score of query 0");
+    /* one finite score: the overflowed one takes weight 0 */
+    const float k2[2] = {-1e20f, 1.0f};
+    t.p.key = k2;
+    expect_both(&t, ATT_OK, NULL);
+    cr_assert_eq(t.w[0], 0.0f);
+    cr_assert_eq(t.w[1], 1.0f);
+    cr_assert_float_eq(t.out[0], 2.5f, 1e-6);
+}
+
+Test(attention_range, float_mask_of_minus_flt_max_on_scores_below_minus_1e32)
+{
+    const float q[1] = {1e16f}, k[2] = {-1e16f, -2e16f}, v[2] = {1, 2};
+    const float fm[2] = {-FLT_MAX, -FLT_MAX};
+    struct tiny t;
+    tiny_init(&t, q, 1, k, v, 2);
+    t.p.mask_kind = ATT_MASK_FLOAT, t.p.float_mask = fm;
+    t.p.mask_ndim = 2, t.p.mask_shape[0] = 1, t.p.mask_shape[1] = 2;
+    expect_both(&t, ATT_ERANGE, "below -3.4e38");
+    /* the same row blocked by the caller (-inf) is a masked row: zeros */
+    const float fm_inf[2] = {-INFINITY, -INFINITY};
+    t.p.float_mask = fm_inf;
+    expect_both(&t, ATT_OK, NULL);
+    cr_assert(t.w[0] == 0.0f && t.w[1] == 0.0f && t.out[0] == 0.0f);
+    /* -FLT_MAX on one key, a finite score on the other: weights [0, 1] */
+    const float fm_one[2] = {-FLT_MAX, 0.0f};
+    t.p.float_mask = fm_one;
+    expect_both(&t, ATT_OK, NULL);
+    cr_assert(t.w[0] == 0.0f && t.w[1] == 1.0f && t.out[0] == 2.0f);
+}
+
+Test(attention_range, each_stage_of_the_rule)
+{
+    struct tiny t;
+    /* a projection above FLT_MAX: 3e38 + a bias of 3e38 */
+    const float big[1] = {3e38f}, one[1] = {1.0f}, b3[3] = {3e38f, 0, 0};
+    tiny_init(&t, big, 1, one, one, 1);
+    t.p.in_proj_bias = b3;
+    expect_both(&t, ATT_ERANGE, "query projection");
+    /* the scaled query above FLT_MAX */
+    const float q[1] = {1e10f};
+    tiny_init(&t, q, 1, one, one, 1);
+    t.p.has_scale = 1, t.p.scale = 1e30f;
+    expect_both(&t, ATT_ERANGE, "scaled query");
+    /* a score above FLT_MAX */
+    const float k[1] = {1e30f};
+    t.p.scale = 1.0f, t.p.key = k;
+    expect_both(&t, ATT_ERANGE, "attention score");
+    /* the output above FLT_MAX: 3e38 through an out-projection of 2 */
+    const float two[1] = {2.0f};
+    tiny_init(&t, one, 1, one, big, 1);
+    t.p.out_proj_weight = two;
+    expect_both(&t, ATT_ERANGE, "output");
+}
+
+Test(attention_range, float32_intermediate_overflow_with_a_finite_float64_value_is_answered)
+{
+    /* q·k = 1e40 - 1e40 = 0 in float64; float32 makes inf - inf = NaN. */
+    const float q[2] = {1e20f, 1e20f}, k[2] = {1e20f, -1e20f}, v[2] = {3, 4};
+    struct att_params p;
+    float out[2], w[1];
+    att_params_init(&p);
+    p.N = 1, p.L = 1, p.S = 1, p.E = p.kdim = p.vdim = 2, p.H = 1;
+    p.query = q, p.key = k, p.value = v;
+    p.weights_mode = ATT_WEIGHTS_PER_HEAD;
+    struct att_error err;
+    cr_assert_eq(att_forward(out, w, &p, &err), ATT_OK, "%s", err.msg);
+    cr_assert(out[0] == 3.0f && out[1] == 4.0f && w[0] == 1.0f);
+    /* a projection whose float32 partial sum overflows: 3e38 + 3e38 - 3e38 */
+    const float x[3] = {3e38f, 3e38f, -3e38f}, W[3] = {1, 1, 1}, one[1] = {1.0f};
+    att_params_init(&p);
+    p.N = 1, p.L = 1, p.S = 1, p.E = 1, p.kdim = 1, p.vdim = 3, p.H = 1;
+    p.query = one, p.key = one, p.value = x, p.v_proj_weight = W;
+    p.weights_mode = ATT_WEIGHTS_NONE;
+    cr_assert_eq(att_forward(out, NULL, &p, &err), ATT_OK, "%s", err.msg);
+    cr_assert_eq(out[0], 3e38f);
+}
+
+Test(attention_range, a_blocked_keys_score_never_matters)
+{
+    /* key 1's score is 1e40, but the caller blocks it */
+    const float q[1] = {1e20f}, k[2] = {1.0f, 1e20f}, v[2] = {5, 6};
+    const uint8_t pad[2] = {0, 1};
+    struct tiny t;
+    tiny_init(&t, q, 1, k, v, 2);
+    t.p.key_padding_mask = pad;
+    expect_both(&t, ATT_OK, NULL);
+    cr_assert(t.out[0] == 5.0f && t.w[0] == 1.0f && t.w[1] == 0.0f);
+    /* unblocked, it overflows */
+    t.p.key_padding_mask = NULL;
+    expect_both(&t, ATT_ERANGE, "attention score");
+}
+
+Test(attention_range, subnormals_are_computed_not_flushed)
+{
+    /* issue 8, bug 3: a subnormal value times 1e38; was 0 under DAZ/FTZ */
+    const float one[1] = {1.0f}, tiny_v[1] = {1e-39f}, w38[1] = {1e38f};
+    struct tiny t;
+    tiny_init(&t, one, 1, one, tiny_v, 1);
+    t.p.v_proj_weight = w38;
+    expect_both(&t, ATT_OK, NULL);
+    cr_assert_float_eq(t.out[0], 0.1f, 1e-6);
+    /* bug 4: a weight of e^-87.2 = 1.35e-38 times 3e38; was 0 */
+    const float k[2] = {0.0f, -87.2f}, v[2] = {0.0f, 3e38f};
+    tiny_init(&t, one, 1, k, v, 2);
+    expect_both(&t, ATT_OK, NULL);
+    cr_assert_float_eq(t.out[0], 4.0424414f, 1e-5);
+    /* a subnormal weight, e^-100 = 3.7e-44, is not zero either */
+    const float k2[2] = {0.0f, -100.0f};
+    tiny_init(&t, one, 1, k2, v, 2);
+    expect_both(&t, ATT_OK, NULL);
+    cr_assert(t.w[1] > 3.0e-44f && t.w[1] < 4.4e-44f, "weight %g", (double)t.w[1]);
+}
 
 Test(attention_errors, result_overflowing_float32_is_an_error_not_nan)
 {
