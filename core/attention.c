@@ -376,7 +376,9 @@ static inline __attribute__((always_inline)) float exp_nonpos(float x)
     float s1, s2;
     memcpy(&s1, &bits1, sizeof s1);
     memcpy(&s2, &bits2, sizeof s2);
-    return p * s1 * s2 * keep;
+    /* keep first: a blocked key (-inf) multiplies 0 by normals, never
+     * making a subnormal intermediate (slow on some CPUs) that is thrown away */
+    return p * keep * s1 * s2;
 }
 
 /* What softmax_inplace() found in a row. */
@@ -521,6 +523,7 @@ static int out_of_range(double x)
 
 /* Whether every x[i] is finite; x * 0 is 0 unless x is inf or NaN, so one
  * vectorizable sum answers it. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static int all_finite(const float *x, size_t n)
 {
     float acc = 0.0f;
@@ -539,22 +542,70 @@ static double dot_double(const float *x, const float *w, size_t wk, int K)
     return s;
 }
 
+/* max |x[i]|, or +inf when some x[i] is inf or NaN. One vectorizable pass;
+ * the checks of the range rule cost a few percent at most this way. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static float max_abs(const float *x, size_t n)
+{
+    float m = 0.0f, acc = 0.0f;
+#pragma omp simd reduction(max : m) reduction(+ : acc)
+    for (size_t i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        m = a > m ? a : m;
+        acc += x[i] * 0.0f;
+    }
+    return acc == 0.0f ? m : INFINITY;
+}
+
+/* q·scale in place, as PyTorch: x / sqrt_d when sqrt_d > 0 (the default
+ * scale, a float32 division), else x·scale. Returns max |x| after, or +inf
+ * if a value left float32's range. One pass. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static float scale_row(float *x, int n, float sqrt_d, float scale)
+{
+    float m = 0.0f, acc = 0.0f;
+    if (sqrt_d > 0.0f) {
+#pragma omp simd reduction(max : m) reduction(+ : acc)
+        for (int i = 0; i < n; i++) {
+            x[i] /= sqrt_d;
+            const float a = fabsf(x[i]);
+            m = a > m ? a : m;
+            acc += x[i] * 0.0f;
+        }
+    } else {
+#pragma omp simd reduction(max : m) reduction(+ : acc)
+        for (int i = 0; i < n; i++) {
+            x[i] *= scale;
+            const float a = fabsf(x[i]);
+            m = a > m ? a : m;
+            acc += x[i] * 0.0f;
+        }
+    }
+    return acc == 0.0f ? m : INFINITY;
+}
+
 /* Recompute in double the entries of y (M, O) that float32 arithmetic left
  * inf or NaN: y[m][o] = Σ_k x[m·ldx + k]·w[o·wo + k·wk] + b[o], or
  * x[m·ldx + o] + b[o] when w is NULL (the identity). A float32 inf may come
  * from a partial sum only, or two infs may have made a NaN, while the exact
  * value is in range, so the double value decides; beyond ±FLT_MAX it is out
- * of range. Entries float32 got finite are kept. Returns the index m·O + o
- * of the first entry out of range, or -1. */
+ * of range. Entries float32 got finite are kept. *amax (if not NULL) gets
+ * the largest |y| of the finite entries. Returns the index m·O + o of the
+ * first entry out of range, or -1. */
 static long long fix_nonfinite(float *y, int ldy, const float *x, int ldx, const float *w,
-                               size_t wo, size_t wk, const float *b, int M, int K, int O)
+                               size_t wo, size_t wk, const float *b, int M, int K, int O,
+                               float *amax)
 {
     long long bad = -1;
+    float mx = 0.0f;
     for (int m = 0; m < M; m++) {
         float *yr = y + (size_t)m * ldy;
         const float *xr = x + (size_t)m * ldx;
-        if (all_finite(yr, (size_t)O))
+        const float a = max_abs(yr, (size_t)O);
+        if (a != INFINITY) {
+            mx = a > mx ? a : mx;
             continue;
+        }
         for (int o = 0; o < O; o++) {
             if (isfinite(yr[o]))
                 continue;
@@ -565,7 +616,11 @@ static long long fix_nonfinite(float *y, int ldy, const float *x, int ldx, const
             } else
                 yr[o] = (float)s;
         }
+        const float a2 = max_abs(yr, (size_t)O);
+        mx = a2 != INFINITY && a2 > mx ? a2 : mx;
     }
+    if (amax)
+        *amax = mx;
     return bad;
 }
 
@@ -606,6 +661,10 @@ struct fwd {
     float sqrt_d;          /* default: q is divided by this, as PyTorch does */
     int nthreads, rows_per_block, blocks_per_item;
     int any_range;         /* some thread found a range error (atomic) */
+    /* max |q·scale| and max |k| of each thread's rows: when d·max·max is
+     * far below FLT_MAX no score, not even a partial sum, can overflow, and
+     * the scores need no check (the usual case) */
+    float qmax[ATT_MAX_THREADS], kmax[ATT_MAX_THREADS];
     pthread_barrier_t barrier;
     /* start line: helper threads wait here until nthreads is final */
     pthread_mutex_t mu;
@@ -651,6 +710,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
     const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
     const int average = p->weights_mode == ATT_WEIGHTS_AVERAGE;
     int lo, hi;
+    float qmax = 0.0f, kmax = 0.0f;
 
     /* 2. Projections, this thread's rows of N·L (N·S). Self-attention with
      *    packed weights is one product with 3E outputs, as PyTorch does.
@@ -660,8 +720,9 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
         float *y = f->q + (size_t)lo * f->ldq;
         linear(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight, p->in_proj_bias,
                hi - lo, E, 3 * E);
+        /* kmax: the largest |q|, |k| or |v|, a bound on |k| */
         long long bad = fix_nonfinite(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight,
-                                      (size_t)E, 1, p->in_proj_bias, hi - lo, E, 3 * E);
+                                      (size_t)E, 1, p->in_proj_bias, hi - lo, E, 3 * E, &kmax);
         if (bad >= 0) /* the stream is the column's third */
             note_proj(f, re, bad, lo, 3 * E, (int)(bad % (3 * E)) / E, L);
     } else {
@@ -674,7 +735,8 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             y += (size_t)lo * E, x += (size_t)lo * K;
             linear(y, E, x, K, proj_weight(p, s), proj_bias(p, s), hi - lo, K, E);
             note_proj(f, re, fix_nonfinite(y, E, x, K, proj_weight(p, s), (size_t)K, 1,
-                                           proj_bias(p, s), hi - lo, K, E),
+                                           proj_bias(p, s), hi - lo, K, E,
+                                           s == 1 ? &kmax : NULL),
                       lo, E, s, T);
         }
         share(p->N * L, t, nt, &lo, &hi);
@@ -683,25 +745,22 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
      * scores that only the unscaled product would overflow stay in range */
     for (int m = lo; m < hi && !re->stage; m++) {
         float *qr = f->q + (size_t)m * f->ldq;
-        if (f->sqrt_d > 0.0f) {
-            const float sd = f->sqrt_d;
-#pragma omp simd
-            for (int c = 0; c < E; c++)
-                qr[c] /= sd;
-        } else {
-            const float sc = f->scale;
-#pragma omp simd
-            for (int c = 0; c < E; c++)
-                qr[c] *= sc;
-        }
-        if (!all_finite(qr, (size_t)E))
+        const float a = scale_row(qr, E, f->sqrt_d, f->scale);
+        if (a == INFINITY)
             note_range(f, re, RANGE_QSCALED, m / L, -1, m % L);
+        qmax = a > qmax ? a : qmax;
     }
+    f->qmax[t] = qmax, f->kmax[t] = kmax;
     if (nt > 1)
         pthread_barrier_wait(&f->barrier);
     /* Every thread sees the same projection errors here (they were all
      * written before the barrier) and stops alike. */
     int stop = __atomic_load_n(&f->any_range, __ATOMIC_RELAXED);
+    for (int u = 0; u < nt; u++) {
+        qmax = f->qmax[u] > qmax ? f->qmax[u] : qmax;
+        kmax = f->kmax[u] > kmax ? f->kmax[u] : kmax;
+    }
+    const int check_scores = !((double)d * qmax * kmax <= FLT_MAX / 2.0);
 
     /* 3-5. Blocks of query rows, every head: block b ≡ t (mod nt). */
     float *scratch = f->scratch ? f->scratch + (size_t)t * f->rows_per_block * S : NULL;
@@ -725,7 +784,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             const int masked = p->mask_kind != ATT_MASK_NONE || p->key_padding_mask;
             for (int r = 0; r < T; r++) {
                 float *row = sc + (size_t)r * S;
-                if (!all_finite(row, (size_t)S) &&
+                if (check_scores && !all_finite(row, (size_t)S) &&
                     fix_scores(row, qh + (size_t)r * f->ldq, kh, f->ldk, d, p, n, h, i0 + r))
                     note_range(f, re, RANGE_SCORE, n, h, i0 + r);
                 if (masked)
@@ -746,7 +805,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, S,
                         1.0f, sc, S, vh, f->ldv, 0.0f, qh, f->ldq);
             long long bad = fix_nonfinite(qh, f->ldq, sc, S, vh, 1, (size_t)f->ldv, NULL,
-                                          T, S, d);
+                                          T, S, d, NULL);
             if (bad >= 0)
                 note_range(f, re, RANGE_CONTEXT, n, h, i0 + (int)(bad / d));
         }
@@ -767,7 +826,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
     const float *x = f->q + (size_t)lo * f->ldq;
     linear(y, E, x, f->ldq, p->out_proj_weight, p->out_proj_bias, hi - lo, E, E);
     long long bad = fix_nonfinite(y, E, x, f->ldq, p->out_proj_weight, (size_t)E, 1,
-                                  p->out_proj_bias, hi - lo, E, E);
+                                  p->out_proj_bias, hi - lo, E, E, NULL);
     if (bad >= 0)
         note_range(f, re, RANGE_OUTPUT, (lo + (int)(bad / E)) / L, -1, (lo + (int)(bad / E)) % L);
 }
