@@ -46,10 +46,10 @@ HTTPTEST_SRC := tests/test_http.c tests/testdata.c tests/check.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
-             $(BUILD)/bench/const_server
+             $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal
 
 ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
-             $(BUILD)/bench/bench_jsonnum.o \
+             $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
@@ -77,6 +77,9 @@ $(DEMO): $(BUILD)/examples/demo.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
 $(BUILD)/bench/bench_core: $(BUILD)/bench/bench_core.o $(CORE_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
+
+$(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
 $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)

@@ -1,6 +1,7 @@
 /* bench_core.c -- the attention core against its ceilings, in one run.
  *
  *   bench_core core  OUTDIR   table 1: core vs same-run sgemm vs PyTorch
+ *   bench_core pe    OUTDIR   table 1b: positional encoding vs compute, new and old
  *   bench_core scale OUTDIR   table 2: time and peak RSS versus L
  *   bench_core one L E H need_weights threads   (child of "scale": one call)
  *
@@ -231,6 +232,115 @@ static int core_table(const char *dir)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Table 1b: the positional encoding against the compute it rides on.      */
+
+/* The encoding as it was before issue 8 (pow and sin/cos per element of
+ * every batch item), kept here only for the before/after figure. */
+static void posenc_old(float *x, int N, int T, int D)
+{
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < D; i++) {
+            double angle = t / pow(10000.0, (double)(i - i % 2) / D);
+            float pe = (float)(i % 2 ? cos(angle) : sin(angle));
+            for (int n = 0; n < N; n++)
+                x[((size_t)n * T + t) * D + i] += pe;
+        }
+    }
+}
+
+/* Median ms of the three encodings the core runs per call (query, key,
+ * value: three (1, L, E) copies), timed alone. */
+static double time_pe3(void (*fn)(float *, int, int, int), float *const buf[3], int L, int E,
+                       int reps)
+{
+    double t[16];
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ms();
+        for (int b = 0; b < 3; b++)
+            fn(buf[b], 1, L, E);
+        t[r] = now_ms() - t0;
+    }
+    return median(t, reps);
+}
+
+static int pe_table(const char *dir)
+{
+    const int L = 1024, E = 4096, H = 16, reps = 5;
+    char path[512];
+    snprintf(path, sizeof path, "%s/posenc.csv", dir);
+    FILE *csv = fopen(path, "w");
+    fprintf(csv, "projections,compute_ms,compute_pe_ms,delta_ms,pe_new_ms,pe_old_ms,"
+                 "new_pct_of_compute,delta_pct_of_compute\n");
+    att_init(1);
+    struct problem pr;
+    problem_init(&pr, L, E, H, 0);
+    const size_t n = (size_t)L * E;
+    float *out = malloc(n * sizeof *out), *buf[3], *old1 = malloc(n * sizeof *old1);
+    for (int b = 0; b < 3; b++)
+        buf[b] = calloc(n, sizeof *buf[b]);
+
+    /* The new encoding is the old one, bit for bit, on this shape? */
+    att_add_positional_encoding(buf[0], 1, L, E);
+    memset(old1, 0, n * sizeof *old1);
+    posenc_old(old1, 1, L, E);
+    size_t differ = 0;
+    for (size_t k = 0; k < n; k++)
+        differ += buf[0][k] != old1[k];
+
+    /* The encoding alone, as the core calls it: new first, then the old loop
+     * (fewer repetitions: 0.7 s each). */
+    const double pe_new = time_pe3(att_add_positional_encoding, buf, L, E, 15);
+    const double pe_old = time_pe3(posenc_old, buf, L, E, 3);
+
+    printf("\n1b. Positional encoding: L=S=%d, E=%d, H=%d, N=1, self-attention, "
+           "need_weights false, 1 thread; medians\n", L, E, H);
+    printf("%-11s %10s %10s %9s %10s %10s %8s %9s %9s\n", "projections", "compute ms",
+           "+PE ms", "delta ms", "PE new ms", "PE old ms", "old/new", "new/comp",
+           "delta/comp");
+    int miss = 0;
+    for (int packed = 1; packed >= 0; packed--) {
+        struct att_params a[2];
+        struct att_error err;
+        for (int pe = 0; pe <= 1; pe++) {
+            problem_params(&pr, &a[pe], ATT_WEIGHTS_NONE);
+            if (!packed)
+                a[pe].in_proj_weight = a[pe].in_proj_bias = NULL,
+                a[pe].out_proj_weight = a[pe].out_proj_bias = NULL;
+            a[pe].positional_encoding = pe;
+            if (att_forward(out, NULL, &a[pe], &err) != ATT_OK) { /* warm-up */
+                fprintf(stderr, "bench: %s\n", err.msg);
+                exit(1);
+            }
+        }
+        /* alternate the two, so drift on a shared machine hits both */
+        double t[2][16];
+        for (int r = 0; r < reps; r++)
+            for (int pe = 0; pe <= 1; pe++) {
+                double t0 = now_ms();
+                att_forward(out, NULL, &a[pe], &err);
+                t[pe][r] = now_ms() - t0;
+            }
+        const double c0 = median(t[0], reps), c1 = median(t[1], reps);
+        const double pct = 100 * pe_new / c0, dpct = 100 * (c1 - c0) / c0;
+        miss += !(pct < 5);
+        printf("%-11s %10.1f %10.1f %9.1f %10.2f %10.1f %7.0fx %8.2f%%%s %8.2f%%\n",
+               packed ? "packed" : "identity", c0, c1, c1 - c0, pe_new, pe_old, pe_old / pe_new,
+               pct, pct < 5 ? " " : "!", dpct);
+        fprintf(csv, "%s,%.3f,%.3f,%.3f,%.4f,%.3f,%.4f,%.4f\n", packed ? "packed" : "identity",
+                c0, c1, c1 - c0, pe_new, pe_old, pct, dpct);
+    }
+    printf("(target: PE < 5%% of compute; '!' marks a miss: %d. PE new/old: the three "
+           "encodings the core runs\n (query, key, value), timed alone; delta: att_forward "
+           "with PE minus without, which also\n counts the core's copies of the inputs. New vs "
+           "old encoding: %zu of %zu floats differ)\n", miss, differ, n);
+    fclose(csv);
+    for (int b = 0; b < 3; b++)
+        free(buf[b]);
+    free(out), free(old1);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Table 2: one call per child process, so ru_maxrss is that call's peak.  */
 
 static int one(int L, int E, int H, int need, int threads)
@@ -325,8 +435,11 @@ int main(int argc, char **argv)
         return one(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
     if (argc == 3 && strcmp(argv[1], "core") == 0)
         return core_table(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "pe") == 0)
+        return pe_table(argv[2]);
     if (argc == 3 && strcmp(argv[1], "scale") == 0)
         return scale_table(argv[0], argv[2]);
-    fprintf(stderr, "usage: %s core|scale OUTDIR | one L E H need_weights threads\n", argv[0]);
+    fprintf(stderr, "usage: %s core|pe|scale OUTDIR | one L E H need_weights threads\n",
+            argv[0]);
     return 2;
 }

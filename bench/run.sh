@@ -4,7 +4,7 @@
 # and PNG plots under build/bench/.
 #
 # Expects the Makefile to have built build/attention-server and
-# build/bench/{bench_core,bench_codec,bench_jsonnum,const_server}.
+# build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
@@ -14,8 +14,9 @@ DURATION=${BENCH_SECONDS:-4}
 echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# 1-2. core
+# 1-2. core (1b: positional encoding vs compute)
 build/bench/bench_core core "$OUT"
+build/bench/bench_core pe "$OUT"
 build/bench/bench_core scale "$OUT"
 
 # 3. codec
@@ -124,6 +125,9 @@ wait "${STREAMS[@]}"
 par_t=$(echo "$(date +%s.%N) - $par_start" | bc)
 printf "Two large base64 requests at once: 8 one at a time %.2f s, 8 two at a time %.2f s: throughput %.2fx (target >= 1.7x)\n" \
     "$seq_t" "$par_t" "$(echo "$seq_t / $par_t" | bc -l)"
+
+# 5. subnormals with and without FTZ/DAZ, per OpenBLAS kernel set (issue 8)
+build/bench/bench_subnormal "$OUT/subnormal.csv"
 
 # Plots
 if command -v gnuplot >/dev/null; then

@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,34 @@ Test(posenc, same_encoding_for_every_batch_item)
         }
     cr_expect_eq(bad, 0, "%ld elements differ from input + PE", bad);
     free(x), free(orig), free(pe);
+}
+
+/* Many threads at once (the workers do): every result equals a lone call's. */
+#define PE_THREADS 8
+static void *encode_one(void *arg)
+{
+    att_add_positional_encoding(arg, 2, 300, 771);
+    return NULL;
+}
+
+Test(posenc, concurrent_calls_agree)
+{
+    const size_t n = (size_t)2 * 300 * 771;
+    float *want = calloc(n, sizeof *want), *got[PE_THREADS];
+    cr_assert(want);
+    att_add_positional_encoding(want, 2, 300, 771);
+    pthread_t th[PE_THREADS];
+    for (int k = 0; k < PE_THREADS; k++) {
+        got[k] = calloc(n, sizeof *got[k]);
+        cr_assert(got[k]);
+        cr_assert_eq(pthread_create(&th[k], NULL, encode_one, got[k]), 0);
+    }
+    for (int k = 0; k < PE_THREADS; k++) {
+        pthread_join(th[k], NULL);
+        cr_expect_eq(memcmp(got[k], want, n * sizeof *want), 0, "thread %d differs", k);
+        free(got[k]);
+    }
+    free(want);
 }
 
 /* Empty shapes touch nothing. */
