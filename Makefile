@@ -53,7 +53,8 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test unit http-test lint-openapi browser-test bench fuzz deps-build deps-test clean
+.PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
+        deps-test clean
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -141,6 +142,26 @@ bench:
 # libFuzzer on decode → compute → encode; FUZZ_SECONDS=60 by default.
 fuzz:
 	scripts/fuzz.sh
+
+# Every finite float32 through the JSON writer and back, by strtof and by
+# (float)strtod, on 2 threads (minutes; not part of make test).
+# BASE=<commit> also checks that commit's writer and counts changed outputs.
+RT_DIR := $(BUILD)/roundtrip
+roundtrip-check: $(BUILD)/server/jsonnum.o
+	@mkdir -p $(RT_DIR)/base/server
+	if [ -n "$(BASE)" ]; then \
+	    git show $(BASE):server/jsonnum.h > $(RT_DIR)/base/server/jsonnum.h && \
+	    git show $(BASE):server/jsonnum.c > $(RT_DIR)/base/server/jsonnum.c && \
+	    $(CC) -I$(RT_DIR)/base $(CFLAGS) -c $(RT_DIR)/base/server/jsonnum.c -o $(RT_DIR)/base.o && \
+	    objcopy --keep-global-symbol=jsonnum_format_float $(RT_DIR)/base.o && \
+	    objcopy --redefine-sym jsonnum_format_float=base_jsonnum_format_float $(RT_DIR)/base.o && \
+	    $(CC) $(CFLAGS) -DROUNDTRIP_BASE tests/roundtrip_all.c $(BUILD)/server/jsonnum.o \
+	        $(RT_DIR)/base.o -o $(RT_DIR)/roundtrip_all $(LDFLAGS) -lm; \
+	else \
+	    $(CC) $(CFLAGS) tests/roundtrip_all.c $(BUILD)/server/jsonnum.o \
+	        -o $(RT_DIR)/roundtrip_all $(LDFLAGS) -lm; \
+	fi
+	$(RT_DIR)/roundtrip_all --threads 2
 
 clean:
 	rm -rf build

@@ -250,6 +250,81 @@ static inline int digit_count(uint32_t v)
     return n;
 }
 
+/* 10^k as the nearest double, k = -60 .. 40 (every d·10^e Ryu writes for a
+ * float32 has -54 <= e <= 38). */
+#define POW10_WIDE_MIN (-60)
+static const double POW10_WIDE[101] = {
+    1e-60, 1e-59, 1e-58, 1e-57, 1e-56, 1e-55, 1e-54, 1e-53, 1e-52, 1e-51, 1e-50, 1e-49,
+    1e-48, 1e-47, 1e-46, 1e-45, 1e-44, 1e-43, 1e-42, 1e-41, 1e-40, 1e-39, 1e-38, 1e-37,
+    1e-36, 1e-35, 1e-34, 1e-33, 1e-32, 1e-31, 1e-30, 1e-29, 1e-28, 1e-27, 1e-26, 1e-25,
+    1e-24, 1e-23, 1e-22, 1e-21, 1e-20, 1e-19, 1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13,
+    1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1,
+    1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17,
+    1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27, 1e28, 1e29, 1e30, 1e31,
+    1e32, 1e33, 1e34, 1e35, 1e36, 1e37, 1e38, 1e39, 1e40,
+};
+
+/* Ryu's digits read back as the float by strtof, but many readers go
+ * through a double first ((float)strtod: Python, JavaScript, jansson, this
+ * service's own parser), and that rounds twice. A decimal within half a
+ * double ulp of the midpoint between f and a neighbour becomes that
+ * midpoint, which then rounds to even: away from f when f's mantissa is
+ * odd (0x15ae43fd, "7.038531e-26", reads back as 0x15ae43fe). For even f
+ * the midpoints themselves read back as f, so nothing is lost.
+ *
+ * So for odd f: a cheap estimate of d·10^e in double (two roundings,
+ * relative error below 2^-52) clears every decimal farther than 2^-49 from
+ * both midpoints (beyond 2^-53, the danger zone). The few it cannot clear
+ * are checked exactly with strtod; one that fails is replaced by the
+ * correctly rounded decimal with one more digit, or two, ... up to 9 (a
+ * 9-digit decimal is within 2^-27 of f, the midpoints are 2^-25 away, so it
+ * always reads back both ways). Any other decimal as short as Ryu's is
+ * farther from f, so no shorter one is missed. */
+static inline int near_a_midpoint(uint32_t d, int32_t e, uint32_t ieee_e, double x)
+{
+    const double c = (double)d * POW10_WIDE[e - POW10_WIDE_MIN];
+    uint64_t hb = (uint64_t)((ieee_e ? ieee_e : 1) + 1023 - 151) << 52; /* half an ulp */
+    double half;
+    memcpy(&half, &hb, sizeof half);
+    const double tol = x * 0x1p-49;
+    return fabs(c - (x + half)) <= tol || fabs(c - (x - half)) <= tol;
+}
+
+static uint32_t float_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+/* The exact check and the longer candidates for near_a_midpoint(): x is
+ * |f| > 0 with the given bits; *digits and *exp10 are Ryu's, replaced when
+ * they fail. Rare (about one odd float in 2^24), so printf and strtod. */
+static void fix_double_route(uint32_t *digits, int32_t *exp10, float x, uint32_t bits)
+{
+    char s[40];
+    snprintf(s, sizeof s, "%ue%d", (unsigned)*digits, (int)*exp10);
+    if (float_bits((float)strtod(s, NULL)) == bits)
+        return;
+    for (int p = digit_count(*digits) + 1; p <= 9; p++) {
+        snprintf(s, sizeof s, "%.*e", p - 1, (double)x); /* glibc: exact, to nearest */
+        if (float_bits((float)strtod(s, NULL)) != bits || float_bits(strtof(s, NULL)) != bits)
+            continue;
+        uint32_t d = 0;
+        const char *c = s;
+        for (; *c != 'e'; c++)
+            if (*c >= '0' && *c <= '9')
+                d = d * 10 + (uint32_t)(*c - '0');
+        int32_t e = (int32_t)atoi(c + 1) - (p - 1);
+        while (d % 10 == 0) {
+            d /= 10;
+            e++;
+        }
+        *digits = d, *exp10 = e;
+        return;
+    }
+}
+
 static inline int format_float(char *dst, float f)
 {
     uint32_t bits;
@@ -276,6 +351,8 @@ static inline int format_float(char *dst, float f)
         d /= 10;
         e++;
     }
+    if ((ieee_m & 1) && near_a_midpoint(d, e, ieee_e, fabs((double)f)))
+        fix_double_route(&d, &e, fabsf(f), bits & 0x7fffffffu);
 
     /* Value = 0.D·10^k with n digits D. Fixed: "0.00D", "DD.D" or "D00";
      * scientific: "D.DDe-E". The shorter wins, fixed on a tie. */

@@ -108,8 +108,18 @@ static void digits_rounded(char *dst, size_t n, float f, int p, int mode)
     fesetround(FE_TONEAREST);
 }
 
+/* Whether the decimal b reads back as f both ways a client reads JSON:
+ * strtof (directly), and (float)strtod (through a double, as Python,
+ * JavaScript and jsonnum_parse_array do). */
+static int reads_back(const char *b, float f)
+{
+    return float_bits(strtof(b, NULL)) == float_bits(f) &&
+           float_bits((float)strtod(b, NULL)) == float_bits(f);
+}
+
 /* Check jsonnum_format_float on one finite f: JSON grammar, round trip bit
- * for bit, shortest, and of the shortest the nearest. On failure fills why. */
+ * for bit both ways, shortest, and of the shortest the nearest. On failure
+ * fills why. */
 static int format_ok(float f, char *why, size_t whyn)
 {
     char out[64], b[64];
@@ -128,15 +138,20 @@ static int format_ok(float f, char *why, size_t whyn)
                  (double)f);
         return 0;
     }
+    if (float_bits((float)strtod(out, NULL)) != float_bits(f)) {
+        snprintf(why, whyn, "'%s' reads back through a double as %a, not %a", out,
+                 (double)(float)strtod(out, NULL), (double)f);
+        return 0;
+    }
     const int n = sig_digits(out);
     if (n > 1) {
         /* Shortest: if any (n-1)-digit decimal read back as f, so would one of
          * the two (n-1)-digit neighbours of f's exact value, since the
-         * round-trip interval is an interval around f. */
+         * decimals that read back (both ways) form an interval around f. */
         const int modes[2] = {FE_DOWNWARD, FE_UPWARD};
         for (int m = 0; m < 2; m++) {
             digits_rounded(b, sizeof b, f, n - 1, modes[m]);
-            if (float_bits(strtof(b, NULL)) == float_bits(f)) {
+            if (reads_back(b, f)) {
                 snprintf(why, whyn, "'%s' has %d digits but '%s' also reads back", out, n, b);
                 return 0;
             }
@@ -145,7 +160,7 @@ static int format_ok(float f, char *why, size_t whyn)
     /* Nearest: when the correctly rounded n-digit decimal reads back, that is
      * the one (JavaScript's and Python's rule). */
     digits_rounded(b, sizeof b, f, n, FE_TONEAREST);
-    if (float_bits(strtof(b, NULL)) == float_bits(f) && strtod(b, NULL) != strtod(out, NULL)) {
+    if (reads_back(b, f) && strtod(b, NULL) != strtod(out, NULL)) {
         snprintf(why, whyn, "'%s' is not the nearest %d-digit decimal '%s'", out, n, b);
         return 0;
     }
@@ -197,6 +212,31 @@ Test(jsonnum, format_writes_the_expected_special_cases)
             char why[200];
             cr_expect(format_ok(cases[i].f, why, sizeof why), "case %zu: %s", i, why);
         }
+    }
+}
+
+/* Found by `make roundtrip-check` (tests/roundtrip_all.c) over all 2^32
+ * floats. Through a double, a decimal within 2^-53 of the midpoint between
+ * a float and its neighbour becomes the midpoint, then rounds to even.
+ * Ryu's shortest decimal for 0x15ae43fd (and its negative), 7.038531e-26,
+ * is such a decimal: the only ones of all floats. The near misses have a
+ * shortest decimal within 2^-50 of a midpoint that does read back: the
+ * writer must check them exactly and keep them. */
+Test(jsonnum, format_reads_back_through_a_double_on_the_hard_cases)
+{
+    const struct { uint32_t bits; const char *want; } cases[] = {
+        {0x15ae43fd, "7.0385307e-26"}, /* not "7.038531e-26": 0x15ae43fe via double */
+        {0x95ae43fd, "-7.0385307e-26"},
+        /* near misses */
+        {0x08898b53, "8.278143e-34"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const float f = bits_float(cases[i].bits);
+        char out[JSONNUM_FLOAT_MAX], why[200];
+        jsonnum_format_float(out, f);
+        cr_expect_str_eq(out, cases[i].want, "0x%08x: got '%s', want '%s'", cases[i].bits, out,
+                         cases[i].want);
+        cr_expect(format_ok(f, why, sizeof why), "0x%08x: %s", cases[i].bits, why);
     }
 }
 
