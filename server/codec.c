@@ -92,17 +92,27 @@ static int alloc_data(struct codec_request *r, struct tensor *t, struct codec_er
     return 0;
 }
 
-/* One JSON number into a float32, or an error naming where it is. */
+/* One JSON number into a float32, or an error naming where it is. The value
+ * is not printed: a number beyond double reaches here as its stand-in
+ * (jsonnum_standin), not as written. */
 static int to_float(float *dst, json_t *v, const char *name, const char *where,
                     struct codec_error *err)
 {
     double d = json_number_value(v);
     float f = (float)d;
     if (!isfinite(d) || !isfinite(f))
-        return fail(err, ERR_INVALID_TENSOR, "%s%s = %g is out of float32 range",
-                    name, where, d);
+        return fail(err, ERR_INVALID_TENSOR, "%s%s is out of float32 range (beyond "
+                    "3.4028235e38 in magnitude)", name, where);
     *dst = f;
     return 0;
+}
+
+/* The JSON strings that stand for -infinity in a float mask: JSON has no
+ * infinity, and JavaScript's JSON.stringify writes -Infinity as null. */
+static int is_neg_inf_string(json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s && (strcmp(s, "-inf") == 0 || strcmp(s, "-Infinity") == 0);
 }
 
 /* Leaf kind check: is v acceptable for kind k, given the tensor so far? */
@@ -112,7 +122,7 @@ static int leaf_ok(json_t *v, enum kind k, int is_bool)
         return json_is_number(v);
     if (k == K_BOOL)
         return json_is_boolean(v);
-    return is_bool ? json_is_boolean(v) : json_is_number(v);
+    return is_bool ? json_is_boolean(v) : json_is_number(v) || is_neg_inf_string(v);
 }
 
 static const char *kind_words(enum kind k, int is_bool)
@@ -122,17 +132,25 @@ static const char *kind_words(enum kind k, int is_bool)
     if (k == K_BOOL)
         return "a boolean";
     return is_bool ? "a boolean (the mask's first element is one)"
-                   : "a number (the mask's first element is one)";
+                   : "a number or \"-inf\" (the mask's first element is not a boolean)";
 }
 
 static int store_leaf(struct tensor *t, size_t at, json_t *v, enum kind k, const char *name,
                       const char *where, struct codec_error *err)
 {
-    if (!leaf_ok(v, k, t->is_bool))
+    if (!leaf_ok(v, k, t->is_bool)) {
+        if (k == K_MASK && !t->is_bool && json_is_null(v))
+            return fail(err, ERR_INVALID_TENSOR, "%s%s is null; JavaScript's JSON.stringify "
+                        "writes -Infinity so: send the string \"-inf\"", name, where);
         return fail(err, ERR_INVALID_TENSOR, "%s%s is not %s", name, where,
                     kind_words(k, t->is_bool));
+    }
     if (t->is_bool) {
         t->u8[at] = json_is_true(v);
+        return 0;
+    }
+    if (json_is_string(v)) { /* "-inf" in a float mask (leaf_ok) */
+        t->f[at] = -INFINITY;
         return 0;
     }
     return to_float(&t->f[at], v, name, where, err);
@@ -193,17 +211,49 @@ static int decode_nested(struct codec_request *r, struct tensor *t, json_t *a, e
     return fill_nested(t, a, 0, &at, k, name, path, 0, err);
 }
 
-static int decode_shape(struct tensor *t, json_t *sh, const char *name, struct codec_error *err)
+/* An integer field (num_heads, a shape dimension): INT_OK with its value,
+ * or why not. jansson keeps 2 (an integer) apart from 2.0 (a real), and 2.0
+ * is refused. But it cannot hold an integer beyond long long: the reference
+ * path reads one as the real of the same value (jsonnum_standin), so an
+ * integral real beyond 2^63 in magnitude cannot be told from such an
+ * integer, however it was written (JavaScript writes 10^21 as "1e+21"). It
+ * is taken for what it is either way: far too large (or too small) for any
+ * integer field. */
+enum int_field { INT_OK, INT_NOT_INTEGER, INT_HUGE, INT_NEG_HUGE };
+
+static enum int_field int_field(json_t *v, long long *out)
+{
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return INT_OK;
+    }
+    /* (every double beyond 2^52 is an integer) */
+    if (json_is_real(v) && fabs(json_real_value(v)) >= 0x1p63)
+        return json_real_value(v) > 0 ? INT_HUGE : INT_NEG_HUGE;
+    return INT_NOT_INTEGER;
+}
+
+static int decode_shape(struct tensor *t, json_t *sh, const char *name,
+                        const struct codec_limits *lim, struct codec_error *err)
 {
     if (!json_is_array(sh) || json_array_size(sh) < 1 || json_array_size(sh) > MAX_RANK)
         return fail(err, ERR_INVALID_TENSOR, "%s.shape must be an array of 1 to %d integers",
                     name, MAX_RANK);
     t->ndim = (int)json_array_size(sh);
     for (int i = 0; i < t->ndim; i++) {
-        json_t *v = json_array_get(sh, (size_t)i);
-        if (!json_is_integer(v))
+        switch (int_field(json_array_get(sh, (size_t)i), &t->shape[i])) {
+        case INT_OK:
+            break;
+        case INT_HUGE:
+            return fail(err, ERR_PAYLOAD_TOO_LARGE, "%s.shape[%d] is beyond 2^63, more than "
+                        "%lld elements (max_tensor_elements)", name, i,
+                        lim->max_tensor_elements);
+        case INT_NEG_HUGE:
+            return fail(err, ERR_INVALID_TENSOR, "%s: dimension %d is below -2^63; every "
+                        "dimension must be >= 1", name, i);
+        default:
             return fail(err, ERR_INVALID_TENSOR, "%s.shape[%d] is not an integer", name, i);
-        t->shape[i] = json_integer_value(v);
+        }
     }
     return 0;
 }
@@ -317,7 +367,7 @@ static int decode_object(struct codec_request *r, struct tensor *t, json_t *obj,
     }
     json_t *data = json_object_get(obj, "data"), *b64 = json_object_get(obj, "b64");
     json_t *dtype = json_object_get(obj, "dtype");
-    if (decode_shape(t, json_object_get(obj, "shape"), name, err) ||
+    if (decode_shape(t, json_object_get(obj, "shape"), name, lim, err) ||
         count_elements(t, name, lim, err))
         return -1;
     if ((data != NULL) == (b64 != NULL))
@@ -386,8 +436,10 @@ static int decode_object(struct codec_request *r, struct tensor *t, json_t *obj,
     }
     t->f = (float *)bytes; /* malloc'd: aligned for float; x86-64 is little-endian */
     for (size_t i = 0; i < t->count; i++)
-        if (!isfinite(t->f[i]))
-            return fail(err, ERR_INVALID_TENSOR, "%s element %zu is not finite", name, i);
+        if (!isfinite(t->f[i]) && !(k == K_MASK && t->f[i] == -INFINITY))
+            return fail(err, ERR_INVALID_TENSOR, k == K_MASK ? "%s element %zu is NaN or "
+                        "+inf (of the non-finite values, a float mask takes -inf only)"
+                        : "%s element %zu is not finite", name, i);
     return 0;
 }
 
@@ -520,10 +572,12 @@ static int key_is(const char *p, size_t n, const char *name)
     return strlen(name) == n && memcmp(p, name, n) == 0;
 }
 
-/* A tensor at the cursor into f's next slot; returns its placeholder. */
+/* A tensor at the cursor into f's next slot; returns its placeholder.
+ * float_mask: it is attn_mask, which may hold -inf ("-inf" or -inf bits). */
 static json_t *fast_tensor(struct codec_request *r, struct fast *f, struct scan *sc,
-                           const struct codec_limits *lim)
+                           const struct codec_limits *lim, int float_mask)
 {
+    const unsigned opt = float_mask ? JSONNUM_NEG_INF : 0;
     if (f->n == FAST_MAX_TENSORS)
         return NULL;
     struct tensor *t = &f->t[f->n];
@@ -533,8 +587,9 @@ static json_t *fast_tensor(struct codec_request *r, struct fast *f, struct scan 
     size_t used;
     int c = peek(sc);
     if (c == '[') { /* 1. nested arrays of numbers */
-        if (jsonnum_parse_array(&a, sc->s + sc->pos, sc->len - sc->pos,
-                                (size_t)lim->max_tensor_elements, &used, &je) != JSONNUM_OK)
+        if (jsonnum_parse_array_opt(&a, sc->s + sc->pos, sc->len - sc->pos,
+                                    (size_t)lim->max_tensor_elements, opt, &used,
+                                    &je) != JSONNUM_OK)
             return NULL;
         sc->pos += used;
         if (!keep(r, a.data))
@@ -573,9 +628,9 @@ static json_t *fast_tensor(struct codec_request *r, struct fast *f, struct scan 
                 }
             } else if (key_is(k, kn, "data") && !have_data) {
                 ok = peek(sc) == '[' &&
-                     jsonnum_parse_array(&a, sc->s + sc->pos, sc->len - sc->pos,
-                                         (size_t)lim->max_tensor_elements, &used, &je) ==
-                         JSONNUM_OK;
+                     jsonnum_parse_array_opt(&a, sc->s + sc->pos, sc->len - sc->pos,
+                                             (size_t)lim->max_tensor_elements, opt, &used,
+                                             &je) == JSONNUM_OK;
                 if (ok) {
                     sc->pos += used;
                     ok = keep(r, a.data) != NULL;
@@ -624,7 +679,7 @@ static json_t *fast_tensor(struct codec_request *r, struct fast *f, struct scan 
                 } else if (ok) {
                     t->f = (float *)bytes;
                     for (size_t i = 0; ok && i < count; i++)
-                        ok = isfinite(t->f[i]);
+                        ok = isfinite(t->f[i]) || (float_mask && t->f[i] == -INFINITY);
                 }
             }
         }
@@ -668,7 +723,7 @@ static json_t *fast_scan(struct codec_request *r, struct fast *f, const char *s,
         is_tensor |= (strcmp(key, "attn_mask") == 0 || strcmp(key, "key_padding_mask") == 0) &&
                      peek(&sc) != '"';
         if (is_tensor) {
-            v = fast_tensor(r, f, &sc, lim);
+            v = fast_tensor(r, f, &sc, lim, strcmp(key, "attn_mask") == 0);
         } else if (strcmp(key, "weights") == 0 && peek(&sc) == '{') {
             v = json_object();
             sc.pos++;
@@ -683,7 +738,7 @@ static json_t *fast_scan(struct codec_request *r, struct fast *f, const char *s,
                     break;
                 memcpy(wkey, wk, wn);
                 wkey[wn] = '\0';
-                json_t *t = json_object_get(v, wkey) ? NULL : fast_tensor(r, f, &sc, lim);
+                json_t *t = json_object_get(v, wkey) ? NULL : fast_tensor(r, f, &sc, lim, 0);
                 ok = t && json_object_set_new(v, wkey, t) == 0;
                 if (!ok || peek(&sc) != ',')
                     break;
@@ -812,11 +867,16 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct cod
     v = json_object_get(root, "num_heads");
     if (!v)
         return fail(err, ERR_INVALID_PARAMETER, "num_heads is required");
-    if (!json_is_integer(v) || json_integer_value(v) < 1)
+    long long heads = 0;
+    const enum int_field hk = int_field(v, &heads);
+    if (hk == INT_HUGE)
+        return fail(err, ERR_PAYLOAD_TOO_LARGE, "num_heads is beyond 2^63; the limit is %d "
+                    "(max_heads)", lim->max_heads);
+    if (hk != INT_OK || heads < 1)
         return fail(err, ERR_INVALID_PARAMETER, "num_heads must be an integer >= 1");
-    if (check_dim(json_integer_value(v), lim->max_heads, "num_heads", "max_heads", err))
+    if (check_dim(heads, lim->max_heads, "num_heads", "max_heads", err))
         return -1;
-    p->H = (int)json_integer_value(v);
+    p->H = (int)heads;
 
     /* 3. query, key, value: same rank, same batch */
     struct tensor q, kt, vt;
@@ -977,6 +1037,22 @@ int codec_decode_request_reference(struct codec_request *r, const char *body, si
         return fail(err, ERR_INVALID_JSON, "the request body is empty");
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root && json_error_code(&je) == json_error_numeric_overflow) {
+        /* A number jansson cannot hold (beyond long long or double) is still
+         * a JSON number. Load a copy in which each such number is replaced
+         * by its stand-in: the real of the same value, or ±1e39 for one
+         * beyond double (jsonnum.h). Tensors then read what the fast path
+         * reads; integer fields see what int_field() explains. Rare, so a
+         * second parse and a copy of the body are fine. */
+        char *copy = malloc(len + 1);
+        if (!copy)
+            return fail(err, ERR_INTERNAL, "out of memory for a copy of the body");
+        memcpy(copy, body, len);
+        copy[len] = '\0';
+        jsonnum_standin(copy, len);
+        root = json_loadb(copy, len, JSON_REJECT_DUPLICATES, &je);
+        free(copy);
+    }
     if (!root)
         return fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
                     je.column, je.text);

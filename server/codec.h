@@ -24,6 +24,14 @@
  * is the reference for what is accepted and for every error message. So the
  * fast path changes speed, never answers. Call it on a thread with ≥ 1 MiB
  * of stack (jansson recurses up to its 2048-deep limit).
+ *
+ * Numbers. A tensor value is any JSON number that fits float32; jansson
+ * refuses integers beyond long long and numbers beyond double, so the
+ * reference path loads such a body again with stand-ins for them
+ * (jsonnum_standin). Integer fields (num_heads, shape) take integers: 2.0
+ * is refused, an integral value beyond 2^63 is too large. A float attn_mask
+ * may hold -inf, as "-inf" or "-Infinity" or as its base64 bits; no other
+ * tensor may, and +inf and NaN are refused everywhere.
  */
 #ifndef SERVER_CODEC_H
 #define SERVER_CODEC_H

@@ -2,6 +2,7 @@
  * input; see jsonnum.h. */
 #include "server/jsonnum.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -428,6 +429,7 @@ struct parser {
     size_t len;
     float *data;
     size_t count, cap, max_count;
+    unsigned flags;
     struct jsonnum_error *err;
 };
 
@@ -566,11 +568,9 @@ static inline int parse_number(struct parser *ps, size_t *pos, float *out)
     *pos = (size_t)(p - s) + (*p == '\0');
 
     /* 2. Convert. */
-    if (is_int) {
-        /* jansson: strtoll, ERANGE rejected; the value as a double. */
-        if (many || w > (uint64_t)LLONG_MAX + (uint64_t)neg)
-            return fail(ps, JSONNUM_ERR_SYNTAX, at, "integer too big (jansson reads integers "
-                        "as long long)");
+    if (is_int && !many && w <= (uint64_t)LLONG_MAX + (uint64_t)neg) {
+        /* jansson: strtoll; the value as a double. Beyond long long, an
+         * integer is read as a real (below), as jsonnum_standin() has it. */
         const long long v = !neg ? (long long)w
                             : w == (uint64_t)LLONG_MAX + 1 ? LLONG_MIN : -(long long)w;
         *out = (float)(double)v; /* "-0" is the integer 0: +0 */
@@ -587,10 +587,7 @@ static inline int parse_number(struct parser *ps, size_t *pos, float *out)
         d = (double)(w * POW10_INT[e10 - 22]) * 1e22; /* still one rounding */
     } else {
         /* strtod stops at the delimiter checked above. */
-        d = strtod(s + at, NULL);
-        if (isinf(d))
-            return fail(ps, JSONNUM_ERR_SYNTAX, at, "real number overflow (beyond double; "
-                        "jansson rejects it)");
+        d = strtod(s + at, NULL); /* ±HUGE_VAL beyond double: out of range too */
         *out = (float)d;
         if (isinf(*out))
             return fail(ps, JSONNUM_ERR_RANGE, at, "number %.*s is out of float32 range",
@@ -598,6 +595,19 @@ static inline int parse_number(struct parser *ps, size_t *pos, float *out)
         return 0;
     }
     *out = (float)(neg ? -d : d); /* below 2^53·10^22: always a finite float */
+    return 0;
+}
+
+/* The length of "-inf" or "-Infinity" (quotes included, written exactly
+ * so) at s[i], or 0. */
+static size_t neg_inf_word(const char *s, size_t len, size_t i)
+{
+    static const char *const words[2] = {"\"-inf\"", "\"-Infinity\""};
+    for (int k = 0; k < 2; k++) {
+        const size_t n = strlen(words[k]);
+        if (len - i >= n && memcmp(s + i, words[k], n) == 0)
+            return n;
+    }
     return 0;
 }
 
@@ -665,7 +675,10 @@ static int parse(struct parser *ps, struct jsonnum_array *a, size_t *consumed)
             i++;
             continue;
         }
-        if (c != '-' && !is_digit(c))
+        /* a number, or -infinity in words (JSONNUM_NEG_INF) */
+        const size_t word = c == '"' && (ps->flags & JSONNUM_NEG_INF) ? neg_inf_word(s, len, i)
+                                                                       : 0;
+        if (c != '-' && !is_digit(c) && !word)
             return bad_token(ps, i, "array element");
         if (!ndim)
             ndim = depth + 1;
@@ -674,7 +687,11 @@ static int parse(struct parser *ps, struct jsonnum_array *a, size_t *consumed)
                         "expected");
         float v = 0;
         const size_t at = i;
-        if ((rc = parse_number(ps, &i, &v)) || (rc = push(ps, v, at)))
+        if (word)
+            i += word, v = -INFINITY;
+        else if ((rc = parse_number(ps, &i, &v)))
+            return rc;
+        if ((rc = push(ps, v, at)))
             return rc;
         idx[depth]++;
 
@@ -711,7 +728,15 @@ static int parse(struct parser *ps, struct jsonnum_array *a, size_t *consumed)
 int jsonnum_parse_array(struct jsonnum_array *a, const char *s, size_t len, size_t max_count,
                         size_t *consumed, struct jsonnum_error *err)
 {
-    struct parser ps = {.s = s, .len = len, .max_count = max_count, .err = err};
+    return jsonnum_parse_array_opt(a, s, len, max_count, 0, consumed, err);
+}
+
+int jsonnum_parse_array_opt(struct jsonnum_array *a, const char *s, size_t len,
+                            size_t max_count, unsigned flags, size_t *consumed,
+                            struct jsonnum_error *err)
+{
+    struct parser ps = {.s = s, .len = len, .max_count = max_count, .flags = flags,
+                        .err = err};
     memset(a, 0, sizeof *a);
     err->code = 0, err->offset = 0, err->msg[0] = '\0';
     int rc = parse(&ps, a, consumed);
@@ -734,4 +759,96 @@ void jsonnum_array_deinit(struct jsonnum_array *a)
 {
     free(a->data);
     memset(a, 0, sizeof *a);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Stand-ins for the numbers jansson cannot hold                           */
+
+/* Length of the RFC 8259 number token at s[i], or 0 when none starts there;
+ * *is_int: no fraction, no exponent. s[len] is a NUL. */
+static size_t number_token(const char *s, size_t len, size_t i, int *is_int)
+{
+    size_t j = i + (s[i] == '-');
+    if (j == len || !is_digit(s[j]))
+        return 0;
+    if (s[j] == '0')
+        j++;
+    else
+        while (is_digit(s[j]))
+            j++;
+    *is_int = 1;
+    if (s[j] == '.' && is_digit(s[j + 1])) {
+        *is_int = 0;
+        for (j += 2; is_digit(s[j]); j++)
+            ;
+    }
+    if (s[j] == 'e' || s[j] == 'E') {
+        size_t k = j + 1 + (s[j + 1] == '+' || s[j + 1] == '-');
+        if (is_digit(s[k])) {
+            *is_int = 0;
+            for (j = k; is_digit(s[j]); j++)
+                ;
+        }
+    }
+    return j - i;
+}
+
+/* The shortest "DIGITSeEXP" (no point: jansson reads it as a real) that
+ * strtod reads back as d, finite; t needs 32 bytes. Returns its length. */
+static int shortest_real(char *t, double d)
+{
+    char e[32];
+    int p = 1;
+    for (; p < 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, d);
+        if (strtod(e, NULL) == d)
+            break;
+    }
+    snprintf(e, sizeof e, "%.*e", p - 1, d);
+    int n = 0;
+    const char *c = e;
+    for (; *c != 'e'; c++)
+        if (*c == '-' || (*c >= '0' && *c <= '9'))
+            t[n++] = *c;
+    return n + snprintf(t + n, 32 - (size_t)n, "e%d", atoi(c + 1) - (p - 1));
+}
+
+size_t jsonnum_standin(char *s, size_t len)
+{
+    size_t replaced = 0, i = 0;
+    while (i < len) {
+        if (s[i] == '"') { /* a string, to its closing quote */
+            for (i++; i < len && s[i] != '"'; i += s[i] == '\\' ? 2 : 1)
+                ;
+            i++;
+            continue;
+        }
+        int is_int;
+        const size_t k = s[i] == '-' || is_digit(s[i]) ? number_token(s, len, i, &is_int) : 0;
+        if (k == 0) {
+            i++;
+            continue;
+        }
+        /* jansson's own tests: strtoll's ERANGE, strtod's ±HUGE_VAL with
+         * ERANGE. Both stop where the token does (s[len] is a NUL). */
+        errno = 0;
+        double d = 0;
+        if (is_int)
+            (void)strtoll(s + i, NULL, 10);
+        else
+            d = strtod(s + i, NULL);
+        if (errno == ERANGE && (is_int || d == HUGE_VAL || d == -HUGE_VAL)) {
+            d = strtod(s + i, NULL);
+            char t[32];
+            int n = isinf(d) ? snprintf(t, sizeof t, "%s", d < 0 ? "-1e39" : "1e39")
+                             : shortest_real(t, d);
+            if ((size_t)n <= k) { /* always: 19 digits or more, at most 17 kept */
+                memset(s + i, ' ', k - (size_t)n);
+                memcpy(s + i + k - (size_t)n, t, (size_t)n);
+                replaced++;
+            }
+        }
+        i += k;
+    }
+    return replaced;
 }

@@ -24,10 +24,15 @@
  *   produces, bit for bit, what jansson + a cast gives: (float)
  *   json_number_value(v), i.e. (float)strtod(token) for reals and
  *   (float)(double)(long long) for integers -- so "-0" is +0 (jansson reads
- *   it as the integer 0) while "-0.0" is -0. Like jansson it rejects an
- *   integer outside long long and a real that overflows a double, and
- *   ignores one NUL byte right after a number (jansson's lexer loses a NUL
- *   it has read ahead and put back).
+ *   it as the integer 0) while "-0.0" is -0. Unlike jansson it takes every
+ *   number JSON allows: an integer outside long long is read as a real,
+ *   (float)strtod(token), and a number beyond double is out of float32
+ *   range -- what jansson gives after jsonnum_standin() (below). Like
+ *   jansson it ignores one NUL byte right after a number (jansson's lexer
+ *   loses a NUL it has read ahead and put back). jsonnum_parse_array_opt()
+ *   with JSONNUM_NEG_INF also reads the strings "-inf" and "-Infinity",
+ *   written exactly so (no escapes), as -infinity, where a number may be:
+ *   JSON has no infinity, and a float mask needs it.
  *
  *     struct jsonnum_array a;
  *     struct jsonnum_error e;
@@ -41,24 +46,38 @@
  *     }
  *
  * What "not a clean numeric array" means. JSONNUM_ERR_SYNTAX is a claim: the
- * text is not JSON, and jansson rejects any document containing it (a test
- * checks this against jansson over generated and mutated inputs). Every other
+ * text is not JSON, and jansson rejects any document containing it, with or
+ * without jsonnum_standin() (a test checks this against jansson over
+ * generated and mutated inputs). Every other
  * error means only "stopped here, this is not a clean numeric array" and
  * makes no claim about the rest of the text, which was not read:
- *   JSONNUM_ERR_TYPE   a string, object, true, false or null, or a top-level
- *                      value that is not an array ("[1, \"a\"]" is valid JSON);
+ *   JSONNUM_ERR_TYPE   a string (but "-inf" with JSONNUM_NEG_INF), object,
+ *                      true, false or null, or a top-level value that is
+ *                      not an array ("[1, \"a\"]" is valid JSON);
  *   JSONNUM_ERR_SHAPE  ragged, an empty array, or a number where an array is
  *                      expected or the other way round;
  *   JSONNUM_ERR_DEPTH  an array nested more than 4 deep;
- *   JSONNUM_ERR_RANGE  a number whose float32 is infinite ("1e39" is valid
- *                      JSON and a finite double);
+ *   JSONNUM_ERR_RANGE  a number whose float32 is infinite ("1e39", and
+ *                      "1e400", which is beyond double too);
  *   JSONNUM_ERR_LIMIT  more than max_count numbers (checked before the
  *                      buffer grows, so a huge array costs no memory);
  *   JSONNUM_ERR_NOMEM  out of memory.
  * Errors are found in document order: the first offending token wins, and
- * err->offset is its byte offset in s. When jansson accepts a document, the
- * parser returns JSONNUM_OK exactly when the document is a clean numeric
- * array, with the same shape and the same float bits.
+ * err->offset is its byte offset in s. When jansson accepts a document
+ * (after jsonnum_standin()), the parser returns JSONNUM_OK exactly when the
+ * document is a clean numeric array, with the same shape and the same float
+ * bits.
+ *
+ * Numbers jansson cannot hold. jansson refuses a whole document for one
+ * integer outside long long ("too big integer") or one number beyond double
+ * ("real number overflow"), though JSON allows both and JavaScript writes
+ * 1e20 as 100000000000000000000. jsonnum_standin() rewrites a copy of such
+ * a document so that jansson loads it and reads each of those numbers as
+ * this parser does: an integer outside long long becomes the real of the
+ * same value, its shortest digits with an exponent ("1e20"); a number beyond
+ * double becomes "1e39" with its sign, beyond float32 as it was. Each
+ * stand-in is right-aligned in the bytes of its token, spaces before it, so
+ * every other byte keeps its offset (and jansson's error columns).
  *
  * Conversion. Integers and decimals with at most 19 significant digits whose
  * value is w·10^e with w ≤ 2^53 and |e| ≤ 22 (nearly every float printed
@@ -121,6 +140,9 @@ int jsonnum_format_float(char *dst, float f);
  * JSONNUM_ARRAY_MAX(n) bytes. Returns the length, NUL excluded. */
 size_t jsonnum_format_array(char *dst, const float *x, size_t n);
 
+/* Options of jsonnum_parse_array_opt(). */
+#define JSONNUM_NEG_INF 1u /* "-inf" and "-Infinity" read as -infinity */
+
 /* Parse one JSON array of numbers at s (len bytes, need not be NUL-terminated;
  * leading JSON whitespace is skipped). On JSONNUM_OK, *a holds the data
  * (caller frees, see jsonnum_array_deinit) and *consumed is the offset just
@@ -130,7 +152,17 @@ size_t jsonnum_format_array(char *dst, const float *x, size_t n);
 int jsonnum_parse_array(struct jsonnum_array *a, const char *s, size_t len, size_t max_count,
                         size_t *consumed, struct jsonnum_error *err);
 
+/* The same with options: flags is 0 or JSONNUM_NEG_INF. */
+int jsonnum_parse_array_opt(struct jsonnum_array *a, const char *s, size_t len,
+                            size_t max_count, unsigned flags, size_t *consumed,
+                            struct jsonnum_error *err);
+
 /* Free a's data (NULL is fine) and zero a. */
 void jsonnum_array_deinit(struct jsonnum_array *a);
+
+/* Replace, in s (len bytes and a NUL after them), every number token that
+ * jansson cannot hold by its stand-in (see the design comment); strings are
+ * left alone. Returns how many were replaced. */
+size_t jsonnum_standin(char *s, size_t len);
 
 #endif

@@ -6,12 +6,30 @@ and "body" (a JSON request) or "raw" (the exact body text)}.
 Both the codec's unit test and the HTTP integration test run every file.
 Regenerate with: python3 tests/gen_cases.py (plain Python, no packages).
 """
+import base64
 import json
 import os
+import struct
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases")
 
 Q = [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9, 1.0, 1.1, 1.2], [1.3, 1.4, 1.5, 1.6]]
+
+
+def b64f(*xs):
+    """float32 values as the {shape, dtype, b64} form's b64 string"""
+    return base64.b64encode(struct.pack("<%df" % len(xs), *xs)).decode()
+
+
+INF = float("inf")
+MASK0 = [[0, 0, 0, 0]] * 4
+
+
+def mask_with(i, j, x):
+    """the 4x4 zero mask with x at [i][j]"""
+    m = [row[:] for row in MASK0]
+    m[i][j] = x
+    return m
 
 
 def req(**kw):
@@ -28,8 +46,6 @@ cases = {
     "json_duplicate_key": (400, "invalid_json", "duplicate", None,
                            '{"num_heads": 1, "num_heads": 2, "query": [[1]]}'),
     "json_deep_nesting": (400, "invalid_json", "depth", None, "[" * 10000 + "]" * 10000),
-    "json_number_overflow": (400, "invalid_json", "overflow", None,
-                             '{"query": [[1e400]], "num_heads": 1}'),
     "json_garbage_bytes": (400, "invalid_json", "invalid JSON", None, "\x01\x02garbage\xff"),
     # a NUL inside a value once sent the fast path's value skipper into an
     # endless loop (found by make fuzz)
@@ -43,6 +59,24 @@ cases = {
     "tensor_string_element": (400, "invalid_tensor", "query[0][1] is not a number", req(query=[[1, "a"]], num_heads=1), None),
     "tensor_null_element": (400, "invalid_tensor", "is not a number", req(query=[[1, None]], num_heads=1), None),
     "tensor_float32_overflow": (400, "invalid_tensor", "out of float32 range", req(query=[[1e39, 0]], num_heads=1), None),
+    # numbers jansson cannot hold are still JSON numbers: beyond double is
+    # beyond float32 (this case once answered invalid_json), and so is an
+    # integer of 40 digits
+    "tensor_number_beyond_double": (400, "invalid_tensor", "query[0][0] is out of float32 range", None,
+                                    '{"query": [[1e400]], "num_heads": 1}'),
+    "tensor_integer_beyond_float32": (400, "invalid_tensor", "query[0][1] is out of float32 range", None,
+                                      '{"query": [[1, 1000000000000000000000000000000000000000]], "num_heads": 1}'),
+    "tensor_shape_beyond_2_63": (413, "payload_too_large", "query.shape[0] is beyond 2^63", None,
+                                 '{"query": {"shape": [100000000000000000000, 1], "data": [1]}, "num_heads": 1}'),
+    # -inf: in float masks only, as "-inf", "-Infinity" or base64 bits
+    "tensor_mask_plus_inf_string": (400, "invalid_tensor", 'attn_mask[1][2] is not a number or "-inf"', req(attn_mask=mask_with(1, 2, "+inf")), None),
+    "tensor_mask_nan_string": (400, "invalid_tensor", 'attn_mask[3][0] is not a number or "-inf"', req(attn_mask=mask_with(3, 0, "NaN")), None),
+    "tensor_mask_null": (400, "invalid_tensor", 'attn_mask[0][1] is null; JavaScript', req(attn_mask=mask_with(0, 1, None)), None),
+    "tensor_mask_b64_plus_inf": (400, "invalid_tensor", "attn_mask element 5 is NaN or +inf", req(attn_mask={"shape": [4, 4], "dtype": "float32", "b64": b64f(*([0.0] * 5 + [INF] + [0.0] * 10))}), None),
+    "tensor_neg_inf_string_in_query": (400, "invalid_tensor", "query[0][1] is not a number", req(query=[[1, "-inf"]], num_heads=1), None),
+    "tensor_neg_inf_b64_in_query": (400, "invalid_tensor", "query element 1 is not finite", req(query={"shape": [1, 2], "dtype": "float32", "b64": b64f(1.0, -INF)}, num_heads=1), None),
+    "tensor_neg_inf_in_weights": (400, "invalid_tensor", "weights.out_proj_bias[1] is not a number", req(weights={"out_proj_bias": [0, "-Infinity", 0, 0]}), None),
+    "tensor_neg_inf_in_padding_mask": (400, "invalid_tensor", "key_padding_mask[1] is not a boolean", req(key_padding_mask=[False, "-inf", False, False]), None),
     "tensor_bad_base64": (400, "invalid_tensor", "not valid base64", req(query={"shape": [1, 2], "dtype": "float32", "b64": "AAA*AAAAAAA="}, num_heads=1), None),
     "tensor_base64_length": (400, "invalid_tensor", "query.b64", req(query={"shape": [1, 2], "dtype": "float32", "b64": "AAAAAA=="}, num_heads=1), None),
     "tensor_base64_nan": (400, "invalid_tensor", "not finite", req(query={"shape": [1, 1], "dtype": "float32", "b64": "AADAfw=="}, num_heads=1), None),
@@ -73,6 +107,7 @@ cases = {
     "param_missing_num_heads": (400, "invalid_parameter", "num_heads is required", req(num_heads=None), None),
     "param_num_heads_zero": (400, "invalid_parameter", "num_heads must be an integer >= 1", req(num_heads=0), None),
     "param_num_heads_string": (400, "invalid_parameter", "num_heads must be an integer", req(num_heads="2"), None),
+    "param_num_heads_real": (400, "invalid_parameter", "num_heads must be an integer", None, '{"query": [[1, 2]], "num_heads": 2.0}'),
     "param_not_divisible": (400, "invalid_parameter", "embed_dim 4 is not divisible by num_heads 3", req(num_heads=3), None),
     "param_missing_query": (400, "invalid_parameter", "query is required", {"num_heads": 1}, None),
     "param_unknown_field": (400, "invalid_parameter", "unknown field 'querry'", req(querry=Q), None),
@@ -91,6 +126,8 @@ cases = {
     "limit_billion_elements": (413, "payload_too_large", "max_tensor_elements", req(query={"shape": [1000, 1000000], "data": []}), None),
     "limit_target_len": (413, "payload_too_large", "target length 4097 exceeds the limit 4096 (max_target_len)", req(query={"shape": [4097, 1], "data": [0] * 4097}, num_heads=1), None),
     "limit_num_heads": (413, "payload_too_large", "num_heads 100000 exceeds the limit 256 (max_heads)", req(num_heads=100000), None),
+    "limit_num_heads_beyond_2_63": (413, "payload_too_large", "num_heads is beyond 2^63; the limit is 256 (max_heads)", None,
+                                    '{"query": [[1, 2]], "num_heads": 100000000000000000000}'),
     "limit_weights_output": (413, "payload_too_large", "max_weights_elements", req(query={"shape": [5, 4096, 1], "data": [0] * (5 * 4096)}, num_heads=1), None),
 }
 

@@ -255,6 +255,118 @@ Test(codec, escaped_base64_is_read_as_jansson_reads_it)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Numbers at the edges: integers beyond long long, numbers beyond double,
+ * integer fields, and -inf in float masks.                              */
+
+static float first_query_value(const char *body, struct codec_error *e, int *rc)
+{
+    struct codec_request r;
+    struct codec_limits lim = default_limits();
+    *rc = codec_decode_request(&r, body, strlen(body), &lim, e);
+    float v = *rc == 0 ? r.p.query[0] : NAN;
+    codec_request_deinit(&r);
+    const char *diff = codec_compare_paths(body, strlen(body), &lim);
+    cr_expect_null(diff, "fast path and reference differ (%s) on %s", diff, body);
+    return v;
+}
+
+Test(codec, any_json_number_is_a_tensor_value)
+{
+    /* JavaScript's JSON.stringify(1e20) is "100000000000000000000", beyond
+     * long long, which jansson refuses; every form reads it as 1e20. */
+    const char *ok[] = {
+        "{\"query\": [[100000000000000000000]], \"num_heads\": 1}",
+        "{\"query\": {\"shape\": [1, 1], \"data\": [100000000000000000000]}, \"num_heads\": 1}",
+        "{\"query\": [[100000000000000000000.0]], \"num_heads\": 1}",
+        "{\"query\": [[1e20]], \"num_heads\": 1}",
+        "{\"num_heads\": 1, \"query\": [[100000000000000000000]], \"tokens\": [\"a\"]}",
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        struct codec_error e;
+        int rc;
+        float v = first_query_value(ok[i], &e, &rc);
+        cr_expect_eq(rc, 0, "%s: %s", ok[i], e.msg);
+        cr_expect_eq(v, 1e20f, "%s: %g", ok[i], (double)v);
+    }
+    struct codec_error e;
+    int rc;
+    float v = first_query_value("{\"query\": [[-123456789012345678901234567890]], "
+                                "\"num_heads\": 1}", &e, &rc);
+    cr_expect(rc == 0 && v == (float)strtod("-123456789012345678901234567890", NULL),
+              "%d %s %g", rc, e.msg, (double)v);
+    /* beyond float32: refused as a tensor value, wherever it is written */
+    const char *range[] = {
+        "{\"query\": [[1e400]], \"num_heads\": 1}",
+        "{\"query\": [[-1e400]], \"num_heads\": 1}",
+        "{\"query\": [[1e39]], \"num_heads\": 1}",
+        "{\"query\": [[1000000000000000000000000000000000000000]], \"num_heads\": 1}",
+        "{\"query\": {\"shape\": [1, 1], \"data\": [1e400]}, \"num_heads\": 1}",
+        "{\"query\": [[1]], \"num_heads\": 1, \"weights\": {\"out_proj_bias\": [1e999]}}",
+    };
+    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
+        first_query_value(range[i], &e, &rc);
+        cr_expect(rc != 0 && e.code == ERR_INVALID_TENSOR && strstr(e.msg, "out of float32"),
+                  "%s: %d %s", range[i], rc, e.msg);
+    }
+}
+
+Test(codec, integer_fields_stay_integers)
+{
+    const struct { const char *body; int code; const char *msg; } cases[] = {
+        {"{\"query\": [[1, 2]], \"num_heads\": 2.0}", ERR_INVALID_PARAMETER, "must be an integer"},
+        {"{\"query\": [[1, 2]], \"num_heads\": 2e0}", ERR_INVALID_PARAMETER, "must be an integer"},
+        {"{\"query\": [[1, 2]], \"num_heads\": 100000000000000000000}", ERR_PAYLOAD_TOO_LARGE,
+         "num_heads is beyond 2^63"},
+        {"{\"query\": [[1, 2]], \"num_heads\": 1e400}", ERR_PAYLOAD_TOO_LARGE, "beyond 2^63"},
+        {"{\"query\": [[1, 2]], \"num_heads\": -100000000000000000000}", ERR_INVALID_PARAMETER,
+         "must be an integer >= 1"},
+        {"{\"query\": {\"shape\": [1, 2.0], \"data\": [1, 2]}, \"num_heads\": 1}",
+         ERR_INVALID_TENSOR, "query.shape[1] is not an integer"},
+        {"{\"query\": {\"shape\": [1, 100000000000000000000], \"data\": [1]}, \"num_heads\": 1}",
+         ERR_PAYLOAD_TOO_LARGE, "query.shape[1] is beyond 2^63"},
+        {"{\"query\": {\"shape\": [-100000000000000000000, 1], \"data\": [1]}, \"num_heads\": 1}",
+         ERR_INVALID_TENSOR, "dimension 0 is below -2^63"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct codec_error e;
+        int rc;
+        first_query_value(cases[i].body, &e, &rc);
+        cr_expect(rc != 0 && e.code == cases[i].code && strstr(e.msg, cases[i].msg),
+                  "%s: %d %s %s", cases[i].body, rc, http_error_slug(e.code), e.msg);
+    }
+}
+
+/* -inf blocks in a float mask, written as "-inf", "-Infinity" or the IEEE
+ * bits in base64, mixed with numbers; nowhere else. */
+Test(codec, neg_inf_in_float_masks_in_every_form)
+{
+    /* [[0, -inf], [0.5, -inf]]: 0, -inf, 0.5, -inf as float32 */
+    const char *masks[] = {
+        "[[0, \"-inf\"], [0.5, \"-Infinity\"]]",
+        "[[0, \"-\\u0069nf\"], [0.5, \"-inf\"]]", /* escaped: the reference path */
+        "{\"shape\": [2, 2], \"data\": [0, \"-inf\", 0.5, \"-inf\"]}",
+        "{\"shape\": [2, 2], \"dtype\": \"float32\", \"b64\": \"AAAAAAAAgP8AAAA/AACA/w==\"}",
+    };
+    for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"query\": [[1], [2]], \"num_heads\": 1, \"attn_mask\": %s}",
+                 masks[i]);
+        struct codec_request r;
+        struct codec_error e;
+        cr_assert_eq(decode(&r, body, &e), 0, "%s: %s", body, e.msg);
+        cr_expect_eq(r.p.mask_kind, ATT_MASK_FLOAT);
+        const float want[4] = {0.0f, -INFINITY, 0.5f, -INFINITY};
+        for (int j = 0; j < 4; j++)
+            cr_expect_eq(r.p.float_mask[j], want[j], "%s: element %d is %g", masks[i], j,
+                         (double)r.p.float_mask[j]);
+        codec_request_deinit(&r);
+        struct codec_limits lim = default_limits();
+        const char *diff = codec_compare_paths(body, strlen(body), &lim);
+        cr_expect_null(diff, "%s: %s", masks[i], diff);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
 /* The fast path against the jansson reference: the same answer, bit for
  * bit, on every valid request and the same error on every invalid one.   */
 
@@ -296,6 +408,19 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
     seeds[n] = slurp("examples/request.json", &lens[n]);
     cr_assert_not_null(seeds[n]);
     n++;
+    /* valid requests with the numbers at the edges */
+    static const char *const edges[] = {
+        "{\"query\": [[1, 100000000000000000000], [-1e-400, 2]], \"num_heads\": 1, "
+        "\"attn_mask\": [[0, \"-inf\"], [\"-Infinity\", 0]]}",
+        "{\"query\": {\"shape\": [2, 1], \"data\": [9223372036854775808, 3]}, \"num_heads\": 1, "
+        "\"attn_mask\": {\"shape\": [2, 2], \"data\": [\"-inf\", 0, 1.5, \"-inf\"]}}",
+        "{\"query\": [[1], [2]], \"num_heads\": 1, \"attn_mask\": {\"shape\": [2, 2], "
+        "\"dtype\": \"float32\", \"b64\": \"AAAAAAAAgP8AAAA/AACA/w==\"}}",
+    };
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        lens[n] = strlen(edges[i]);
+        seeds[n++] = strdup(edges[i]);
+    }
     cr_assert_geq(n, 70);
 
     /* each seed as is, then mutated: bytes replaced, inserted, deleted */

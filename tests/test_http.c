@@ -283,6 +283,23 @@ static json_t *nest(json_t *data, const long long *shape, int nd, size_t *at)
     return a;
 }
 
+/* Standard base64 of n bytes; caller frees. */
+static char *b64_encode(const unsigned char *bytes, size_t nb)
+{
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *s = malloc(nb / 3 * 4 + 8);
+    size_t o = 0;
+    for (size_t i = 0; i < nb; i += 3) {
+        unsigned v = (unsigned)bytes[i] << 16 | (i + 1 < nb ? (unsigned)bytes[i + 1] << 8 : 0) |
+                     (i + 2 < nb ? bytes[i + 2] : 0);
+        s[o++] = al[v >> 18], s[o++] = al[(v >> 12) & 63];
+        s[o++] = i + 1 < nb ? al[(v >> 6) & 63] : '=';
+        s[o++] = i + 2 < nb ? al[v & 63] : '=';
+    }
+    s[o] = '\0';
+    return s;
+}
+
 /* Rewrite a flat {shape, data} tensor as nested arrays (form 1) or as
  * base64 (form 3; float data only). */
 static json_t *reform(json_t *t, int form)
@@ -303,17 +320,7 @@ static json_t *reform(json_t *t, int form)
         float f = (float)json_number_value(json_array_get(data, i));
         memcpy(bytes + 4 * i, &f, 4);
     }
-    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t nb = n * 4, o = 0;
-    char *s = malloc(nb / 3 * 4 + 8);
-    for (size_t i = 0; i < nb; i += 3) {
-        unsigned v = (unsigned)bytes[i] << 16 | (i + 1 < nb ? (unsigned)bytes[i + 1] << 8 : 0) |
-                     (i + 2 < nb ? bytes[i + 2] : 0);
-        s[o++] = al[v >> 18], s[o++] = al[(v >> 12) & 63];
-        s[o++] = i + 1 < nb ? al[(v >> 6) & 63] : '=';
-        s[o++] = i + 2 < nb ? al[v & 63] : '=';
-    }
-    s[o] = '\0';
+    char *s = b64_encode(bytes, n * 4);
     json_t *r = json_pack("{s:O,s:s,s:s}", "shape", json_object_get(t, "shape"), "dtype",
                           "float32", "b64", s);
     free(bytes), free(s);
@@ -778,6 +785,92 @@ Test(http, health_readiness_metrics_and_spec)
     fclose(f);
     cr_assert(n == a.len && memcmp(spec, a.body, n) == 0, "GET /openapi.yaml differs from the file");
     free(spec), free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Numbers at the edges (issue 8): any JSON number is a tensor value,
+ * integer fields stay integers, and -inf blocks in float masks. */
+Test(http, numbers_at_the_edges)
+{
+    struct server s;
+    server_start(&s, NULL);
+    /* JavaScript's JSON.stringify(1e20): beyond long long, still 1e20 */
+    struct answer a = post(s.port, "{\"query\": [[1]], \"key\": [[1]], \"value\": "
+                                   "[[100000000000000000000]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    cr_assert(strstr(a.body, "\"output\":[[1e20]]"), "%s", a.body);
+    free(a.body);
+    const struct { const char *body; long status; const char *slug, *msg; } refused[] = {
+        {"{\"query\": [[1e39]], \"num_heads\": 1}", 400, "invalid_tensor", "out of float32"},
+        {"{\"query\": [[1e400]], \"num_heads\": 1}", 400, "invalid_tensor", "out of float32"},
+        {"{\"query\": [[1, 2]], \"num_heads\": 2.0}", 400, "invalid_parameter", "integer"},
+        {"{\"query\": [[1, 2]], \"num_heads\": 100000000000000000000}", 413,
+         "payload_too_large", "max_heads"},
+        {"{\"query\": [[1], [2]], \"num_heads\": 1, \"attn_mask\": [[0, \"+inf\"], [0, 0]]}",
+         400, "invalid_tensor", "attn_mask[0][1]"},
+        {"{\"query\": [[1], [\"-inf\"]], \"num_heads\": 1}", 400, "invalid_tensor",
+         "query[1][0] is not a number"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        a = post(s.port, refused[i].body);
+        expect_error(&a, refused[i].status, refused[i].slug, refused[i].msg);
+        free(a.body);
+    }
+
+    /* A causal mask written with -inf (nested strings, flat strings, base64
+     * bits) answers what "causal" answers. */
+    enum { L = 5, E = 4 };
+    unsigned long long st = 8;
+    char q[1024], masks[3][2048], body[4096];
+    int o = sprintf(q, "[");
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < E; j++)
+            o += sprintf(q + o, "%s%.9g%s", j ? "," : i ? ",[" : "[", (double)check_randf(&st),
+                         j == E - 1 ? "]" : "");
+    sprintf(q + o, "]");
+    float bits[L * L];
+    int on = sprintf(masks[0], "["), fn = sprintf(masks[1], "{\"shape\": [%d, %d], \"data\": [",
+                                                  L, L);
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < L; j++) {
+            const char *w = j <= i ? "0" : (i + j) % 2 ? "\"-inf\"" : "\"-Infinity\"";
+            on += sprintf(masks[0] + on, "%s%s%s", j ? "," : i ? ",[" : "[", w,
+                          j == L - 1 ? "]" : "");
+            fn += sprintf(masks[1] + fn, "%s%s", i + j ? "," : "", w);
+            bits[i * L + j] = j <= i ? 0.0f : -INFINITY;
+        }
+    sprintf(masks[0] + on, "]");
+    sprintf(masks[1] + fn, "]}");
+    char *b64 = b64_encode((const unsigned char *)bits, sizeof bits);
+    snprintf(masks[2], sizeof masks[2], "{\"shape\": [%d, %d], \"dtype\": \"float32\", "
+             "\"b64\": \"%s\"}", L, L, b64);
+    free(b64);
+    snprintf(body, sizeof body, "{\"query\": %s, \"num_heads\": 2, \"attn_mask\": \"causal\"}", q);
+    a = post(s.port, body);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    json_t *want = json_loadb(a.body, a.len, 0, NULL);
+    free(a.body);
+    for (int m = 0; m < 3; m++) {
+        snprintf(body, sizeof body, "{\"query\": %s, \"num_heads\": 2, \"attn_mask\": %s}", q,
+                 masks[m]);
+        a = post(s.port, body);
+        cr_assert_eq(a.status, 200, "mask %d: %s\n%s", m, a.body, body);
+        json_t *got = json_loadb(a.body, a.len, 0, NULL);
+        const char *names[2] = {"output", "attention_weights"};
+        for (int k = 0; k < 2; k++) {
+            size_t nw, ng;
+            float *fw = flatten(json_object_get(want, names[k]), &nw);
+            float *fg = flatten(json_object_get(got, names[k]), &ng);
+            char label[64];
+            snprintf(label, sizeof label, "-inf mask %d, %s", m, names[k]);
+            cr_expect(ng == nw && check_tensor(label, fg, fw, nw, 0.0, 0.0),
+                      "%s differs from the causal answer", label);
+            free(fw), free(fg);
+        }
+        json_decref(got);
+        free(a.body);
+    }
+    json_decref(want);
     cr_assert_eq(server_stop(&s), 0);
 }
 

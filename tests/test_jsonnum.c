@@ -413,6 +413,123 @@ Test(jsonnum, reads_numbers_bit_for_bit_as_jansson_does)
     jsonnum_array_deinit(&a);
 }
 
+/* jansson refuses integers beyond long long; JSON does not, and
+ * JavaScript writes 1e20 as 100000000000000000000. They are read as reals:
+ * (float)strtod, as jansson reads them after jsonnum_standin(). */
+Test(jsonnum, reads_integers_beyond_long_long_as_reals)
+{
+    const char *toks[] = {
+        "9223372036854775808", "-9223372036854775809", "9999999999999999999",
+        "18446744073709551616", "100000000000000000000", "-100000000000000000000",
+        "123456789012345678901234567890", "340282346638528859811704183484516925440",
+        "16777217000000000000000000",
+    };
+    for (size_t i = 0; i < sizeof toks / sizeof toks[0]; i++) {
+        char text[128], copy[128];
+        snprintf(text, sizeof text, "[%s]", toks[i]);
+        struct jsonnum_array a;
+        struct jsonnum_error e;
+        size_t used;
+        int rc = jsonnum_parse_array(&a, text, strlen(text), SIZE_MAX, &used, &e);
+        cr_expect_eq(rc, JSONNUM_OK, "%s: %s", toks[i], e.msg);
+        const float want = (float)strtod(toks[i], NULL);
+        if (rc == JSONNUM_OK)
+            cr_expect_eq(float_bits(a.data[0]), float_bits(want), "%s: %a, want %a", toks[i],
+                         (double)a.data[0], (double)want);
+        jsonnum_array_deinit(&a);
+        /* jansson after the stand-ins reads the same float */
+        snprintf(copy, sizeof copy, "%s", toks[i]);
+        cr_expect_eq(jsonnum_standin(copy, strlen(copy)), 1, "%s", toks[i]);
+        int ok;
+        const float j = jansson_float(copy, &ok);
+        cr_expect(ok && float_bits(j) == float_bits(want), "%s: jansson reads '%s' as %a",
+                  toks[i], copy, (double)j);
+    }
+    /* 2^63 - 1 is still an integer, through long long */
+    struct jsonnum_array a;
+    struct jsonnum_error e;
+    size_t used;
+    const char *t = "[9223372036854775807, -9223372036854775808]";
+    cr_assert_eq(jsonnum_parse_array(&a, t, strlen(t), SIZE_MAX, &used, &e), JSONNUM_OK);
+    cr_expect_eq(a.data[0], (float)9223372036854775807LL);
+    cr_expect_eq(a.data[1], -0x1p63f);
+    jsonnum_array_deinit(&a);
+}
+
+Test(jsonnum, standin_rewrites_what_jansson_cannot_hold_in_place)
+{
+    static char digits400[420];
+    memset(digits400, '9', 400);
+    const struct { const char *in, *out; size_t n; } cases[] = {
+        {"[100000000000000000000]", "[                 1e20]", 1},
+        {"[-100000000000000000000]", "[                 -1e20]", 1},
+        {"[9223372036854775807,9223372036854775808]",
+         "[9223372036854775807, 9223372036854776e3]", 1},
+        {"[1e400, -1E400, 1e-400, 2e308]", "[ 1e39,  -1e39, 1e-400,  1e39]", 3},
+        {"{\"a\": 123456789012345678901234567890}", "{\"a\":           12345678901234568e13}", 1},
+        /* strings are left alone, escaped quotes included */
+        {"[\"100000000000000000000\", \"\\\"1e400\", 1e400]",
+         "[\"100000000000000000000\", \"\\\"1e400\",  1e39]", 1},
+        /* nothing jansson can hold changes */
+        {"[0, -0, 1.5e308, 9223372036854775807, -9223372036854775808, 1e-999]",
+         "[0, -0, 1.5e308, 9223372036854775807, -9223372036854775808, 1e-999]", 0},
+        /* not numbers: left for jansson to refuse */
+        {"[01e400, 1.e400, -e400]", "[0 1e39, 1.e400, -e400]", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", cases[i].in);
+        size_t n = jsonnum_standin(buf, strlen(buf));
+        cr_expect_str_eq(buf, cases[i].out, "case %zu: '%s' became '%s'", i, cases[i].in, buf);
+        cr_expect_eq(n, cases[i].n, "case %zu: %zu replaced", i, n);
+    }
+    /* an integer beyond double: 400 digits */
+    char buf[420];
+    memcpy(buf, digits400, 401);
+    cr_expect_eq(jsonnum_standin(buf, 400), 1);
+    cr_expect_eq(strspn(buf, " "), 396u);
+    cr_expect_str_eq(buf + 396, "1e39");
+}
+
+/* JSON has no infinity; a float mask needs -inf, and clients send it as
+ * the string "-inf" or "-Infinity" (JSONNUM_NEG_INF). */
+Test(jsonnum, neg_inf_strings_only_where_asked)
+{
+    const struct { const char *text; unsigned flags; int code; size_t at; } cases[] = {
+        {"[\"-inf\", 1]", JSONNUM_NEG_INF, JSONNUM_OK, 0},
+        {"[[\"-Infinity\"],\n [2]]", JSONNUM_NEG_INF, JSONNUM_OK, 0},
+        {"[\"-inf\" ,\"-inf\"]", JSONNUM_NEG_INF, JSONNUM_OK, 0},
+        {"[\"-inf\"]", 0, JSONNUM_ERR_TYPE, 1},
+        {"[\"+inf\"]", JSONNUM_NEG_INF, JSONNUM_ERR_TYPE, 1},
+        {"[1, \"inf\"]", JSONNUM_NEG_INF, JSONNUM_ERR_TYPE, 4},
+        {"[\"Infinity\"]", JSONNUM_NEG_INF, JSONNUM_ERR_TYPE, 1},
+        {"[\"-INF\"]", JSONNUM_NEG_INF, JSONNUM_ERR_TYPE, 1},
+        {"[\"NaN\"]", JSONNUM_NEG_INF, JSONNUM_ERR_TYPE, 1},
+        {"[\"-in\"]", JSONNUM_NEG_INF, JSONNUM_ERR_TYPE, 1},
+        {"[\"-\\u0069nf\"]", JSONNUM_NEG_INF, JSONNUM_ERR_TYPE, 1}, /* escapes: no claim */
+        {"[\"-inf", JSONNUM_NEG_INF, JSONNUM_ERR_TYPE, 1},
+        {"[\"-inf\"x]", JSONNUM_NEG_INF, JSONNUM_ERR_SYNTAX, 7},
+        {"[[1],\"-inf\"]", JSONNUM_NEG_INF, JSONNUM_ERR_SHAPE, 5},
+        {"[null]", JSONNUM_NEG_INF, JSONNUM_ERR_TYPE, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct jsonnum_array a;
+        struct jsonnum_error e;
+        size_t used;
+        const char *t = cases[i].text;
+        int rc = jsonnum_parse_array_opt(&a, t, strlen(t), SIZE_MAX, cases[i].flags, &used, &e);
+        cr_expect_eq(rc, cases[i].code, "'%s': %d (%s), want %d", t, rc, e.msg, cases[i].code);
+        if (rc == JSONNUM_OK) {
+            cr_expect(a.data[0] == -INFINITY, "'%s': %g", t, (double)a.data[0]);
+            cr_expect_eq(used, strlen(t));
+        } else if (rc == cases[i].code) {
+            cr_expect_eq(e.offset, cases[i].at, "'%s': at %zu, want %zu", t, e.offset,
+                         cases[i].at);
+        }
+        jsonnum_array_deinit(&a);
+    }
+}
+
 Test(jsonnum, reports_errors_with_their_kind_and_position)
 {
     const struct { const char *text; int code; size_t at; } cases[] = {
@@ -439,11 +556,13 @@ Test(jsonnum, reports_errors_with_their_kind_and_position)
         {"[1.5.2]", JSONNUM_ERR_SYNTAX, 4},
         {"[1\f]", JSONNUM_ERR_SYNTAX, 2},    /* form feed is not JSON whitespace */
         {"[\v1]", JSONNUM_ERR_SYNTAX, 1},
-        {"[1e400]", JSONNUM_ERR_SYNTAX, 1},  /* jansson: real number overflow */
-        {"[-1e400]", JSONNUM_ERR_SYNTAX, 1},
-        {"[9223372036854775808]", JSONNUM_ERR_SYNTAX, 1}, /* jansson: too big integer */
-        {"[-9223372036854775809]", JSONNUM_ERR_SYNTAX, 1},
-        {"[12345678901234567890123]", JSONNUM_ERR_SYNTAX, 1},
+        {"[1e400]", JSONNUM_ERR_RANGE, 1},  /* beyond double (jansson refuses it) */
+        {"[-1e400]", JSONNUM_ERR_RANGE, 1},
+        {"[1, 2e308]", JSONNUM_ERR_RANGE, 4},
+        {"[9223372036854775808]", JSONNUM_OK, 0}, /* beyond long long: a real */
+        {"[-9223372036854775809]", JSONNUM_OK, 0},
+        {"[12345678901234567890123]", JSONNUM_OK, 0},
+        {"[1000000000000000000000000000000000000000]", JSONNUM_ERR_RANGE, 1}, /* 10^39 */
         {"[1]]", OK_THEN_GARBAGE, 3},
         {"[1e39]", JSONNUM_ERR_RANGE, 1},
         {"[3.4028236e38]", JSONNUM_ERR_RANGE, 1},
@@ -545,15 +664,22 @@ Test(jsonnum, status_strings_are_distinct)
 /* ---------------------------------------------------------------------- */
 /* Differential test                                                       */
 
-/* The naive reference: jansson's DOM, walked in document order with the
- * rules of jsonnum.h, so it names the same first problem the parser meets.
- * v sits at depth d (0: the document). */
+/* The naive reference: jansson's DOM (of the text after jsonnum_standin),
+ * walked in document order with the rules of jsonnum.h, so it names the same
+ * first problem the parser meets. v sits at depth d (0: the document). */
 struct ref {
     int ndim;
     long long shape[JSONNUM_MAX_RANK];
     size_t count, max_count;
+    unsigned flags;
     float vals[4096];
 };
+
+static int is_neg_inf_word(json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s && (strcmp(s, "-inf") == 0 || strcmp(s, "-Infinity") == 0);
+}
 
 static int ref_walk(struct ref *r, json_t *v, int d)
 {
@@ -578,14 +704,15 @@ static int ref_walk(struct ref *r, json_t *v, int d)
             return JSONNUM_ERR_SHAPE;
         return JSONNUM_OK;
     }
-    if (d == 0 || !json_is_number(v))
+    const int neg_inf = (r->flags & JSONNUM_NEG_INF) && is_neg_inf_word(v);
+    if (d == 0 || (!json_is_number(v) && !neg_inf))
         return JSONNUM_ERR_TYPE;
     if (!r->ndim)
         r->ndim = d;
     else if (d != r->ndim)
         return JSONNUM_ERR_SHAPE;
-    const float f = (float)json_number_value(v);
-    if (isinf(f))
+    const float f = neg_inf ? -INFINITY : (float)json_number_value(v);
+    if (isinf(f) && !neg_inf)
         return JSONNUM_ERR_RANGE;
     if (r->count == r->max_count || r->count == sizeof r->vals / sizeof r->vals[0])
         return JSONNUM_ERR_LIMIT;
@@ -722,8 +849,9 @@ static void gen_array(struct text *t, uint64_t *s, int depth, int rank, const in
             add(t, ",");
         add_ws(t, s);
         if (dirty && rng_below(s, 60) == 0) {
-            static const char *const junk[] = {"\"a\"", "true", "false", "null", "{}",
-                                               "[]", "[1]", "{\"k\":[1]}", "1"};
+            static const char *const junk[] = {
+                "\"a\"", "true", "false", "null", "{}", "[]", "[1]", "{\"k\":[1]}", "1",
+                "\"-inf\"", "\"-Infinity\"", "\"-inf\"", "\"+inf\"", "\"inf\"", "\"NaN\""};
             add(t, junk[rng_below(s, sizeof junk / sizeof junk[0])]);
         } else if (depth + 1 < rank) {
             gen_array(t, s, depth + 1, rank, dims, dirty);
@@ -767,7 +895,7 @@ static void mutate(struct text *t, uint64_t *s)
 }
 
 struct tally {
-    long inputs, jansson_ok, clean, not_json, stopped_early;
+    long inputs, jansson_ok, clean, not_json, stopped_early, standins;
     long by_code[8];
     long fails;
 };
@@ -788,17 +916,23 @@ static void show(char *dst, size_t n, const char *s, size_t len)
 /* One document through both parsers. pre, post: the text around the array
  * the parser is pointed at ("" and "" for the bare document). */
 static void compare(struct tally *ty, const char *doc, size_t len, size_t pre,
-                    const char *post, size_t max_count)
+                    const char *post, size_t max_count, unsigned flags)
 {
     ty->inputs++;
     json_error_t je;
-    json_t *root = json_loadb(doc, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    char *fixed = malloc(len + 1);
+    memcpy(fixed, doc, len);
+    fixed[len] = '\0';
+    ty->standins += jsonnum_standin(fixed, len) > 0;
+    json_t *root = json_loadb(fixed, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    free(fixed);
     json_t *v = root;
     if (root && pre)
         v = json_object_get(root, "x");
 
     struct ref *r = calloc(1, sizeof *r);
     r->max_count = max_count;
+    r->flags = flags;
     int want = -100;
     if (v) {
         ty->jansson_ok++;
@@ -808,7 +942,7 @@ static void compare(struct tally *ty, const char *doc, size_t len, size_t pre,
     struct jsonnum_array a;
     struct jsonnum_error e;
     size_t used = 0;
-    int got = jsonnum_parse_array(&a, doc + pre, len - pre, max_count, &used, &e);
+    int got = jsonnum_parse_array_opt(&a, doc + pre, len - pre, max_count, flags, &used, &e);
     if (got == JSONNUM_OK) {
         /* The rest must be whitespace, post, whitespace; else not JSON. */
         size_t i = pre + used, k = 0;
@@ -862,9 +996,10 @@ static void compare(struct tally *ty, const char *doc, size_t len, size_t pre,
 }
 
 /* Both as the document itself and as {"x": document}. */
-static void compare_both(struct tally *ty, const struct text *t, size_t max_count)
+static void compare_both(struct tally *ty, const struct text *t, size_t max_count,
+                         unsigned flags)
 {
-    compare(ty, t->b, t->n, 0, "", max_count);
+    compare(ty, t->b, t->n, 0, "", max_count, flags);
     static struct text w;
     w.n = 0;
     add(&w, "{\"x\": ");
@@ -873,7 +1008,7 @@ static void compare_both(struct tally *ty, const struct text *t, size_t max_coun
         memcpy(w.b + w.n, t->b, t->n);
         w.n += t->n;
         add(&w, "}");
-        compare(ty, w.b, w.n, pre, "}", max_count);
+        compare(ty, w.b, w.n, pre, "}", max_count, flags);
     }
 }
 
@@ -922,12 +1057,12 @@ Test(jsonnum, agrees_with_jansson_on_generated_and_mutated_inputs, .timeout = 60
                 mutate(&t, &s);
         }
         }
-        compare_both(&ty, &t, max_count);
+        compare_both(&ty, &t, max_count, rng_below(&s, 2) ? JSONNUM_NEG_INF : 0);
     }
-    cr_log_info("differential: %ld inputs; jansson accepts %ld (%ld clean numeric arrays); "
-                "not JSON for both %ld; jsonnum stopped early on invalid JSON %ld; "
+    cr_log_info("differential: %ld inputs (%ld with stand-ins); jansson accepts %ld (%ld clean "
+                "numeric arrays); not JSON for both %ld; jsonnum stopped early on invalid JSON %ld; "
                 "jsonnum: ok %ld syntax %ld type %ld shape %ld depth %ld range %ld limit %ld",
-                ty.inputs, ty.jansson_ok, ty.clean, ty.not_json, ty.stopped_early,
+                ty.inputs, ty.standins, ty.jansson_ok, ty.clean, ty.not_json, ty.stopped_early,
                 ty.by_code[0], ty.by_code[1], ty.by_code[2], ty.by_code[3], ty.by_code[4],
                 ty.by_code[5], ty.by_code[6]);
     cr_expect_eq(ty.fails, 0, "%ld of %ld inputs disagree (first ones logged)", ty.fails,
@@ -938,5 +1073,6 @@ Test(jsonnum, agrees_with_jansson_on_generated_and_mutated_inputs, .timeout = 60
         cr_expect_geq(ty.by_code[c], 500, "only %ld inputs ended with status %d",
                       ty.by_code[c], -c);
     cr_expect_geq(ty.clean, 50000);
+    cr_expect_geq(ty.standins, 5000);
     cr_expect_geq(ty.not_json, 50000);
 }
