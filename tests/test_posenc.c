@@ -3,9 +3,10 @@
  * The reference is the plain loop the encoding replaced, in float64:
  *     a = pos / pow(10000.0, (double)(2i) / D);  sin(a) or cos(a)
  * Bound: every element is the float nearest that double, or within
- * 0.5 ulp + 1e-3 ulp of it (the fast kernel is about 2^-51 relative from
- * sin(a), so it may round the other way only when sin(a) lies that close to
- * a midpoint between two floats). The ulp is that of the double value. */
+ * 0.5 ulp + 1e-3 ulp of it (the fast kernel is about 2^-50 relative from
+ * sin(a), so it may round the other way only when sin(a) lies within about
+ * 2^-26 ulp of a midpoint between two floats). The ulp is that of the
+ * double value. */
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
@@ -114,6 +115,8 @@ Test(posenc, nearest_float_to_position_4095)
     for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++)
         cr_expect_eq(check_pe(4096, dims[k]), 0, "D=%d: elements beyond %.3f ulp", dims[k],
                      PE_ULP_BOUND);
+    /* odd D past two chunks of frequencies */
+    cr_expect_eq(check_pe(300, 9001), 0, "D=9001: elements beyond %.3f ulp", PE_ULP_BOUND);
 }
 
 Test(posenc, nearest_float_to_position_65535)
