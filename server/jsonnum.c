@@ -275,7 +275,7 @@ static const double POW10_WIDE[101] = {
  *
  * So for odd f: a cheap estimate of d·10^e in double (two roundings,
  * relative error below 2^-52) clears every decimal farther than 2^-49 from
- * both midpoints (beyond 2^-53, the danger zone). The few it cannot clear
+ * both midpoints (the danger zone is 2^-53 wide). The few it cannot clear
  * are checked exactly with strtod; one that fails is replaced by the
  * correctly rounded decimal with one more digit, or two, ... up to 9 (a
  * 9-digit decimal is within 2^-27 of f, the midpoints are 2^-25 away, so it
@@ -287,8 +287,9 @@ static inline int near_a_midpoint(uint32_t d, int32_t e, uint32_t ieee_e, double
     uint64_t hb = (uint64_t)((ieee_e ? ieee_e : 1) + 1023 - 151) << 52; /* half an ulp */
     double half;
     memcpy(&half, &hb, sizeof half);
-    const double tol = x * 0x1p-49;
-    return fabs(c - (x + half)) <= tol || fabs(c - (x - half)) <= tol;
+    /* |c - x| is exact (Sterbenz: c is within a factor 2 of x), and within
+     * 2^-49 of half an ulp when c is that near a midpoint */
+    return fabs(fabs(c - x) - half) <= x * 0x1p-49;
 }
 
 static uint32_t float_bits(float f)
@@ -300,7 +301,7 @@ static uint32_t float_bits(float f)
 
 /* The exact check and the longer candidates for near_a_midpoint(): x is
  * |f| > 0 with the given bits; *digits and *exp10 are Ryu's, replaced when
- * they fail. Rare (about one odd float in 2^24), so printf and strtod. */
+ * they fail. Rare (14 of all 2^32 floats), so printf and strtod. */
 static void fix_double_route(uint32_t *digits, int32_t *exp10, float x, uint32_t bits)
 {
     char s[40];
@@ -352,7 +353,8 @@ static inline int format_float(char *dst, float f)
         d /= 10;
         e++;
     }
-    if ((ieee_m & 1) && near_a_midpoint(d, e, ieee_e, fabs((double)f)))
+    /* & rather than &&: odd or even is a coin toss, not worth a branch */
+    if ((ieee_m & 1) & near_a_midpoint(d, e, ieee_e, fabs((double)f)))
         fix_double_route(&d, &e, fabsf(f), bits & 0x7fffffffu);
 
     /* Value = 0.D·10^k with n digits D. Fixed: "0.00D", "DD.D" or "D00";

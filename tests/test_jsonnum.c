@@ -220,15 +220,20 @@ Test(jsonnum, format_writes_the_expected_special_cases)
  * a float and its neighbour becomes the midpoint, then rounds to even.
  * Ryu's shortest decimal for 0x15ae43fd (and its negative), 7.038531e-26,
  * is such a decimal: the only ones of all floats. The near misses have a
- * shortest decimal within 2^-50 of a midpoint that does read back: the
- * writer must check them exactly and keep them. */
+ * shortest decimal (checked with exact arithmetic in Python) within 2^-49 of
+ * a midpoint that does read back: the writer must check them exactly and
+ * keep them. */
 Test(jsonnum, format_reads_back_through_a_double_on_the_hard_cases)
 {
     const struct { uint32_t bits; const char *want; } cases[] = {
         {0x15ae43fd, "7.0385307e-26"}, /* not "7.038531e-26": 0x15ae43fe via double */
         {0x95ae43fd, "-7.0385307e-26"},
-        /* near misses */
-        {0x08898b53, "8.278143e-34"},
+        /* near misses: within 2^-49 of a midpoint, checked exactly, kept */
+        {0x08898b53, "8.278143e-34"},  /* 2^-50.5 */
+        {0x88898b53, "-8.278143e-34"},
+        {0x75ce3fbd, "5.229033e32"},   /* 2^-49.9 */
+        {0x145dda71, "1.1200729e-26"}, /* 2^-49.8 */
+        {0x0d2eaca7, "5.382571e-31"},  /* 2^-49.3 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const float f = bits_float(cases[i].bits);
