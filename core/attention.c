@@ -12,6 +12,9 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 /* OpenBLAS extensions (declared in its cblas.h, repeated for clarity). */
 void openblas_set_num_threads(int num_threads);
@@ -360,7 +363,6 @@ static inline __attribute__((always_inline)) float exp_nonpos(float x)
     const int xcb = (xb & in_range) | (fb & ~in_range);
     float xc;
     memcpy(&xc, &xcb, sizeof xc);
-    const float keep = (float)-in_range; /* 0 below -104 */
     const int n = (int)(xc * 1.44269504f - 0.5f); /* round(x / ln 2): -150 … 0 */
     const float fn = (float)n;
     const float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
@@ -376,9 +378,15 @@ static inline __attribute__((always_inline)) float exp_nonpos(float x)
     float s1, s2;
     memcpy(&s1, &bits1, sizeof s1);
     memcpy(&s2, &bits2, sizeof s2);
-    /* keep first: a blocked key (-inf) multiplies 0 by normals, never
-     * making a subnormal intermediate (slow on some CPUs) that is thrown away */
-    return p * keep * s1 * s2;
+    /* below -104 the bits are cleared: 0 (the product there is subnormal,
+     * which costs only when the caller runs without flush-to-zero) */
+    const float e = p * s1 * s2;
+    int eb;
+    memcpy(&eb, &e, sizeof eb);
+    eb &= in_range;
+    float res;
+    memcpy(&res, &eb, sizeof res);
+    return res;
 }
 
 /* What softmax_inplace() found in a row. */
@@ -394,7 +402,7 @@ enum row_state {
  * instruction set, picked at load time, so the image runs on any x86-64 and
  * uses AVX-512 where there is one. */
 __attribute__((target_clones("avx512f", "avx2", "default")))
-static int softmax_inplace(float *row, int S)
+static int softmax_inplace(float *row, int S, int *subnormal)
 {
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
@@ -406,13 +414,21 @@ static int softmax_inplace(float *row, int S)
         memset(row, 0, (size_t)S * sizeof *row);
         return ROW_NO_FINITE;
     }
+    /* a weight e^x / sum is subnormal when x < ln(2^-126) + ln(sum), and
+     * sum ≤ S: say whether any x falls in that band (above -104, where it
+     * rounds to 0 anyway) */
+    const float band = -87.33f + logf((float)S) + 0.01f;
     float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
+    int sub = 0;
+#pragma omp simd reduction(+ : sum) reduction(| : sub)
     for (int j = 0; j < S; j++) {
-        const float e = exp_nonpos(row[j] - mx);
+        const float x = row[j] - mx;
+        const float e = exp_nonpos(x);
+        sub |= (x < band) & (x >= -104.0f);
         row[j] = e;
         sum += e;
     }
+    *subnormal |= sub;
     const float inv = 1.0f / sum;
 #pragma omp simd
     for (int j = 0; j < S; j++)
@@ -648,6 +664,50 @@ static int fix_scores(float *row, const float *qrow, const float *kh, int ldk, i
     return bad;
 }
 
+/* Subnormals. IEEE arithmetic on subnormal numbers takes microcode assists
+ * on these CPUs: measured (make bench, table 5, Xeon model 207) sgemm runs
+ * 100-340x slower when half an operand is subnormal, vector loops ~45x; an
+ * attention with peaked scores (39 % of its weights below 2^-126) took
+ * 393 ms instead of 10 ms. Peaked scores are ordinary data, so the softmax
+ * runs with flush-to-zero and denormals-are-zero: a weight below 2^-126
+ * becomes 0, and weights·v (IEEE, like every product) then runs at full
+ * speed. That changes a result only where the softmax made a subnormal
+ * weight (softmax_inplace() says so), and then by little:
+ *
+ *   a flushed weight is < 2^-126, so a context moves by < S·2^-126·max|v|
+ *   and an output by < E·max|Wo|·S·2^-126·max|v|;
+ *
+ * when that bound is above 1e-6 (1 % of the output tolerance 1e-4), the
+ * call is computed again without flushing (1e-39 through a weight of 1e38
+ * stays 0.1; a weight of e^-95 times 3e38 stays 1.7e-3). A weight itself
+ * moves by < 2^-126, far below its 1e-5. Inputs, projections, scores and
+ * the out-projection are never flushed. */
+static int flush_is_exact(int S, int E, float vmax, float womax)
+{
+    return (double)S * FLT_MIN * (double)vmax * E * womax <= 1e-6;
+}
+
+/* Set FTZ and DAZ; returns the MXCSR to restore (0 without SSE). */
+static unsigned fpu_flush_subnormals(void)
+{
+#if defined(__SSE__)
+    unsigned old = _mm_getcsr();
+    _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
+    return old;
+#else
+    return 0;
+#endif
+}
+
+static void fpu_restore(unsigned old)
+{
+#if defined(__SSE__)
+    _mm_setcsr(old);
+#else
+    (void)old;
+#endif
+}
+
 /* One call's shared state; every thread runs fwd_part() on its share. */
 struct fwd {
     const struct att_params *p;
@@ -665,6 +725,9 @@ struct fwd {
      * far below FLT_MAX no score, not even a partial sum, can overflow, and
      * the scores need no check (the usual case) */
     float qmax[ATT_MAX_THREADS], kmax[ATT_MAX_THREADS];
+    float vmax[ATT_MAX_THREADS]; /* max |v| of each thread's rows */
+    int flush;             /* the softmax runs with FTZ/DAZ (see flush_is_exact) */
+    int subnormal[ATT_MAX_THREADS]; /* a thread's softmax made subnormal weights */
     pthread_barrier_t barrier;
     /* start line: helper threads wait here until nthreads is final */
     pthread_mutex_t mu;
@@ -710,7 +773,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
     const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
     const int average = p->weights_mode == ATT_WEIGHTS_AVERAGE;
     int lo, hi;
-    float qmax = 0.0f, kmax = 0.0f;
+    float qmax = 0.0f, kmax = 0.0f, vmax = 0.0f;
 
     /* 2. Projections, this thread's rows of N·L (N·S). Self-attention with
      *    packed weights is one product with 3E outputs, as PyTorch does.
@@ -725,6 +788,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
                                       (size_t)E, 1, p->in_proj_bias, hi - lo, E, 3 * E, &kmax);
         if (bad >= 0) /* the stream is the column's third */
             note_proj(f, re, bad, lo, 3 * E, (int)(bad % (3 * E)) / E, L);
+        vmax = kmax;
     } else {
         for (int s = 0; s < 3; s++) {
             const int T = s == 0 ? L : S;
@@ -736,7 +800,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             linear(y, E, x, K, proj_weight(p, s), proj_bias(p, s), hi - lo, K, E);
             note_proj(f, re, fix_nonfinite(y, E, x, K, proj_weight(p, s), (size_t)K, 1,
                                            proj_bias(p, s), hi - lo, K, E,
-                                           s == 1 ? &kmax : NULL),
+                                           s == 1 ? &kmax : s == 2 ? &vmax : NULL),
                       lo, E, s, T);
         }
         share(p->N * L, t, nt, &lo, &hi);
@@ -750,7 +814,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             note_range(f, re, RANGE_QSCALED, m / L, -1, m % L);
         qmax = a > qmax ? a : qmax;
     }
-    f->qmax[t] = qmax, f->kmax[t] = kmax;
+    f->qmax[t] = qmax, f->kmax[t] = kmax, f->vmax[t] = vmax;
     if (nt > 1)
         pthread_barrier_wait(&f->barrier);
     /* Every thread sees the same projection errors here (they were all
@@ -761,6 +825,10 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
         kmax = f->kmax[u] > kmax ? f->kmax[u] : kmax;
     }
     const int check_scores = !((double)d * qmax * kmax <= FLT_MAX / 2.0);
+    for (int u = 0; u < nt; u++)
+        vmax = f->vmax[u] > vmax ? f->vmax[u] : vmax;
+    /* a context is a weighted mean of v: it overflows only near FLT_MAX */
+    const int check_context = !(vmax <= FLT_MAX / 2.0f);
 
     /* 3-5. Blocks of query rows, every head: block b ≡ t (mod nt). */
     float *scratch = f->scratch ? f->scratch + (size_t)t * f->rows_per_block * S : NULL;
@@ -782,19 +850,26 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             /* 4. masks and softmax per row; an inf or NaN score is
              *    recomputed in double, and the range rule applied */
             const int masked = p->mask_kind != ATT_MASK_NONE || p->key_padding_mask;
+            if (check_scores)
+                for (int r = 0; r < T; r++) {
+                    float *row = sc + (size_t)r * S;
+                    if (!all_finite(row, (size_t)S) &&
+                        fix_scores(row, qh + (size_t)r * f->ldq, kh, f->ldk, d, p, n, h, i0 + r))
+                        note_range(f, re, RANGE_SCORE, n, h, i0 + r);
+                }
+            const unsigned mxcsr = f->flush ? fpu_flush_subnormals() : 0;
             for (int r = 0; r < T; r++) {
                 float *row = sc + (size_t)r * S;
-                if (check_scores && !all_finite(row, (size_t)S) &&
-                    fix_scores(row, qh + (size_t)r * f->ldq, kh, f->ldk, d, p, n, h, i0 + r))
-                    note_range(f, re, RANGE_SCORE, n, h, i0 + r);
                 if (masked)
                     mask_row(row, p, n, h, i0 + r);
-                const int st = softmax_inplace(row, S);
+                const int st = softmax_inplace(row, S, &f->subnormal[t]);
                 if (st == ROW_POS_INF)
                     note_range(f, re, RANGE_SCORE, n, h, i0 + r);
                 else if (st == ROW_NO_FINITE && !caller_blocks_row(p, n, h, i0 + r))
                     note_range(f, re, RANGE_ROW, n, h, i0 + r);
             }
+            if (f->flush)
+                fpu_restore(mxcsr);
             if (re->stage)
                 break;
             if (acc)
@@ -804,8 +879,9 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
              *    this block no longer needs */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, S,
                         1.0f, sc, S, vh, f->ldv, 0.0f, qh, f->ldq);
-            long long bad = fix_nonfinite(qh, f->ldq, sc, S, vh, 1, (size_t)f->ldv, NULL,
-                                          T, S, d, NULL);
+            long long bad = !check_context ? -1
+                            : fix_nonfinite(qh, f->ldq, sc, S, vh, 1, (size_t)f->ldv, NULL,
+                                            T, S, d, NULL);
             if (bad >= 0)
                 note_range(f, re, RANGE_CONTEXT, n, h, i0 + (int)(bad / d));
         }
@@ -846,6 +922,49 @@ static void *fwd_thread_main(void *arg)
     pthread_mutex_unlock(&ft->f->mu);
     fwd_part(ft->f, ft->t, &ft->re);
     return NULL;
+}
+
+/* Run steps 2-6 of f on this thread and nt - 1 helpers (ft: one slot per
+ * thread, range errors come back in ft[i].re); if a helper cannot start,
+ * the call goes on with those that did. Returns how many ran. */
+static int fwd_run(struct fwd *f, int nt, struct fwd_thread *ft)
+{
+    pthread_t th[ATT_MAX_THREADS];
+    f->any_range = 0, f->go = 0;
+    memset(f->subnormal, 0, sizeof f->subnormal);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    int started = 1;
+    for (; started < nt; started++) {
+        ft[started] = (struct fwd_thread){f, started, {0, 0, 0, 0}};
+        if (pthread_create(&th[started], NULL, fwd_thread_main, &ft[started]) != 0)
+            break;
+    }
+    f->nthreads = started;
+    if (started > 1)
+        pthread_barrier_init(&f->barrier, NULL, (unsigned)started);
+    pthread_mutex_lock(&f->mu);
+    f->go = 1;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    ft[0] = (struct fwd_thread){f, 0, {0, 0, 0, 0}};
+    fwd_part(f, 0, &ft[0].re);
+    for (int i = 1; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (started > 1)
+        pthread_barrier_destroy(&f->barrier);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    return started;
+}
+
+/* Did the softmax of any thread make a subnormal weight (and flush it)? */
+static int fwd_made_subnormals(const struct fwd *f, int started)
+{
+    for (int i = 0; i < started; i++)
+        if (f->subnormal[i])
+            return 1;
+    return 0;
 }
 
 /* Below this many multiply-adds a call runs on one thread: starting threads
@@ -919,34 +1038,24 @@ int att_forward(float *out, float *weights, const struct att_params *p,
         f.ldq = f.ldk = f.ldv = 3 * E;
     }
 
-    /* 2-6 on nt threads: this one and nt - 1 helpers. If a helper cannot
-     * start, the call goes on with those that did. */
+    /* 2-6 on nt threads, with the softmax flushing subnormals; again
+     * without, in the rare case where that could change the answer (see
+     * flush_is_exact) */
     nt = gate_enter(nt);
-    pthread_t th[ATT_MAX_THREADS];
     struct fwd_thread ft[ATT_MAX_THREADS];
-    pthread_mutex_init(&f.mu, NULL);
-    pthread_cond_init(&f.cv, NULL);
-    int started = 1;
-    for (; started < nt; started++) {
-        ft[started] = (struct fwd_thread){&f, started, {0, 0, 0, 0}};
-        if (pthread_create(&th[started], NULL, fwd_thread_main, &ft[started]) != 0)
-            break;
+    f.flush = 1;
+    int started = fwd_run(&f, nt, ft);
+    if (!f.any_range && fwd_made_subnormals(&f, started)) {
+        float vmax = 0.0f;
+        for (int i = 0; i < started; i++)
+            vmax = f.vmax[i] > vmax ? f.vmax[i] : vmax;
+        const float womax = p->out_proj_weight ? max_abs(p->out_proj_weight, (size_t)E * E)
+                                               : 1.0f;
+        if (!flush_is_exact(S, E, vmax, womax)) {
+            f.flush = 0;
+            started = fwd_run(&f, nt, ft);
+        }
     }
-    f.nthreads = started;
-    if (started > 1)
-        pthread_barrier_init(&f.barrier, NULL, (unsigned)started);
-    pthread_mutex_lock(&f.mu);
-    f.go = 1;
-    pthread_cond_broadcast(&f.cv);
-    pthread_mutex_unlock(&f.mu);
-    ft[0] = (struct fwd_thread){&f, 0, {0, 0, 0, 0}};
-    fwd_part(&f, 0, &ft[0].re);
-    for (int i = 1; i < started; i++)
-        pthread_join(th[i], NULL);
-    if (started > 1)
-        pthread_barrier_destroy(&f.barrier);
-    pthread_mutex_destroy(&f.mu);
-    pthread_cond_destroy(&f.cv);
     gate_leave(nt);
     free(ws);
     /* The first range error in (stage, batch, row, head) order among the
@@ -957,9 +1066,6 @@ int att_forward(float *out, float *weights, const struct att_params *p,
             re = ft[i].re;
     if (re.stage)
         return range_fail(err, &re);
-    if (!all_finite(out, out_len)) /* cannot happen by the steps above */
-        return fail(err, ATT_ERANGE, "the result overflows float32 (an unclassified "
-                    "non-finite value); please report this request");
     return ATT_OK;
 }
 

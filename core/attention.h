@@ -38,8 +38,14 @@
  * -FLT_MAX is ATT_ERANGE (it is not a masked row). The fast path computes
  * in float32 and recomputes in double any value float32 made inf or NaN, so
  * it follows the same rule (up to values within float32 rounding of
- * ±FLT_MAX). Subnormal numbers are computed, not flushed: no FTZ/DAZ, and
- * softmax weights down to e^-103 (2^-149) are kept.
+ * ±FLT_MAX).
+ *
+ * Subnormals: inputs, projections, scores, weights·v and the out-projection
+ * are IEEE (a value of 1e-39 through a weight of 1e38 is 0.1). The softmax
+ * alone runs with FTZ/DAZ, for speed, so a weight below 2^-126 becomes 0 —
+ * unless S·2^-126·max|v|·E·max|Wo| > 1e-6 (the flush could then move an
+ * output by 1 % of its tolerance), where the call is computed again with
+ * IEEE weights, down to e^-103 (2^-149). See flush_is_exact().
  *
  * Accuracy: see README "Accuracy". Results are bit-identical for a given
  * configuration (att_init() threads, batch, fused or separate projections)

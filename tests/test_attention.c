@@ -705,11 +705,25 @@ Test(attention_range, subnormals_are_computed_not_flushed)
     tiny_init(&t, one, 1, k, v, 2);
     expect_both(&t, ATT_OK, NULL);
     cr_assert_float_eq(t.out[0], 4.0424414f, 1e-5);
-    /* a subnormal weight, e^-100 = 3.7e-44, is not zero either */
+    /* a subnormal weight, e^-100 = 3.7e-44, is not zero either when a
+     * value of 3e38 makes it count (the softmax's flush is undone) */
     const float k2[2] = {0.0f, -100.0f};
     tiny_init(&t, one, 1, k2, v, 2);
     expect_both(&t, ATT_OK, NULL);
     cr_assert(t.w[1] > 3.0e-44f && t.w[1] < 4.4e-44f, "weight %g", (double)t.w[1]);
+    cr_assert_float_eq((double)t.out[0], (double)t.w[1] * 3e38, 1e-9);
+    /* with ordinary values it cannot count (< S·2^-126·max|v|), and the
+     * softmax flushes it to 0: the documented speed trade */
+    const float v_small[2] = {0.0f, 2.0f};
+    t.p.value = v_small;
+    expect_both(&t, ATT_OK, NULL);
+    cr_assert_eq(t.w[1], 0.0f, "weight %g", (double)t.w[1]);
+    /* but through an out-projection of 1e33 the bound S·2^-126·max|v|·E·max|Wo|
+     * = 2 · 2^-126 · 2 · 1e33 = 4.7e-5 exceeds 1e-6: computed without flushing */
+    const float wo_big[1] = {1e33f};
+    t.p.out_proj_weight = wo_big;
+    expect_both(&t, ATT_OK, NULL);
+    cr_assert(t.w[1] > 3.0e-44f, "weight %g", (double)t.w[1]);
 }
 
 Test(attention_errors, result_overflowing_float32_is_an_error_not_nan)
