@@ -17,6 +17,7 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # 1-2. core (1b: positional encoding vs compute)
 build/bench/bench_core core "$OUT"
 build/bench/bench_core pe "$OUT"
+build/bench/bench_core peaked "$OUT"
 build/bench/bench_core scale "$OUT"
 
 # 3. codec
