@@ -20,7 +20,7 @@ sys.stdout.write(b if isinstance(b, str) else json.dumps(b))' "$f" > "$dst"
 done
 clang -g -O1 -std=gnu11 -fopenmp-simd -Wno-pass-failed -fsanitize=fuzzer,address,undefined -I. \
     $(pkg-config --cflags openblas) tests/fuzz/fuzz_codec.c tests/codec_compare.c server/codec.c server/jsonnum.c \
-    server/errors.c core/attention.c -o "$OUT/fuzz_codec" -ljansson \
+    server/errors.c core/attention.c core/posenc.c -o "$OUT/fuzz_codec" -ljansson \
     $(pkg-config --libs openblas) -lm -pthread
 cd "$OUT"
 ./fuzz_codec -max_total_time="${FUZZ_SECONDS:-60}" -max_len=8192 corpus
