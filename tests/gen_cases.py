@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Write tests/cases/*.json: one invalid request per file, with the answer
 the service must give. Each file: {"status", "code", "message_contains",
-and "body" (a JSON request) or "raw" (the exact body text)}.
+and "body" (a JSON request) or "raw" (the exact body text), and "stage":
+"compute" when the request is well formed and the computation refuses it
+(the range rule)}.
 
 Both the codec's unit test and the HTTP integration test run every file.
 Regenerate with: python3 tests/gen_cases.py (plain Python, no packages).
@@ -122,6 +124,21 @@ cases = {
     "param_output_encoding": (400, "invalid_parameter", "output_encoding must be \"json\" or \"base64\"", req(output_encoding="hex"), None),
     "param_tokens_type": (400, "invalid_parameter", "tokens[1] is not a string", req(tokens=["a", 1, "c", "d"]), None),
     "param_packed_and_separate": (400, "invalid_parameter", "mutually exclusive", req(weights={"in_proj_weight": Q * 3, "q_proj_weight": Q}), None),
+    # the range rule (README "Semantics"): finite inputs, a result beyond float32
+    "range_row_below_minus_flt_max": (400, "invalid_parameter", "every unmasked attention score of query 0 (batch 0, head 0) is below -3.4e38",
+                                      {"query": [[1e20]], "key": [[-1e20], [-2e20]], "value": [[1], [2]], "num_heads": 1,
+                                       "weights": {"out_proj_bias": [0.5]}}, None),
+    "range_mask_minus_flt_max": (400, "invalid_parameter", "is below -3.4e38",
+                                 {"query": [[1e16]], "key": [[-1e16], [-2e16]], "value": [[1], [2]], "num_heads": 1,
+                                  "attn_mask": [[-3.4028234663852886e38, -3.4028234663852886e38]]}, None),
+    "range_score_above_flt_max": (400, "invalid_parameter", "an attention score (q.k plus attn_mask) exceeds 3.4e38",
+                                  {"query": [[1e20, 1e20]], "num_heads": 1}, None),
+    "range_projection": (400, "invalid_parameter", "the query projection exceeds 3.4e38",
+                         {"query": [[3e38]], "num_heads": 1, "weights": {"in_proj_bias": [3e38, 0, 0]}}, None),
+    "range_scaled_query": (400, "invalid_parameter", "the scaled query q*scale exceeds 3.4e38",
+                           {"query": [[1e10]], "num_heads": 1, "scale": 1e30}, None),
+    "range_output": (400, "invalid_parameter", "the output exceeds 3.4e38",
+                     {"query": [[1]], "value": [[3e38]], "num_heads": 1, "weights": {"out_proj_weight": [[2]]}}, None),
     # payload_too_large (default limits)
     "limit_billion_elements": (413, "payload_too_large", "max_tensor_elements", req(query={"shape": [1000, 1000000], "data": []}), None),
     "limit_target_len": (413, "payload_too_large", "target length 4097 exceeds the limit 4096 (max_target_len)", req(query={"shape": [4097, 1], "data": [0] * 4097}, num_heads=1), None),
@@ -137,6 +154,8 @@ for old in os.listdir(OUT):
         os.remove(os.path.join(OUT, old))
 for name, (status, code, contains, body, raw) in sorted(cases.items()):
     case = {"status": status, "code": code, "message_contains": contains}
+    if name.startswith("range_"):  # decodes fine; the computation refuses it
+        case["stage"] = "compute"
     if raw is not None:
         case["raw"] = raw
     else:

@@ -139,7 +139,15 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         struct codec_error e = {0};
         struct codec_limits lim = default_limits();
         int rc = codec_decode_request(&r, body, blen, &lim, &e);
-        if (rc == 0 || strcmp(http_error_slug(e.code), code) != 0 ||
+        const char *stage = json_string_value(json_object_get(c, "stage"));
+        if (stage && strcmp(stage, "compute") == 0) {
+            /* well formed: the codec must accept it (the HTTP test checks
+             * the computation's refusal) */
+            if (rc != 0) {
+                fprintf(stderr, "%s: decoding failed: %s\n", path, e.msg);
+                failed++;
+            }
+        } else if (rc == 0 || strcmp(http_error_slug(e.code), code) != 0 ||
             http_error_status(e.code) != status || !strstr(e.msg, want)) {
             fprintf(stderr, "%s: got %s %d '%s', want %s %d containing '%s'\n", path,
                     rc ? http_error_slug(e.code) : "success", rc ? http_error_status(e.code) : 200,
