@@ -545,6 +545,39 @@ Test(attention_concurrency, bit_identical_per_configuration_within_tolerance_acr
     rinputs_free(&in);
 }
 
+Test(attention, averaged_weights_are_the_mean_over_all_heads_blocked_ones_adding_zero)
+{
+    /* H = 2; head 1 blocks every key of query 0: averaged, that row sums to
+     * 1/2 (live heads / H) and equals head 0's weights / 2 */
+    float x[3 * 4], outp[3 * 4], outa[3 * 4], wp[2 * 3 * 3], wa[3 * 3];
+    unsigned long long st = 5;
+    for (int i = 0; i < 12; i++)
+        x[i] = check_randf(&st);
+    uint8_t m[2 * 3 * 3] = {0};
+    memset(m + 9, 1, 3); /* plane 1 (n 0, head 1), row 0 */
+    struct att_params p;
+    att_params_init(&p);
+    p.N = 1, p.L = p.S = 3, p.E = p.kdim = p.vdim = 4, p.H = 2;
+    p.query = p.key = p.value = x;
+    p.mask_kind = ATT_MASK_BOOL, p.bool_mask = m, p.mask_ndim = 3;
+    p.mask_shape[0] = 2, p.mask_shape[1] = 3, p.mask_shape[2] = 3;
+    for (int impl = 0; impl < 2; impl++) {
+        p.weights_mode = ATT_WEIGHTS_PER_HEAD;
+        cr_assert_eq((impl ? att_forward_ref : att_forward)(outp, wp, &p, NULL), ATT_OK);
+        p.weights_mode = ATT_WEIGHTS_AVERAGE;
+        cr_assert_eq((impl ? att_forward_ref : att_forward)(outa, wa, &p, NULL), ATT_OK);
+        for (int i = 0; i < 3; i++) {
+            float sum = 0.0f;
+            for (int j = 0; j < 3; j++) {
+                sum += wa[i * 3 + j];
+                cr_assert_float_eq(wa[i * 3 + j], (wp[i * 3 + j] + wp[9 + i * 3 + j]) / 2, 1e-7);
+            }
+            cr_assert_float_eq(sum, i == 0 ? 0.5f : 1.0f, 1e-6, "row %d sums to %g", i,
+                               (double)sum);
+        }
+    }
+}
+
 /* ---------------------------------------------------------------------- */
 /* The range rule (attention.h "Range"), on the examples of issue 8.        */
 
