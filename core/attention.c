@@ -336,7 +336,9 @@ static void linear(float *y, int ldy, const float *x, int ldx, const float *W, c
     } else {
         for (int m = 0; m < M; m++) {
             float *yr = y + (size_t)m * ldy;
-            memcpy(yr, x + (size_t)m * ldx, (size_t)O * sizeof *x);
+            const float *xr = x + (size_t)m * ldx;
+            if (xr != yr) /* else already in place (positional encoding) */
+                memcpy(yr, xr, (size_t)O * sizeof *x);
             if (b)
                 for (int o = 0; o < O; o++)
                     yr[o] += b[o];
@@ -1023,14 +1025,40 @@ int att_forward(float *out, float *weights, const struct att_params *p,
         .rows_per_block = rows, .blocks_per_item = (L + rows - 1) / rows,
     };
     if (p->positional_encoding) {
-        float *a = ws + nq + 2 * nk + nscratch, *b = a + nqin, *c = b + nkin;
-        memcpy(a, p->query, nqin * sizeof *a);
-        memcpy(b, p->key, nkin * sizeof *b);
-        memcpy(c, p->value, nvin * sizeof *c);
-        att_add_positional_encoding(a, N, L, E);
-        att_add_positional_encoding(b, N, S, p->kdim);
-        att_add_positional_encoding(c, N, S, p->vdim);
-        f.qin = a, f.kin = b, f.vin = c;
+        /* x + PE in one pass, once per distinct input (self-attention
+         * encodes one, and keeps the fused projection). A stream whose
+         * projection is the identity gets it straight in its projection
+         * buffer, which step 2 would only have copied the input to (step 2
+         * adds the bias there, in PyTorch's order: (x + PE) + b); a stream
+         * with weights reads an encoded copy, shared by streams with the
+         * same input. */
+        const float *src[3] = {p->query, p->key, p->value};
+        const int T[3] = {L, S, S}, D[3] = {E, p->kdim, p->vdim};
+        float *proj[3] = {f.q, f.k, f.v};
+        float *copy = ws + nq + 2 * nk + nscratch;
+        float *copies[3] = {copy, copy + nqin, copy + nqin + nkin};
+        const float *in[3];
+        for (int st = 0; st < 3; st++) {
+            const size_t cnt = (size_t)N * T[st] * D[st];
+            int same_id = -1, same_copy = -1; /* an earlier stream of this input */
+            for (int r = st - 1; r >= 0; r--)
+                if (src[r] == src[st] && T[r] == T[st] && D[r] == D[st]) {
+                    if (proj_weight(p, r))
+                        same_copy = r;
+                    else
+                        same_id = r;
+                }
+            float *dst = proj_weight(p, st) ? copies[st] : proj[st];
+            if (proj_weight(p, st) && same_copy >= 0)
+                dst = (float *)in[same_copy];
+            else if (same_id >= 0 || same_copy >= 0)
+                memcpy(dst, same_id >= 0 ? proj[same_id] : copies[same_copy],
+                       cnt * sizeof *dst);
+            else
+                att_positional_encoding_from(dst, src[st], N, T[st], D[st]);
+            in[st] = dst;
+        }
+        f.qin = in[0], f.kin = in[1], f.vin = in[2];
     }
     if (p->in_proj_weight && f.qin == f.kin && f.kin == f.vin) { /* then L == S */
         f.fused = 1;

@@ -185,4 +185,7 @@ int att_forward_ref(float *out, float *weights, const struct att_params *p,
  * PE(pos, 2i+1) = cos(pos / 10000^(2i/D)). */
 void att_add_positional_encoding(float *x, int N, int T, int D);
 
+/* The same written elsewhere: dst = src + PE, in one pass (src may be dst). */
+void att_positional_encoding_from(float *dst, const float *src, int N, int T, int D);
+
 #endif

@@ -154,7 +154,7 @@ void pe_row(float *pe, const double *p, const double *inv, double t, int nj, int
  * the values are made PE_SUB pairs at a time and added at once, while
  * they are in L1. */
 static inline __attribute__((always_inline))
-void pe_add(float *x, int N, int T, int D, int has_fma)
+void pe_add(float *x, const float *src, int N, int T, int D, int has_fma)
 {
     const int pairs = (D + 1) / 2; /* frequency j covers columns 2j, 2j + 1 */
     double p[PE_CHUNK], inv[PE_CHUNK];
@@ -187,9 +187,10 @@ void pe_add(float *x, int N, int T, int D, int has_fma)
                     }
                 for (int n = 0; n < N; n++) {
                     float *row = x + ((size_t)n * T + t) * D + c0;
+                    const float *in = src + ((size_t)n * T + t) * D + c0;
 #pragma omp simd
                     for (int c = 0; c < cols; c++)
-                        row[c] += pe[c];
+                        row[c] = in[c] + pe[c];
                 }
             }
         }
@@ -200,20 +201,20 @@ void pe_add(float *x, int N, int T, int D, int has_fma)
  * cannot name "AVX2 with FMA", and its arch= clones go by CPU model, which
  * misses CPUs newer than the compiler; the features are tested instead. */
 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
-static void pe_add_avx512(float *x, int N, int T, int D)
+static void pe_add_avx512(float *x, const float *src, int N, int T, int D)
 {
-    pe_add(x, N, T, D, 1);
+    pe_add(x, src, N, T, D, 1);
 }
 
 __attribute__((target("avx2,fma")))
-static void pe_add_avx2(float *x, int N, int T, int D)
+static void pe_add_avx2(float *x, const float *src, int N, int T, int D)
 {
-    pe_add(x, N, T, D, 1);
+    pe_add(x, src, N, T, D, 1);
 }
 
-static void pe_add_generic(float *x, int N, int T, int D)
+static void pe_add_generic(float *x, const float *src, int N, int T, int D)
 {
-    pe_add(x, N, T, D, 0);
+    pe_add(x, src, N, T, D, 0);
 }
 
 static int pe_has_avx512(void)
@@ -229,14 +230,19 @@ static int pe_has_avx2(void)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-void att_add_positional_encoding(float *x, int N, int T, int D)
+void att_positional_encoding_from(float *dst, const float *src, int N, int T, int D)
 {
     if (N <= 0 || T <= 0 || D <= 0)
         return;
     if (pe_has_avx512())
-        pe_add_avx512(x, N, T, D);
+        pe_add_avx512(dst, src, N, T, D);
     else if (pe_has_avx2())
-        pe_add_avx2(x, N, T, D);
+        pe_add_avx2(dst, src, N, T, D);
     else
-        pe_add_generic(x, N, T, D);
+        pe_add_generic(dst, src, N, T, D);
+}
+
+void att_add_positional_encoding(float *x, int N, int T, int D)
+{
+    att_positional_encoding_from(x, x, N, T, D);
 }

@@ -200,6 +200,27 @@ Test(attention, fast_path_matches_reference_on_random_cases)
     cr_assert_eq(failed, 0, "%d of %d random cases disagree with the reference", failed, n);
 }
 
+Test(attention, positional_encoding_every_path_matches_reference)
+{
+    /* the core encodes each distinct input once: into a copy for a real
+     * projection (shared by self-attention, which stays fused), straight
+     * into the projection buffer for an identity one */
+    att_init(1);
+    static const int shapes[][7] = {{2, 9, 9, 8, 8, 8, 2}, {1, 64, 64, 32, 32, 32, 4}};
+    int failed = 0, n = 0;
+    for (int s = 0; s < 2; s++)
+        for (int proj = PROJ_PACKED; proj <= PROJ_ABSENT; proj++)
+            for (int v = 0; v < 4; v++) {
+                const int *sh = shapes[s];
+                struct rcase c = {sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], sh[6], .proj = proj,
+                                  .bias = v & 1, .self = v >> 1, .pe = 1,
+                                  .mask = M_CAUSAL, .wmode = ATT_WEIGHTS_PER_HEAD};
+                failed += !compare_case(&c, 700u + (unsigned)(s * 100 + proj * 10 + v));
+                n++;
+            }
+    cr_assert_eq(failed, 0, "%d of %d positional-encoding cases disagree", failed, n);
+}
+
 Test(attention, fully_blocked_rows_get_zero_weights_and_bias_output)
 {
     /* Key padding blocks every key of batch item 1; bool mask blocks row 2. */
