@@ -800,6 +800,17 @@ Test(http, numbers_at_the_edges)
     cr_assert_eq(a.status, 200, "%s", a.body);
     cr_assert(strstr(a.body, "\"output\":[[1e20]]"), "%s", a.body);
     free(a.body);
+    /* the float 0x15ae43fd through the service: its shortest direct form
+     * 7.038531e-26 reads back through a double as 0x15ae43fe */
+    a = post(s.port, "{\"query\": [[7.0385307e-26]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    const char *num = strstr(a.body, "\"output\":[[");
+    cr_assert(num, "%s", a.body);
+    const float back = (float)strtod(num + strlen("\"output\":[["), NULL);
+    uint32_t bits_back;
+    memcpy(&bits_back, &back, sizeof bits_back);
+    cr_assert_eq(bits_back, 0x15ae43fdu, "%s reads back as 0x%08x", a.body, bits_back);
+    free(a.body);
     const struct { const char *body; long status; const char *slug, *msg; } refused[] = {
         {"{\"query\": [[1e39]], \"num_heads\": 1}", 400, "invalid_tensor", "out of float32"},
         {"{\"query\": [[1e400]], \"num_heads\": 1}", 400, "invalid_tensor", "out of float32"},
