@@ -439,11 +439,13 @@ static int softmax_inplace(float *row, int S, int *subnormal)
 }
 
 /* Masks of query row i (batch n, head h) applied to its scores in place:
- * the float mask is added, blocked keys become -inf. */
-static void mask_row(float *row, const struct att_params *p, int n, int h, int i)
+ * the float mask is added (unless add_float is 0: fix_scores() did it),
+ * blocked keys become -inf. */
+static void mask_row(float *row, const struct att_params *p, int n, int h, int i,
+                     int add_float)
 {
     const int S = p->S;
-    const float *fm = float_mask_row(p, n, h, i);
+    const float *fm = add_float ? float_mask_row(p, n, h, i) : NULL;
     if (fm)
         for (int j = 0; j < S; j++)
             row[j] += fm[j];
@@ -643,23 +645,29 @@ static long long fix_nonfinite(float *y, int ldy, const float *x, int ldx, const
 }
 
 /* The same for one row of scores (query i of batch n, head h; S keys),
- * q_row · k_jᵀ for the keys whose float32 score is inf or NaN. A key the
- * caller blocks takes no weight whatever its score: it becomes -inf. A
- * score below -FLT_MAX becomes -inf too (no weight, unless the whole row is
- * so: softmax_inplace tells). Returns 1 when a live score is above FLT_MAX. */
+ * q_row · k_jᵀ for the keys whose float32 score is inf or NaN. The rule
+ * is on the score plus the float mask, so the mask is added here, to every
+ * key of the row (mask_row() then must not add it again): a finite float32
+ * score as mask_row() would, a recomputed one in double. A key the caller
+ * blocks takes no weight whatever its score: it becomes -inf. A sum below
+ * -FLT_MAX becomes -inf too (no weight, unless the whole row is so:
+ * softmax_inplace() tells). Returns 1 when a live sum is above FLT_MAX. */
 static int fix_scores(float *row, const float *qrow, const float *kh, int ldk, int d,
                       const struct att_params *p, int n, int h, int i)
 {
     const float *fm = float_mask_row(p, n, h, i);
     int bad = 0;
     for (int j = 0; j < p->S; j++) {
-        if (isfinite(row[j]))
+        if (isfinite(row[j])) {
+            if (fm)
+                row[j] += fm[j];
             continue;
+        }
         if (blocked(p, n, h, i, j) || (fm && fm[j] == -INFINITY)) {
             row[j] = -INFINITY;
             continue;
         }
-        const double s = dot_double(qrow, kh + (size_t)j * ldk, 1, d);
+        const double s = dot_double(qrow, kh + (size_t)j * ldk, 1, d) + (fm ? fm[j] : 0.0);
         bad |= s > FLT_MAX;
         row[j] = s < -FLT_MAX ? -INFINITY : (float)s;
     }
@@ -668,10 +676,11 @@ static int fix_scores(float *row, const float *qrow, const float *kh, int ldk, i
 
 /* Subnormals. IEEE arithmetic on subnormal numbers takes microcode assists
  * on these CPUs: measured (make bench, table 5, Xeon model 207) sgemm runs
- * 100-340x slower when half an operand is subnormal, vector loops ~45x; an
+ * 65-280x slower when half an operand is subnormal, vector loops ~45x; an
  * attention with peaked scores (39 % of its weights below 2^-126) took
  * 393 ms instead of 10 ms. Peaked scores are ordinary data, so the softmax
- * runs with flush-to-zero and denormals-are-zero: a weight below 2^-126
+ * (and the float mask's addition before it) runs with flush-to-zero and
+ * denormals-are-zero: a weight below 2^-126
  * becomes 0, and weights·v (IEEE, like every product) then runs at full
  * speed. That changes a result only where the softmax made a subnormal
  * weight (softmax_inplace() says so), and then by little:
@@ -852,18 +861,21 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
             /* 4. masks and softmax per row; an inf or NaN score is
              *    recomputed in double, and the range rule applied */
             const int masked = p->mask_kind != ATT_MASK_NONE || p->key_padding_mask;
-            if (check_scores)
-                for (int r = 0; r < T; r++) {
-                    float *row = sc + (size_t)r * S;
-                    if (!all_finite(row, (size_t)S) &&
-                        fix_scores(row, qh + (size_t)r * f->ldq, kh, f->ldk, d, p, n, h, i0 + r))
-                        note_range(f, re, RANGE_SCORE, n, h, i0 + r);
-                }
             const unsigned mxcsr = f->flush ? fpu_flush_subnormals() : 0;
             for (int r = 0; r < T; r++) {
                 float *row = sc + (size_t)r * S;
+                int add_float = 1;
+                if (check_scores && !all_finite(row, (size_t)S)) { /* rare: IEEE here */
+                    if (f->flush)
+                        fpu_restore(mxcsr);
+                    if (fix_scores(row, qh + (size_t)r * f->ldq, kh, f->ldk, d, p, n, h, i0 + r))
+                        note_range(f, re, RANGE_SCORE, n, h, i0 + r);
+                    if (f->flush)
+                        fpu_flush_subnormals();
+                    add_float = 0; /* fix_scores added the float mask */
+                }
                 if (masked)
-                    mask_row(row, p, n, h, i0 + r);
+                    mask_row(row, p, n, h, i0 + r, add_float);
                 const int st = softmax_inplace(row, S, &f->subnormal[t]);
                 if (st == ROW_POS_INF)
                     note_range(f, re, RANGE_SCORE, n, h, i0 + r);
@@ -969,6 +981,40 @@ static int fwd_made_subnormals(const struct fwd *f, int started)
     return 0;
 }
 
+/* x + PE for the three inputs of p (positional encoding), in[s] = what
+ * stream s projects: in one pass, once per distinct input (self-attention
+ * encodes one, and keeps the fused projection). A stream whose projection
+ * is the identity gets it straight in its projection buffer proj[s], which
+ * step 2 would only have copied the input to (step 2 adds the bias there,
+ * in PyTorch's order: (x + PE) + b); a stream with weights reads an encoded
+ * copy (copies[s]), shared by streams with the same input. Step 2 changes
+ * the projection buffers, so a second run calls this again. */
+static void encode_inputs(const struct att_params *p, float *const proj[3],
+                          float *const copies[3], const float *in[3])
+{
+    const float *src[3] = {p->query, p->key, p->value};
+    const int T[3] = {p->L, p->S, p->S}, D[3] = {p->E, p->kdim, p->vdim};
+    for (int st = 0; st < 3; st++) {
+        const size_t cnt = (size_t)p->N * T[st] * D[st];
+        int same_id = -1, same_copy = -1; /* an earlier stream of this input */
+        for (int r = st - 1; r >= 0; r--)
+            if (src[r] == src[st] && T[r] == T[st] && D[r] == D[st]) {
+                if (proj_weight(p, r))
+                    same_copy = r;
+                else
+                    same_id = r;
+            }
+        float *dst = proj_weight(p, st) ? copies[st] : proj[st];
+        if (proj_weight(p, st) && same_copy >= 0)
+            dst = (float *)in[same_copy];
+        else if (same_id >= 0 || same_copy >= 0)
+            memcpy(dst, same_id >= 0 ? proj[same_id] : copies[same_copy], cnt * sizeof *dst);
+        else
+            att_positional_encoding_from(dst, src[st], p->N, T[st], D[st]);
+        in[st] = dst;
+    }
+}
+
 /* Below this many multiply-adds a call runs on one thread: starting threads
  * would cost more than it saves. */
 #define ATT_PARALLEL_MIN_MACS 4000000.0
@@ -1024,40 +1070,14 @@ int att_forward(float *out, float *weights, const struct att_params *p,
         .sqrt_d = p->has_scale ? 0.0f : (float)sqrt((double)(E / p->H)),
         .rows_per_block = rows, .blocks_per_item = (L + rows - 1) / rows,
     };
+    /* x + PE: into copies for streams with weights, into the projection
+     * buffers for identity ones (see encode_inputs) */
+    float *const proj_bufs[3] = {f.q, f.k, f.v};
+    float *const copy = ws + nq + 2 * nk + nscratch;
+    float *const copies[3] = {copy, copy + nqin, copy + nqin + nkin};
     if (p->positional_encoding) {
-        /* x + PE in one pass, once per distinct input (self-attention
-         * encodes one, and keeps the fused projection). A stream whose
-         * projection is the identity gets it straight in its projection
-         * buffer, which step 2 would only have copied the input to (step 2
-         * adds the bias there, in PyTorch's order: (x + PE) + b); a stream
-         * with weights reads an encoded copy, shared by streams with the
-         * same input. */
-        const float *src[3] = {p->query, p->key, p->value};
-        const int T[3] = {L, S, S}, D[3] = {E, p->kdim, p->vdim};
-        float *proj[3] = {f.q, f.k, f.v};
-        float *copy = ws + nq + 2 * nk + nscratch;
-        float *copies[3] = {copy, copy + nqin, copy + nqin + nkin};
         const float *in[3];
-        for (int st = 0; st < 3; st++) {
-            const size_t cnt = (size_t)N * T[st] * D[st];
-            int same_id = -1, same_copy = -1; /* an earlier stream of this input */
-            for (int r = st - 1; r >= 0; r--)
-                if (src[r] == src[st] && T[r] == T[st] && D[r] == D[st]) {
-                    if (proj_weight(p, r))
-                        same_copy = r;
-                    else
-                        same_id = r;
-                }
-            float *dst = proj_weight(p, st) ? copies[st] : proj[st];
-            if (proj_weight(p, st) && same_copy >= 0)
-                dst = (float *)in[same_copy];
-            else if (same_id >= 0 || same_copy >= 0)
-                memcpy(dst, same_id >= 0 ? proj[same_id] : copies[same_copy],
-                       cnt * sizeof *dst);
-            else
-                att_positional_encoding_from(dst, src[st], N, T[st], D[st]);
-            in[st] = dst;
-        }
+        encode_inputs(p, proj_bufs, copies, in);
         f.qin = in[0], f.kin = in[1], f.vin = in[2];
     }
     if (p->in_proj_weight && f.qin == f.kin && f.kin == f.vin) { /* then L == S */
@@ -1081,6 +1101,10 @@ int att_forward(float *out, float *weights, const struct att_params *p,
                                                : 1.0f;
         if (!flush_is_exact(S, E, vmax, womax)) {
             f.flush = 0;
+            if (p->positional_encoding) { /* the first run changed them */
+                const float *in[3];
+                encode_inputs(p, proj_bufs, copies, in);
+            }
             started = fwd_run(&f, nt, ft);
         }
     }

@@ -42,7 +42,8 @@
  *
  * Subnormals: inputs, projections, scores, weights·v and the out-projection
  * are IEEE (a value of 1e-39 through a weight of 1e38 is 0.1). The softmax
- * alone runs with FTZ/DAZ, for speed, so a weight below 2^-126 becomes 0 —
+ * alone (with the float mask's addition) runs with FTZ/DAZ, for speed, so a
+ * weight below 2^-126 becomes 0 —
  * unless S·2^-126·max|v|·E·max|Wo| > 1e-6 (the flush could then move an
  * output by 1 % of its tolerance), where the call is computed again with
  * IEEE weights, down to e^-103 (2^-149). See flush_is_exact().

@@ -31,7 +31,8 @@
  *   jansson it ignores one NUL byte right after a number (jansson's lexer
  *   loses a NUL it has read ahead and put back). jsonnum_parse_array_opt()
  *   with JSONNUM_NEG_INF also reads the strings "-inf" and "-Infinity",
- *   written exactly so (no escapes), as -infinity, where a number may be:
+ *   written exactly so, as -infinity, where a number may be (a string with
+ *   escapes goes to the reference path, which reads it as the same string):
  *   JSON has no infinity, and a float mask needs it.
  *
  *     struct jsonnum_array a;
