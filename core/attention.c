@@ -1080,7 +1080,9 @@ int att_forward(float *out, float *weights, const struct att_params *p,
         encode_inputs(p, proj_bufs, copies, in);
         f.qin = in[0], f.kin = in[1], f.vin = in[2];
     }
-    if (p->in_proj_weight && f.qin == f.kin && f.kin == f.vin) { /* then L == S */
+    /* one tensor for query, key and value, of one length (a caller may pass
+     * the same pointer with S != L: then the streams are not one product) */
+    if (p->in_proj_weight && f.qin == f.kin && f.kin == f.vin && p->L == p->S) {
         f.fused = 1;
         f.k = ws + E, f.v = ws + 2 * E;
         f.ldq = f.ldk = f.ldv = 3 * E;

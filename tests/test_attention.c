@@ -221,6 +221,28 @@ Test(attention, positional_encoding_every_path_matches_reference)
     cr_assert_eq(failed, 0, "%d of %d positional-encoding cases disagree", failed, n);
 }
 
+Test(attention, one_pointer_for_query_key_value_of_different_lengths)
+{
+    /* The same buffer as query (L rows) and key/value (S rows) with packed
+     * weights is not self-attention: the fused projection covered only L
+     * rows (S > L read unset memory; S < L wrote past the workspace). */
+    float buf[3] = {1, 2, 3}, w[3] = {1, 1, 1}, out[3], wt[3], ref_out[3], ref_wt[3];
+    for (int L = 1; L <= 3; L += 2) {
+        struct att_params p;
+        att_params_init(&p);
+        p.N = 1, p.L = L, p.S = 4 - L, p.E = p.kdim = p.vdim = 1, p.H = 1;
+        p.query = p.key = p.value = buf;
+        p.in_proj_weight = w;
+        p.weights_mode = ATT_WEIGHTS_PER_HEAD;
+        size_t olen, wlen;
+        cr_assert_eq(att_check(&p, &olen, &wlen, NULL), ATT_OK);
+        cr_assert_eq(att_forward_ref(ref_out, ref_wt, &p, NULL), ATT_OK);
+        cr_assert_eq(att_forward(out, wt, &p, NULL), ATT_OK);
+        cr_assert(check_tensor("aliased output", out, ref_out, olen, OUT_ATOL, OUT_RTOL), "L %d", L);
+        cr_assert(check_tensor("aliased weights", wt, ref_wt, wlen, W_ATOL, 0.0), "L %d", L);
+    }
+}
+
 Test(attention, fully_blocked_rows_get_zero_weights_and_bias_output)
 {
     /* Key padding blocks every key of batch item 1; bool mask blocks row 2. */
