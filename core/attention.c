@@ -201,7 +201,18 @@ int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
 /* ---------------------------------------------------------------------- */
 /* Shared helpers                                                          */
 
-/* Is key j blocked for query i of batch n, head h? (float mask aside) */
+/* Float mask row for (n, h, i), or NULL. */
+static inline const float *float_mask_row(const struct att_params *p, int n, int h, int i)
+{
+    if (p->mask_kind != ATT_MASK_FLOAT)
+        return NULL;
+    size_t plane = p->mask_ndim == 3 ? (size_t)n * p->H + h : 0;
+    return p->float_mask + (plane * p->L + i) * p->S;
+}
+
+/* Does the caller block key j for query i of batch n, head h? Key padding,
+ * causal, a bool mask, or -inf in a float mask (a score that overflowed to
+ * -inf is not blocked: the range rule decides about it). */
 static inline int blocked(const struct att_params *p, int n, int h, int i, int j)
 {
     if (p->key_padding_mask && p->key_padding_mask[(size_t)n * p->S + j])
@@ -212,16 +223,9 @@ static inline int blocked(const struct att_params *p, int n, int h, int i, int j
         size_t plane = p->mask_ndim == 3 ? (size_t)n * p->H + h : 0;
         return p->bool_mask[(plane * p->L + i) * p->S + j] != 0;
     }
+    if (p->mask_kind == ATT_MASK_FLOAT)
+        return float_mask_row(p, n, h, i)[j] == -INFINITY;
     return 0;
-}
-
-/* Float mask row for (n, h, i), or NULL. */
-static inline const float *float_mask_row(const struct att_params *p, int n, int h, int i)
-{
-    if (p->mask_kind != ATT_MASK_FLOAT)
-        return NULL;
-    size_t plane = p->mask_ndim == 3 ? (size_t)n * p->H + h : 0;
-    return p->float_mask + (plane * p->L + i) * p->S;
 }
 
 /* Projection weight and bias for stream 0 (q), 1 (k), 2 (v). */
@@ -524,13 +528,11 @@ static int range_fail(struct att_error *err, const struct range_error *re)
     }
 }
 
-/* Does the caller block every key of query row i (batch n, head h)? Masks,
- * padding and -inf in a float mask block; an overflowed score does not. */
+/* Does the caller block every key of query row i (batch n, head h)? */
 static int caller_blocks_row(const struct att_params *p, int n, int h, int i)
 {
-    const float *fm = float_mask_row(p, n, h, i);
     for (int j = 0; j < p->S; j++)
-        if (!blocked(p, n, h, i, j) && !(fm && fm[j] == -INFINITY))
+        if (!blocked(p, n, h, i, j))
             return 0;
     return 1;
 }
@@ -663,7 +665,7 @@ static int fix_scores(float *row, const float *qrow, const float *kh, int ldk, i
                 row[j] += fm[j];
             continue;
         }
-        if (blocked(p, n, h, i, j) || (fm && fm[j] == -INFINITY)) {
+        if (blocked(p, n, h, i, j)) {
             row[j] = -INFINITY;
             continue;
         }
@@ -834,10 +836,9 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
     for (int u = 0; u < nt; u++) {
         qmax = f->qmax[u] > qmax ? f->qmax[u] : qmax;
         kmax = f->kmax[u] > kmax ? f->kmax[u] : kmax;
+        vmax = f->vmax[u] > vmax ? f->vmax[u] : vmax;
     }
     const int check_scores = !((double)d * qmax * kmax <= FLT_MAX / 2.0);
-    for (int u = 0; u < nt; u++)
-        vmax = f->vmax[u] > vmax ? f->vmax[u] : vmax;
     /* a context is a weighted mean of v: it overflows only near FLT_MAX */
     const int check_context = !(vmax <= FLT_MAX / 2.0f);
 
@@ -1211,7 +1212,7 @@ int att_forward_ref(float *out, float *weights, const struct att_params *p,
                 int unblocked = 0;
                 for (int j = 0; j < S; j++) {
                     row[j] = -INFINITY;
-                    if (blocked(p, n, h, i, j) || (fm && fm[j] == -INFINITY))
+                    if (blocked(p, n, h, i, j))
                         continue;
                     unblocked = 1;
                     double s = fm ? fm[j] : 0.0;
