@@ -700,16 +700,24 @@ static int flush_is_exact(int S, int E, float vmax, float womax)
     return (double)S * FLT_MIN * (double)vmax * E * womax <= 1e-6;
 }
 
-/* Set FTZ and DAZ; returns the MXCSR to restore (0 without SSE). */
-static unsigned fpu_flush_subnormals(void)
+/* The floating-point control and status word (MXCSR; 0 without SSE). */
+static unsigned fpu_state(void)
 {
 #if defined(__SSE__)
-    unsigned old = _mm_getcsr();
-    _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
-    return old;
+    return _mm_getcsr();
 #else
     return 0;
 #endif
+}
+
+/* Set FTZ and DAZ; returns the MXCSR to restore (0 without SSE). */
+static unsigned fpu_flush_subnormals(void)
+{
+    const unsigned old = fpu_state();
+#if defined(__SSE__)
+    _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
+#endif
+    return old;
 }
 
 static void fpu_restore(unsigned old)
@@ -1094,6 +1102,9 @@ int att_forward(float *out, float *weights, const struct att_params *p,
      * flush_is_exact) */
     nt = gate_enter(nt);
     struct fwd_thread ft[ATT_MAX_THREADS];
+    /* the caller's MXCSR comes back as it was, exception flags included
+     * (the exact path's subnormal arithmetic raises some) */
+    const unsigned mxcsr = fpu_state();
     f.flush = 1;
     int started = fwd_run(&f, nt, ft);
     if (!f.any_range && fwd_made_subnormals(&f, started)) {
@@ -1111,6 +1122,7 @@ int att_forward(float *out, float *weights, const struct att_params *p,
             started = fwd_run(&f, nt, ft);
         }
     }
+    fpu_restore(mxcsr);
     gate_leave(nt);
     free(ws);
     /* The first range error in (stage, batch, row, head) order among the

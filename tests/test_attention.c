@@ -802,6 +802,36 @@ Test(attention_range, subnormals_are_computed_not_flushed)
     cr_assert(t.w[1] > 3.0e-44f, "weight %g", (double)t.w[1]);
 }
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+Test(attention, caller_floating_point_state_is_restored)
+{
+    /* The softmax runs with FTZ/DAZ (attention.c, flush_is_exact) and must
+     * hand the caller's MXCSR back unchanged, also when a call is computed
+     * again without flushing (a subnormal weight times a value of 3e38). */
+    struct rcase c = {1, 80, 90, 32, 32, 32, 4, .proj = PROJ_PACKED, .bias = 1,
+                      .wmode = ATT_WEIGHTS_PER_HEAD};
+    struct att_params p;
+    struct rinputs in;
+    make_case(&p, &in, &c, 77);
+    float *out = malloc(80 * 32 * 4), *w = malloc(4 * 80 * 90 * 4);
+    att_init(2);
+    const unsigned before = _mm_getcsr();
+    cr_assert_eq(before & 0x8040, 0u, "test precondition: FTZ/DAZ off");
+    cr_assert_eq(att_forward(out, w, &p, NULL), ATT_OK);
+    cr_assert_eq(_mm_getcsr(), before);
+    const float one[1] = {1.0f}, k[2] = {0.0f, -95.0f}, v[2] = {0.0f, 3e38f};
+    struct att_params t;
+    att_params_init(&t);
+    t.N = 1, t.L = 1, t.S = 2, t.E = t.kdim = t.vdim = 1, t.H = 1;
+    t.query = one, t.key = k, t.value = v;
+    cr_assert_eq(att_forward(out, NULL, &t, NULL), ATT_OK);
+    cr_assert_eq(_mm_getcsr(), before);
+    free(out), free(w);
+    rinputs_free(&in);
+}
+#endif
+
 Test(attention_errors, result_overflowing_float32_is_an_error_not_nan)
 {
     /* q·k = 2e40 > FLT_MAX: the score is inf and the softmax NaN */
