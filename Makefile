@@ -26,7 +26,9 @@ CORE_SRC  := core/attention.c core/posenc.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c
-SVC_SRC   := server/codec.c server/jsonnum.c server/errors.c server/metrics.c server/pool.c
+SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c server/scan.c \
+             server/tensor.c server/base64.c server/jsonnum.c server/errors.c server/metrics.c \
+             server/pool.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/embed.o
 SERVER    := $(BUILD)/attention-server
@@ -37,7 +39,7 @@ DEMO_SRC  := examples/demo.c
 
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_posenc.c tests/test_codec.c tests/codec_compare.c tests/test_config.c \
-             tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c \
+             tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c tests/test_service.c \
              tests/test_numerics.c tests/golden.c tests/testdata.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
