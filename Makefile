@@ -27,7 +27,8 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c
 SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c server/scan.c \
-             server/tensor.c server/base64.c server/jsonnum.c server/errors.c server/metrics.c \
+             server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
+             server/metrics.c \
              server/pool.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/embed.o
@@ -88,7 +89,8 @@ $(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o
 $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
-$(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/server/jsonnum.o
+$(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/server/jsonnum.o \
+                             $(BUILD)/server/jsonnum_format.o
 	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/const_server: $(BUILD)/bench/const_server.o
@@ -149,18 +151,20 @@ fuzz:
 # (float)strtod, on 2 threads (minutes; not part of make test).
 # BASE=<commit> also checks that commit's writer and counts changed outputs.
 RT_DIR := $(BUILD)/roundtrip
-roundtrip-check: $(BUILD)/server/jsonnum.o
+roundtrip-check: $(BUILD)/server/jsonnum_format.o
 	@mkdir -p $(RT_DIR)/base/server
 	if [ -n "$(BASE)" ]; then \
+	    src=server/jsonnum_format.c; \
+	    git cat-file -e $(BASE):$$src 2>/dev/null || src=server/jsonnum.c; \
 	    git show $(BASE):server/jsonnum.h > $(RT_DIR)/base/server/jsonnum.h && \
-	    git show $(BASE):server/jsonnum.c > $(RT_DIR)/base/server/jsonnum.c && \
-	    $(CC) -I$(RT_DIR)/base $(CFLAGS) -c $(RT_DIR)/base/server/jsonnum.c -o $(RT_DIR)/base.o && \
+	    git show $(BASE):$$src > $(RT_DIR)/base/writer.c && \
+	    $(CC) -I$(RT_DIR)/base $(CFLAGS) -c $(RT_DIR)/base/writer.c -o $(RT_DIR)/base.o && \
 	    objcopy --keep-global-symbol=jsonnum_format_float $(RT_DIR)/base.o && \
 	    objcopy --redefine-sym jsonnum_format_float=base_jsonnum_format_float $(RT_DIR)/base.o && \
-	    $(CC) $(CFLAGS) -DROUNDTRIP_BASE tests/roundtrip_all.c $(BUILD)/server/jsonnum.o \
+	    $(CC) $(CFLAGS) -DROUNDTRIP_BASE tests/roundtrip_all.c $(BUILD)/server/jsonnum_format.o \
 	        $(RT_DIR)/base.o -o $(RT_DIR)/roundtrip_all $(LDFLAGS) -lm; \
 	else \
-	    $(CC) $(CFLAGS) tests/roundtrip_all.c $(BUILD)/server/jsonnum.o \
+	    $(CC) $(CFLAGS) tests/roundtrip_all.c $(BUILD)/server/jsonnum_format.o \
 	        -o $(RT_DIR)/roundtrip_all $(LDFLAGS) -lm; \
 	fi
 	$(RT_DIR)/roundtrip_all --threads 2
