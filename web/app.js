@@ -136,7 +136,7 @@ async function run(kind) {
   const t0 = performance.now();
   const req = kind === 'example' ? requestFromForm(readForm()) : requestFromText($('request-json').value);
   if (req.error) return finish(seq, { lastError: req.error });
-  update({ lastRequest: req.body });
+  update({ lastRequest: { body: req.body, pasted: req.pasted } });
   const t1 = performance.now();
   const res = await postAttention(req);
   if (res.aborted || seq !== state.runSeq) return;
@@ -176,11 +176,13 @@ function init() {
     $('upload').value = '';
     run('json');
   });
+  // The user's own text comes back as typed; a generated request indented.
   $('copy-request').addEventListener('click', () => {
     const last = state.lastRequest;
     if (!last) return;
-    try { $('request-json').value = JSON.stringify(JSON.parse(last), null, 1); }
-    catch { $('request-json').value = last; }
+    let text = last.body;
+    if (!last.pasted) try { text = JSON.stringify(JSON.parse(last.body), null, 1); } catch { /* as sent */ }
+    $('request-json').value = text;
   });
   $('threshold').addEventListener('input', () => setView({ threshold: Number($('threshold').value) }));
   $('range-mode').addEventListener('change', () => setView({ rangeMode: $('range-mode').value }));

@@ -21,6 +21,9 @@
 //   7. the test hook window.attn is read-only: assignments through it throw
 //      (or, on the copies of typed arrays, change nothing) and the page
 //      keeps working;
+//   8. a pasted request is sent exactly as typed: one with a duplicate key
+//      gets the server's invalid_json answer in #error (parsing and writing
+//      it again would merge the keys into a request the server accepts);
 //   plus the cross-attention example, a batched own request (batch
 //   selector), the head view, the output view and Export PNG.
 // Screenshots of every view go to build/browser/. Any failure exits 1 with
@@ -186,7 +189,7 @@ async function runAndWait(page, action, timeout = 60000) {
     check(again.status === resp.status(), `the request sent again got HTTP ${again.status}, the page got ${resp.status()}`);
     body = await again.json().catch(() => null);
   }
-  return { status: resp.status(), body, ms };
+  return { status: resp.status(), body, ms, sent: resp.request().postData() };
 }
 
 async function pixels(page, cells) {
@@ -522,6 +525,30 @@ async function stepMalformed(page) {
   await shot(page, '10-error.png');
 }
 
+async function stepPastedAsTyped(page) {
+  const text = '{"query": [[1, 2]], "num_heads": 1, "num_heads": 2}';
+  // What re-serialising would have sent (the keys merged, the last wins) is a valid request.
+  const merged = JSON.stringify(JSON.parse(text));
+  const alt = await fetch(new URL('attention', page.url()), { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                                               body: merged });
+  check(alt.status === 200, `${merged} got HTTP ${alt.status}; the test needs a request that is valid once its keys are merged`);
+  await page.fill('[data-testid="request-json"]', text);
+  const { body, status, sent } = await runAndWait(page, () => page.click('[data-testid="run-json"]'));
+  check(status === 400 && body && body.error && body.error.code === 'invalid_json' && /duplicate object key/.test(body.error.message),
+        `the request with a duplicate key got HTTP ${status}: ${JSON.stringify(body)}`);
+  await page.waitForSelector('#error', { state: 'visible', timeout: 5000 });
+  const shown = await page.textContent('#error');
+  check(shown.includes(body.error.message) && shown.includes('400 (invalid_json)'),
+        `#error says "${shown}", the server said 400 invalid_json "${body.error.message}"`);
+  check(sent === text, `the page sent ${JSON.stringify(sent)}, not the text as typed ${JSON.stringify(text)}`);
+  // "Last request" gives the text back as typed, too.
+  await page.fill('[data-testid="request-json"]', '');
+  await page.click('[data-testid="copy-request"]');
+  const back = await page.inputValue('[data-testid="request-json"]');
+  check(back === text, `"Last request" put ${JSON.stringify(back)} in the editor, not the text sent ${JSON.stringify(text)}`);
+  log(`  ${text} sent as typed: 400 invalid_json "${body.error.message}" shown in #error`);
+}
+
 async function stepLong(page) {
   await page.selectOption('[data-testid="example"]', 'sentence');   // back to a known state (runs)
   await page.waitForFunction(() => !window.attn.state.busy && window.attn.state.response && window.attn.state.response.L === 10);
@@ -602,6 +629,7 @@ async function main() {
     ['cross-attention example', stepCross],
     ['own batched request: batch selector', stepOwnBatched],
     ['malformed request: server message in #error', stepMalformed],
+    ['pasted request with a duplicate key: sent as typed, server error shown', stepPastedAsTyped],
     ['L = 512, H = 16 renders (time printed)', stepLong],
   ];
   for (const [name, fn] of steps) {

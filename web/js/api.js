@@ -17,28 +17,26 @@ import { decodeResponse } from './tensor.js';
 const fail = (message, status = 0, code = '') => ({ error: { status, code, message } });
 
 // A request for the sidebar's form (examples.js buildExampleRequest):
-// {body, askedAverage, title} or {error}.
+// {body, askedAverage, title, pasted: false} or {error}.
 export function requestFromForm(form) {
   try {
     const body = JSON.stringify(buildExampleRequest(form));
-    return { body, askedAverage: false, title: EXAMPLES[form.example].title };
+    return { body, askedAverage: false, title: EXAMPLES[form.example].title, pasted: false };
   } catch (e) {
     return fail(e.message);
   }
 }
 
-// A request the user pasted or uploaded. A JSON object is asked for
-// base64 output (parsed and written again for that); anything else goes as
-// it is, for the server to say what is wrong with it.
+// A request the user pasted or uploaded: sent exactly as typed, since
+// parsing and writing it again would, among other things, merge duplicate
+// keys that the server rejects. It is parsed here only to learn whether it
+// asks for averaged weights; the server judges everything else.
 export function requestFromText(text) {
   if (!text.trim()) return fail('Paste a request JSON into the box (or upload a file) first.');
   let parsed;
   try { parsed = JSON.parse(text); } catch { parsed = undefined; }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
-    return { body: text, askedAverage: false, title: 'Your request' };
-  let body = text;
-  if (parsed.output_encoding !== 'base64') { parsed.output_encoding = 'base64'; body = JSON.stringify(parsed); }
-  return { body, askedAverage: parsed.average_attn_weights === true, title: 'Your request' };
+  const askedAverage = !!parsed && typeof parsed === 'object' && parsed.average_attn_weights === true;
+  return { body: text, askedAverage, title: 'Your request', pasted: true };
 }
 
 // The request in flight; sending another aborts it.

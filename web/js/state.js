@@ -23,7 +23,7 @@ export const state = {
     rangeMode: 'head',  // colour range 'head' (0 … max of each map) or 'unit' (0 … 1)
     tab: 'heatmap',   // 'heatmap', 'headview' or 'output'
   },
-  lastRequest: null,  // the last body sent (text)
+  lastRequest: null,  // {body, pasted}: the last body sent, and whether the user typed it
   runSeq: 0,          // number of the latest run; an older run's answer is dropped
   busy: false,        // a run is under way
   runCount: 0,        // finished runs, successful or not
