@@ -7,7 +7,7 @@ import { state, update } from '../state.js';
 import { AVG, headName, matrixOf } from '../tensor.js';
 import { VIRIDIS, cellImage, lutIndex } from '../colors.js';
 
-// Images of the current response, batch item and colour settings: "b:h" -> {canvas, max}.
+// The images drawn for one response, threshold and colour range: "batch:head" -> {canvas, max}.
 let cache = { key: null, images: new Map() };
 
 // The image of head `h` (or 'avg') of batch item `b`: {canvas (S x L), max
