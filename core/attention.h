@@ -1,6 +1,12 @@
 /* attention.h -- multi-head attention, float32, as PyTorch's
  * nn.MultiheadAttention(batch_first=True) computes it.
  *
+ * Where it lives: attention.c (one call: workspace, threads, steps),
+ * kernels.c (its loops over rows), check.c (validation, the range rule's
+ * errors), reference.c (the plain reference), blas.c (OpenBLAS and the
+ * threading policy: att_blas_select_kernels, att_init), posenc.c (the
+ * positional encoding). Only this header is the API.
+ *
  * This module knows numbers only: no HTTP, no JSON. A caller fills a
  * `struct att_params` with borrowed pointers to row-major float arrays and
  * their sizes, provides output buffers, and calls att_forward():
@@ -46,7 +52,8 @@
  * weight below 2^-126 becomes 0 —
  * unless S·2^-126·max|v|·E·max|Wo| > 1e-6 (the flush could then move an
  * output by 1 % of its tolerance), where the call is computed again with
- * IEEE weights, down to e^-103 (2^-149). See flush_is_exact().
+ * IEEE weights, down to e^-103 (2^-149). See att_flush_is_exact() in
+ * kernels.c.
  *
  * Accuracy: see README "Accuracy". Results are bit-identical for a given
  * configuration (att_init() threads, batch, fused or separate projections)

@@ -806,7 +806,7 @@ Test(attention_range, subnormals_are_computed_not_flushed)
 #include <xmmintrin.h>
 Test(attention, caller_floating_point_state_is_restored)
 {
-    /* The softmax runs with FTZ/DAZ (attention.c, flush_is_exact) and must
+    /* The softmax runs with FTZ/DAZ (core/kernels.c, att_flush_is_exact) and must
      * hand the caller's MXCSR back unchanged, also when a call is computed
      * again without flushing (a subnormal weight times a value of 3e38). */
     struct rcase c = {1, 80, 90, 32, 32, 32, 4, .proj = PROJ_PACKED, .bias = 1,
