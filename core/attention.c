@@ -320,16 +320,30 @@ static void encode_inputs(const struct att_params *p, float *const proj[3],
     }
 }
 
-/* Below this many multiply-adds a call runs on one thread: starting threads
- * would cost more than it saves. */
-#define ATT_PARALLEL_MIN_MACS 4000000.0
+/* What att_last_call_threads() reports: one per thread. */
+static _Thread_local int last_call_threads;
+
+int att_last_call_threads(void)
+{
+    return last_call_threads;
+}
 
 int att_forward(float *out, float *weights, const struct att_params *p,
                 struct att_error *err)
 {
     int rc = att_check(p, NULL, NULL, err);
-    if (rc == ATT_OK)
-        rc = att_check_buffers(out, weights, p, err);
+    if (rc != ATT_OK) {
+        last_call_threads = 0;
+        return rc;
+    }
+    return att_forward_checked(out, weights, p, err);
+}
+
+int att_forward_checked(float *out, float *weights, const struct att_params *p,
+                        struct att_error *err)
+{
+    last_call_threads = 0;
+    int rc = att_check_buffers(out, weights, p, err);
     if (rc != ATT_OK)
         return rc;
 
@@ -420,6 +434,7 @@ int att_forward(float *out, float *weights, const struct att_params *p,
     att_fpu_restore(mxcsr);
     att_gate_leave(nt);
     free(ws);
+    last_call_threads = started;
     /* The first range error in (stage, batch, row, head) order among the
      * threads' first ones: the same answer for the same configuration. */
     struct range_error re = {0, 0, 0, 0};

@@ -200,6 +200,59 @@ Test(attention, fast_path_matches_reference_on_random_cases)
     cr_assert_eq(failed, 0, "%d of %d random cases disagree with the reference", failed, n);
 }
 
+/* att_forward_checked() is att_forward() without its att_check(): the same
+ * bits, the same status and message, split over threads or not. */
+Test(attention, forward_checked_is_forward_without_the_check)
+{
+    static const struct rcase cases[] = {
+        {2, 33, 47, 32, 24, 40, 4, .proj = PROJ_SEPARATE, .bias = 1, .mask = M_FLOAT3,
+         .padding = 1, .wmode = ATT_WEIGHTS_PER_HEAD},
+        {1, 50, 50, 64, 64, 64, 8, .proj = PROJ_PACKED, .mask = M_CAUSAL,
+         .wmode = ATT_WEIGHTS_AVERAGE, .pe = 1, .self = 1},
+        {3, 20, 70, 16, 16, 16, 2, .proj = PROJ_ABSENT, .mask = M_BOOL2, .full_rows = 1,
+         .scale = 1},
+        {2, 130, 120, 64, 64, 64, 4, .proj = PROJ_SEPARATE, .bias = 1, .mask = M_FLOAT2,
+         .wmode = ATT_WEIGHTS_PER_HEAD}, /* big enough to be split */
+    };
+    for (int threads = 1; threads <= 2; threads++) {
+        att_init(threads);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            struct att_params p;
+            struct rinputs in;
+            struct att_error err;
+            size_t olen, wlen;
+            make_case(&p, &in, &cases[i], 31 + i);
+            cr_assert_eq(att_check(&p, &olen, &wlen, &err), ATT_OK, "%s", err.msg);
+            float *o1 = malloc(olen * 4), *o2 = malloc(olen * 4);
+            float *w1 = malloc(wlen * 4 + 4), *w2 = malloc(wlen * 4 + 4);
+            cr_assert_eq(att_forward(o1, w1, &p, &err), ATT_OK, "%s", err.msg);
+            const int used = att_last_call_threads();
+            cr_assert_eq(att_forward_checked(o2, w2, &p, &err), ATT_OK, "%s", err.msg);
+            cr_assert_eq(att_last_call_threads(), used);
+            cr_assert_eq(used, i == 3 ? threads : 1, "case %zu, threads %d", i, threads);
+            cr_assert(memcmp(o1, o2, olen * 4) == 0, "case %zu, threads %d: out", i, threads);
+            cr_assert(memcmp(w1, w2, wlen * 4) == 0, "case %zu, threads %d: w", i, threads);
+            free(o1), free(o2), free(w1), free(w2);
+            rinputs_free(&in);
+        }
+    }
+    /* past validation, failures are the same too: a missing buffer here,
+     * every stage of the range rule in expect_both() */
+    struct att_params p;
+    struct rinputs in;
+    struct att_error e1, e2;
+    size_t olen;
+    make_case(&p, &in, &cases[0], 7); /* per-head weights */
+    cr_assert_eq(att_check(&p, &olen, NULL, NULL), ATT_OK);
+    float *out = malloc(olen * 4);
+    cr_assert_eq(att_forward(out, NULL, &p, &e1), ATT_EPARAM);
+    cr_assert_eq(att_forward_checked(out, NULL, &p, &e2), ATT_EPARAM);
+    cr_assert_str_eq(e2.msg, e1.msg);
+    cr_assert_eq(att_last_call_threads(), 0, "a call that computed nothing");
+    free(out);
+    rinputs_free(&in);
+}
+
 Test(attention, positional_encoding_every_path_matches_reference)
 {
     /* the core encodes each distinct input once: into a copy for a real
@@ -641,11 +694,12 @@ static void tiny_init(struct tiny *t, const float *q, int L, const float *k, con
 
 /* Both paths answer rc; with ATT_ERANGE the message contains needle. The
  * reference runs first, the fast path last, so the caller's checks of
- * t->out and t->w are on the fast path's answer, and the two must agree. */
+ * t->out and t->w are on the fast path's answer, and the two must agree.
+ * att_forward_checked() must answer as att_forward(), to the bit. */
 static void expect_both(struct tiny *t, int rc, const char *needle)
 {
-    struct att_error err;
-    float ref_out[8], ref_w[16];
+    struct att_error err, err_checked;
+    float ref_out[8], ref_w[16], checked_out[8], checked_w[16];
     size_t olen, wlen;
     cr_assert_eq(att_check(&t->p, &olen, &wlen, NULL), ATT_OK);
     for (int impl = 1; impl >= 0; impl--) {
@@ -660,6 +714,14 @@ static void expect_both(struct tiny *t, int rc, const char *needle)
         if (rc == ATT_OK && impl)
             memcpy(ref_out, t->out, olen * sizeof *ref_out), memcpy(ref_w, t->w, wlen * 4);
     }
+    memset(&err_checked, 0, sizeof err_checked);
+    cr_assert_eq(att_forward_checked(checked_out, checked_w, &t->p, &err_checked), rc);
+    if (rc != ATT_OK)
+        cr_assert_str_eq(err_checked.msg, err.msg, "att_forward_checked's message");
+    else
+        cr_assert(memcmp(checked_out, t->out, olen * 4) == 0 &&
+                      memcmp(checked_w, t->w, wlen * 4) == 0,
+                  "att_forward_checked differs from att_forward");
     if (rc == ATT_OK) {
         cr_assert(check_tensor("fast vs reference output", t->out, ref_out, olen, OUT_ATOL,
                                OUT_RTOL));
