@@ -495,36 +495,55 @@ struct job {
     size_t olen, wlen;
     pthread_barrier_t *start;
     int rc;
+    int threads_used; /* att_last_call_threads() after each concurrent call */
 };
 
 static void *job_run(void *arg)
 {
     struct job *j = arg;
     pthread_barrier_wait(j->start);
-    for (int rep = 0; rep < 3 && j->rc == ATT_OK; rep++)
+    for (int rep = 0; rep < 3 && j->rc == ATT_OK; rep++) {
         j->rc = att_forward(j->out, j->w, &j->p, NULL);
+        const int used = att_last_call_threads();
+        j->threads_used = rep == 0 || used == j->threads_used ? used : -1;
+    }
     return NULL;
 }
 
-static void concurrency_round(int blas_threads)
+/* Multiply-adds of a call, as attention.h counts them for
+ * ATT_PARALLEL_MIN_MACS. */
+static double call_macs(const struct att_params *p)
 {
-    att_init(blas_threads);
+    return (double)p->N * (p->L + 2.0 * p->S) * p->E * p->E +
+           2.0 * p->N * p->L * (double)p->S * p->E;
+}
+
+/* Every call big enough to be split (ATT_PARALLEL_MIN_MACS): with
+ * threads_per_request > 1 each runs on that many threads, all 16 at once. */
+static void concurrency_round(int threads_per_request)
+{
+    att_init(threads_per_request);
     struct job jobs[NTHREADS];
     pthread_t th[NTHREADS];
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, NTHREADS);
     for (int t = 0; t < NTHREADS; t++) {
         struct job *j = &jobs[t];
-        struct rcase c = {1 + t % 2, 40 + t, 60 - t, 32, 32, 24, 4, .proj = PROJ_SEPARATE,
+        struct rcase c = {2 + t % 2, 96 + t, 120 - t, 64, 64, 48, 4, .proj = PROJ_SEPARATE,
                           .bias = 1, .mask = t % 3 ? M_BOOL2 : M_CAUSAL, .padding = t % 2,
                           .wmode = t % 3, .pe = t % 4 == 0};
         if (c.mask == M_CAUSAL)
             c.S = c.L;
         make_case(&j->p, &j->in, &c, 1000 + (unsigned)t);
         cr_assert_eq(att_check(&j->p, &j->olen, &j->wlen, NULL), ATT_OK);
+        cr_assert_geq(call_macs(&j->p), ATT_PARALLEL_MIN_MACS,
+                      "job %d is too small to be split: the test would run one thread", t);
         j->out = calloc(j->olen, sizeof(float)), j->out1 = calloc(j->olen, sizeof(float));
         j->w = calloc(j->wlen + 1, sizeof(float)), j->w1 = calloc(j->wlen + 1, sizeof(float));
         cr_assert_eq(att_forward(j->out1, j->w1, &j->p, NULL), ATT_OK); /* one at a time */
+        cr_assert_eq(att_last_call_threads(), threads_per_request,
+                     "job %d, alone: %d threads, not threads_per_request %d", t,
+                     att_last_call_threads(), threads_per_request);
         j->start = &start;
         j->rc = ATT_OK;
     }
@@ -535,9 +554,12 @@ static void concurrency_round(int blas_threads)
     for (int t = 0; t < NTHREADS; t++) {
         struct job *j = &jobs[t];
         cr_assert_eq(j->rc, ATT_OK);
+        cr_assert_eq(j->threads_used, threads_per_request,
+                     "thread %d: its calls ran on %d threads (-1: not always the same), "
+                     "not threads_per_request %d", t, j->threads_used, threads_per_request);
         cr_assert(memcmp(j->out, j->out1, j->olen * sizeof(float)) == 0,
-                  "thread %d: output differs from the serial call (blas_threads %d)", t,
-                  blas_threads);
+                  "thread %d: output differs from the serial call (threads_per_request %d)", t,
+                  threads_per_request);
         cr_assert(memcmp(j->w, j->w1, j->wlen * sizeof(float)) == 0,
                   "thread %d: weights differ from the serial call", t);
         free(j->out), free(j->out1), free(j->w), free(j->w1);
@@ -546,12 +568,12 @@ static void concurrency_round(int blas_threads)
     pthread_barrier_destroy(&start);
 }
 
-Test(attention_concurrency, sixteen_threads_bit_identical_one_blas_thread)
+Test(attention_concurrency, sixteen_threads_bit_identical_one_thread_per_request)
 {
     concurrency_round(1);
 }
 
-Test(attention_concurrency, sixteen_threads_bit_identical_two_blas_threads)
+Test(attention_concurrency, sixteen_threads_bit_identical_two_threads_per_request)
 {
     concurrency_round(2);
 }
@@ -577,6 +599,8 @@ Test(attention_concurrency, thread_count_changes_results_only_by_rounding)
         for (int threads = 2; threads <= 5; threads++) {
             att_init(threads);
             cr_assert_eq(att_forward(outn, wn, &p, NULL), ATT_OK);
+            cr_assert_eq(att_last_call_threads(), threads, "mode %d: the call was not split",
+                         mode);
             cr_assert(check_tensor("output, n threads vs 1", outn, out1, olen, 1e-5, 1e-5),
                       "mode %d: output with %d threads", mode, threads);
             cr_assert(check_tensor("weights, n threads vs 1", wn, w1, wlen, 1e-6, 0.0),
@@ -615,6 +639,8 @@ Test(attention_concurrency, bit_identical_per_configuration_within_tolerance_acr
         p.key = fused ? p.query : kcopy, p.value = fused ? p.query : vcopy;
         cr_assert_eq(att_forward(o1, w1, &p, NULL), ATT_OK);
         cr_assert_eq(att_forward(o2, w2, &p, NULL), ATT_OK);
+        cr_assert_eq(att_last_call_threads(), threads, "threads %d, fused %d: not split",
+                     threads, fused);
         cr_assert(memcmp(o1, o2, olen * 4) == 0 && memcmp(w1, w2, wlen * 4) == 0,
                   "threads %d, fused %d: two calls differ", threads, fused);
         cr_assert(check_tensor("output vs reference", o1, ref_o, olen, OUT_ATOL, OUT_RTOL),
