@@ -112,7 +112,7 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
         goto done;
     }
     struct att_error ae;
-    const int st = att_forward(out, w, &r.p, &ae);
+    const int st = att_forward_checked(out, w, &r.p, &ae);
     d[STAGE_COMPUTE] = lap(&mark);
     if (st != ATT_OK) {
         service_error(a, http_error_from_att(ae.code), ae.msg);
