@@ -1,9 +1,10 @@
 /* http.h -- the HTTP front of the service, on libmicrohttpd.
  *
  * One internal polling thread (epoll) does the network work only: it frames
- * requests, enforces the body limit, routes, and for POST /attention
- * suspends the connection and hands the body to the worker pool. A worker
- * decodes (codec), computes (core), encodes, and resumes the connection;
+ * requests, enforces the body limit, routes, serves the small GET endpoints
+ * and static files, and for POST /attention suspends the connection and
+ * hands the body to the worker pool. A worker runs the job
+ * (server/service.h: decode, compute, encode) and resumes the connection;
  * the polling thread then queues the answer. A full queue is answered 503
  * at once.
  *
