@@ -124,24 +124,33 @@ http-test: $(HTTPTEST) $(SERVER)
 lint-openapi:
 	scripts/lint-openapi.sh
 
-# The web client in headless Chromium (playwright-core) against a real
-# server; installs chromium and the npm packages when missing. Screenshots
-# go to build/browser/.
-browser-test:
-	scripts/browser-test.sh
+# The web client in headless Chromium (playwright-core) against the
+# $(SERVER) built here (build/san/ under SANITIZE), with the sanitizers'
+# settings; installs chromium and the npm packages when missing.
+# Screenshots and the server's log go to build/browser/.
+browser-test: deps-build
+	$(MAKE) $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/browser-test.sh
 
 test: deps-test
 	$(MAKE) unit http-test lint-openapi browser-test
 
-# Benchmarks of issue 5: tables on stdout, CSV and plots under build/bench/.
+# Benchmarks: tables on stdout, CSV and plots under build/bench/.
 bench:
 	@scripts/deps.sh bench
 	$(MAKE) $(SERVER) $(BENCH_BIN)
 	bench/run.sh
 
 # libFuzzer on decode → compute → encode; FUZZ_SECONDS=60 by default.
+# scripts/fuzz.sh builds with clang from these (make print-FUZZ_SRC).
+FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC)
+FUZZ_LIBS := $(SVC_LIBS)
 fuzz:
 	scripts/fuzz.sh
+
+# make print-VAR prints a variable (the scripts read source lists this way).
+print-%:
+	@echo $($*)
 
 # Every finite float32 through the JSON writer and back, by strtof and by
 # (float)strtod, on 2 threads (minutes; not part of make test).
