@@ -75,7 +75,7 @@ char *metrics_write(int queue_depth, int busy_workers, int workers, int draining
                            "le=\"+Inf\"} %lu\n", ep_names[e], cum);
         }
         fprintf(f, "attention_http_request_duration_seconds_sum{endpoint=\"%s\"} %.6f\n",
-                ep_names[e], atomic_load(&latency_sum_us[e]) / 1e6);
+                ep_names[e], (double)atomic_load(&latency_sum_us[e]) / 1e6);
         fprintf(f, "attention_http_request_duration_seconds_count{endpoint=\"%s\"} %lu\n",
                 ep_names[e], cum);
     }
@@ -84,7 +84,7 @@ char *metrics_write(int queue_depth, int busy_workers, int workers, int draining
                "# TYPE attention_stage_seconds_total counter\n");
     for (int i = 0; i < 4; i++)
         fprintf(f, "attention_stage_seconds_total{stage=\"%s\"} %.6f\n", stages[i],
-                atomic_load(&stage_sum_us[i]) / 1e6);
+                (double)atomic_load(&stage_sum_us[i]) / 1e6);
     fprintf(f, "# HELP attention_jobs_total Attention jobs computed.\n"
                "# TYPE attention_jobs_total counter\nattention_jobs_total %lu\n",
             atomic_load(&stage_count));
