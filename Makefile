@@ -4,6 +4,7 @@
 #   make run             install what is missing, build, start the service
 #   make test            install what is missing, build, run every test
 #   make SANITIZE=address,undefined test   the same under sanitizers (build/san/)
+#   make lint            clang-tidy and cppcheck over core/, server/, config/
 #   make clean
 
 CC      ?= cc
@@ -64,6 +65,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean
+.PHONY: lint
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -156,6 +158,12 @@ FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/codec_compare.c $(CORE_SRC) $(SVC_SRC
 FUZZ_LIBS := $(SVC_LIBS)
 fuzz:
 	scripts/fuzz.sh
+
+# clang-tidy (checks and the reasons for each exclusion in .clang-tidy) and
+# cppcheck over every C file in core/, server/ and config/; any finding fails.
+lint:
+	@scripts/deps.sh lint
+	scripts/lint.sh
 
 # make print-VAR prints a variable (the scripts read source lists this way).
 print-%:
