@@ -65,7 +65,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean
-.PHONY: lint
+.PHONY: lint readme-check
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -144,7 +144,7 @@ browser-test: deps-build
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/browser-test.sh
 
 test: deps-test
-	$(MAKE) unit http-test lint-openapi browser-test
+	$(MAKE) unit http-test lint-openapi browser-test readme-check
 
 # Benchmarks: tables on stdout, CSV and plots under build/bench/.
 bench:
@@ -164,6 +164,10 @@ fuzz:
 lint:
 	@scripts/deps.sh lint
 	scripts/lint.sh
+
+# The README's layout table against the tree, and no issue numbers in it.
+readme-check:
+	tests/check_readme.sh
 
 # make print-VAR prints a variable (the scripts read source lists this way).
 print-%:

@@ -1,6 +1,6 @@
-/* fuzz_codec.c -- libFuzzer entry for the request decoder (fast path and
- * jansson path, which must agree: any difference aborts) and, when a request
- * decodes, the core and the encoder.
+/* fuzz_codec.c -- libFuzzer entry for the request decoders (the fast
+ * decoder and the jansson decoder, which must agree: any difference aborts)
+ * and, when a request decodes, the core and the encoder.
  *
  *   make fuzz            builds build/fuzz/fuzz_codec (clang) and runs it
  *                        for FUZZ_SECONDS (default 60) on tests/cases and
@@ -22,10 +22,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const struct codec_limits lim = {4096, 4, 64, 64, 64, 8, 1 << 16};
-    /* the fast path must say exactly what the jansson reference says */
+    /* the fast decoder must say exactly what the jansson decoder says */
     const char *diff = codec_compare_paths((const char *)data, size, &lim);
     if (diff) {
-        fprintf(stderr, "fast path and reference disagree: %s\n", diff);
+        fprintf(stderr, "fast decoder and jansson decoder disagree: %s\n", diff);
         abort();
     }
     struct codec_request r;
