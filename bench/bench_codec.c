@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "bench/timing.h"
+#include "server/base64.h"
 #include "server/codec.h"
 
 #define ROWS 512
@@ -60,7 +61,7 @@ static struct text body_of(const float *x, int form)
     o += (size_t)sprintf(s + o, "{\"num_heads\":12,\"need_weights\":false,\"query\":");
     if (form == 2) {
         o += (size_t)sprintf(s + o, "{\"shape\":[%d,%d],\"dtype\":\"float32\",\"b64\":\"", ROWS, COLS);
-        o += codec_base64_encode(s + o, (const unsigned char *)x, (size_t)ROWS * COLS * 4);
+        o += base64_encode(s + o, (const unsigned char *)x, (size_t)ROWS * COLS * 4);
         o += (size_t)sprintf(s + o, "\"}}");
     } else {
         if (form == 1)
@@ -139,7 +140,7 @@ int main(int argc, char **argv)
             texts[0].len / 1048576.0 / base_ms * 1e3, base_ms, base_peak);
     for (int f = 0; f < 3; f++) {
         struct codec_request req;
-        struct codec_error err;
+        struct api_error err;
         for (int r = 0; r < REPS; r++) {
             double t0 = now_ms();
             if (codec_decode_request(&req, texts[f].s, texts[f].len, &lim, &err) != 0) {
@@ -191,7 +192,7 @@ int main(int argc, char **argv)
             base_len / 1048576.0 / enc_base * 1e3, enc_base);
     for (int f = 0; f < 2; f++) {
         struct codec_request req;
-        struct codec_error err;
+        struct api_error err;
         const char *b = f ? "{\"query\":[[1]],\"num_heads\":1,\"output_encoding\":\"base64\","
                             "\"need_weights\":false}"
                           : "{\"query\":[[1]],\"num_heads\":1,\"need_weights\":false}";

@@ -90,20 +90,21 @@ echo "(target: tiny requests at concurrency 64 >= 25% of the constant server's r
 # Large request: stage breakdown from the Server-Timing header.
 echo
 echo "Large request (L=512, E=768, H=12, weights inline, attention weights returned): median of 5"
-printf "%-8s %10s %9s %9s %9s %9s %9s %12s\n" encoding "body MB" decode queue compute encode "e2e ms" "e2e/compute"
-echo "encoding,body_mb,decode_ms,queue_ms,compute_ms,encode_ms,e2e_ms" > "$OUT/stages.csv"
+printf "%-8s %10s %9s %9s %9s %9s %9s %9s %12s\n" encoding "body MB" receive queue decode compute encode "e2e ms" "e2e/compute"
+echo "encoding,body_mb,receive_ms,queue_ms,decode_ms,compute_ms,encode_ms,e2e_ms" > "$OUT/stages.csv"
 for enc in nested flat base64; do
     body="$OUT/bodies/large_$enc.json"
     for i in 1 2 3 4 5 6; do
         curl -s -o /dev/null -D - -w 'total %{time_total}\n' -H 'Content-Type: application/json' \
             --data-binary @"$body" "http://127.0.0.1:$ATT_PORT/attention" |
-            tr -d '\r' | awk '/^Server-Timing/ { gsub(/[a-z]+;dur=/, ""); gsub(/,/, ""); q=$2; d=$3; c=$4; e=$5 }
-                              /^total/ { print d, q, c, e, $2 * 1000 }'
-    done | tail -n 5 | sort -n -k5 | sed -n 3p > "$OUT/stage_$enc.txt"  # drop the warm-up, median by e2e
-    read -r d q c e t < "$OUT/stage_$enc.txt"
+            tr -d '\r' | awk '/^Server-Timing/ { n = split(substr($0, 16), f, /, */)
+                                                  for (i = 1; i <= n; i++) { split(f[i], kv, /;dur=/); gsub(/ /, "", kv[1]); ms[kv[1]] = kv[2] } }
+                              /^total/ { print ms["receive"], ms["queue"], ms["decode"], ms["compute"], ms["encode"], $2 * 1000 }'
+    done | tail -n 5 | sort -n -k6 | sed -n 3p > "$OUT/stage_$enc.txt"  # drop the warm-up, median by e2e
+    read -r r q d c e t < "$OUT/stage_$enc.txt"
     mb=$(awk -v s="$(stat -c %s "$body")" 'BEGIN { printf "%.1f", s / 1048576 }')
-    printf "%-8s %10s %9.1f %9.1f %9.1f %9.1f %9.1f %11.2fx\n" "$enc" "$mb" "$d" "$q" "$c" "$e" "$t" "$(awk -v t="$t" -v c="$c" 'BEGIN { print t / c }')"
-    echo "$enc,$mb,$d,$q,$c,$e,$t" >> "$OUT/stages.csv"
+    printf "%-8s %10s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %11.2fx\n" "$enc" "$mb" "$r" "$q" "$d" "$c" "$e" "$t" "$(awk -v t="$t" -v c="$c" 'BEGIN { print t / c }')"
+    echo "$enc,$mb,$r,$q,$d,$c,$e,$t" >> "$OUT/stages.csv"
 done
 echo "(target: base64 end to end <= 1.25x the core's compute time)"
 
@@ -145,9 +146,10 @@ set output '$OUT/stages.png'
 unset logscale; set title 'Large request (L=512, E=768, H=12): where the time goes'
 set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1
 set boxwidth 0.6; set ylabel 'ms'; set xlabel 'request encoding'; set key outside right
-plot '$OUT/stages.csv' every ::1 using 3:xtic(1) title 'decode', '' every ::1 using 4 title 'upload + queue', \\
-     '' every ::1 using 5 title 'compute', '' every ::1 using 6 title 'encode', \\
-     '' every ::1 using (\$7-\$3-\$4-\$5-\$6) title 'send + client'
+plot '$OUT/stages.csv' every ::1 using 3:xtic(1) title 'receive', '' every ::1 using 4 title 'queue', \\
+     '' every ::1 using 5 title 'decode', '' every ::1 using 6 title 'compute', \\
+     '' every ::1 using 7 title 'encode', \\
+     '' every ::1 using (\$8-\$3-\$4-\$5-\$6-\$7) title 'send + client'
 EOF
     echo
     echo "plots: $OUT/scaling.png $OUT/stages.png; CSV: $OUT/*.csv"

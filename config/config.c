@@ -52,7 +52,8 @@ static const struct opt opts[] = {
     INT(port, 0, 65535, "8080", "TCP port; 0 picks a free one"),
     INT(workers, 1, 64, "2", "worker threads running requests"),
     INT(queue_depth, 1, 65536, "64", "requests waiting for a worker before 503"),
-    INT(blas_threads, 1, 16, "1", "threads computing one request; keep workers x this <= cores"),
+    INT(threads_per_request, 1, 16, "1",
+        "threads computing one request; keep workers x this <= cores"),
     BYTES(max_body_bytes, 1LL << 10, 1LL << 34, "64M", "largest request body (413 above)"),
     BYTES(max_inflight_bytes, 1LL << 20, 1LL << 40, "1G",
           "request bytes held at once, all connections together (503 above)"),
@@ -73,6 +74,21 @@ static const struct opt opts[] = {
 
 #define NOPTS (sizeof opts / sizeof opts[0])
 
+/* Old names still read everywhere a key is: the file, the environment
+ * (ATTN_<NAME>) and the flags (--name). An alias is the same setting under
+ * another name, so where a source has an order, the file's lines and the
+ * flags, the later of the two wins, as for a key given twice; the
+ * environment has none, and there the canonical name wins. Errors name the
+ * canonical key; cfg_dump() writes only it. */
+static const struct alias {
+    const char *name; /* the old name */
+    const char *key;  /* the key of opts[] it stands for */
+} aliases[] = {
+    {"blas_threads", "threads_per_request"},
+};
+
+#define NALIASES (sizeof aliases / sizeof aliases[0])
+
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 /* Format into err, if the caller gave one. */
@@ -87,11 +103,15 @@ __attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errlen,
     va_end(ap);
 }
 
+/* The row of a key, or of the key an alias stands for; NULL if neither. */
 static const struct opt *find_opt(const char *key)
 {
     for (size_t i = 0; i < NOPTS; i++)
         if (strcmp(opts[i].key, key) == 0)
             return &opts[i];
+    for (size_t a = 0; a < NALIASES; a++)
+        if (strcmp(aliases[a].name, key) == 0)
+            return find_opt(aliases[a].key);
     return NULL;
 }
 
@@ -321,17 +341,17 @@ static const char *env_get(char **envp, const char *name)
 }
 
 /* "ATTN_" + key in upper case. */
-static void env_name(char *buf, size_t len, const struct opt *o)
+static void env_name(char *buf, size_t len, const char *key)
 {
-    int n = snprintf(buf, len, "ATTN_%s", o->key);
+    int n = snprintf(buf, len, "ATTN_%s", key);
     for (int i = 5; i < n && (size_t)i < len; i++)
         buf[i] = (char)toupper((unsigned char)buf[i]);
 }
 
 /* "--" + key with '_' written '-'. */
-static void flag_name(char *buf, size_t len, const struct opt *o)
+static void flag_name(char *buf, size_t len, const char *key)
 {
-    int n = snprintf(buf, len, "--%s", o->key);
+    int n = snprintf(buf, len, "--%s", key);
     for (int i = 2; i < n && (size_t)i < len; i++)
         if (buf[i] == '_')
             buf[i] = '-';
@@ -365,10 +385,11 @@ static int next_flag(int argc, char **argv, int *i, struct flag *fl, char *err, 
 
     char buf[64];
     int known = fl->namelen == strlen("--config") && strncmp(arg, "--config", fl->namelen) == 0;
-    for (size_t k = 0; k < NOPTS && !known; k++) {
-        flag_name(buf, sizeof buf, &opts[k]);
+    for (size_t k = 0; k < NOPTS + NALIASES && !known; k++) {
+        const char *key = k < NOPTS ? opts[k].key : aliases[k - NOPTS].name;
+        flag_name(buf, sizeof buf, key);
         if (strlen(buf) == fl->namelen && strncmp(arg, buf, fl->namelen) == 0) {
-            fl->opt = &opts[k];
+            fl->opt = find_opt(key);
             known = 1;
         }
     }
@@ -420,10 +441,15 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
     if (config != NULL && cfg_load_file(c, config, err, errlen) != 0)
         return -1;
 
-    /* 4. The environment. */
+    /* 4. The environment: a key's own name, else an alias of it. */
     for (size_t k = 0; k < NOPTS; k++) {
-        env_name(name, sizeof name, &opts[k]);
+        env_name(name, sizeof name, opts[k].key);
         const char *v = env_get(envp, name);
+        for (size_t a = 0; a < NALIASES && v == NULL; a++)
+            if (strcmp(aliases[a].key, opts[k].key) == 0) {
+                env_name(name, sizeof name, aliases[a].name);
+                v = env_get(envp, name);
+            }
         if (v != NULL && set_opt(c, &opts[k], v, msg, sizeof msg) != 0) {
             errf(err, errlen, "%s: %s", name, msg);
             return -1;
@@ -442,12 +468,20 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
     return 0;
 }
 
-void cfg_usage(FILE *out)
+/* "--key METAVAR", a flag as the usage lists it. */
+static void usage_flag(char *buf, size_t len, const char *key, enum opt_type type)
 {
     static const char *const metavar[] = {
         [OPT_INT] = "N", [OPT_COUNT] = "N", [OPT_BYTES] = "SIZE",
         [OPT_ADDR] = "ADDR", [OPT_PATH] = "DIR", [OPT_LEVEL] = "LEVEL",
     };
+    flag_name(buf, len, key);
+    size_t n = strlen(buf);
+    snprintf(buf + n, len - n, " %s", metavar[type]);
+}
+
+void cfg_usage(FILE *out)
+{
     char flag[64], env[64], range[64];
 
     fprintf(out,
@@ -462,12 +496,17 @@ void cfg_usage(FILE *out)
             "config file to read (default none)");
     for (size_t k = 0; k < NOPTS; k++) {
         const struct opt *o = &opts[k];
-        flag_name(flag, sizeof flag, o);
-        size_t n = strlen(flag);
-        snprintf(flag + n, sizeof flag - n, " %s", metavar[o->type]);
-        env_name(env, sizeof env, o);
+        usage_flag(flag, sizeof flag, o->key, o->type);
+        env_name(env, sizeof env, o->key);
         fmt_range(range, sizeof range, o);
         fprintf(out, "  %-25s %-26s %s (default %s; %s)\n", flag, env, o->help, o->def, range);
+    }
+    for (size_t a = 0; a < NALIASES; a++) {
+        char key_flag[64];
+        usage_flag(flag, sizeof flag, aliases[a].name, find_opt(aliases[a].key)->type);
+        env_name(env, sizeof env, aliases[a].name);
+        flag_name(key_flag, sizeof key_flag, aliases[a].key);
+        fprintf(out, "  %-25s %-26s old name of %s\n", flag, env, key_flag);
     }
     fprintf(out, "  %-25s %-26s %s\n", "--help, -h", "", "print this and exit");
 }

@@ -12,6 +12,13 @@
  *     environment    ATTN_MAX_BODY_BYTES=64M
  *     flag           --max-body-bytes 64M   or   --max-body-bytes=64M
  *
+ * A renamed key keeps its old name as an alias in all three sources
+ * (blas_threads, ATTN_BLAS_THREADS, --blas-threads for threads_per_request).
+ * Given both names, the later wins in the file and on the command line, as
+ * for a key given twice, and the new name wins in the environment, which
+ * has no order; the precedence between sources is unchanged. cfg_set()
+ * takes either name; errors and cfg_dump() use the new one.
+ *
  * The config file is named by --config FILE, else by ATTN_CONFIG; its lines
  * are "key = value", blank, or whole-line '#' comments. Integers are decimal
  * and parsed strictly (no blanks, no trailing junk, no overflow); the byte
@@ -44,7 +51,7 @@ struct cfg {
     int port;                       /* 8080; 0..65535 (0 = pick a free port) */
     int workers;                    /* 2; 1..64 */
     int queue_depth;                /* 64; 1..65536 */
-    int blas_threads;               /* 1; 1..16: threads computing one request */
+    int threads_per_request;        /* 1; 1..16: threads computing one request */
     long long max_body_bytes;       /* 64 MiB; 1 KiB..16 GiB */
     long long max_inflight_bytes;   /* 1 GiB; 1 MiB..1 TiB: bodies held at once */
     long long max_tensor_elements;  /* 16777216; 1..2^32 */

@@ -1,6 +1,12 @@
 /* attention.h -- multi-head attention, float32, as PyTorch's
  * nn.MultiheadAttention(batch_first=True) computes it.
  *
+ * Where it lives: attention.c (one call: workspace, threads, steps),
+ * kernels.c (its loops over rows), check.c (validation, the range rule's
+ * errors), reference.c (the plain reference), blas.c (OpenBLAS and the
+ * threading policy: att_blas_select_kernels, att_init), posenc.c (the
+ * positional encoding). Only this header is the API.
+ *
  * This module knows numbers only: no HTTP, no JSON. A caller fills a
  * `struct att_params` with borrowed pointers to row-major float arrays and
  * their sizes, provides output buffers, and calls att_forward():
@@ -14,7 +20,9 @@
  *         fprintf(stderr, "%s: %s\n", att_status_str(err.code), err.msg);
  *
  * att_check() validates parameters and computes output sizes without doing
- * any work, so a caller can size (and limit) its buffers first.
+ * any work, so a caller can size (and limit) its buffers first; a caller
+ * that does may then call att_forward_checked(), which skips the second
+ * validation (a scan of the whole float mask).
  *
  * Semantics, in PyTorch's order (multi_head_attention_forward):
  *   q = query·Wqᵀ + bq, k = key·Wkᵀ + bk, v = value·Wvᵀ + bv (PyTorch Linear
@@ -46,7 +54,8 @@
  * weight below 2^-126 becomes 0 —
  * unless S·2^-126·max|v|·E·max|Wo| > 1e-6 (the flush could then move an
  * output by 1 % of its tolerance), where the call is computed again with
- * IEEE weights, down to e^-103 (2^-149). See flush_is_exact().
+ * IEEE weights, down to e^-103 (2^-149). See att_flush_is_exact() in
+ * kernels.c.
  *
  * Accuracy: see README "Accuracy". Results are bit-identical for a given
  * configuration (att_init() threads, batch, fused or separate projections)
@@ -63,8 +72,10 @@
  *   - the pthread build crashes past 128 concurrently calling threads, so at
  *     most ATT_MAX_CONCURRENT threads are inside the core at once (a call on
  *     T threads counts T); further callers wait;
- *   - OpenBLAS runs single-threaded; a call splits its own work over
- *     att_init()'s thread count (projection rows, blocks of query rows);
+ *   - OpenBLAS runs single-threaded; a call of ATT_PARALLEL_MIN_MACS
+ *     multiply-adds or more splits its own work over att_init()'s thread
+ *     count (projection rows, blocks of query rows), a smaller one runs on
+ *     the calling thread alone (att_last_call_threads() tells which);
  *     OpenBLAS picks other kernels for other block sizes, so the split
  *     changes the last bits (see Accuracy above);
  *   - callers should keep workers × threads ≤ cores.
@@ -77,6 +88,9 @@
 
 #define ATT_MAX_CONCURRENT 64 /* threads inside OpenBLAS at once */
 #define ATT_MAX_THREADS 16     /* threads one call may use */
+/* Below this many multiply-adds, N·(L + 2S)·E² + 2·N·L·S·E, a call runs on
+ * one thread: starting threads would cost more than it saves. */
+#define ATT_PARALLEL_MIN_MACS 4000000.0
 
 /* Status codes: 0 is success, negatives are failures. */
 enum att_status {
@@ -170,11 +184,27 @@ const char *att_blas_select_kernels(char **argv);
  * thread-safe itself. */
 void att_init(int threads);
 
-/* Fast path on OpenBLAS.
+/* Fast path on OpenBLAS: att_check(), then att_forward_checked().
  * out: (N, L, E); weights: (N, H, L, S), (N, L, S) or NULL per weights_mode.
  * Returns ATT_OK or a failure with err filled in (err may be NULL). */
 int att_forward(float *out, float *weights, const struct att_params *p,
                 struct att_error *err);
+
+/* att_forward() without its att_check(), for a caller that has validated p
+ * once already (a server sizing its buffers with att_check()): p must have
+ * passed att_check(), and neither p nor the float mask it points to may
+ * have changed since; otherwise the behaviour is undefined. The results,
+ * status codes and messages are those of att_forward(), bit for bit; the
+ * output buffers are still checked (ATT_EPARAM when missing). */
+int att_forward_checked(float *out, float *weights, const struct att_params *p,
+                        struct att_error *err);
+
+/* Threads the calling thread's last att_forward() or att_forward_checked()
+ * computed on: 1 below ATT_PARALLEL_MIN_MACS, else up to att_init()'s
+ * count (never more than N·L, nor than the concurrency gate grants); 0 when
+ * that call failed before computing, or before the first call. Thread-local;
+ * for tests and diagnostics. */
+int att_last_call_threads(void);
 
 /* Plain loops with double accumulation; same contract as att_forward().
  * Slow; for tests and benchmarks. */

@@ -1,4 +1,12 @@
+/* errors.c -- the error table; see errors.h. */
 #include "server/errors.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/attention.h"
 
 static const struct {
     int status;
@@ -22,4 +30,36 @@ const char *http_error_slug(enum http_error e)
 const char *http_error_message(enum http_error e)
 {
     return (unsigned)e < ERR_COUNT ? table[e].message : "internal error";
+}
+
+enum http_error http_error_from_att(int att_status)
+{
+    switch (att_status) {
+    case ATT_EPARAM:  return ERR_INVALID_PARAMETER;
+    case ATT_ESHAPE:  return ERR_SHAPE_MISMATCH;
+    case ATT_ETOOBIG: return ERR_PAYLOAD_TOO_LARGE;
+    case ATT_ERANGE:  return ERR_INVALID_PARAMETER;
+    default:          return ERR_INTERNAL;
+    }
+}
+
+int api_fail(struct api_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+char *api_error_body(int code, const char *msg, size_t *len)
+{
+    json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", http_error_slug(code), "message",
+                          msg ? msg : http_error_message(code));
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (s)
+        *len = strlen(s);
+    return s;
 }

@@ -1,11 +1,17 @@
-/* errors.h -- the one table of the service's errors.
+/* errors.h -- the one table of the service's errors, and how a failure
+ * travels to it.
  *
  * Every non-2xx answer carries {"error": {"code": <slug>, "message": ...}}.
  * HTTP_ERRORS lists, once, each error's enum name, HTTP status, slug and a
  * default message; openapi.yaml lists the same slugs and a test
- * (tests/test_spec.c) checks that the two agree. */
+ * (tests/test_spec.c) checks that the two agree. A module that refuses
+ * input fills a struct api_error (an enum http_error and a message naming
+ * the field); the HTTP layer turns it into the answer. The core's statuses
+ * map onto the table here too (http_error_from_att), beside it. */
 #ifndef SERVER_ERRORS_H
 #define SERVER_ERRORS_H
+
+#include <stddef.h>
 
 #define HTTP_ERRORS(X)                                                                   \
     X(ERR_INVALID_JSON, 400, "invalid_json", "the request body is not valid JSON")        \
@@ -32,5 +38,23 @@ enum http_error {
 int http_error_status(enum http_error e);
 const char *http_error_slug(enum http_error e);
 const char *http_error_message(enum http_error e);
+
+/* The error that answers a core status (enum att_status, core/attention.h):
+ * ATT_ERANGE, finite inputs whose result overflows, is invalid_parameter. */
+enum http_error http_error_from_att(int att_status);
+
+/* A refusal: which error, and a message naming the field at fault. */
+struct api_error {
+    int code;      /* enum http_error */
+    char msg[240];
+};
+
+/* Fill err (printf-style message); returns -1, for `return api_fail(...)`. */
+int api_fail(struct api_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* {"error": {"code": slug, "message": msg}} as a malloc'd buffer (msg NULL:
+ * the table's default message), its length in *len; NULL when out of memory. */
+char *api_error_body(int code, const char *msg, size_t *len);
 
 #endif

@@ -6,8 +6,9 @@
  *   upload calls   append to the body up to max_body_bytes; past it, stop
  *                  storing and remember to answer 413.
  *   final call     POST /attention: suspend, submit to the pool (or answer
- *                  503); a worker computes and resumes; the call after the
- *                  resume queues the answer. GETs are answered directly.
+ *                  503); a worker runs the job (server/service.c: decode,
+ *                  compute, encode) and resumes; the call after the resume
+ *                  queues the answer. GETs are answered directly.
  *   completed      NOTIFY_COMPLETED (also for aborted requests): log, count,
  *                  free.
  */
@@ -15,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -23,13 +25,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "core/attention.h"
-#include "server/codec.h"
 #include "server/errors.h"
 #include "server/metrics.h"
+#include "server/service.h"
 
 /* openapi.yaml, linked into the binary (server/embed.S). */
 extern const char openapi_yaml[], openapi_yaml_end[];
@@ -37,6 +37,8 @@ extern const char openapi_yaml[], openapi_yaml_end[];
 /* Simultaneous connections; beyond this libmicrohttpd refuses new ones. */
 #define MAX_CONNECTIONS 1024
 #define RETRY_AFTER_S "1"
+/* Largest static file served; the web client's files are far smaller. */
+#define STATIC_MAX_BYTES (16 << 20)
 
 struct http_server {
     struct cfg cfg;
@@ -55,7 +57,8 @@ struct req {
     enum metrics_endpoint ep;
     char method[12];
     char path[128];
-    double t0;
+    double t0;         /* first call: the headers are in */
+    double t_body;     /* final call: the whole body is in */
     /* body */
     char *body;
     size_t len, cap;
@@ -65,12 +68,7 @@ struct req {
     int over_budget;   /* max_inflight_bytes reached: answer 503 */
     /* job, written by the worker before it resumes the connection */
     int submitted, done;
-    int status;
-    char *answer;  /* malloc'd JSON, handed to MHD */
-    size_t answer_len;
-    struct codec_stream *stream; /* or a base64 answer encoded while sent */
-    int retry_after;
-    char timing[160]; /* Server-Timing header value */
+    struct service_answer ans;
     /* for the access log */
     int sent_status;
     size_t sent_bytes;
@@ -85,13 +83,6 @@ static void release_body(struct req *r)
     r->charged = 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Headers every answer may need, then queue resp (len bytes) with status. */
 static enum MHD_Result send_response(struct req *r, int status, struct MHD_Response *resp,
                                      size_t len, const char *ctype)
@@ -100,10 +91,10 @@ static enum MHD_Result send_response(struct req *r, int status, struct MHD_Respo
     if (status == 405)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
                                 r->ep == EP_ATTENTION ? "POST" : "GET, HEAD");
-    if (status == 503 || r->retry_after)
+    if (status == 503)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
-    if (r->timing[0])
-        MHD_add_response_header(resp, "Server-Timing", r->timing);
+    if (r->ans.timing[0])
+        MHD_add_response_header(resp, "Server-Timing", r->ans.timing);
     if (status >= 400 && r->ep == EP_ATTENTION && !r->done)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
@@ -126,23 +117,26 @@ static enum MHD_Result send_owned(struct req *r, int status, char *body, size_t 
     return send_response(r, status, resp, len, ctype);
 }
 
-/* MHD pulls a streamed base64 answer through these, 64 KiB at a time, on
- * the network thread: base64 encoding only (about 4 GB/s), no parsing. */
-static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
+/* MHD pulls an answer that has a reader (a base64 answer, encoded as it is
+ * sent) 64 KiB at a time, on the network thread: base64 encoding only
+ * (about 4 GB/s), no parsing. cls is the struct service_answer, moved. */
+static ssize_t read_answer(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    size_t n = codec_stream_read(cls, (size_t)pos, buf, max);
+    struct service_answer *a = cls;
+    size_t n = a->read(a->reader, (size_t)pos, buf, max);
     return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
 }
 
-static void free_stream(void *cls)
+static void free_answer(void *cls)
 {
-    codec_stream_free(cls);
+    service_answer_free(cls);
+    free(cls);
 }
 
 static enum MHD_Result send_error(struct req *r, enum http_error e, const char *msg)
 {
     size_t len = 0;
-    char *body = codec_encode_error(e, msg, &len);
+    char *body = api_error_body(e, msg, &len);
     if (!body)
         return MHD_NO;
     return send_owned(r, http_error_status(e), body, len, "application/json");
@@ -161,69 +155,40 @@ static enum MHD_Result send_copy(struct req *r, int status, const char *text, si
 /* ---------------------------------------------------------------------- */
 /* The job: runs on a pool worker with a big stack.                        */
 
-static void job_fail(struct req *r, int code, const char *msg)
-{
-    r->status = http_error_status(code);
-    r->answer = codec_encode_error(code, msg, &r->answer_len);
-}
-
 static void run_job(void *arg)
 {
     struct req *r = arg;
-    struct http_server *s = r->srv;
-    double t_start = now_s(), t_dec, t_comp, t_enc;
-    struct codec_request cr;
-    struct codec_error ce;
-    float *out = NULL, *w = NULL;
-
-    /* 1. decode */
-    int rc = codec_decode_request(&cr, r->body, r->len, &s->limits, &ce);
+    const struct service_times t = {r->t0, r->t_body};
+    service_attention(&r->srv->limits, r->body, r->len, &t, &r->ans);
     release_body(r);
-    t_dec = now_s();
-    t_comp = t_enc = t_dec;
-    if (rc) {
-        job_fail(r, ce.code, ce.msg);
-        goto done;
-    }
-    /* 2. compute */
-    size_t out_len, w_len;
-    struct att_error ae;
-    att_check(&cr.p, &out_len, &w_len, NULL); /* validated by the codec */
-    out = malloc(out_len * sizeof *out);
-    w = w_len ? malloc(w_len * sizeof *w) : NULL;
-    if (!out || (w_len && !w)) {
-        job_fail(r, ERR_INTERNAL, "out of memory for the output");
-        goto done;
-    }
-    if (att_forward(out, w, &cr.p, &ae) != ATT_OK) {
-        job_fail(r, codec_error_from_att(ae.code), ae.msg);
-        goto done;
-    }
-    t_comp = now_s();
-    /* 3. encode: base64 answers are encoded as they are sent */
-    r->status = 200;
-    if (cr.base64_out) {
-        r->stream = codec_stream_new(&cr, out, w); /* takes out and w */
-        out = w = NULL;
-        if (!r->stream)
-            job_fail(r, ERR_INTERNAL, "out of memory encoding the response");
-    } else {
-        r->answer = codec_encode_response(&cr, out, w, &r->answer_len);
-        if (!r->answer)
-            job_fail(r, ERR_INTERNAL, "out of memory encoding the response");
-    }
-    t_enc = now_s();
-    metrics_record_stages(t_dec - t_start, t_start - r->t0, t_comp - t_dec, t_enc - t_comp);
-done:
-    snprintf(r->timing, sizeof r->timing,
-             "queue;dur=%.3f, decode;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
-             (t_start - r->t0) * 1e3, (t_dec - t_start) * 1e3, (t_comp - t_dec) * 1e3,
-             (t_enc - t_comp) * 1e3);
-    free(out);
-    free(w);
-    codec_request_deinit(&cr);
     r->done = 1;
     MHD_resume_connection(r->conn);
+}
+
+/* The worker's answer, queued on the network thread. */
+static enum MHD_Result send_answer(struct req *r)
+{
+    struct service_answer *a = &r->ans;
+    if (a->body) {
+        char *body = a->body;
+        a->body = NULL;
+        return send_owned(r, a->status, body, a->len, "application/json");
+    }
+    if (!a->reader)
+        return send_error(r, ERR_INTERNAL, "out of memory encoding the response");
+    struct service_answer *moved = malloc(sizeof *moved);
+    struct MHD_Response *resp = NULL;
+    if (moved) {
+        *moved = *a;
+        resp = MHD_create_response_from_callback(a->len, 64 * 1024, read_answer, moved,
+                                                 free_answer);
+    }
+    if (!resp) {
+        free(moved);
+        return send_error(r, ERR_INTERNAL, "out of memory sending the response");
+    }
+    a->reader = NULL; /* the response owns it now */
+    return send_response(r, a->status, resp, a->len, "application/json");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -259,39 +224,55 @@ static const char *content_type_of(const char *path)
     return NULL;
 }
 
-/* Static files of the web client from cfg.static_dir; only plain names
+/* The file under cfg.static_dir that url names, opened read-only, with its
+ * content type and size; -1 when there is none. Only plain names
  * ([A-Za-z0-9_.-], sub-folders allowed, no "..") of known types. */
-static enum MHD_Result serve_static(struct req *r, const char *url)
+static int open_static(const struct req *r, const char *url, const char **type,
+                       struct stat *st)
 {
     const char *rel = strcmp(url, "/") == 0 ? "index.html" : url + 1;
-    const char *type = content_type_of(rel);
-    int ok = type != NULL && strstr(rel, "..") == NULL && rel[0] != '/';
+    *type = content_type_of(rel);
+    int ok = *type != NULL && strstr(rel, "..") == NULL && rel[0] != '/';
     for (const char *c = rel; ok && *c; c++)
         ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
              (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.' || *c == '/';
     char path[512];
-    FILE *f = NULL;
-    if (ok && snprintf(path, sizeof path, "%s/%s", r->srv->cfg.static_dir, rel) <
-                  (int)sizeof path)
-        f = fopen(path, "rb");
+    if (!ok || snprintf(path, sizeof path, "%s/%s", r->srv->cfg.static_dir, rel) >=
+                   (int)sizeof path)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* A static file of the web client, sent from its descriptor (sendfile where
+ * the kernel can): never copied into memory, never read on this thread. */
+static enum MHD_Result serve_static(struct req *r, const char *url)
+{
+    const char *type;
     struct stat st;
-    if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) {
-        if (f)
-            fclose(f);
+    char msg[200];
+    int fd = open_static(r, url, &type, &st);
+    if (fd < 0) {
         r->ep = EP_OTHER;
-        char msg[200];
         snprintf(msg, sizeof msg, "no endpoint or file at %.120s", url);
         return send_error(r, ERR_NOT_FOUND, msg);
     }
-    size_t n = (size_t)st.st_size;
-    char *body = malloc(n ? n : 1);
-    if (!body || fread(body, 1, n, f) != n) {
-        free(body);
-        fclose(f);
-        return send_error(r, ERR_INTERNAL, "could not read a static file");
+    if (st.st_size > STATIC_MAX_BYTES) {
+        close(fd);
+        snprintf(msg, sizeof msg, "%.100s is %lld bytes; static files are served up to %d "
+                 "bytes", url, (long long)st.st_size, STATIC_MAX_BYTES);
+        return send_error(r, ERR_PAYLOAD_TOO_LARGE, msg);
     }
-    fclose(f);
-    return send_owned(r, 200, body, n, type);
+    struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+    if (!resp) {
+        close(fd);
+        return send_error(r, ERR_INTERNAL, "out of memory sending a static file");
+    }
+    return send_response(r, 200, resp, (size_t)st.st_size, type);
 }
 
 static enum MHD_Result serve_get(struct req *r, const char *url)
@@ -338,16 +319,26 @@ static int is_json_type(const char *ct)
 
 /* First call: checks that need only the headers. Returns an error to send
  * now, or -1 when the request may go on. */
-static int early_check(struct req *r, char *msg, size_t msglen)
+static int early_check(struct req *r, const char *url, char *msg, size_t msglen)
 {
     struct http_server *s = r->srv;
     int is_get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
     if (r->ep != EP_ATTENTION) {
-        if (!is_get) {
-            snprintf(msg, msglen, "%s is not allowed on %.100s; use GET", r->method, r->path);
-            return ERR_METHOD_NOT_ALLOWED;
+        if (is_get)
+            return -1;
+        /* 405 is for a path that exists with another method */
+        const char *type;
+        struct stat st;
+        int fd = r->ep == EP_STATIC ? open_static(r, url, &type, &st) : -2;
+        if (fd >= 0)
+            close(fd);
+        if (fd == -1) {
+            r->ep = EP_OTHER;
+            snprintf(msg, msglen, "no endpoint or file at %.120s", r->path);
+            return ERR_NOT_FOUND;
         }
-        return -1;
+        snprintf(msg, msglen, "%s is not allowed on %.100s; use GET", r->method, r->path);
+        return ERR_METHOD_NOT_ALLOWED;
     }
     if (strcmp(r->method, "POST") != 0) {
         snprintf(msg, msglen, "%s is not allowed on /attention; use POST", r->method);
@@ -444,13 +435,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r = calloc(1, sizeof *r);
         if (!r)
             return MHD_NO;
-        r->srv = s, r->conn = conn, r->t0 = now_s();
+        r->srv = s, r->conn = conn, r->t0 = service_now();
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
         r->ep = route(url);
         atomic_fetch_add(&s->active, 1);
         *con_cls = r;
-        int e = early_check(r, msg, sizeof msg);
+        int e = early_check(r, url, msg, sizeof msg);
         if (e >= 0)
             return send_error(r, e, msg);
         reserve_body(r);
@@ -475,35 +466,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->over_budget)
         return send_error(r, ERR_OVERLOADED, "the server holds max_inflight_bytes of request "
                                              "bodies already; retry later");
-    if (r->done && r->stream) { /* 4. resumed by the worker: streamed answer */
-        struct codec_stream *st = r->stream;
-        r->stream = NULL;
-        size_t size = codec_stream_size(st);
-        struct MHD_Response *resp = MHD_create_response_from_callback(
-            size, 64 * 1024, read_stream, st, free_stream);
-        if (!resp) {
-            codec_stream_free(st);
-            return send_error(r, ERR_INTERNAL, "out of memory sending the response");
-        }
-        return send_response(r, 200, resp, size, "application/json");
-    }
-    if (r->done) { /* 4. resumed by the worker */
-        char *answer = r->answer;
-        r->answer = NULL;
-        if (!answer)
-            return send_error(r, ERR_INTERNAL, "out of memory encoding the response");
-        return send_owned(r, r->status, answer, r->answer_len, "application/json");
-    }
+    if (r->done) /* 4. resumed by the worker */
+        return send_answer(r);
     if (r->submitted)
         return MHD_YES;
     /* 5. hand the body to a worker; the connection sleeps meanwhile */
     r->submitted = 1;
+    r->t_body = service_now();
     MHD_suspend_connection(conn);
     int rc = pool_submit(s->pool, run_job, r);
     if (rc != POOL_OK) {
-        job_fail(r, rc == POOL_EFULL ? ERR_OVERLOADED : ERR_SHUTTING_DOWN,
-                 rc == POOL_EFULL ? "every worker is busy and the queue is full; retry later"
-                                  : "the server is shutting down");
+        service_error(&r->ans, rc == POOL_EFULL ? ERR_OVERLOADED : ERR_SHUTTING_DOWN,
+                      rc == POOL_EFULL ? "every worker is busy and the queue is full; retry "
+                                         "later"
+                                       : "the server is shutting down");
         r->done = 1;
         MHD_resume_connection(conn);
     }
@@ -518,15 +494,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct req *r = *con_cls;
     if (!r)
         return;
-    double ms = (now_s() - r->t0) * 1e3;
+    double ms = (service_now() - r->t0) * 1e3;
     int status = r->sent_status ? r->sent_status : 499; /* 499: client went away */
     metrics_record(r->ep, status, ms / 1e3);
     if (s->cfg.log_level >= CFG_LOG_INFO)
         fprintf(stderr, "%s %s %d %zu %.1fms%s\n", r->method, r->path, status, r->sent_bytes,
                 ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     release_body(r);
-    free(r->answer);
-    codec_stream_free(r->stream); /* only if never handed to MHD */
+    service_answer_free(&r->ans); /* what was never handed to MHD */
     free(r);
     *con_cls = NULL;
     atomic_fetch_sub(&s->active, 1);
@@ -544,15 +519,7 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
     }
     s->cfg = *c;
     s->pool = pool;
-    s->limits = (struct codec_limits){
-        .max_tensor_elements = c->max_tensor_elements,
-        .max_batch = c->max_batch,
-        .max_target_len = c->max_target_len,
-        .max_source_len = c->max_source_len,
-        .max_embed_dim = c->max_embed_dim,
-        .max_heads = c->max_heads,
-        .max_weights_elements = c->max_weights_elements,
-    };
+    s->limits = service_limits(c);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port)};
     if (inet_pton(AF_INET, c->bind, &addr.sin_addr) != 1) {
         snprintf(err, errlen, "bind: '%s' is not an IPv4 address", c->bind);
@@ -591,8 +558,8 @@ int http_drain(struct http_server *s, int timeout_s)
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
-    double deadline = now_s() + timeout_s;
-    while (atomic_load(&s->active) > 0 && now_s() < deadline)
+    double deadline = service_now() + timeout_s;
+    while (atomic_load(&s->active) > 0 && service_now() < deadline)
         usleep(10000);
     return atomic_load(&s->active);
 }

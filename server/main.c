@@ -41,10 +41,11 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    att_init(c.blas_threads);
-    if (c.workers * c.blas_threads > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN))
-        fprintf(stderr, "attention-server: warning: workers %d x blas_threads %d oversubscribes "
-                        "%ld cores\n", c.workers, c.blas_threads, sysconf(_SC_NPROCESSORS_ONLN));
+    att_init(c.threads_per_request);
+    if (c.workers * c.threads_per_request > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN))
+        fprintf(stderr, "attention-server: warning: workers %d x threads_per_request %d "
+                        "oversubscribes %ld cores\n", c.workers, c.threads_per_request,
+                sysconf(_SC_NPROCESSORS_ONLN));
     struct pool *pool = pool_new(c.workers, c.queue_depth, 0);
     if (!pool) {
         fprintf(stderr, "attention-server: could not start %d workers\n", c.workers);
@@ -59,8 +60,8 @@ int main(int argc, char **argv)
     if (c.log_level >= CFG_LOG_DEBUG)
         cfg_dump(&c, stderr);
     fprintf(stderr, "attention-server: listening on http://%s:%d (workers %d, queue %d, "
-                    "blas_threads %d, OpenBLAS kernels %s)\n", c.bind, http_port(srv), c.workers,
-            c.queue_depth, c.blas_threads, blas_core);
+                    "threads_per_request %d, OpenBLAS kernels %s)\n", c.bind, http_port(srv),
+            c.workers, c.queue_depth, c.threads_per_request, blas_core);
 
     int sig = 0;
     sigwait(&sigs, &sig);

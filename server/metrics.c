@@ -15,7 +15,24 @@ static const double buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 static atomic_ulong requests[EP_COUNT][600];
 static atomic_ulong latency_count[EP_COUNT][NBUCKETS + 1];
 static atomic_ulong latency_sum_us[EP_COUNT];
-static atomic_ulong stage_sum_us[4], stage_count;
+static atomic_ulong stage_sum_us[STAGE_COUNT], stage_count;
+static atomic_ulong stage_hist[STAGE_COUNT][NBUCKETS + 1];
+
+static const char *const stage_names[STAGE_COUNT] = {
+    "receive", "queue", "decode", "compute", "encode"};
+
+const char *metrics_stage_name(enum metrics_stage s)
+{
+    return (unsigned)s < STAGE_COUNT ? stage_names[s] : "other";
+}
+
+static size_t bucket_of(double seconds)
+{
+    size_t b = 0;
+    while (b < NBUCKETS && seconds > buckets[b])
+        b++;
+    return b;
+}
 
 const char *metrics_endpoint_name(enum metrics_endpoint ep)
 {
@@ -29,19 +46,39 @@ void metrics_record(enum metrics_endpoint ep, int status, double seconds)
     if (status < 100 || status > 599)
         status = 500;
     atomic_fetch_add(&requests[ep][status], 1);
-    size_t b = 0;
-    while (b < NBUCKETS && seconds > buckets[b])
-        b++;
-    atomic_fetch_add(&latency_count[ep][b], 1);
+    atomic_fetch_add(&latency_count[ep][bucket_of(seconds)], 1);
     atomic_fetch_add(&latency_sum_us[ep], (unsigned long)(seconds * 1e6));
 }
 
-void metrics_record_stages(double decode, double queue, double compute, double encode)
+void metrics_record_stages(const double s[STAGE_COUNT])
 {
-    const double s[4] = {decode, queue, compute, encode};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < STAGE_COUNT; i++) {
         atomic_fetch_add(&stage_sum_us[i], (unsigned long)(s[i] * 1e6));
+        atomic_fetch_add(&stage_hist[i][bucket_of(s[i])], 1);
+    }
     atomic_fetch_add(&stage_count, 1);
+}
+
+/* One histogram family: name{label="value",le=...} for each row of counts. */
+static void write_histogram(FILE *f, const char *name, const char *label,
+                            const char *const *values, int rows,
+                            atomic_ulong (*count)[NBUCKETS + 1], atomic_ulong *sum_us)
+{
+    for (int e = 0; e < rows; e++) {
+        unsigned long cum = 0;
+        for (size_t b = 0; b <= NBUCKETS; b++) {
+            cum += atomic_load(&count[e][b]);
+            if (b < NBUCKETS)
+                fprintf(f, "%s_bucket{%s=\"%s\",le=\"%g\"} %lu\n", name, label, values[e],
+                        buckets[b], cum);
+            else
+                fprintf(f, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %lu\n", name, label, values[e],
+                        cum);
+        }
+        fprintf(f, "%s_sum{%s=\"%s\"} %.6f\n", name, label, values[e],
+                (double)atomic_load(&sum_us[e]) / 1e6);
+        fprintf(f, "%s_count{%s=\"%s\"} %lu\n", name, label, values[e], cum);
+    }
 }
 
 char *metrics_write(int queue_depth, int busy_workers, int workers, int draining,
@@ -63,28 +100,17 @@ char *metrics_write(int queue_depth, int busy_workers, int workers, int draining
         }
     fprintf(f, "# HELP attention_http_request_duration_seconds Time from first byte to answer.\n"
                "# TYPE attention_http_request_duration_seconds histogram\n");
-    for (int e = 0; e < EP_COUNT; e++) {
-        unsigned long cum = 0;
-        for (size_t b = 0; b <= NBUCKETS; b++) {
-            cum += atomic_load(&latency_count[e][b]);
-            if (b < NBUCKETS)
-                fprintf(f, "attention_http_request_duration_seconds_bucket{endpoint=\"%s\","
-                           "le=\"%g\"} %lu\n", ep_names[e], buckets[b], cum);
-            else
-                fprintf(f, "attention_http_request_duration_seconds_bucket{endpoint=\"%s\","
-                           "le=\"+Inf\"} %lu\n", ep_names[e], cum);
-        }
-        fprintf(f, "attention_http_request_duration_seconds_sum{endpoint=\"%s\"} %.6f\n",
-                ep_names[e], (double)atomic_load(&latency_sum_us[e]) / 1e6);
-        fprintf(f, "attention_http_request_duration_seconds_count{endpoint=\"%s\"} %lu\n",
-                ep_names[e], cum);
-    }
-    static const char *const stages[4] = {"decode", "queue", "compute", "encode"};
+    write_histogram(f, "attention_http_request_duration_seconds", "endpoint", ep_names,
+                    EP_COUNT, latency_count, latency_sum_us);
     fprintf(f, "# HELP attention_stage_seconds_total Time spent per stage of POST /attention.\n"
                "# TYPE attention_stage_seconds_total counter\n");
-    for (int i = 0; i < 4; i++)
-        fprintf(f, "attention_stage_seconds_total{stage=\"%s\"} %.6f\n", stages[i],
+    for (int i = 0; i < STAGE_COUNT; i++)
+        fprintf(f, "attention_stage_seconds_total{stage=\"%s\"} %.6f\n", stage_names[i],
                 (double)atomic_load(&stage_sum_us[i]) / 1e6);
+    fprintf(f, "# HELP attention_stage_duration_seconds Time of each stage of POST /attention.\n"
+               "# TYPE attention_stage_duration_seconds histogram\n");
+    write_histogram(f, "attention_stage_duration_seconds", "stage", stage_names, STAGE_COUNT,
+                    stage_hist, stage_sum_us);
     fprintf(f, "# HELP attention_jobs_total Attention jobs computed.\n"
                "# TYPE attention_jobs_total counter\nattention_jobs_total %lu\n",
             atomic_load(&stage_count));

@@ -17,8 +17,17 @@ const char *metrics_endpoint_name(enum metrics_endpoint ep);
 /* One finished request: its endpoint, HTTP status and duration. */
 void metrics_record(enum metrics_endpoint ep, int status, double seconds);
 
+/* The stages of one POST /attention, in order: the upload, the wait for a
+ * worker, then the job's three steps. */
+enum metrics_stage {
+    STAGE_RECEIVE, STAGE_QUEUE, STAGE_DECODE, STAGE_COMPUTE, STAGE_ENCODE, STAGE_COUNT
+};
+
+/* "receive", "queue", "decode", "compute", "encode". */
+const char *metrics_stage_name(enum metrics_stage s);
+
 /* Stage times of one POST /attention job, in seconds. */
-void metrics_record_stages(double decode, double queue, double compute, double encode);
+void metrics_record_stages(const double seconds[STAGE_COUNT]);
 
 /* Write everything, plus the given gauges, as a malloc'd text (caller frees). */
 char *metrics_write(int queue_depth, int busy_workers, int workers, int draining,

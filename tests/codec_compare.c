@@ -68,14 +68,20 @@ const char *codec_compare(const struct codec_request *a, const struct codec_requ
 const char *codec_compare_paths(const char *body, size_t len, const struct codec_limits *lim)
 {
     struct codec_request fast, ref;
-    struct codec_error ef = {0}, er = {0};
+    struct api_error ef = {0}, er = {0};
     int rf = codec_decode_request(&fast, body, len, lim, &ef);
     int rr = codec_decode_request_reference(&ref, body, len, lim, &er);
     const char *diff = NULL;
+    /* A refusal always comes from the reference itself (the fast decoder
+     * never reports one: it hands the body over), so refusals cannot differ
+     * in code or message; what can go wrong is the fast decoder accepting
+     * what the reference refuses, or reading different numbers. */
     if (rf != rr)
         diff = "one path accepts, the other refuses";
-    else if (rf != 0 && (ef.code != er.code || strcmp(ef.msg, er.msg) != 0))
-        diff = "different errors";
+    else if (rf != 0 && fast.path != CODEC_PATH_JANSSON)
+        diff = "a refusal that did not come from the reference";
+    else if (rf == 0 && ref.path != CODEC_PATH_JANSSON)
+        diff = "the reference did not decode with jansson";
     else if (rf == 0)
         diff = codec_compare(&fast, &ref);
     codec_request_deinit(&fast);

@@ -10,8 +10,9 @@
  * sizes, options, bytes of every tensor and tokens; else what differs. */
 const char *codec_compare(const struct codec_request *a, const struct codec_request *b);
 
-/* Decode body both ways and compare status, error code and message, or the
- * results. Returns NULL when they agree, else what differs. */
+/* Decode body both ways (codec_decode_request, which tries the fast decoder
+ * first, and the reference) and compare acceptance and, when both accept,
+ * the results. Returns NULL when they agree, else what differs. */
 const char *codec_compare_paths(const char *body, size_t len, const struct codec_limits *lim);
 
 #endif

@@ -200,6 +200,59 @@ Test(attention, fast_path_matches_reference_on_random_cases)
     cr_assert_eq(failed, 0, "%d of %d random cases disagree with the reference", failed, n);
 }
 
+/* att_forward_checked() is att_forward() without its att_check(): the same
+ * bits, the same status and message, split over threads or not. */
+Test(attention, forward_checked_is_forward_without_the_check)
+{
+    static const struct rcase cases[] = {
+        {2, 33, 47, 32, 24, 40, 4, .proj = PROJ_SEPARATE, .bias = 1, .mask = M_FLOAT3,
+         .padding = 1, .wmode = ATT_WEIGHTS_PER_HEAD},
+        {1, 50, 50, 64, 64, 64, 8, .proj = PROJ_PACKED, .mask = M_CAUSAL,
+         .wmode = ATT_WEIGHTS_AVERAGE, .pe = 1, .self = 1},
+        {3, 20, 70, 16, 16, 16, 2, .proj = PROJ_ABSENT, .mask = M_BOOL2, .full_rows = 1,
+         .scale = 1},
+        {2, 130, 120, 64, 64, 64, 4, .proj = PROJ_SEPARATE, .bias = 1, .mask = M_FLOAT2,
+         .wmode = ATT_WEIGHTS_PER_HEAD}, /* big enough to be split */
+    };
+    for (int threads = 1; threads <= 2; threads++) {
+        att_init(threads);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            struct att_params p;
+            struct rinputs in;
+            struct att_error err;
+            size_t olen, wlen;
+            make_case(&p, &in, &cases[i], 31 + i);
+            cr_assert_eq(att_check(&p, &olen, &wlen, &err), ATT_OK, "%s", err.msg);
+            float *o1 = malloc(olen * 4), *o2 = malloc(olen * 4);
+            float *w1 = malloc(wlen * 4 + 4), *w2 = malloc(wlen * 4 + 4);
+            cr_assert_eq(att_forward(o1, w1, &p, &err), ATT_OK, "%s", err.msg);
+            const int used = att_last_call_threads();
+            cr_assert_eq(att_forward_checked(o2, w2, &p, &err), ATT_OK, "%s", err.msg);
+            cr_assert_eq(att_last_call_threads(), used);
+            cr_assert_eq(used, i == 3 ? threads : 1, "case %zu, threads %d", i, threads);
+            cr_assert(memcmp(o1, o2, olen * 4) == 0, "case %zu, threads %d: out", i, threads);
+            cr_assert(memcmp(w1, w2, wlen * 4) == 0, "case %zu, threads %d: w", i, threads);
+            free(o1), free(o2), free(w1), free(w2);
+            rinputs_free(&in);
+        }
+    }
+    /* past validation, failures are the same too: a missing buffer here,
+     * every stage of the range rule in expect_both() */
+    struct att_params p;
+    struct rinputs in;
+    struct att_error e1, e2;
+    size_t olen;
+    make_case(&p, &in, &cases[0], 7); /* per-head weights */
+    cr_assert_eq(att_check(&p, &olen, NULL, NULL), ATT_OK);
+    float *out = malloc(olen * 4);
+    cr_assert_eq(att_forward(out, NULL, &p, &e1), ATT_EPARAM);
+    cr_assert_eq(att_forward_checked(out, NULL, &p, &e2), ATT_EPARAM);
+    cr_assert_str_eq(e2.msg, e1.msg);
+    cr_assert_eq(att_last_call_threads(), 0, "a call that computed nothing");
+    free(out);
+    rinputs_free(&in);
+}
+
 Test(attention, positional_encoding_every_path_matches_reference)
 {
     /* the core encodes each distinct input once: into a copy for a real
@@ -442,36 +495,55 @@ struct job {
     size_t olen, wlen;
     pthread_barrier_t *start;
     int rc;
+    int threads_used; /* att_last_call_threads() after each concurrent call */
 };
 
 static void *job_run(void *arg)
 {
     struct job *j = arg;
     pthread_barrier_wait(j->start);
-    for (int rep = 0; rep < 3 && j->rc == ATT_OK; rep++)
+    for (int rep = 0; rep < 3 && j->rc == ATT_OK; rep++) {
         j->rc = att_forward(j->out, j->w, &j->p, NULL);
+        const int used = att_last_call_threads();
+        j->threads_used = rep == 0 || used == j->threads_used ? used : -1;
+    }
     return NULL;
 }
 
-static void concurrency_round(int blas_threads)
+/* Multiply-adds of a call, as attention.h counts them for
+ * ATT_PARALLEL_MIN_MACS. */
+static double call_macs(const struct att_params *p)
 {
-    att_init(blas_threads);
+    return (double)p->N * (p->L + 2.0 * p->S) * p->E * p->E +
+           2.0 * p->N * p->L * (double)p->S * p->E;
+}
+
+/* Every call big enough to be split (ATT_PARALLEL_MIN_MACS): with
+ * threads_per_request > 1 each runs on that many threads, all 16 at once. */
+static void concurrency_round(int threads_per_request)
+{
+    att_init(threads_per_request);
     struct job jobs[NTHREADS];
     pthread_t th[NTHREADS];
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, NTHREADS);
     for (int t = 0; t < NTHREADS; t++) {
         struct job *j = &jobs[t];
-        struct rcase c = {1 + t % 2, 40 + t, 60 - t, 32, 32, 24, 4, .proj = PROJ_SEPARATE,
+        struct rcase c = {2 + t % 2, 96 + t, 120 - t, 64, 64, 48, 4, .proj = PROJ_SEPARATE,
                           .bias = 1, .mask = t % 3 ? M_BOOL2 : M_CAUSAL, .padding = t % 2,
                           .wmode = t % 3, .pe = t % 4 == 0};
         if (c.mask == M_CAUSAL)
             c.S = c.L;
         make_case(&j->p, &j->in, &c, 1000 + (unsigned)t);
         cr_assert_eq(att_check(&j->p, &j->olen, &j->wlen, NULL), ATT_OK);
+        cr_assert_geq(call_macs(&j->p), ATT_PARALLEL_MIN_MACS,
+                      "job %d is too small to be split: the test would run one thread", t);
         j->out = calloc(j->olen, sizeof(float)), j->out1 = calloc(j->olen, sizeof(float));
         j->w = calloc(j->wlen + 1, sizeof(float)), j->w1 = calloc(j->wlen + 1, sizeof(float));
         cr_assert_eq(att_forward(j->out1, j->w1, &j->p, NULL), ATT_OK); /* one at a time */
+        cr_assert_eq(att_last_call_threads(), threads_per_request,
+                     "job %d, alone: %d threads, not threads_per_request %d", t,
+                     att_last_call_threads(), threads_per_request);
         j->start = &start;
         j->rc = ATT_OK;
     }
@@ -482,9 +554,12 @@ static void concurrency_round(int blas_threads)
     for (int t = 0; t < NTHREADS; t++) {
         struct job *j = &jobs[t];
         cr_assert_eq(j->rc, ATT_OK);
+        cr_assert_eq(j->threads_used, threads_per_request,
+                     "thread %d: its calls ran on %d threads (-1: not always the same), "
+                     "not threads_per_request %d", t, j->threads_used, threads_per_request);
         cr_assert(memcmp(j->out, j->out1, j->olen * sizeof(float)) == 0,
-                  "thread %d: output differs from the serial call (blas_threads %d)", t,
-                  blas_threads);
+                  "thread %d: output differs from the serial call (threads_per_request %d)", t,
+                  threads_per_request);
         cr_assert(memcmp(j->w, j->w1, j->wlen * sizeof(float)) == 0,
                   "thread %d: weights differ from the serial call", t);
         free(j->out), free(j->out1), free(j->w), free(j->w1);
@@ -493,12 +568,12 @@ static void concurrency_round(int blas_threads)
     pthread_barrier_destroy(&start);
 }
 
-Test(attention_concurrency, sixteen_threads_bit_identical_one_blas_thread)
+Test(attention_concurrency, sixteen_threads_bit_identical_one_thread_per_request)
 {
     concurrency_round(1);
 }
 
-Test(attention_concurrency, sixteen_threads_bit_identical_two_blas_threads)
+Test(attention_concurrency, sixteen_threads_bit_identical_two_threads_per_request)
 {
     concurrency_round(2);
 }
@@ -524,6 +599,8 @@ Test(attention_concurrency, thread_count_changes_results_only_by_rounding)
         for (int threads = 2; threads <= 5; threads++) {
             att_init(threads);
             cr_assert_eq(att_forward(outn, wn, &p, NULL), ATT_OK);
+            cr_assert_eq(att_last_call_threads(), threads, "mode %d: the call was not split",
+                         mode);
             cr_assert(check_tensor("output, n threads vs 1", outn, out1, olen, 1e-5, 1e-5),
                       "mode %d: output with %d threads", mode, threads);
             cr_assert(check_tensor("weights, n threads vs 1", wn, w1, wlen, 1e-6, 0.0),
@@ -562,6 +639,8 @@ Test(attention_concurrency, bit_identical_per_configuration_within_tolerance_acr
         p.key = fused ? p.query : kcopy, p.value = fused ? p.query : vcopy;
         cr_assert_eq(att_forward(o1, w1, &p, NULL), ATT_OK);
         cr_assert_eq(att_forward(o2, w2, &p, NULL), ATT_OK);
+        cr_assert_eq(att_last_call_threads(), threads, "threads %d, fused %d: not split",
+                     threads, fused);
         cr_assert(memcmp(o1, o2, olen * 4) == 0 && memcmp(w1, w2, wlen * 4) == 0,
                   "threads %d, fused %d: two calls differ", threads, fused);
         cr_assert(check_tensor("output vs reference", o1, ref_o, olen, OUT_ATOL, OUT_RTOL),
@@ -641,11 +720,12 @@ static void tiny_init(struct tiny *t, const float *q, int L, const float *k, con
 
 /* Both paths answer rc; with ATT_ERANGE the message contains needle. The
  * reference runs first, the fast path last, so the caller's checks of
- * t->out and t->w are on the fast path's answer, and the two must agree. */
+ * t->out and t->w are on the fast path's answer, and the two must agree.
+ * att_forward_checked() must answer as att_forward(), to the bit. */
 static void expect_both(struct tiny *t, int rc, const char *needle)
 {
-    struct att_error err;
-    float ref_out[8], ref_w[16];
+    struct att_error err, err_checked;
+    float ref_out[8], ref_w[16], checked_out[8], checked_w[16];
     size_t olen, wlen;
     cr_assert_eq(att_check(&t->p, &olen, &wlen, NULL), ATT_OK);
     for (int impl = 1; impl >= 0; impl--) {
@@ -660,6 +740,14 @@ static void expect_both(struct tiny *t, int rc, const char *needle)
         if (rc == ATT_OK && impl)
             memcpy(ref_out, t->out, olen * sizeof *ref_out), memcpy(ref_w, t->w, wlen * 4);
     }
+    memset(&err_checked, 0, sizeof err_checked);
+    cr_assert_eq(att_forward_checked(checked_out, checked_w, &t->p, &err_checked), rc);
+    if (rc != ATT_OK)
+        cr_assert_str_eq(err_checked.msg, err.msg, "att_forward_checked's message");
+    else
+        cr_assert(memcmp(checked_out, t->out, olen * 4) == 0 &&
+                      memcmp(checked_w, t->w, wlen * 4) == 0,
+                  "att_forward_checked differs from att_forward");
     if (rc == ATT_OK) {
         cr_assert(check_tensor("fast vs reference output", t->out, ref_out, olen, OUT_ATOL,
                                OUT_RTOL));
@@ -806,7 +894,7 @@ Test(attention_range, subnormals_are_computed_not_flushed)
 #include <xmmintrin.h>
 Test(attention, caller_floating_point_state_is_restored)
 {
-    /* The softmax runs with FTZ/DAZ (attention.c, flush_is_exact) and must
+    /* The softmax runs with FTZ/DAZ (core/kernels.c, att_flush_is_exact) and must
      * hand the caller's MXCSR back unchanged, also when a call is computed
      * again without flushing (a subnormal weight times a value of 3e38). */
     struct rcase c = {1, 80, 90, 32, 32, 32, 4, .proj = PROJ_PACKED, .bias = 1,

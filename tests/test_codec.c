@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "server/base64.h"
 #include "server/codec.h"
 #include "server/errors.h"
+#include "server/service.h"
 #include "tests/check.h"
 #include "tests/codec_compare.h"
 #include "tests/testdata.h"
@@ -18,12 +20,10 @@ static struct codec_limits default_limits(void)
 {
     struct cfg c;
     cfg_defaults(&c);
-    return (struct codec_limits){c.max_tensor_elements, c.max_batch, c.max_target_len,
-                                 c.max_source_len, c.max_embed_dim, c.max_heads,
-                                 c.max_weights_elements};
+    return service_limits(&c);
 }
 
-static int decode(struct codec_request *r, const char *body, struct codec_error *e)
+static int decode(struct codec_request *r, const char *body, struct api_error *e)
 {
     struct codec_limits lim = default_limits();
     return codec_decode_request(r, body, strlen(body), &lim, e);
@@ -41,7 +41,7 @@ Test(codec, three_tensor_forms_decode_to_the_same_floats)
     const float want[4] = {0.5f, -1.25f, 3.0f, 0.001f};
     for (int i = 0; i < 3; i++) {
         struct codec_request r;
-        struct codec_error e;
+        struct api_error e;
         cr_assert_eq(decode(&r, bodies[i], &e), 0, "form %d: %s", i + 1, e.msg);
         cr_assert_eq(r.p.N, 1);
         cr_assert_eq(r.p.L, 2);
@@ -70,7 +70,7 @@ Test(codec, batched_cross_attention_with_all_options)
         "\"sinusoidal\", \"output_encoding\": \"base64\", \"tokens\": [\"a\"], "
         "\"key_tokens\": [\"x\",\"y\",\"z\"]}";
     struct codec_request r;
-    struct codec_error e;
+    struct api_error e;
     cr_assert_eq(decode(&r, body, &e), 0, "%s", e.msg);
     const struct att_params *p = &r.p;
     cr_assert(r.batched);
@@ -101,7 +101,7 @@ Test(codec, batched_cross_attention_with_all_options)
 Test(codec, float_mask_and_causal_and_defaults)
 {
     struct codec_request r;
-    struct codec_error e;
+    struct api_error e;
     cr_assert_eq(decode(&r, "{\"query\": [[1],[2]], \"num_heads\": 1, \"attn_mask\": "
                             "[[0, -1.5],[2, 0]], \"need_weights\": false}", &e), 0, "%s", e.msg);
     cr_assert_eq(r.p.mask_kind, ATT_MASK_FLOAT);
@@ -136,7 +136,7 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         const char *want = json_string_value(json_object_get(c, "message_contains"));
         int status = (int)json_integer_value(json_object_get(c, "status"));
         struct codec_request r;
-        struct codec_error e = {0};
+        struct api_error e = {0};
         struct codec_limits lim = default_limits();
         int rc = codec_decode_request(&r, body, blen, &lim, &e);
         const char *stage = json_string_value(json_object_get(c, "stage"));
@@ -167,7 +167,7 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
 Test(codec, response_json_is_shortest_and_round_trips)
 {
     struct codec_request r;
-    struct codec_error e;
+    struct api_error e;
     cr_assert_eq(decode(&r, "{\"query\": [[1,2]], \"num_heads\": 1}", &e), 0, "%s", e.msg);
     const float out[2] = {0.1f, -3.4028235e38f};
     const float w[1] = {1.0f};
@@ -213,7 +213,7 @@ Test(codec, response_json_is_shortest_and_round_trips)
 Test(codec, base64_output_round_trips)
 {
     struct codec_request r;
-    struct codec_error e;
+    struct api_error e;
     cr_assert_eq(decode(&r, "{\"query\": [[1,2,3]], \"num_heads\": 1, \"output_encoding\": "
                             "\"base64\", \"need_weights\": false}", &e), 0, "%s", e.msg);
     const float out[3] = {0.5f, -1.25f, 3.0f};
@@ -228,20 +228,20 @@ Test(codec, base64_output_round_trips)
     unsigned char bytes[7] = {0, 1, 2, 250, 251, 252, 255}, back[8];
     char enc[16];
     for (size_t n = 0; n <= 7; n++) {
-        size_t m = codec_base64_encode(enc, bytes, n), bad;
+        size_t m = base64_encode(enc, bytes, n), bad;
         cr_assert_eq(m % 4, 0);
-        cr_assert_eq(codec_base64_decode(back, enc, m, &bad), (long long)n);
+        cr_assert_eq(base64_decode(back, enc, m, &bad), (long long)n);
         cr_assert(memcmp(back, bytes, n) == 0);
     }
     size_t bad;
-    cr_assert_eq(codec_base64_decode(back, "AB=C", 4, &bad), -1);
-    cr_assert_eq(codec_base64_decode(back, "ABC", 3, &bad), -1);
+    cr_assert_eq(base64_decode(back, "AB=C", 4, &bad), -1);
+    cr_assert_eq(base64_decode(back, "ABC", 3, &bad), -1);
 }
 
 Test(codec, error_body_names_slug_and_message)
 {
     size_t len;
-    char *s = codec_encode_error(ERR_SHAPE_MISMATCH, "query \"x\" is wrong", &len);
+    char *s = api_error_body(ERR_SHAPE_MISMATCH, "query \"x\" is wrong", &len);
     cr_assert_str_eq(s, "{\"error\":{\"code\":\"shape_mismatch\",\"message\":"
                         "\"query \\\"x\\\" is wrong\"}}");
     free(s);
@@ -251,7 +251,7 @@ Test(codec, escaped_base64_is_read_as_jansson_reads_it)
 {
     /* "\/" is JSON for "/": the fast path leaves escapes to jansson. */
     struct codec_request r;
-    struct codec_error e;
+    struct api_error e;
     cr_assert_eq(decode(&r, "{\"query\": {\"shape\": [1, 1], \"dtype\": \"float32\", \"b64\": "
                             "\"AAD\\/Pw==\"}, \"num_heads\": 1}", &e), 0, "%s", e.msg);
     cr_assert_eq(r.p.query[0], 1.9921875f);
@@ -266,7 +266,7 @@ Test(codec, escaped_base64_is_read_as_jansson_reads_it)
 /* Numbers at the edges: integers beyond long long, numbers beyond double,
  * integer fields, and -inf in float masks.                              */
 
-static float first_query_value(const char *body, struct codec_error *e, int *rc)
+static float first_query_value(const char *body, struct api_error *e, int *rc)
 {
     struct codec_request r;
     struct codec_limits lim = default_limits();
@@ -290,13 +290,13 @@ Test(codec, any_json_number_is_a_tensor_value)
         "{\"num_heads\": 1, \"query\": [[100000000000000000000]], \"tokens\": [\"a\"]}",
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        struct codec_error e;
+        struct api_error e;
         int rc;
         float v = first_query_value(ok[i], &e, &rc);
         cr_expect_eq(rc, 0, "%s: %s", ok[i], e.msg);
         cr_expect_eq(v, 1e20f, "%s: %g", ok[i], (double)v);
     }
-    struct codec_error e;
+    struct api_error e;
     int rc;
     float v = first_query_value("{\"query\": [[-123456789012345678901234567890]], "
                                 "\"num_heads\": 1}", &e, &rc);
@@ -336,7 +336,7 @@ Test(codec, integer_fields_stay_integers)
          ERR_INVALID_TENSOR, "dimension 0 is below -2^63"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct codec_error e;
+        struct api_error e;
         int rc;
         first_query_value(cases[i].body, &e, &rc);
         cr_expect(rc != 0 && e.code == cases[i].code && strstr(e.msg, cases[i].msg),
@@ -360,7 +360,7 @@ Test(codec, neg_inf_in_float_masks_in_every_form)
         snprintf(body, sizeof body, "{\"query\": [[1], [2]], \"num_heads\": 1, \"attn_mask\": %s}",
                  masks[i]);
         struct codec_request r;
-        struct codec_error e;
+        struct api_error e;
         cr_assert_eq(decode(&r, body, &e), 0, "%s: %s", body, e.msg);
         cr_expect_eq(r.p.mask_kind, ATT_MASK_FLOAT);
         const float want[4] = {0.0f, -INFINITY, 0.5f, -INFINITY};
@@ -467,7 +467,7 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
                 failed++;
             }
             struct codec_request r;
-            struct codec_error e;
+            struct api_error e;
             accepted += codec_decode_request(&r, b, len, &lim, &e) == 0;
             codec_request_deinit(&r);
             free(b);
@@ -496,10 +496,9 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
     unsigned long long st = 99;
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         struct codec_request r;
-        struct codec_error e;
+        struct api_error e;
         cr_assert_eq(decode(&r, bodies[i], &e), 0, "%s", e.msg);
-        size_t olen, wlen;
-        att_check(&r.p, &olen, &wlen, NULL);
+        const size_t olen = r.out_len, wlen = r.weights_len;
         float *out = malloc(olen * 4), *w = wlen ? malloc(wlen * 4) : NULL;
         for (size_t k = 0; k < olen; k++)
             out[k] = check_randf(&st) * 100;
@@ -532,6 +531,77 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
         }
         codec_stream_free(s);
         free(whole), free(out), free(w);
+        codec_request_deinit(&r);
+    }
+}
+
+/* Does v hold a JSON boolean anywhere (a bool mask, nested or as data)? */
+static int holds_bool(json_t *v)
+{
+    if (json_is_boolean(v))
+        return 1;
+    if (json_is_object(v))
+        return holds_bool(json_object_get(v, "data"));
+    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++)
+        if (holds_bool(json_array_get(v, i)))
+            return 1;
+    return 0;
+}
+
+/* The fast decoder is really taken: a typo in one of its key comparisons
+ * would send every request through jansson with every other test green.
+ * Each golden request goes through it, except those with a JSON boolean
+ * mask, which it leaves to jansson by design (codec.h); and each of the
+ * three tensor forms does (three_tensor_forms_... above checks the floats). */
+Test(codec, fast_decoder_reads_the_golden_requests)
+{
+    struct codec_limits lim = default_limits();
+    char *paths[128];
+    int n = testdata_list("tests/golden", paths, 128), fast = 0, failed = 0;
+    cr_assert_geq(n, 28, "tests/golden is missing");
+    for (int i = 0; i < n; i++) {
+        json_t *c = json_load_file(paths[i], 0, NULL);
+        cr_assert_not_null(c, "%s", paths[i]);
+        json_t *req = json_object_get(c, "request");
+        const int want_fast = !holds_bool(json_object_get(req, "attn_mask")) &&
+                              !json_object_get(req, "key_padding_mask");
+        size_t len;
+        char *body = testdata_body(c, &len);
+        struct codec_request r;
+        struct api_error e;
+        cr_assert_eq(codec_decode_request(&r, body, len, &lim, &e), 0, "%s: %s", paths[i],
+                     e.msg);
+        const enum codec_path want = want_fast ? CODEC_PATH_FAST : CODEC_PATH_JANSSON;
+        if (r.path != want) {
+            fprintf(stderr, "%s: decoded by path %d, want %d\n", paths[i], r.path, want);
+            failed++;
+        }
+        fast += r.path == CODEC_PATH_FAST;
+        codec_request_deinit(&r);
+        free(body);
+        json_decref(c);
+        free(paths[i]);
+    }
+    cr_assert_eq(failed, 0, "%d golden requests took the wrong decoder", failed);
+    cr_assert_geq(fast, n / 2, "only %d of %d golden requests took the fast decoder", fast, n);
+
+    const char *forms[] = {
+        "{\"query\": [[0.5, -1.25], [3, 0.001]], \"num_heads\": 1}",
+        "{\"query\": {\"shape\": [2, 2], \"data\": [0.5, -1.25, 3, 0.001]}, \"num_heads\": 1}",
+        "{\"query\": {\"shape\": [2, 2], \"dtype\": \"float32\", \"b64\": "
+        "\"AAAAPwAAoL8AAEBAbxKDOg==\"}, \"num_heads\": 1, \"attn_mask\": {\"shape\": [2, 2], "
+        "\"dtype\": \"bool\", \"b64\": \"AAEAAA==\"}, \"weights\": {\"out_proj_bias\": [1, 2]}}",
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        struct codec_request r;
+        struct api_error e;
+        cr_assert_eq(codec_decode_request(&r, forms[i], strlen(forms[i]), &lim, &e), 0,
+                     "form %zu: %s", i + 1, e.msg);
+        cr_assert_eq(r.path, CODEC_PATH_FAST, "form %zu went to jansson", i + 1);
+        codec_request_deinit(&r);
+        cr_assert_eq(codec_decode_request_reference(&r, forms[i], strlen(forms[i]), &lim, &e),
+                     0);
+        cr_assert_eq(r.path, CODEC_PATH_JANSSON);
         codec_request_deinit(&r);
     }
 }

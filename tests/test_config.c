@@ -13,7 +13,7 @@
 
 /* Every key, as the spec lists them; the dump test checks the module has no more. */
 static const char *const keys[] = {
-    "bind", "port", "workers", "queue_depth", "blas_threads", "max_body_bytes",
+    "bind", "port", "workers", "queue_depth", "threads_per_request", "max_body_bytes",
     "max_inflight_bytes",
     "max_tensor_elements", "max_batch", "max_target_len", "max_source_len",
     "max_embed_dim", "max_heads", "max_weights_elements", "conn_timeout",
@@ -92,7 +92,7 @@ Test(config, defaults)
     cr_expect_eq(c.port, 8080);
     cr_expect_eq(c.workers, 2);
     cr_expect_eq(c.queue_depth, 64);
-    cr_expect_eq(c.blas_threads, 1);
+    cr_expect_eq(c.threads_per_request, 1);
     cr_expect_eq(c.max_body_bytes, 64LL << 20);
     cr_expect_eq(c.max_tensor_elements, 16777216);
     cr_expect_eq(c.max_batch, 64);
@@ -191,7 +191,7 @@ Test(config, integer_out_of_range_low)
     expect_set_error("workers", "0", "workers: 0 is out of range 1..64");
     expect_set_error("port", "-1", "port: -1 is out of range 0..65535");
     expect_set_error("queue_depth", "0", "queue_depth: 0 is out of range 1..65536");
-    expect_set_error("blas_threads", "-3", "blas_threads: -3 is out of range 1..16");
+    expect_set_error("threads_per_request", "-3", "threads_per_request: -3 is out of range 1..16");
     expect_set_error("max_tensor_elements", "0",
                      "max_tensor_elements: 0 is out of range 1..4294967296");
     expect_set_error("max_batch", "0", "max_batch: 0 is out of range 1..65536");
@@ -214,7 +214,7 @@ Test(config, integer_out_of_range_high)
     expect_set_error("workers", "65", "workers: 65 is out of range 1..64");
     expect_set_error("port", "65536", "port: 65536 is out of range 0..65535");
     expect_set_error("queue_depth", "65537", "queue_depth: 65537 is out of range 1..65536");
-    expect_set_error("blas_threads", "17", "blas_threads: 17 is out of range 1..16");
+    expect_set_error("threads_per_request", "17", "threads_per_request: 17 is out of range 1..16");
     expect_set_error("max_tensor_elements", "4294967297",
                      "max_tensor_elements: 4294967297 is out of range 1..4294967296");
     expect_set_error("max_batch", "65537", "max_batch: 65537 is out of range 1..65536");
@@ -729,6 +729,125 @@ Test(config, help_prints_every_key)
     char *argv2[] = {"attention-server", "-h", NULL};
     cr_expect_eq(cfg_parse(&c, 2, argv2, NULL, devnull, err, sizeof err), 1);
     fclose(devnull);
+}
+
+/* blas_threads, the old name of threads_per_request, in all three sources:
+ * the same setting, errors naming the new key, the later of the two names
+ * winning in the file and on the command line, the new one in the
+ * environment (which has no order), and the usual precedence between them. */
+Test(config, alias_in_the_file)
+{
+    static const struct {
+        const char *text;
+        int want;
+    } cases[] = {
+        {"blas_threads = 3\n", 3},
+        {"threads_per_request = 2\nblas_threads = 5\n", 5},
+        {"blas_threads = 5\nthreads_per_request = 2\n", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[64], err[256] = "";
+        write_temp(path, cases[i].text);
+        struct cfg c;
+        cfg_defaults(&c);
+        int rc = cfg_load_file(&c, path, err, sizeof err);
+        unlink(path);
+        cr_assert_eq(rc, 0, "%s", err);
+        cr_expect_eq(c.threads_per_request, cases[i].want, "%s", cases[i].text);
+    }
+    char path[64], err[256] = "", want[160];
+    write_temp(path, "blas_threads = 17\n");
+    struct cfg c;
+    cfg_defaults(&c);
+    cr_expect_eq(cfg_load_file(&c, path, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s:1: threads_per_request: 17 is out of range 1..16", path);
+    cr_expect_str_eq(err, want);
+    unlink(path);
+    expect_set_ok(&c, "blas_threads", "4");
+    cr_expect_eq(c.threads_per_request, 4, "cfg_set takes the old name too");
+}
+
+Test(config, alias_in_the_environment)
+{
+    struct cfg c;
+    char err[256] = "";
+    char *old_only[] = {"ATTN_BLAS_THREADS=3", NULL};
+    cr_assert_eq(parse(&c, old_only, err, sizeof err, NULL), 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 3);
+
+    /* both: the new name, whichever comes first in environ */
+    char *old_first[] = {"ATTN_BLAS_THREADS=3", "ATTN_THREADS_PER_REQUEST=2", NULL};
+    char *new_first[] = {"ATTN_THREADS_PER_REQUEST=2", "ATTN_BLAS_THREADS=3", NULL};
+    cr_assert_eq(parse(&c, old_first, err, sizeof err, NULL), 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 2, "the new name wins");
+    cr_assert_eq(parse(&c, new_first, err, sizeof err, NULL), 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 2, "the new name wins");
+
+    char *bad[] = {"ATTN_BLAS_THREADS=0", NULL};
+    cr_expect_eq(parse(&c, bad, err, sizeof err, NULL), -1);
+    cr_expect_str_eq(err, "ATTN_BLAS_THREADS: threads_per_request: 0 is out of range 1..16");
+
+    /* over the file, under a flag */
+    char path[64];
+    write_temp(path, "threads_per_request = 4\n");
+    char *envp[] = {"ATTN_BLAS_THREADS=3", NULL};
+    int rc = parse(&c, envp, err, sizeof err, "--config", path, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 3, "environment (old name) over file (new name)");
+    rc = parse(&c, envp, err, sizeof err, "--config", path, "--threads-per-request", "6", NULL);
+    unlink(path);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 6, "flag over environment");
+}
+
+Test(config, alias_on_the_command_line)
+{
+    struct cfg c;
+    char err[256] = "";
+    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--blas-threads", "3", NULL), 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 3);
+    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--blas-threads=5", NULL), 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 5);
+    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--threads-per-request", "2", "--blas-threads",
+                       "4", NULL), 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 4, "the later flag wins");
+    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--blas-threads", "4", "--threads-per-request",
+                       "2", NULL), 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 2, "the later flag wins");
+
+    char *envp[] = {"ATTN_THREADS_PER_REQUEST=2", NULL};
+    cr_assert_eq(parse(&c, envp, err, sizeof err, "--blas-threads", "7", NULL), 0, "%s", err);
+    cr_expect_eq(c.threads_per_request, 7, "flag (old name) over environment (new name)");
+
+    cr_expect_eq(parse(&c, NULL, err, sizeof err, "--blas-threads", "0", NULL), -1);
+    cr_expect_str_eq(err, "--blas-threads: threads_per_request: 0 is out of range 1..16");
+    cr_expect_eq(parse(&c, NULL, err, sizeof err, "--blas_threads", "2", NULL), -1);
+    cr_expect_str_eq(err, "unknown flag '--blas_threads' (try --help)");
+}
+
+Test(config, alias_in_usage_not_in_dump)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    cfg_usage(out);
+    fclose(out);
+    const char *line = strstr(buf, "  --blas-threads N ");
+    cr_assert(line != NULL, "%s", buf);
+    const char *eol = strchr(line, '\n');
+    cr_assert(eol != NULL);
+    char row[256];
+    snprintf(row, sizeof row, "%.*s", (int)(eol - line), line);
+    cr_expect(strstr(row, " ATTN_BLAS_THREADS ") != NULL, "%s", row);
+    cr_expect(strstr(row, "old name of --threads-per-request") != NULL, "%s", row);
+    free(buf);
+
+    struct cfg c;
+    cfg_defaults(&c);
+    char *dump = dump_str(&c);
+    cr_expect(strstr(dump, "blas_threads") == NULL, "%s", dump);
+    cr_expect(strstr(dump, "threads_per_request  = 1\n") != NULL, "%s", dump);
+    free(dump);
 }
 
 /* README's configuration table must list every key cfg_dump() knows. */

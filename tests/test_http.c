@@ -455,6 +455,19 @@ Test(http, http_level_errors)
     expect_error(&a, 405, "method_not_allowed", "use GET");
     cr_assert(strstr(a.headers, "Allow: GET"), "%s", a.headers);
     free(a.body);
+    /* 405 is for a path that exists with another method; else 404 */
+    a = request(s.port, "POST", "/nowhere", ok, strlen(ok), NULL, 0);
+    expect_error(&a, 404, "not_found", "/nowhere");
+    free(a.body);
+    a = request(s.port, "POST", "/attention/", ok, strlen(ok), NULL, 0);
+    expect_error(&a, 404, "not_found", "/attention/");
+    free(a.body);
+    a = request(s.port, "POST", "/index.html", ok, strlen(ok), NULL, 0);
+    expect_error(&a, 405, "method_not_allowed", "use GET");
+    free(a.body);
+    a = request(s.port, "PUT", "/metrics", NULL, 0, NULL, 0);
+    expect_error(&a, 405, "method_not_allowed", "use GET");
+    free(a.body);
     a = request(s.port, "POST", "/attention", ok, strlen(ok), "text/plain", 0);
     expect_error(&a, 415, "unsupported_media_type", "text/plain");
     free(a.body);
@@ -762,7 +775,15 @@ Test(http, health_readiness_metrics_and_spec)
     free(a.body);
     a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
     cr_assert_eq(a.status, 200);
-    cr_assert(strstr(a.headers, "Server-Timing: queue;dur="), "%s", a.headers);
+    /* the five stages, in order: the upload is its own stage */
+    const char *timing = strstr(a.headers, "Server-Timing: receive;dur=");
+    cr_assert(timing, "%s", a.headers);
+    const char *stage[] = {"receive;", "queue;", "decode;", "compute;", "encode;"};
+    for (int i = 1; i < 5; i++) {
+        const char *next = strstr(timing, stage[i]);
+        cr_assert(next && next < strchr(timing, '\r'), "%s after %s", stage[i], stage[i - 1]);
+        timing = next;
+    }
     free(a.body);
     a = post(s.port, "{\"query\": [[1, 2]]}");
     free(a.body);
@@ -775,6 +796,12 @@ Test(http, health_readiness_metrics_and_spec)
     cr_assert(strstr(a.body, "attention_queue_depth 0\n"));
     cr_assert(strstr(a.body, "attention_workers_busy 0\n"));
     cr_assert(strstr(a.body, "attention_jobs_total 1\n"));
+    for (int i = 0; i < 5; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "attention_stage_duration_seconds_count{stage=\"%.*s\"} 1\n",
+                 (int)strlen(stage[i]) - 1, stage[i]);
+        cr_assert(strstr(a.body, want), "%s missing", want);
+    }
     free(a.body);
     a = request(s.port, "GET", "/openapi.yaml", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
@@ -991,4 +1018,53 @@ Test(http, readme_examples_answer_what_the_readme_shows)
     }
     cr_assert_eq(checked, 2);
     cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Static files: sent as they are on disk, up to 16 MiB; a bigger one is
+ * refused with 413 rather than read into memory. */
+Test(http, static_files_are_sent_from_disk_with_a_size_cap, .timeout = 60)
+{
+    char dir[] = "/tmp/attn-static-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128];
+    const size_t small = 300000, cap = 16u << 20;
+    unsigned char *bytes = malloc(cap + 1);
+    for (size_t i = 0; i <= cap; i++)
+        bytes[i] = (unsigned char)(i * 2654435761u >> 13);
+    const struct { const char *name; size_t n; } files[] = {
+        {"index.html", small}, {"at_cap.js", cap}, {"over_cap.js", cap + 1}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+        FILE *f = fopen(path, "wb");
+        cr_assert_not_null(f);
+        cr_assert_eq(fwrite(bytes, 1, files[i].n, f), files[i].n);
+        fclose(f);
+    }
+    const char *flags[] = {"--static-dir", dir, NULL};
+    struct server s;
+    server_start(&s, flags);
+    struct answer a = request(s.port, "GET", "/", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    cr_assert(a.len == small && memcmp(a.body, bytes, small) == 0, "index.html: %zu bytes",
+              a.len);
+    cr_assert(strstr(a.headers, "text/html"), "%s", a.headers);
+    free(a.body);
+    a = request(s.port, "GET", "/at_cap.js", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    cr_assert(a.len == cap && memcmp(a.body, bytes, cap) == 0, "at_cap.js: %zu bytes", a.len);
+    free(a.body);
+    a = request(s.port, "GET", "/over_cap.js", NULL, 0, NULL, 0);
+    expect_error(&a, 413, "payload_too_large", "16777216");
+    free(a.body);
+    a = request(s.port, "GET", "/missing.js", NULL, 0, NULL, 0);
+    expect_error(&a, 404, "not_found", "/missing.js");
+    free(a.body);
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(bytes);
 }

@@ -18,6 +18,12 @@
 //   5. a malformed pasted request: the server's error message is shown in
 //      #error (and the previous drawing stays);
 //   6. L = S = 512, H = 16: renders; the time taken is printed, not asserted;
+//   7. the test hook window.attn is read-only: assignments through it throw
+//      (or, on the copies of typed arrays, change nothing) and the page
+//      keeps working;
+//   8. a pasted request is sent exactly as typed: one with a duplicate key
+//      gets the server's invalid_json answer in #error (parsing and writing
+//      it again would merge the keys into a request the server accepts);
 //   plus the cross-attention example, a batched own request (batch
 //   selector), the head view, the output view and Export PNG.
 // Screenshots of every view go to build/browser/. Any failure exits 1 with
@@ -166,12 +172,12 @@ const isAttention = (r) => new URL(r.url()).pathname === '/attention' && r.reque
 // Performs `action`, waits until the page has finished the run it starts and
 // returns the /attention response it got (status and JSON body).
 async function runAndWait(page, action, timeout = 60000) {
-  const before = await page.evaluate(() => window.attn.runCount);
+  const before = await page.evaluate(() => window.attn.state.runCount);
   const respP = page.waitForResponse(isAttention, { timeout });
   const t0 = Date.now();
   await action();
   const resp = await respP;
-  await page.waitForFunction((n) => window.attn.runCount > n && !window.attn.busy, before, { timeout });
+  await page.waitForFunction((n) => window.attn.state.runCount > n && !window.attn.state.busy, before, { timeout });
   const ms = Date.now() - t0;
   // Chromium's inspector drops big bodies (the 22 MB of L = 512) from its
   // cache; then send the page's very request again from here (the answer is
@@ -183,7 +189,7 @@ async function runAndWait(page, action, timeout = 60000) {
     check(again.status === resp.status(), `the request sent again got HTTP ${again.status}, the page got ${resp.status()}`);
     body = await again.json().catch(() => null);
   }
-  return { status: resp.status(), body, ms };
+  return { status: resp.status(), body, ms, sent: resp.request().postData() };
 }
 
 async function pixels(page, cells) {
@@ -200,7 +206,7 @@ async function pixels(page, cells) {
 // Every cell of the large heatmap against colorFor(value, view.max) for the
 // matrix `m` (values below the view's threshold are expected as zero).
 async function checkHeatmapShows(page, m, what) {
-  const view = await page.evaluate(() => window.attn.view);
+  const view = await viewOf(page);
   const cells = [];
   m.forEach((row, i) => row.forEach((_, j) => cells.push([i, j])));
   const got = await pixels(page, cells);
@@ -212,18 +218,26 @@ async function checkHeatmapShows(page, m, what) {
   return { view, cells: cells.length };
 }
 
+// What the large heatmap shows: the state's view and the top of its colour range.
+async function viewOf(page) {
+  return page.evaluate(() => {
+    const v = window.attn.state.view;
+    return { ...v, max: window.attn.colorMax(v.batch, v.head) };
+  });
+}
+
 async function shot(page, name) {
   await page.screenshot({ path: path.join(OUT, name), fullPage: true });
 }
 
 async function selectHead(page, head) {
   await page.click(`[data-testid="head-thumb-${head}"]`);
-  await page.waitForFunction((h) => String(window.attn.view.head) === String(h), head);
+  await page.waitForFunction((h) => String(window.attn.state.view.head) === String(h), head);
 }
 
 async function selectTab(page, tab) {
   await page.click(`[data-testid="tab-${tab}"]`);
-  await page.waitForFunction((t) => window.attn.view.tab === t, tab);
+  await page.waitForFunction((t) => window.attn.state.view.tab === t, tab);
 }
 
 // ---------------------------------------------------------------------------
@@ -235,12 +249,12 @@ async function stepSentence(page, base) {
   const respP = page.waitForResponse(isAttention, { timeout: 15000 });
   const t0 = Date.now();
   await page.goto(base, { waitUntil: 'domcontentloaded' });
-  await page.waitForFunction(() => window.attn && window.attn.runCount > 0 && !window.attn.busy, null, { timeout: 15000 });
+  await page.waitForFunction(() => window.attn && window.attn.state.runCount > 0 && !window.attn.state.busy, null, { timeout: 15000 });
   const openMs = Date.now() - t0;
   const resp = await respP;
   const json = await resp.json();
   check(resp.status() === 200, `the sentence example got HTTP ${resp.status()}: ${JSON.stringify(json)}`);
-  const err = await page.evaluate(() => window.attn.lastError);
+  const err = await page.evaluate(() => window.attn.state.lastError);
   check(!err, `the sentence example shows an error: ${JSON.stringify(err)}`);
   log(`  page opened and the sentence example's heads drawn in ${openMs} ms (auto-run on load)`);
   check(openMs < 5000, `the first heads took ${openMs} ms to appear (should be about a second)`);
@@ -261,9 +275,9 @@ async function stepSentence(page, base) {
     const pm = await page.evaluate((h) => window.attn.matrix(0, h), h);
     check(JSON.stringify(pm) === JSON.stringify(w[0][h]), `attn.matrix(0, ${h}) differs from the response's weights`);
   }
-  const lr = await page.evaluate(() => { const r = window.attn.lastResponse; return { H: r.H, L: r.L, S: r.S, tokens: r.tokens, keyTokens: r.keyTokens }; });
+  const lr = await page.evaluate(() => { const r = window.attn.state.response; return { H: r.H, L: r.L, S: r.S, tokens: r.tokens, keyTokens: r.keyTokens }; });
   check(lr.H === H && lr.L === json.target_len && JSON.stringify(lr.tokens) === JSON.stringify(tokens),
-        'attn.lastResponse does not describe the response');
+        'attn.state.response does not describe the response');
   const thumbs = await page.locator('[data-testid^="head-thumb-"]').count();
   check(thumbs === H + 1, `the head grid has ${thumbs} maps, expected ${H} heads + the average`);
 
@@ -272,7 +286,7 @@ async function stepSentence(page, base) {
   check(sameColor(ends[0], [68, 1, 84], 0) && sameColor(ends[1], [253, 231, 37], 0) && sameColor(ends[2], [33, 145, 140], 1),
         `colorFor is not viridis: 0 -> ${rgb(ends[0])}, 0.5 -> ${rgb(ends[2])}, 1 -> ${rgb(ends[1])}`);
 
-  const view = await page.evaluate(() => window.attn.view);
+  const view = await viewOf(page);
   check(view.head === 0 && view.tab === 'heatmap', `the page should start on head 0's heatmap, not ${JSON.stringify(view)}`);
   const { max, min } = argExtremes(w[0][0]);
   check(view.max === max.v, `the colour range ends at ${view.max}, the head's largest weight is ${max.v}`);
@@ -335,7 +349,7 @@ async function stepSwitchHeads(page) {
   const vals = m.flat().sort((a, b) => a - b);
   const thr = Math.ceil(vals[Math.floor(vals.length * 0.7)] * 1000) / 1000;
   await page.$eval('[data-testid="threshold"]', (el, v) => { el.value = String(v); el.dispatchEvent(new Event('input', { bubbles: true })); }, thr);
-  await page.waitForFunction((t) => window.attn.view.threshold === t, thr);
+  await page.waitForFunction((t) => window.attn.state.view.threshold === t, thr);
   await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
   const hidden = vals.filter((v) => v < thr).length;
   check(hidden > 0 && hidden < vals.length, `threshold ${thr} should hide some but not all cells`);
@@ -343,8 +357,50 @@ async function stepSwitchHeads(page) {
   log(`  threshold ${thr}: ${hidden} of ${vals.length} cells drawn as zero, the rest unchanged`);
   await shot(page, '04-threshold.png');
   await page.$eval('[data-testid="threshold"]', (el) => { el.value = '0'; el.dispatchEvent(new Event('input', { bubbles: true })); });
-  await page.waitForFunction(() => window.attn.view.threshold === 0);
+  await page.waitForFunction(() => window.attn.state.view.threshold === 0);
   await selectHead(page, 0);
+}
+
+async function stepReadOnlyHook(page) {
+  const { json, w } = ctx.first;
+  const snapshot = () => page.evaluate(() => {
+    const s = window.attn.state;
+    return { view: { ...s.view }, runCount: s.runCount, busy: s.busy, title: s.title, tokens: [...s.response.tokens],
+             w0: Array.from(s.response.weights.subarray(0, 8)), m: window.attn.matrix(0, 0) };
+  });
+  const before = await snapshot();
+  const tried = await page.evaluate(() => {
+    'use strict';
+    const a = window.attn;
+    const attempts = {
+      'state.view.head = 2': () => { a.state.view.head = 2; },
+      'state.view = {tab: "output"}': () => { a.state.view = { ...a.state.view, tab: 'output' }; },
+      'Object.assign(state.view, {threshold: 0.5})': () => { Object.assign(a.state.view, { threshold: 0.5 }); },
+      'state.runCount = -1': () => { a.state.runCount = -1; },
+      'state.busy = true': () => { a.state.busy = true; },
+      'state.response.tokens[0] = "dog"': () => { a.state.response.tokens[0] = 'dog'; },
+      'state.response.H = 1': () => { a.state.response.H = 1; },
+      'delete state.response': () => { delete a.state.response; },
+      'attn.state = {}': () => { a.state = {}; },
+      'attn.matrix = null': () => { a.matrix = null; },
+      'state.response.weights.fill(0)': () => { a.state.response.weights.fill(0); },   // a copy: no error, no effect
+    };
+    return Object.entries(attempts).map(([what, fn]) => {
+      try { fn(); return [what, 'no error']; } catch (e) { return [what, e.name]; }
+    });
+  });
+  const silent = tried.filter(([what, how]) => how !== 'TypeError' && !what.includes('weights'));
+  check(silent.length === 0, `assignments through window.attn did not throw: ${silent.map(([w, h]) => `${w} (${h})`).join(', ')}`);
+  const after = await snapshot();
+  check(JSON.stringify(after) === JSON.stringify(before),
+        `assignments through window.attn changed the state: before ${JSON.stringify(before).slice(0, 300)}, after ${JSON.stringify(after).slice(0, 300)}`);
+  // The page works as before: the heatmap is head 0's, a click selects head 1.
+  await checkHeatmapShows(page, w[0][0], 'head 0 after the writes through the hook');
+  await selectHead(page, 1);
+  await checkHeatmapShows(page, w[0][1], 'head 1 selected after the writes through the hook');
+  await selectHead(page, 0);
+  log(`  ${tried.length} writes through window.attn: ${tried.filter(([, h]) => h === 'TypeError').length} threw TypeError, ` +
+      `the typed-array copy changed nothing; state unchanged, head switching works (H = ${json.num_heads})`);
 }
 
 async function stepViews(page) {
@@ -445,7 +501,7 @@ async function stepOwnBatched(page) {
   check(await page.isVisible('[data-testid="batch"]'), 'no batch selector for N = 2');
   await checkHeatmapShows(page, w[0][0], 'own request, batch item 0');
   await page.selectOption('[data-testid="batch"]', '1');
-  await page.waitForFunction(() => window.attn.view.batch === 1);
+  await page.waitForFunction(() => window.attn.state.view.batch === 1);
   await checkHeatmapShows(page, w[1][0], 'own request, batch item 1');
   await shot(page, '09-own-request-batch1.png');
   log('  own batched request (N = 2): batch selector shown, item 1 drawn with its own weights');
@@ -469,19 +525,43 @@ async function stepMalformed(page) {
   await shot(page, '10-error.png');
 }
 
+async function stepPastedAsTyped(page) {
+  const text = '{"query": [[1, 2]], "num_heads": 1, "num_heads": 2}';
+  // What re-serialising would have sent (the keys merged, the last wins) is a valid request.
+  const merged = JSON.stringify(JSON.parse(text));
+  const alt = await fetch(new URL('attention', page.url()), { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                                               body: merged });
+  check(alt.status === 200, `${merged} got HTTP ${alt.status}; the test needs a request that is valid once its keys are merged`);
+  await page.fill('[data-testid="request-json"]', text);
+  const { body, status, sent } = await runAndWait(page, () => page.click('[data-testid="run-json"]'));
+  check(status === 400 && body && body.error && body.error.code === 'invalid_json' && /duplicate object key/.test(body.error.message),
+        `the request with a duplicate key got HTTP ${status}: ${JSON.stringify(body)}`);
+  await page.waitForSelector('#error', { state: 'visible', timeout: 5000 });
+  const shown = await page.textContent('#error');
+  check(shown.includes(body.error.message) && shown.includes('400 (invalid_json)'),
+        `#error says "${shown}", the server said 400 invalid_json "${body.error.message}"`);
+  check(sent === text, `the page sent ${JSON.stringify(sent)}, not the text as typed ${JSON.stringify(text)}`);
+  // "Last request" gives the text back as typed, too.
+  await page.fill('[data-testid="request-json"]', '');
+  await page.click('[data-testid="copy-request"]');
+  const back = await page.inputValue('[data-testid="request-json"]');
+  check(back === text, `"Last request" put ${JSON.stringify(back)} in the editor, not the text sent ${JSON.stringify(text)}`);
+  log(`  ${text} sent as typed: 400 invalid_json "${body.error.message}" shown in #error`);
+}
+
 async function stepLong(page) {
   await page.selectOption('[data-testid="example"]', 'sentence');   // back to a known state (runs)
-  await page.waitForFunction(() => !window.attn.busy && window.attn.lastResponse && window.attn.lastResponse.L === 10);
+  await page.waitForFunction(() => !window.attn.state.busy && window.attn.state.response && window.attn.state.response.L === 10);
   const { body: json, status, ms } = await runAndWait(page, () => page.selectOption('[data-testid="example"]', 'long'), 120000);
   check(status === 200, `the L = 512 example got HTTP ${status}: ${JSON.stringify(json).slice(0, 300)}`);
   check(json.target_len === 512 && json.source_len === 512 && json.num_heads === 16,
         `the long example has L = ${json.target_len}, S = ${json.source_len}, H = ${json.num_heads}`);
-  const t = await page.evaluate(() => window.attn.lastTiming);
+  const t = await page.evaluate(() => window.attn.state.lastTiming);
   const thumbs = await page.locator('[data-testid^="head-thumb-"]').count();
   check(thumbs === 17, `the L = 512 example shows ${thumbs} head maps, expected 16 + the average`);
   const w = weightsOf(json);
   const { max, min } = argExtremes(w[0][0]);
-  const view = await page.evaluate(() => window.attn.view);
+  const view = await viewOf(page);
   const [pmax, pmin] = await pixels(page, [[max.i, max.j], [min.i, min.j]]);
   const [cmax, cmin] = await page.evaluate(([a, b, m]) => [window.attn.colorFor(a, m), window.attn.colorFor(b, m)], [max.v, min.v, view.max]);
   check(sameColor(pmax, cmax) && sameColor(pmin, cmin), `L = 512: extreme cells drawn ${rgb(pmax)} / ${rgb(pmin)}, expected ${rgb(cmax)} / ${rgb(cmin)}`);
@@ -543,11 +623,13 @@ async function main() {
     ['sentence example: extreme cells have the scale\'s colours', stepSentence],
     ['hover: tooltip shows query, key and exact weight', stepHover],
     ['switch heads: heatmap shows that head; threshold hides', stepSwitchHeads],
+    ['test hook is read-only; the page keeps working', stepReadOnlyHook],
     ['head view, output view, Export PNG', stepViews],
     ['causal example: nothing above the diagonal', stepCausal],
     ['cross-attention example', stepCross],
     ['own batched request: batch selector', stepOwnBatched],
     ['malformed request: server message in #error', stepMalformed],
+    ['pasted request with a duplicate key: sent as typed, server error shown', stepPastedAsTyped],
     ['L = 512, H = 16 renders (time printed)', stepLong],
   ];
   for (const [name, fn] of steps) {

@@ -1,0 +1,295 @@
+/* check.c -- what the fast path (attention.c) and the reference
+ * (reference.c) share: status codes, parameter validation, the masks as the
+ * caller wrote them, and the words of the range rule. See check.h. */
+#include "core/check.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *att_status_str(int code)
+{
+    switch (code) {
+    case ATT_OK:      return "ok";
+    case ATT_EPARAM:  return "invalid_parameter";
+    case ATT_ESHAPE:  return "shape_mismatch";
+    case ATT_ETOOBIG: return "too_large";
+    case ATT_ENOMEM:  return "out_of_memory";
+    case ATT_ERANGE:  return "out_of_range";
+    default:          return "unknown";
+    }
+}
+
+int att_fail(struct att_error *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        err->code = code;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* *r = a * b; returns 0 on overflow. */
+static int mul_ok(size_t *r, size_t a, size_t b)
+{
+    if (a != 0 && b > SIZE_MAX / a)
+        return 0;
+    *r = a * b;
+    return 1;
+}
+
+static int mul3_ok(size_t *r, size_t a, size_t b, size_t c)
+{
+    size_t t;
+    return mul_ok(&t, a, b) && mul_ok(r, t, c);
+}
+
+void att_params_init(struct att_params *p)
+{
+    memset(p, 0, sizeof *p);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Validation                                                              */
+
+static int check_mask_shape(const struct att_params *p, struct att_error *err)
+{
+    const int *s = p->mask_shape;
+    if (p->mask_ndim == 2 && s[0] == p->L && s[1] == p->S)
+        return ATT_OK;
+    if (p->mask_ndim == 3 && (long long)s[0] == (long long)p->N * p->H &&
+        s[1] == p->L && s[2] == p->S)
+        return ATT_OK;
+    char got[48];
+    if (p->mask_ndim == 2)
+        snprintf(got, sizeof got, "(%d, %d)", s[0], s[1]);
+    else if (p->mask_ndim == 3)
+        snprintf(got, sizeof got, "(%d, %d, %d)", s[0], s[1], s[2]);
+    else
+        snprintf(got, sizeof got, "rank %d", p->mask_ndim);
+    return att_fail(err, ATT_ESHAPE,
+                    "attn_mask has shape %s, expected (%d, %d) or (%lld, %d, %d)",
+                    got, p->L, p->S, (long long)p->N * p->H, p->L, p->S);
+}
+
+int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
+              struct att_error *err)
+{
+    static const char *const dim_names[] = {
+        "batch size", "target length", "source length",
+        "embed_dim", "kdim", "vdim", "num_heads"};
+    const int dims[] = {p->N, p->L, p->S, p->E, p->kdim, p->vdim, p->H};
+    for (int i = 0; i < 7; i++)
+        if (dims[i] < 1)
+            return att_fail(err, ATT_EPARAM, "%s must be >= 1 (got %d)",
+                            dim_names[i], dims[i]);
+    if (p->E % p->H != 0)
+        return att_fail(err, ATT_EPARAM,
+                        "embed_dim %d is not divisible by num_heads %d", p->E, p->H);
+    if (!p->query || !p->key || !p->value)
+        return att_fail(err, ATT_EPARAM, "%s is missing",
+                        !p->query ? "query" : !p->key ? "key" : "value");
+
+    if (p->in_proj_weight) {
+        if (p->q_proj_weight || p->k_proj_weight || p->v_proj_weight)
+            return att_fail(err, ATT_EPARAM,
+                            "in_proj_weight and q/k/v_proj_weight are mutually exclusive");
+        if (p->kdim != p->E || p->vdim != p->E)
+            return att_fail(err, ATT_ESHAPE,
+                            "in_proj_weight needs kdim == vdim == embed_dim %d "
+                            "(got kdim %d, vdim %d); use k_proj_weight and v_proj_weight",
+                            p->E, p->kdim, p->vdim);
+    } else {
+        if (!p->k_proj_weight && p->kdim != p->E)
+            return att_fail(err, ATT_ESHAPE,
+                            "key has %d features but embed_dim is %d and "
+                            "k_proj_weight is absent", p->kdim, p->E);
+        if (!p->v_proj_weight && p->vdim != p->E)
+            return att_fail(err, ATT_ESHAPE,
+                            "value has %d features but embed_dim is %d and "
+                            "v_proj_weight is absent", p->vdim, p->E);
+    }
+
+    if (p->has_scale && !(p->scale > 0.0f && isfinite(p->scale)))
+        return att_fail(err, ATT_EPARAM, "scale must be a finite number > 0 (got %g)",
+                        (double)p->scale);
+
+    switch (p->mask_kind) {
+    case ATT_MASK_NONE:
+        break;
+    case ATT_MASK_CAUSAL:
+        if (p->L != p->S)
+            return att_fail(err, ATT_ESHAPE,
+                            "causal attn_mask needs target length == source length "
+                            "(got %d and %d)", p->L, p->S);
+        break;
+    case ATT_MASK_BOOL:
+    case ATT_MASK_FLOAT: {
+        if ((p->mask_kind == ATT_MASK_BOOL ? (const void *)p->bool_mask
+                                           : (const void *)p->float_mask) == NULL)
+            return att_fail(err, ATT_EPARAM, "attn_mask data is missing");
+        int rc = check_mask_shape(p, err);
+        if (rc != ATT_OK)
+            return rc;
+        if (p->mask_kind == ATT_MASK_FLOAT) {
+            /* -inf blocks a key; NaN or +inf would poison the whole row */
+            size_t cnt = (size_t)p->mask_shape[0] * p->mask_shape[1] *
+                         (p->mask_ndim == 3 ? (size_t)p->mask_shape[2] : 1);
+            for (size_t x = 0; x < cnt; x++)
+                if (isnan(p->float_mask[x]) || p->float_mask[x] == INFINITY)
+                    return att_fail(err, ATT_EPARAM,
+                                    "attn_mask element %zu is %s", x,
+                                    isnan(p->float_mask[x]) ? "NaN" : "+inf");
+        }
+        break;
+    }
+    default:
+        return att_fail(err, ATT_EPARAM, "attn_mask kind %d is unknown", p->mask_kind);
+    }
+    if (p->weights_mode < ATT_WEIGHTS_NONE || p->weights_mode > ATT_WEIGHTS_AVERAGE)
+        return att_fail(err, ATT_EPARAM, "weights mode %d is unknown", p->weights_mode);
+
+    /* Sizes: every element count must fit size_t, and every BLAS dimension
+     * (rows of a projection: N·L, N·S) must fit int. */
+    size_t o, w = 0, t;
+    if (!mul3_ok(&o, (size_t)p->N, (size_t)p->L, (size_t)p->E) ||
+        !mul3_ok(&t, (size_t)p->N, (size_t)p->S, (size_t)p->E) ||
+        !mul3_ok(&t, (size_t)p->N, (size_t)p->S, (size_t)(p->kdim > p->vdim ? p->kdim : p->vdim)) ||
+        (size_t)p->N * p->L > INT32_MAX || (size_t)p->N * p->S > INT32_MAX ||
+        o > SIZE_MAX / sizeof(float) / 8 || t > SIZE_MAX / sizeof(float) / 8)
+        return att_fail(err, ATT_ETOOBIG, "tensor sizes overflow (N %d, L %d, S %d, E %d)",
+                        p->N, p->L, p->S, p->E);
+    if (p->weights_mode != ATT_WEIGHTS_NONE) {
+        size_t heads = p->weights_mode == ATT_WEIGHTS_PER_HEAD ? (size_t)p->H : 1;
+        if (!mul3_ok(&t, (size_t)p->N, heads, (size_t)p->L) || !mul_ok(&w, t, (size_t)p->S) ||
+            w > SIZE_MAX / sizeof(float))
+            return att_fail(err, ATT_ETOOBIG, "attention weights size overflows "
+                            "(N %d, H %d, L %d, S %d)", p->N, p->H, p->L, p->S);
+    }
+    if (out_len)
+        *out_len = o;
+    if (weights_len)
+        *weights_len = w;
+    return ATT_OK;
+}
+
+int att_check_buffers(const float *out, const float *weights, const struct att_params *p,
+                      struct att_error *err)
+{
+    if (!out || (p->weights_mode != ATT_WEIGHTS_NONE && !weights))
+        return att_fail(err, ATT_EPARAM, "output buffer is missing");
+    return ATT_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The caller's masks and projections                                      */
+
+/* Float mask row for (n, h, i), or NULL. */
+const float *att_float_mask_row(const struct att_params *p, int n, int h, int i)
+{
+    if (p->mask_kind != ATT_MASK_FLOAT)
+        return NULL;
+    size_t plane = p->mask_ndim == 3 ? (size_t)n * p->H + h : 0;
+    return p->float_mask + (plane * p->L + i) * p->S;
+}
+
+/* Does the caller block key j for query i of batch n, head h? Key padding,
+ * causal, a bool mask, or -inf in a float mask (a score that overflowed to
+ * -inf is not blocked: the range rule decides about it). */
+int att_blocked(const struct att_params *p, int n, int h, int i, int j)
+{
+    if (p->key_padding_mask && p->key_padding_mask[(size_t)n * p->S + j])
+        return 1;
+    if (p->mask_kind == ATT_MASK_CAUSAL)
+        return j > i;
+    if (p->mask_kind == ATT_MASK_BOOL) {
+        size_t plane = p->mask_ndim == 3 ? (size_t)n * p->H + h : 0;
+        return p->bool_mask[(plane * p->L + i) * p->S + j] != 0;
+    }
+    if (p->mask_kind == ATT_MASK_FLOAT)
+        return att_float_mask_row(p, n, h, i)[j] == -INFINITY;
+    return 0;
+}
+
+/* Projection weight and bias for stream 0 (q), 1 (k), 2 (v). */
+const float *att_proj_weight(const struct att_params *p, int which)
+{
+    if (p->in_proj_weight)
+        return p->in_proj_weight + (size_t)which * p->E * p->E;
+    return which == 0 ? p->q_proj_weight : which == 1 ? p->k_proj_weight : p->v_proj_weight;
+}
+
+const float *att_proj_bias(const struct att_params *p, int which)
+{
+    return p->in_proj_bias ? p->in_proj_bias + (size_t)which * p->E : NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The range rule (attention.h, "Range"): which value left float32's range
+ * first. The fast path and the reference report it with the same words.   */
+
+/* Is a before b in (stage, n, i, h) order? A stage of 0 is never before. */
+int att_range_before(const struct range_error *a, const struct range_error *b)
+{
+    if (!a->stage)
+        return 0;
+    if (!b->stage || a->stage != b->stage)
+        return !b->stage || a->stage < b->stage;
+    if (a->n != b->n)
+        return a->n < b->n;
+    return a->i != b->i ? a->i < b->i : a->h < b->h;
+}
+
+int att_range_fail(struct att_error *err, const struct range_error *re)
+{
+    static const char *const proj[] = {"query", "key", "value"};
+    const char *pre = "the result overflows float32:";
+    switch (re->stage) {
+    case RANGE_QPROJ:
+    case RANGE_KPROJ:
+    case RANGE_VPROJ:
+        return att_fail(err, ATT_ERANGE,
+                        "%s the %s projection exceeds 3.4e38 in magnitude (batch %d, position %d)",
+                        pre, proj[re->stage - RANGE_QPROJ], re->n, re->i);
+    case RANGE_QSCALED:
+        return att_fail(err, ATT_ERANGE,
+                        "%s the scaled query q*scale exceeds 3.4e38 in magnitude "
+                        "(batch %d, position %d)", pre, re->n, re->i);
+    case RANGE_SCORE:
+        return att_fail(err, ATT_ERANGE,
+                        "%s an attention score (q.k plus attn_mask) exceeds 3.4e38 "
+                        "(batch %d, head %d, query %d)", pre, re->n, re->h, re->i);
+    case RANGE_ROW:
+        return att_fail(err, ATT_ERANGE,
+                        "%s every unmasked attention score of query %d (batch %d, head %d) "
+                        "is below -3.4e38", pre, re->i, re->n, re->h);
+    case RANGE_CONTEXT:
+        return att_fail(err, ATT_ERANGE,
+                        "%s an attention context (weights.v) exceeds 3.4e38 in magnitude "
+                        "(batch %d, head %d, query %d)", pre, re->n, re->h, re->i);
+    default:
+        return att_fail(err, ATT_ERANGE,
+                        "%s the output exceeds 3.4e38 in magnitude (batch %d, position %d)",
+                        pre, re->n, re->i);
+    }
+}
+
+/* Does the caller block every key of query row i (batch n, head h)? */
+int att_caller_blocks_row(const struct att_params *p, int n, int h, int i)
+{
+    for (int j = 0; j < p->S; j++)
+        if (!att_blocked(p, n, h, i, j))
+            return 0;
+    return 1;
+}
+
+/* Is x beyond float32's range? */
+int att_out_of_range(double x)
+{
+    return x > FLT_MAX || x < -FLT_MAX;
+}

@@ -1,0 +1,341 @@
+/* kernels.c -- the fast path's loops over rows: projections on OpenBLAS,
+ * masks, the softmax, the range rule's recomputation in double, and the
+ * FTZ/DAZ switch. attention.c calls them on its blocks; see kernels.h. */
+#include "core/kernels.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <string.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+#include "core/check.h"
+
+/* y: (M, O) = x: (M, K) · Wᵀ + b, W: (O, K) or NULL = identity (K == O),
+ * b: (O) or NULL = zero. Rows of y are ldy floats apart, rows of x ldx. */
+void att_linear(float *y, int ldy, const float *x, int ldx, const float *W, const float *b,
+                int M, int K, int O)
+{
+    if (M <= 0)
+        return;
+    if (W) {
+        float beta = 0.0f;
+        if (b) {
+            for (int m = 0; m < M; m++)
+                memcpy(y + (size_t)m * ldy, b, (size_t)O * sizeof *b);
+            beta = 1.0f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, O, K,
+                    1.0f, x, ldx, W, K, beta, y, ldy);
+    } else {
+        for (int m = 0; m < M; m++) {
+            float *yr = y + (size_t)m * ldy;
+            const float *xr = x + (size_t)m * ldx;
+            if (xr != yr) /* else already in place (positional encoding) */
+                memcpy(yr, xr, (size_t)O * sizeof *x);
+            if (b)
+                for (int o = 0; o < O; o++)
+                    yr[o] += b[o];
+        }
+    }
+}
+
+/* e^x for x ≤ 0, down into the subnormal range, and 0 below -104 (where
+ * e^x < 2^-150 rounds to zero; -inf, a blocked key, gives 0). Cephes' expf:
+ * range reduction by ln 2 and a degree-6 polynomial, relative error < 2e-7
+ * for normal results. 2^n is applied in two halves, 2^(n/2)·2^(n - n/2),
+ * both normal, so a subnormal result is rounded once, as expf rounds it
+ * (a weight of e^-100 = 3.7e-44 is not zero: times a value of 1e38 it is
+ * part of the answer). Branch-free, so the loops that call it vectorize. */
+static inline __attribute__((always_inline)) float exp_nonpos(float x)
+{
+    /* xc = max(x, -104) by bit masks: a select the vectorizer accepts, and
+     * -inf becomes -104, never NaN */
+    const int in_range = -(int)(x >= -104.0f); /* all ones or zero */
+    const float floor_val = -104.0f;
+    int xb, fb;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&fb, &floor_val, sizeof fb);
+    const int xcb = (xb & in_range) | (fb & ~in_range);
+    float xc;
+    memcpy(&xc, &xcb, sizeof xc);
+    const int n = (int)(xc * 1.44269504f - 0.5f); /* round(x / ln 2): -150 … 0 */
+    const float fn = (float)n;
+    const float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int n1 = n >> 1, n2 = n - n1;  /* each ≥ -75: 2^n1, 2^n2 are normal */
+    const int bits1 = (n1 + 127) << 23, bits2 = (n2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &bits1, sizeof s1);
+    memcpy(&s2, &bits2, sizeof s2);
+    /* below -104 the bits are cleared: 0 (the product there is subnormal,
+     * which costs only when the caller runs without flush-to-zero) */
+    const float e = p * s1 * s2;
+    int eb;
+    memcpy(&eb, &e, sizeof eb);
+    eb &= in_range;
+    float res;
+    memcpy(&res, &eb, sizeof res);
+    return res;
+}
+
+/* Softmax of one row in place. A row of -inf becomes zeros and reports
+ * ROW_NO_FINITE, so the caller can tell a row the caller masked from one
+ * that overflowed; a +inf score reports ROW_POS_INF. One clone per
+ * instruction set, picked at load time, so the image runs on any x86-64 and
+ * uses AVX-512 where there is one. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+int att_softmax_inplace(float *row, int S, int *subnormal)
+{
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < S; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    if (mx == INFINITY)
+        return ROW_POS_INF;
+    if (mx == -INFINITY) { /* zero weights, not NaN */
+        memset(row, 0, (size_t)S * sizeof *row);
+        return ROW_NO_FINITE;
+    }
+    /* a weight e^x / sum is subnormal when x < ln(2^-126) + ln(sum), and
+     * sum ≤ S: say whether any x falls in that band (above -104, where it
+     * rounds to 0 anyway) */
+    const float band = -87.33f + logf((float)S) + 0.01f;
+    float sum = 0.0f;
+    int sub = 0;
+#pragma omp simd reduction(+ : sum) reduction(| : sub)
+    for (int j = 0; j < S; j++) {
+        const float x = row[j] - mx;
+        const float e = exp_nonpos(x);
+        sub |= (x < band) & (x >= -104.0f);
+        row[j] = e;
+        sum += e;
+    }
+    *subnormal |= sub;
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j < S; j++)
+        row[j] *= inv;
+    return ROW_OK;
+}
+
+/* Masks of query row i (batch n, head h) applied to its scores in place:
+ * the float mask is added (unless add_float is 0: att_fix_scores() did it),
+ * blocked keys become -inf. */
+void att_mask_row(float *row, const struct att_params *p, int n, int h, int i,
+                  int add_float)
+{
+    const int S = p->S;
+    const float *fm = add_float ? att_float_mask_row(p, n, h, i) : NULL;
+    if (fm)
+        for (int j = 0; j < S; j++)
+            row[j] += fm[j];
+    if (p->mask_kind == ATT_MASK_CAUSAL) {
+        for (int j = i + 1; j < S; j++)
+            row[j] = -INFINITY;
+    } else if (p->mask_kind == ATT_MASK_BOOL) {
+        size_t plane = p->mask_ndim == 3 ? (size_t)n * p->H + h : 0;
+        const uint8_t *m = p->bool_mask + (plane * p->L + i) * S;
+        for (int j = 0; j < S; j++)
+            row[j] = m[j] ? -INFINITY : row[j];
+    }
+    if (p->key_padding_mask) {
+        const uint8_t *m = p->key_padding_mask + (size_t)n * S;
+        for (int j = 0; j < S; j++)
+            row[j] = m[j] ? -INFINITY : row[j];
+    }
+}
+
+/* Whether every x[i] is finite; x * 0 is 0 unless x is inf or NaN, so one
+ * vectorizable sum answers it. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+int att_all_finite(const float *x, size_t n)
+{
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (size_t i = 0; i < n; i++)
+        acc += x[i] * 0.0f;
+    return acc == 0.0f;
+}
+
+/* Σ_k x[k]·w[k·wk] in double: what float32 should have found. */
+static double dot_double(const float *x, const float *w, size_t wk, int K)
+{
+    double s = 0.0;
+    for (int k = 0; k < K; k++)
+        s += (double)x[k] * w[k * wk];
+    return s;
+}
+
+/* max |x[i]|, or +inf when some x[i] is inf or NaN. One vectorizable pass;
+ * the checks of the range rule cost a few percent at most this way. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+float att_max_abs(const float *x, size_t n)
+{
+    float m = 0.0f, acc = 0.0f;
+#pragma omp simd reduction(max : m) reduction(+ : acc)
+    for (size_t i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        m = a > m ? a : m;
+        acc += x[i] * 0.0f;
+    }
+    return acc == 0.0f ? m : INFINITY;
+}
+
+/* q·scale in place, as PyTorch: x / sqrt_d when sqrt_d > 0 (the default
+ * scale, a float32 division), else x·scale. Returns max |x| after, or +inf
+ * if a value left float32's range. One pass. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+float att_scale_row(float *x, int n, float sqrt_d, float scale)
+{
+    float m = 0.0f, acc = 0.0f;
+    if (sqrt_d > 0.0f) {
+#pragma omp simd reduction(max : m) reduction(+ : acc)
+        for (int i = 0; i < n; i++) {
+            x[i] /= sqrt_d;
+            const float a = fabsf(x[i]);
+            m = a > m ? a : m;
+            acc += x[i] * 0.0f;
+        }
+    } else {
+#pragma omp simd reduction(max : m) reduction(+ : acc)
+        for (int i = 0; i < n; i++) {
+            x[i] *= scale;
+            const float a = fabsf(x[i]);
+            m = a > m ? a : m;
+            acc += x[i] * 0.0f;
+        }
+    }
+    return acc == 0.0f ? m : INFINITY;
+}
+
+/* Recompute in double the entries of y (M, O) that float32 arithmetic left
+ * inf or NaN: y[m][o] = Σ_k x[m·ldx + k]·w[o·wo + k·wk] + b[o], or
+ * x[m·ldx + o] + b[o] when w is NULL (the identity). A float32 inf may come
+ * from a partial sum only, or two infs may have made a NaN, while the exact
+ * value is in range, so the double value decides; beyond ±FLT_MAX it is out
+ * of range. Entries float32 got finite are kept. *amax (if not NULL) gets
+ * the largest |y| of the finite entries. Returns the index m·O + o of the
+ * first entry out of range, or -1. */
+long long att_fix_nonfinite(float *y, int ldy, const float *x, int ldx, const float *w,
+                            size_t wo, size_t wk, const float *b, int M, int K, int O,
+                            float *amax)
+{
+    long long bad = -1;
+    float mx = 0.0f;
+    for (int m = 0; m < M; m++) {
+        float *yr = y + (size_t)m * ldy;
+        const float *xr = x + (size_t)m * ldx;
+        const float a = att_max_abs(yr, (size_t)O);
+        if (a != INFINITY) {
+            mx = a > mx ? a : mx;
+            continue;
+        }
+        for (int o = 0; o < O; o++) {
+            if (isfinite(yr[o]))
+                continue;
+            const double s = (b ? b[o] : 0.0) + (w ? dot_double(xr, w + o * wo, wk, K) : xr[o]);
+            if (att_out_of_range(s)) {
+                if (bad < 0)
+                    bad = (long long)m * O + o;
+            } else
+                yr[o] = (float)s;
+        }
+        const float a2 = att_max_abs(yr, (size_t)O);
+        mx = a2 != INFINITY && a2 > mx ? a2 : mx;
+    }
+    if (amax)
+        *amax = mx;
+    return bad;
+}
+
+/* The same for one row of scores (query i of batch n, head h; S keys),
+ * q_row · k_jᵀ for the keys whose float32 score is inf or NaN. The rule
+ * is on the score plus the float mask, so the mask is added here, to every
+ * key of the row (att_mask_row() then must not add it again): a finite float32
+ * score as att_mask_row() would, a recomputed one in double. A key the caller
+ * blocks takes no weight whatever its score: it becomes -inf. A sum below
+ * -FLT_MAX becomes -inf too (no weight, unless the whole row is so:
+ * att_softmax_inplace() tells). Returns 1 when a live sum is above FLT_MAX. */
+int att_fix_scores(float *row, const float *qrow, const float *kh, int ldk, int d,
+                   const struct att_params *p, int n, int h, int i)
+{
+    const float *fm = att_float_mask_row(p, n, h, i);
+    int bad = 0;
+    for (int j = 0; j < p->S; j++) {
+        if (isfinite(row[j])) {
+            if (fm)
+                row[j] += fm[j];
+            continue;
+        }
+        if (att_blocked(p, n, h, i, j)) {
+            row[j] = -INFINITY;
+            continue;
+        }
+        const double s = dot_double(qrow, kh + (size_t)j * ldk, 1, d) + (fm ? fm[j] : 0.0);
+        bad |= s > FLT_MAX;
+        row[j] = s < -FLT_MAX ? -INFINITY : (float)s;
+    }
+    return bad;
+}
+
+/* Subnormals. IEEE arithmetic on subnormal numbers takes microcode assists
+ * on these CPUs: measured (make bench, table 5, Xeon model 207) sgemm runs
+ * 65-280x slower when half an operand is subnormal, vector loops ~45x; an
+ * attention with peaked scores (39 % of its weights below 2^-126) took
+ * 393 ms instead of 10 ms. Peaked scores are ordinary data, so the softmax
+ * (and the float mask's addition before it) runs with flush-to-zero and
+ * denormals-are-zero: a weight below 2^-126
+ * becomes 0, and weights·v (IEEE, like every product) then runs at full
+ * speed. That changes a result only where the softmax made a subnormal
+ * weight (att_softmax_inplace() says so), and then by little:
+ *
+ *   a flushed weight is < 2^-126, so a context moves by < S·2^-126·max|v|
+ *   and an output by < E·max|Wo|·S·2^-126·max|v|;
+ *
+ * when that bound is above 1e-6 (1 % of the output tolerance 1e-4), the
+ * call is computed again without flushing (1e-39 through a weight of 1e38
+ * stays 0.1; a weight of e^-95 times 3e38 stays 1.7e-3). A weight itself
+ * moves by < 2^-126, far below its 1e-5. Inputs, projections, scores and
+ * the out-projection are never flushed. */
+int att_flush_is_exact(int S, int E, float vmax, float womax)
+{
+    return (double)S * FLT_MIN * (double)vmax * E * womax <= 1e-6;
+}
+
+/* The floating-point control and status word (MXCSR; 0 without SSE). */
+unsigned att_fpu_state(void)
+{
+#if defined(__SSE__)
+    return _mm_getcsr();
+#else
+    return 0;
+#endif
+}
+
+/* Set FTZ and DAZ; returns the MXCSR to restore (0 without SSE). */
+unsigned att_fpu_flush_subnormals(void)
+{
+    const unsigned old = att_fpu_state();
+#if defined(__SSE__)
+    _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
+#endif
+    return old;
+}
+
+void att_fpu_restore(unsigned old)
+{
+#if defined(__SSE__)
+    _mm_setcsr(old);
+#else
+    (void)old;
+#endif
+}

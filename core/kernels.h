@@ -1,0 +1,79 @@
+/* kernels.h -- the fast path's loops over rows, internal to core/.
+ *
+ * attention.c organises a call (workspace, threads, steps in PyTorch's
+ * order); these do the work on one block of rows: a projection on OpenBLAS
+ * (att_linear), the masks and the softmax of a row of scores, the range
+ * rule's recomputation in double of whatever float32 made inf or NaN
+ * (att_fix_nonfinite, att_fix_scores), and the switch to flush-to-zero the
+ * softmax runs under. The vector loops come in one copy per instruction set
+ * (AVX-512, AVX2, plain x86-64), picked when the program loads; the
+ * Makefile builds this file at -O3, where GCC vectorizes them.
+ *
+ * Shapes are row-major with explicit row strides (ld*: floats between rows),
+ * so a head's columns of a fused (N·L, 3E) projection are a view, not a copy.
+ * Details at each definition in kernels.c. Not a published API: only core/
+ * includes this header.
+ */
+#ifndef ATT_KERNELS_H
+#define ATT_KERNELS_H
+
+#include <stddef.h>
+
+#include "core/attention.h"
+
+/* y: (M, O), row stride ldy = x: (M, K), row stride ldx · Wᵀ + b;
+ * W: (O, K) or NULL = identity (K == O); b: (O) or NULL = zero. */
+void att_linear(float *y, int ldy, const float *x, int ldx, const float *W, const float *b,
+                int M, int K, int O);
+
+/* What att_softmax_inplace() found in a row. */
+enum row_state {
+    ROW_OK = 0,
+    ROW_NO_FINITE, /* every score -inf: zeros written; blocked or overflowed */
+    ROW_POS_INF,   /* a score +inf: the row is left as it was */
+};
+
+/* row: (S) scores → weights in place; returns enum row_state, and sets
+ * *subnormal when a weight fell below 2^-126 (and was flushed). */
+int att_softmax_inplace(float *row, int S, int *subnormal);
+
+/* row: (S) scores of query i (batch n, head h): + the float mask (when
+ * add_float), -inf for the keys the caller blocks. */
+void att_mask_row(float *row, const struct att_params *p, int n, int h, int i,
+                  int add_float);
+
+/* x: (n). Whether every element is finite; the largest |x[i]| (+inf when
+ * one is inf or NaN). */
+int att_all_finite(const float *x, size_t n);
+float att_max_abs(const float *x, size_t n);
+
+/* x: (n) q row in place, x / sqrt_d (sqrt_d > 0) or x·scale; returns max |x|
+ * after, +inf when a value left float32's range. */
+float att_scale_row(float *x, int n, float sqrt_d, float scale);
+
+/* y: (M, O), row stride ldy, as att_linear made it from x: (M, K) and
+ * w[o·wo + k·wk] (NULL = identity) + b: entries float32 left inf or NaN
+ * recomputed in double. *amax (if not NULL) = max |y| of the finite ones.
+ * Returns the index m·O + o of the first entry out of range, or -1. */
+long long att_fix_nonfinite(float *y, int ldy, const float *x, int ldx, const float *w,
+                            size_t wo, size_t wk, const float *b, int M, int K, int O,
+                            float *amax);
+
+/* row: (S) scores of query i (batch n, head h) = qrow: (d) · kh: (S, d),
+ * row stride ldk, with non-finite ones recomputed in double and the float
+ * mask added to all (att_mask_row must then not add it). Returns 1 when an
+ * unblocked score is above FLT_MAX. */
+int att_fix_scores(float *row, const float *qrow, const float *kh, int ldk, int d,
+                   const struct att_params *p, int n, int h, int i);
+
+/* Whether flushing the softmax's subnormal weights moves no output by more
+ * than 1e-6, for S keys, E features, max |v| and max |Wo|. */
+int att_flush_is_exact(int S, int E, float vmax, float womax);
+
+/* The MXCSR (0 without SSE); set FTZ and DAZ, returning the MXCSR to
+ * restore; restore it. */
+unsigned att_fpu_state(void);
+unsigned att_fpu_flush_subnormals(void);
+void att_fpu_restore(unsigned old);
+
+#endif

@@ -1,0 +1,335 @@
+/* codec_request.c -- the request schema of POST /attention: fields,
+ * shapes against each other, limits; see codec.h. Tensors come from
+ * tensor.c (jansson) or scan.c (the fast decoder), and every one goes
+ * through tensor_check() here, whichever read it. */
+#include "server/codec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/jsonnum.h"
+#include "server/scan.h"
+
+/* A tensor the fast decoder read (fast set: every tensor must be one, or
+ * the body goes to jansson), or any of the three forms through jansson;
+ * then the one check. */
+static int decode_tensor(struct codec_request *r, const struct scan_tensors *fast,
+                         struct tensor *t, json_t *v, enum tensor_kind k, const char *name,
+                         const struct codec_limits *lim, struct api_error *err)
+{
+    if (fast) {
+        const struct tensor *scanned = scan_tensor_of(fast, v);
+        if (!scanned)
+            return api_fail(err, ERR_INTERNAL, "%s: not read by the fast decoder", name);
+        *t = *scanned;
+    } else if (tensor_from_json(t, v, k, name, lim->max_tensor_elements, &r->arena, err)) {
+        return -1;
+    }
+    return tensor_check(t, k, name, err);
+}
+
+static int expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
+                        long long d1, struct api_error *err)
+{
+    if (t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1))
+        return 0;
+    char got[96], want[96];
+    long long w[2] = {d0, d1};
+    tensor_shape_str(got, sizeof got, t->shape, t->ndim);
+    tensor_shape_str(want, sizeof want, w, ndim);
+    return api_fail(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
+}
+
+static int check_dim(long long v, int max, const char *what, const char *key,
+                     struct api_error *err)
+{
+    if (v > max)
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what, v,
+                    max, key);
+    return 0;
+}
+
+static int get_bool(json_t *root, const char *key, int dflt, int *out, struct api_error *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v) {
+        *out = dflt;
+        return 0;
+    }
+    if (!json_is_boolean(v))
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int get_tokens(json_t *root, const char *key, char **out, struct api_error *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v)
+        return 0;
+    if (!json_is_array(v))
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an array of strings", key);
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!json_is_string(json_array_get(v, i)))
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, i);
+    *out = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII);
+    return *out ? 0 : api_fail(err, ERR_INTERNAL, "out of memory copying %s", key);
+}
+
+static int decode_fields(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
+                         const struct codec_limits *lim, struct api_error *err)
+{
+    static const char *const known[] = {
+        "query", "key", "value", "num_heads", "weights", "attn_mask", "key_padding_mask",
+        "need_weights", "average_attn_weights", "scale", "positional_encoding",
+        "output_encoding", "tokens", "key_tokens"};
+    struct att_params *p = &r->p;
+    const char *k;
+    json_t *v;
+
+    /* 1. No unknown fields: a typo should not be silently ignored. */
+    json_object_foreach(root, k, v) {
+        size_t i = 0;
+        while (i < sizeof known / sizeof known[0] && strcmp(k, known[i]))
+            i++;
+        if (i == sizeof known / sizeof known[0])
+            return api_fail(err, ERR_INVALID_PARAMETER, "unknown field '%s'", k);
+    }
+
+    /* 2. num_heads */
+    v = json_object_get(root, "num_heads");
+    if (!v)
+        return api_fail(err, ERR_INVALID_PARAMETER, "num_heads is required");
+    long long heads = 0;
+    const enum json_int hk = json_int_value(v, &heads);
+    if (hk == JSON_INT_HUGE)
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "num_heads is beyond 2^63; the limit is %d "
+                    "(max_heads)", lim->max_heads);
+    if (hk != JSON_INT_OK || heads < 1)
+        return api_fail(err, ERR_INVALID_PARAMETER, "num_heads must be an integer >= 1");
+    if (check_dim(heads, lim->max_heads, "num_heads", "max_heads", err))
+        return -1;
+    p->H = (int)heads;
+
+    /* 3. query, key, value: same rank, same batch */
+    struct tensor q, kt, vt;
+    v = json_object_get(root, "query");
+    if (!v)
+        return api_fail(err, ERR_INVALID_PARAMETER, "query is required");
+    if (decode_tensor(r, fast, &q, v, TENSOR_FLOAT, "query", lim, err))
+        return -1;
+    if (q.ndim != 2 && q.ndim != 3)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "query must have rank 2 (L, E) or 3 (N, L, E), "
+                    "got rank %d", q.ndim);
+    r->batched = q.ndim == 3;
+    kt = q, vt = q;
+    if ((v = json_object_get(root, "key"))) {
+        if (decode_tensor(r, fast, &kt, v, TENSOR_FLOAT, "key", lim, err))
+            return -1;
+        vt = kt;
+    }
+    if ((v = json_object_get(root, "value")) &&
+        decode_tensor(r, fast, &vt, v, TENSOR_FLOAT, "value", lim, err))
+        return -1;
+    if (kt.ndim != q.ndim || vt.ndim != q.ndim)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has rank %d but query has rank %d",
+                    kt.ndim != q.ndim ? "key" : "value", kt.ndim != q.ndim ? kt.ndim : vt.ndim,
+                    q.ndim);
+    const int b = r->batched;
+    if (b && (kt.shape[0] != q.shape[0] || vt.shape[0] != q.shape[0]))
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has batch size %lld but query has %lld",
+                    kt.shape[0] != q.shape[0] ? "key" : "value",
+                    kt.shape[0] != q.shape[0] ? kt.shape[0] : vt.shape[0], q.shape[0]);
+    if (kt.shape[b] != vt.shape[b])
+        return api_fail(err, ERR_SHAPE_MISMATCH, "key has source length %lld but value has %lld",
+                    kt.shape[b], vt.shape[b]);
+    if (check_dim(b ? q.shape[0] : 1, lim->max_batch, "batch size", "max_batch", err) ||
+        check_dim(q.shape[b], lim->max_target_len, "target length", "max_target_len", err) ||
+        check_dim(kt.shape[b], lim->max_source_len, "source length", "max_source_len", err) ||
+        check_dim(q.shape[b + 1], lim->max_embed_dim, "embed_dim", "max_embed_dim", err) ||
+        check_dim(kt.shape[b + 1], lim->max_embed_dim, "kdim", "max_embed_dim", err) ||
+        check_dim(vt.shape[b + 1], lim->max_embed_dim, "vdim", "max_embed_dim", err))
+        return -1;
+    p->N = b ? (int)q.shape[0] : 1;
+    p->L = (int)q.shape[b], p->E = (int)q.shape[b + 1];
+    p->S = (int)kt.shape[b], p->kdim = (int)kt.shape[b + 1], p->vdim = (int)vt.shape[b + 1];
+    p->query = q.f, p->key = kt.f, p->value = vt.f;
+    if (p->E % p->H)
+        return api_fail(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by num_heads %d",
+                    p->E, p->H);
+
+    /* 4. weights, each with its exact PyTorch shape */
+    json_t *w = json_object_get(root, "weights");
+    if (w && !json_is_object(w))
+        return api_fail(err, ERR_INVALID_PARAMETER, "weights must be an object");
+    if (w) {
+        const long long E = p->E;
+        const struct { const char *key; const float **dst; int ndim; long long d0, d1; } ws[] = {
+            {"in_proj_weight", &p->in_proj_weight, 2, 3 * E, E},
+            {"q_proj_weight", &p->q_proj_weight, 2, E, E},
+            {"k_proj_weight", &p->k_proj_weight, 2, E, p->kdim},
+            {"v_proj_weight", &p->v_proj_weight, 2, E, p->vdim},
+            {"in_proj_bias", &p->in_proj_bias, 1, 3 * E, 0},
+            {"out_proj_weight", &p->out_proj_weight, 2, E, E},
+            {"out_proj_bias", &p->out_proj_bias, 1, E, 0},
+        };
+        const size_t nws = sizeof ws / sizeof ws[0];
+        json_object_foreach(w, k, v) {
+            size_t i = 0;
+            while (i < nws && strcmp(k, ws[i].key))
+                i++;
+            if (i == nws)
+                return api_fail(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'", k);
+            char name[48];
+            snprintf(name, sizeof name, "weights.%s", k);
+            struct tensor t;
+            if (decode_tensor(r, fast, &t, v, TENSOR_FLOAT, name, lim, err) ||
+                expect_shape(&t, name, ws[i].ndim, ws[i].d0, ws[i].d1, err))
+                return -1;
+            *ws[i].dst = t.f;
+        }
+    }
+
+    /* 5. masks */
+    if ((v = json_object_get(root, "attn_mask"))) {
+        if (json_is_string(v)) {
+            if (strcmp(json_string_value(v), "causal"))
+                return api_fail(err, ERR_INVALID_PARAMETER, "attn_mask must be \"causal\" or a "
+                            "tensor, not \"%s\"", json_string_value(v));
+            p->mask_kind = ATT_MASK_CAUSAL;
+        } else {
+            struct tensor t;
+            if (decode_tensor(r, fast, &t, v, TENSOR_MASK, "attn_mask", lim, err))
+                return -1;
+            if (t.ndim != 2 && t.ndim != 3)
+                return api_fail(err, ERR_SHAPE_MISMATCH, "attn_mask must have rank 2 (L, S) or 3 "
+                            "(N*num_heads, L, S), got rank %d", t.ndim);
+            p->mask_kind = t.is_bool ? ATT_MASK_BOOL : ATT_MASK_FLOAT;
+            p->bool_mask = t.u8, p->float_mask = t.f;
+            p->mask_ndim = t.ndim;
+            for (int i = 0; i < t.ndim; i++)
+                p->mask_shape[i] = (int)t.shape[i];
+        }
+    }
+    if ((v = json_object_get(root, "key_padding_mask"))) {
+        struct tensor t;
+        if (decode_tensor(r, fast, &t, v, TENSOR_BOOL, "key_padding_mask", lim, err))
+            return -1;
+        if (b ? expect_shape(&t, "key_padding_mask", 2, p->N, p->S, err)
+              : expect_shape(&t, "key_padding_mask", 1, p->S, 0, err))
+            return -1;
+        p->key_padding_mask = t.u8;
+    }
+
+    /* 6. options */
+    int need = 1, avg = 0;
+    if (get_bool(root, "need_weights", 1, &need, err) ||
+        get_bool(root, "average_attn_weights", 0, &avg, err))
+        return -1;
+    p->weights_mode = !need ? ATT_WEIGHTS_NONE : avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
+    if ((v = json_object_get(root, "scale"))) {
+        double s = json_number_value(v);
+        if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
+            return api_fail(err, ERR_INVALID_PARAMETER, "scale must be a number > 0");
+        p->has_scale = 1, p->scale = (float)s;
+    }
+    if ((v = json_object_get(root, "positional_encoding"))) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "sinusoidal"))
+            return api_fail(err, ERR_INVALID_PARAMETER, "positional_encoding must be "
+                            "\"sinusoidal\"");
+        p->positional_encoding = 1;
+    }
+    if ((v = json_object_get(root, "output_encoding"))) {
+        const char *s = json_string_value(v);
+        if (!s || (strcmp(s, "json") && strcmp(s, "base64")))
+            return api_fail(err, ERR_INVALID_PARAMETER, "output_encoding must be \"json\" or "
+                        "\"base64\"");
+        r->base64_out = strcmp(s, "base64") == 0;
+    }
+    if (get_tokens(root, "tokens", &r->tokens_json, err) ||
+        get_tokens(root, "key_tokens", &r->key_tokens_json, err))
+        return -1;
+
+    /* 7. the whole, as the core sees it, once: the sizes stay with r;
+     *    then the weights-output limit */
+    struct att_error ae;
+    int st = att_check(p, &r->out_len, &r->weights_len, &ae);
+    if (st != ATT_OK)
+        return api_fail(err, http_error_from_att(st), "%s", ae.msg);
+    if (r->weights_len > (unsigned long long)lim->max_weights_elements)
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "attention weights would have %zu "
+                        "elements, more than %lld (max_weights_elements); ask for need_weights "
+                        "false or average_attn_weights true", r->weights_len,
+                        lim->max_weights_elements);
+    return 0;
+}
+
+int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
+                                   const struct codec_limits *lim, struct api_error *err)
+{
+    memset(r, 0, sizeof *r);
+    att_params_init(&r->p);
+    r->path = CODEC_PATH_JANSSON;
+    if (len == 0)
+        return api_fail(err, ERR_INVALID_JSON, "the request body is empty");
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root && json_error_code(&je) == json_error_numeric_overflow) {
+        /* A number jansson cannot hold (beyond long long or double) is still
+         * a JSON number. Load a copy in which each such number is replaced
+         * by its stand-in: the real of the same value, or ±1e39 for one
+         * beyond double (jsonnum.h). Tensors then read what the fast decoder
+         * reads; integer fields see what json_int_value() explains. Rare, so a
+         * second parse and a copy of the body are fine. */
+        char *copy = malloc(len + 1);
+        if (!copy)
+            return api_fail(err, ERR_INTERNAL, "out of memory for a copy of the body");
+        memcpy(copy, body, len);
+        copy[len] = '\0';
+        jsonnum_standin(copy, len);
+        root = json_loadb(copy, len, JSON_REJECT_DUPLICATES, &je);
+        free(copy);
+    }
+    if (!root)
+        return api_fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
+                    je.column, je.text);
+    int rc = json_is_object(root)
+                 ? decode_fields(r, root, NULL, lim, err)
+                 : api_fail(err, ERR_INVALID_JSON, "the request body must be a JSON object");
+    json_decref(root);
+    return rc;
+}
+
+int codec_decode_request(struct codec_request *r, const char *body, size_t len,
+                         const struct codec_limits *lim, struct api_error *err)
+{
+    memset(r, 0, sizeof *r);
+    att_params_init(&r->p);
+
+    /* 1. the fast decoder (an empty body is not for it); on any doubt,
+     *    start over with jansson, which says what is wrong */
+    struct scan_tensors fast;
+    json_t *root = scan_request(body, len, lim->max_tensor_elements, &fast, &r->arena);
+    if (root) {
+        int rc = decode_fields(r, root, &fast, lim, err);
+        json_decref(root);
+        if (rc == 0) {
+            r->path = CODEC_PATH_FAST;
+            return 0;
+        }
+    }
+    codec_request_deinit(r);
+
+    /* 2. jansson: the reference for what is accepted and what is said */
+    return codec_decode_request_reference(r, body, len, lim, err);
+}
+
+void codec_request_deinit(struct codec_request *r)
+{
+    tensor_arena_free(&r->arena);
+    free(r->tokens_json);
+    free(r->key_tokens_json);
+    r->tokens_json = r->key_tokens_json = NULL;
+}

@@ -1,0 +1,133 @@
+// The built-in examples, and the /attention request each one makes.
+//
+//   const req = buildExampleRequest(form);   // a request object; throws RangeError on bad input
+//
+// Embeddings and projection weights are generated here, deterministically:
+// an FNV-1a hash of a token (or the seed) seeds a PRNG (mulberry32) that
+// draws gaussians. No DOM.
+
+import { f32Tensor } from './tensor.js';
+
+function fnv1a(str) {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < str.length; i++) {
+    h ^= str.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+function mulberry32(seed) {
+  let a = seed >>> 0;
+  return function () {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function gaussian(rng) {
+  let u = 0;
+  while (u === 0) u = rng();
+  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * rng());
+}
+
+// ---------------------------------------------------------------------------
+
+const LONG_TEXT = ('attention lets every position of a sequence look at every other position ' +
+  'and decide how much of each one to mix into its own representation . the query of a token ' +
+  'is compared with the keys of all tokens , the scores are scaled and passed through a softmax ' +
+  ', and the resulting weights average the values . several heads do this in parallel on ' +
+  'smaller slices of the embedding , so one head can follow the previous word while another ' +
+  'tracks a repeated name or the end of a sentence .').split(/\s+/);
+const longTokens = Array.from({ length: 512 }, (_, i) => LONG_TEXT[i % LONG_TEXT.length]).join(' ');
+
+export const EXAMPLES = {
+  sentence: { title: 'Sentence self-attention', tokens: 'the cat sat on the mat because it was tired',
+              keyTokens: null, E: 32, H: 4, mask: 'none', seed: 7 },
+  causal: { title: 'Causal decoder', tokens: '<s> once upon a time a small robot learned to paint',
+            keyTokens: null, E: 32, H: 4, mask: 'causal', seed: 11 },
+  cross: { title: 'Cross-attention', tokens: 'le chat dort sur le tapis rouge',
+           keyTokens: 'the cat is sleeping on the red mat', E: 32, H: 4, mask: 'none', seed: 5 },
+  // Long: token vectors scaled down (embedGain) so the positional encoding
+  // shows, as a band along the diagonal in the first heads.
+  long: { title: 'Long sequence', tokens: longTokens, keyTokens: null, E: 256, H: 16, mask: 'none', seed: 3,
+          embedGain: 0.4 },
+};
+
+const splitTokens = (text) => text.trim().split(/\s+/).filter(Boolean);
+
+// The embedding of a token: a gaussian vector (variance gain²) seeded by the
+// token's hash (case-folded, so "The" and "the" agree). The sinusoidal
+// positional encoding is added by the server (positional_encoding).
+function embed(tokens, E, gain = 1) {
+  const x = new Float32Array(tokens.length * E);
+  tokens.forEach((tok, i) => {
+    const rng = mulberry32(fnv1a(tok.toLowerCase()) ^ 0x9e3779b9);
+    for (let e = 0; e < E; e++) x[i * E + e] = gain * gaussian(rng);
+  });
+  return x;
+}
+
+// Random projections from the seed. Head h's key projection is partly its
+// query projection (mix from 0.95 down to 0.05 across heads), so the first
+// heads attend to similar tokens and nearby positions, the last more freely.
+function projections(E, H, seed) {
+  const rng = mulberry32((seed >>> 0) ^ 0x85ebca6b);
+  const d = E / H;
+  const gain = 1.6 / Math.sqrt(E);
+  const rand = () => gaussian(rng) * gain;
+  const inProj = new Float32Array(3 * E * E);
+  for (let r = 0; r < E; r++) {
+    const h = Math.floor(r / d);
+    const mix = H > 1 ? 0.95 - 0.9 * h / (H - 1) : 0.8;
+    const other = Math.sqrt(1 - mix * mix);
+    for (let c = 0; c < E; c++) {
+      const q = rand();
+      inProj[r * E + c] = q;
+      inProj[(E + r) * E + c] = mix * q + other * rand();
+    }
+  }
+  for (let k = 2 * E * E; k < 3 * E * E; k++) inProj[k] = gaussian(rng) / Math.sqrt(E);
+  const outProj = new Float32Array(E * E);
+  for (let k = 0; k < E * E; k++) outProj[k] = gaussian(rng) / Math.sqrt(E);
+  return { in_proj_weight: f32Tensor(inProj, [3 * E, E]), out_proj_weight: f32Tensor(outProj, [E, E]) };
+}
+
+// The request for the sidebar's form: {example (a key of EXAMPLES), tokens,
+// keyTokens (text, words separated by white space), cross (key tokens
+// given), E, H, mask ('none', 'causal', 'padding'), padK (padded keys),
+// scale (text, '' for the default), seed}.
+export function buildExampleRequest(form) {
+  const gain = EXAMPLES[form.example].embedGain || 1;
+  const tokens = splitTokens(form.tokens);
+  if (tokens.length === 0) throw new RangeError('Type at least one token (words separated by spaces).');
+  const cross = form.cross && splitTokens(form.keyTokens).length > 0;
+  const keyTokens = cross ? splitTokens(form.keyTokens) : tokens;
+  const { E, H } = form;
+  const req = {
+    query: f32Tensor(embed(tokens, E, gain), [tokens.length, E]),
+    num_heads: H,
+    weights: projections(E, H, form.seed),
+    positional_encoding: 'sinusoidal',
+    output_encoding: 'base64',
+    tokens,
+  };
+  if (cross) {
+    req.key = f32Tensor(embed(keyTokens, E, gain), [keyTokens.length, E]);
+    req.key_tokens = keyTokens;
+  }
+  if (form.mask === 'causal') req.attn_mask = 'causal';
+  if (form.mask === 'padding') {
+    const k = Math.max(0, Math.min(keyTokens.length, form.padK | 0));
+    req.key_padding_mask = keyTokens.map((_, j) => j >= keyTokens.length - k);
+  }
+  if (form.scale !== '') {
+    const s = Number(form.scale);
+    if (!Number.isFinite(s)) throw new RangeError(`Scale "${form.scale}" is not a number.`);
+    req.scale = s;   // the server names the problem if it is not > 0
+  }
+  return req;
+}

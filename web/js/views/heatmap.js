@@ -1,0 +1,173 @@
+// The large heatmap of the chosen map: query tokens down, key tokens
+// across, the colour legend beside it, a tooltip with the exact weight
+// under the pointer. The map is drawn from its offscreen image scaled up
+// without smoothing; hovering only redraws a transparent overlay.
+
+import { state } from '../state.js';
+import { $, COLORS, FONT, availableWidth, clearOverlay, drawCaption, drawRowLabels, ellipsize, sizeCanvas,
+         tickStep } from '../canvas.js';
+import { VIRIDIS, drawLegend, formatValue } from '../colors.js';
+import { matrixOf } from '../tensor.js';
+import { mapImage, mapLabel } from './maps.js';
+
+// What this view alone knows: the layout of its last drawing ({left, top,
+// cell, L, S} in CSS pixels) and the cell under the pointer ({i, j}).
+const local = { layout: null, hover: null };
+
+export function renderHeatmap() {
+  const r = state.response;
+  const canvas = $('heatmap'), overlay = $('heatmap-overlay');
+  local.hover = null;
+  hideTooltip();
+  if (!r || !r.weights) {
+    sizeCanvas(canvas, 1, 1);
+    sizeCanvas(overlay, 1, 1);
+    $('legend').style.display = 'none';
+    local.layout = null;
+    return;
+  }
+  $('legend').style.display = '';
+  const img = mapImage(state.view.batch, state.view.head);
+  const { L, S } = r;
+  const rows = r.tokens, cols = r.keyTokens;
+  const avail = availableWidth($('view-heatmap')) - 110;   // legend and margins
+  const measure = canvas.getContext('2d');
+  // First guess of the cell size, then the label margins it implies.
+  let cell = Math.max(1, Math.min(40, Math.floor(Math.min(640, avail - 120) / Math.max(L, S))));
+  const labels = cell >= 10;
+  const fontPx = Math.max(9, Math.min(13, cell - 3));
+  measure.font = `${fontPx}px ${FONT}`;
+  const widest = (arr) => arr.reduce((a, s) => Math.max(a, measure.measureText(s).width), 0);
+  const left = labels ? Math.min(130, Math.ceil(widest(rows)) + 14) : 44;
+  const colW = labels ? Math.min(110, Math.ceil(widest(cols))) : 0;
+  const top = labels ? Math.ceil(colW * Math.SQRT1_2) + 22 : 30;
+  const right = labels ? Math.ceil(colW * Math.SQRT1_2) + 8 : 10;
+  cell = Math.max(1, Math.min(cell, Math.floor((avail - left - right) / S) || 1));
+  const gw = S * cell, gh = L * cell;
+  const caption = `rows: query (L = ${L})   columns: key (S = ${S})`;
+  measure.font = `11px ${FONT}`;
+  const W = Math.max(left + gw + right, left + Math.ceil(measure.measureText(caption).width) + 8), Hh = top + gh + 28;
+  const ctx = sizeCanvas(canvas, W, Hh);
+  sizeCanvas(overlay, W, Hh);
+  ctx.fillStyle = COLORS.bg;
+  ctx.fillRect(0, 0, W, Hh);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(img.canvas, left, top, gw, gh);
+
+  drawRowLabels(ctx, { n: L, names: labels ? rows : null, left, top, cell, fontPx, minTickPx: 26 });
+  if (labels) {
+    ctx.fillStyle = COLORS.text;
+    ctx.textAlign = 'left';
+    for (let j = 0; j < S; j++) {
+      ctx.save();
+      ctx.translate(left + (j + 0.5) * cell, top - 6);
+      ctx.rotate(-Math.PI / 4);
+      ctx.fillText(ellipsize(ctx, cols[j], 110), 0, 0);
+      ctx.restore();
+    }
+  } else {
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'bottom';
+    const step = tickStep(cell, 26);
+    for (let j = 0; j < S; j += step) ctx.fillText(String(j), left + (j + 0.5) * cell, top - 4);
+  }
+  drawCaption(ctx, caption, left, top + gh + 10);
+  local.layout = { left, top, cell, L, S };
+
+  const thr = state.view.threshold;
+  drawLegend($('legend'), {
+    height: Math.max(160, Math.min(gh, 360)), scale: VIRIDIS, title: 'weight',
+    ticks: [1, 0.75, 0.5, 0.25, 0].map((f) => ({ at: f, value: f * img.max })),
+    note: thr > 0 ? [`< ${formatValue(thr)}`, 'hidden'] : [],
+  });
+}
+
+// The cell (query i, key j) in CSS pixels relative to the viewport, and its
+// centre in page coordinates; null when the heatmap is not shown.
+export function cellRect(i, j) {
+  const g = local.layout;
+  if (!g || state.view.tab !== 'heatmap') return null;
+  const r = $('heatmap').getBoundingClientRect();
+  const x = r.left + g.left + j * g.cell, y = r.top + g.top + i * g.cell;
+  const cx = x + g.cell / 2, cy = y + g.cell / 2;
+  return { x, y, w: g.cell, h: g.cell, cx, cy, pageX: cx + window.scrollX, pageY: cy + window.scrollY };
+}
+
+// The centre of that cell in the heatmap canvas's own pixels.
+export function cellPixel(i, j) {
+  const g = local.layout;
+  if (!g) return null;
+  const dpr = $('heatmap').width / parseFloat($('heatmap').style.width);
+  return { x: Math.floor((g.left + (j + 0.5) * g.cell) * dpr), y: Math.floor((g.top + (i + 0.5) * g.cell) * dpr) };
+}
+
+function hit(ev) {
+  const g = local.layout;
+  if (!g) return null;
+  const r = $('heatmap-overlay').getBoundingClientRect();
+  const x = ev.clientX - r.left - g.left, y = ev.clientY - r.top - g.top;
+  const j = Math.floor(x / g.cell), i = Math.floor(y / g.cell);
+  return i >= 0 && j >= 0 && i < g.L && j < g.S ? { i, j } : null;
+}
+
+// The hovered cell outlined, its row and column shaded, its labels lit.
+function drawHover() {
+  const g = local.layout;
+  const ctx = clearOverlay($('heatmap-overlay'));
+  if (!g || !local.hover) return;
+  const { i, j } = local.hover;
+  const gw = g.S * g.cell, gh = g.L * g.cell;
+  ctx.fillStyle = 'rgba(253, 231, 37, 0.10)';
+  ctx.fillRect(0, g.top + i * g.cell, g.left, g.cell);           // the query label
+  ctx.fillRect(g.left + j * g.cell, 0, g.cell, g.top);           // the key label
+  ctx.strokeStyle = 'rgba(255, 255, 255, 0.35)';
+  ctx.lineWidth = 1;
+  ctx.strokeRect(g.left + 0.5, g.top + i * g.cell + 0.5, gw - 1, Math.max(1, g.cell - 1));
+  ctx.strokeRect(g.left + j * g.cell + 0.5, g.top + 0.5, Math.max(1, g.cell - 1), gh - 1);
+  ctx.strokeStyle = COLORS.hi;
+  ctx.lineWidth = 2;
+  const pad = g.cell >= 4 ? 1 : 0;
+  ctx.strokeRect(g.left + j * g.cell - pad, g.top + i * g.cell - pad, g.cell + 2 * pad, g.cell + 2 * pad);
+}
+
+function showTooltip(ev, i, j) {
+  const r = state.response, { batch, head, threshold } = state.view;
+  const w = matrixOf(r, batch, head)[i * r.S + j];
+  $('tip-query').textContent = r.tokens[i];
+  $('tip-qi').textContent = `#${i}`;
+  $('tip-key').textContent = r.keyTokens[j];
+  $('tip-kj').textContent = `#${j}`;
+  $('tip-weight').textContent = String(w);    // the float32 exactly, shortest round-trip form
+  $('tip-head').textContent = mapLabel() + (w < threshold ? ' · below threshold (hidden)' : '');
+  const tip = $('tooltip');
+  tip.hidden = false;
+  const tw = tip.offsetWidth, th = tip.offsetHeight;
+  let x = ev.clientX + 16, y = ev.clientY + 16;
+  if (x + tw > window.innerWidth - 8) x = ev.clientX - tw - 16;
+  if (y + th > window.innerHeight - 8) y = ev.clientY - th - 16;
+  tip.style.left = `${Math.max(4, x)}px`;
+  tip.style.top = `${Math.max(4, y)}px`;
+}
+
+function hideTooltip() {
+  $('tooltip').hidden = true;
+}
+
+export function initHeatmap() {
+  const overlay = $('heatmap-overlay');
+  overlay.addEventListener('mousemove', (ev) => {
+    const at = hit(ev);
+    const h = local.hover;
+    if (!at) {
+      if (h) { local.hover = null; drawHover(); }
+      hideTooltip();
+      return;
+    }
+    if (!h || h.i !== at.i || h.j !== at.j) {
+      local.hover = at;
+      drawHover();
+    }
+    showTooltip(ev, at.i, at.j);
+  });
+  overlay.addEventListener('mouseleave', () => { local.hover = null; drawHover(); hideTooltip(); });
+}
