@@ -27,8 +27,8 @@ endif
 # float kernel) and implicit narrowing (double to float, integer to float).
 # -Wconversion's sign half, -Wsign-conversion, is left out: ~150 findings on
 # int <-> size_t index arithmetic and none about floats. Warnings, not errors,
-# until core/ and server/ build without them (when added: 25 -Wdouble-promotion
-# in core/attention.c, one -Wconversion in server/http.c).
+# until core/ builds without them (25 -Wdouble-promotion findings when they
+# were added; server/ and config/ have none).
 FLOAT_WARN := -Wdouble-promotion -Wconversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o: WARN += $(FLOAT_WARN)
 

@@ -24,11 +24,16 @@ grep -v '^[0-9]* warnings\? generated\.$' "$log" || true
 #    and written through a cast on purpose (the service is x86-64 only).
 #  comparePointers: openapi_yaml_end - openapi_yaml, the two ends of one
 #    object that server/embed.S links in, look to it like two arrays.
+#  ctuuninitvar in server/scan.c: scan_request() copies its caller's
+#    pointer to a struct scan_tensors it has not initialised yet into its
+#    cursor, then sets st->n = 0 before anything reads it; the cross-file
+#    check counts the copy as a read.
 #  missingIncludeSystem: it need not read the system headers.
 echo "cppcheck: $*"
 cppcheck --quiet --error-exitcode=1 --std=c11 -I. \
     --enable=warning,style,performance,portability \
     --suppress=invalidPointerCast --suppress=comparePointers \
+    --suppress=ctuuninitvar:server/scan.c \
     --suppress=missingIncludeSystem \
     --template='{file}:{line}: {severity}: {message} [{id}]' "$@" || status=1
 
