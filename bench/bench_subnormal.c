@@ -1,4 +1,4 @@
-/* bench_subnormal.c -- do FTZ/DAZ still buy anything? (issue 8, bug 3)
+/* bench_subnormal.c -- do FTZ/DAZ still buy anything?
  *
  *   bench_subnormal [CSV]          one table per OpenBLAS kernel set: runs
  *                                  itself once with OPENBLAS_CORETYPE=SkylakeX

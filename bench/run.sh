@@ -1,5 +1,5 @@
 #!/bin/bash
-# run.sh -- `make bench`: every benchmark of issue 5 in one invocation, each
+# run.sh -- `make bench`: every benchmark in one invocation, each
 # ratio against a baseline measured in this same run. Tables on stdout, CSV
 # and PNG plots under build/bench/.
 #
@@ -128,7 +128,7 @@ par_t=$(echo "$(date +%s.%N) - $par_start" | bc)
 printf "Two large base64 requests at once: 8 one at a time %.2f s, 8 two at a time %.2f s: throughput %.2fx (target >= 1.7x)\n" \
     "$seq_t" "$par_t" "$(echo "$seq_t / $par_t" | bc -l)"
 
-# 5. subnormals with and without FTZ/DAZ, per OpenBLAS kernel set (issue 8)
+# 5. subnormals with and without FTZ/DAZ, per OpenBLAS kernel set
 build/bench/bench_subnormal "$OUT/subnormal.csv"
 
 # Plots

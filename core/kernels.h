@@ -21,6 +21,17 @@
 
 #include "core/attention.h"
 
+/* The vector loops' clones, for clang (14; `make fuzz` builds with it):
+ * it names the dispatcher "<name>.ifunc" and emits no plain symbol, so a
+ * caller in another file must see the attribute to link. GCC must not: it
+ * would make a second dispatcher in the caller, naming clones it never made
+ * there. */
+#ifdef __clang__
+#define ATT_CLONED __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ATT_CLONED
+#endif
+
 /* y: (M, O), row stride ldy = x: (M, K), row stride ldx · Wᵀ + b;
  * W: (O, K) or NULL = identity (K == O); b: (O) or NULL = zero. */
 void att_linear(float *y, int ldy, const float *x, int ldx, const float *W, const float *b,
@@ -35,7 +46,7 @@ enum row_state {
 
 /* row: (S) scores → weights in place; returns enum row_state, and sets
  * *subnormal when a weight fell below 2^-126 (and was flushed). */
-int att_softmax_inplace(float *row, int S, int *subnormal);
+ATT_CLONED int att_softmax_inplace(float *row, int S, int *subnormal);
 
 /* row: (S) scores of query i (batch n, head h): + the float mask (when
  * add_float), -inf for the keys the caller blocks. */
@@ -44,12 +55,12 @@ void att_mask_row(float *row, const struct att_params *p, int n, int h, int i,
 
 /* x: (n). Whether every element is finite; the largest |x[i]| (+inf when
  * one is inf or NaN). */
-int att_all_finite(const float *x, size_t n);
-float att_max_abs(const float *x, size_t n);
+ATT_CLONED int att_all_finite(const float *x, size_t n);
+ATT_CLONED float att_max_abs(const float *x, size_t n);
 
 /* x: (n) q row in place, x / sqrt_d (sqrt_d > 0) or x·scale; returns max |x|
  * after, +inf when a value left float32's range. */
-float att_scale_row(float *x, int n, float sqrt_d, float scale);
+ATT_CLONED float att_scale_row(float *x, int n, float sqrt_d, float scale);
 
 /* y: (M, O), row stride ldy, as att_linear made it from x: (M, K) and
  * w[o·wo + k·wk] (NULL = identity) + b: entries float32 left inf or NaN

@@ -416,7 +416,7 @@ static int shortest_real(char *t, double d)
     for (; *c != 'e'; c++)
         if (*c == '-' || (*c >= '0' && *c <= '9'))
             t[n++] = *c;
-    return n + snprintf(t + n, 32 - (size_t)n, "e%d", atoi(c + 1) - (p - 1));
+    return n + snprintf(t + n, 32 - (size_t)n, "e%d", (int)strtol(c + 1, NULL, 10) - (p - 1));
 }
 
 size_t jsonnum_standin(char *s, size_t len)

@@ -298,7 +298,7 @@ static void fix_double_route(uint32_t *digits, int32_t *exp10, float x, uint32_t
         for (; *c != 'e'; c++)
             if (*c >= '0' && *c <= '9')
                 d = d * 10 + (uint32_t)(*c - '0');
-        int32_t e = (int32_t)atoi(c + 1) - (p - 1);
+        int32_t e = (int32_t)strtol(c + 1, NULL, 10) - (p - 1);
         while (d % 10 == 0) {
             d /= 10;
             e++;

@@ -76,7 +76,7 @@ static void write_histogram(FILE *f, const char *name, const char *label,
                         cum);
         }
         fprintf(f, "%s_sum{%s=\"%s\"} %.6f\n", name, label, values[e],
-                atomic_load(&sum_us[e]) / 1e6);
+                (double)atomic_load(&sum_us[e]) / 1e6);
         fprintf(f, "%s_count{%s=\"%s\"} %lu\n", name, label, values[e], cum);
     }
 }
@@ -106,7 +106,7 @@ char *metrics_write(int queue_depth, int busy_workers, int workers, int draining
                "# TYPE attention_stage_seconds_total counter\n");
     for (int i = 0; i < STAGE_COUNT; i++)
         fprintf(f, "attention_stage_seconds_total{stage=\"%s\"} %.6f\n", stage_names[i],
-                atomic_load(&stage_sum_us[i]) / 1e6);
+                (double)atomic_load(&stage_sum_us[i]) / 1e6);
     fprintf(f, "# HELP attention_stage_duration_seconds Time of each stage of POST /attention.\n"
                "# TYPE attention_stage_duration_seconds histogram\n");
     write_histogram(f, "attention_stage_duration_seconds", "stage", stage_names, STAGE_COUNT,
