@@ -26,10 +26,10 @@ endif
 # float promoted to double (a double-precision step, often by accident, in a
 # float kernel) and implicit narrowing (double to float, integer to float).
 # -Wconversion's sign half, -Wsign-conversion, is left out: ~150 findings on
-# int <-> size_t index arithmetic and none about floats. Warnings, not errors,
-# until core/ builds without them (25 -Wdouble-promotion findings when they
-# were added; server/ and config/ have none).
-FLOAT_WARN := -Wdouble-promotion -Wconversion -Wno-sign-conversion
+# int <-> size_t index arithmetic and none about floats. The sources build
+# clean with them, so they are errors: a new implicit promotion or narrowing
+# must be written as a cast, which says it is meant.
+FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/check.c core/reference.c core/blas.c \

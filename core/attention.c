@@ -141,7 +141,7 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
         kmax = f->kmax[u] > kmax ? f->kmax[u] : kmax;
         vmax = f->vmax[u] > vmax ? f->vmax[u] : vmax;
     }
-    const int check_scores = !((double)d * qmax * kmax <= FLT_MAX / 2.0);
+    const int check_scores = !((double)d * (double)qmax * (double)kmax <= (double)FLT_MAX / 2.0);
     /* a context is a weighted mean of v: it overflows only near FLT_MAX */
     const int check_context = !(vmax <= FLT_MAX / 2.0f);
 

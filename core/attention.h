@@ -43,7 +43,7 @@
  * float mask) of a key the caller does not block above FLT_MAX is
  * ATT_ERANGE; one below -FLT_MAX takes weight 0 as long as another unblocked
  * score of its row is finite, and a row whose every unblocked score is below
- * -FLT_MAX is ATT_ERANGE (it is not a masked row). The fast path computes
+ * -FLT_MAX is ATT_ERANGE (it is not a masked row). The fast kernel computes
  * in float32 and recomputes in double any value float32 made inf or NaN, so
  * it follows the same rule (up to values within float32 rounding of
  * ±FLT_MAX).
@@ -184,7 +184,7 @@ const char *att_blas_select_kernels(char **argv);
  * thread-safe itself. */
 void att_init(int threads);
 
-/* Fast path on OpenBLAS: att_check(), then att_forward_checked().
+/* The fast kernel, on OpenBLAS: att_check(), then att_forward_checked().
  * out: (N, L, E); weights: (N, H, L, S), (N, L, S) or NULL per weights_mode.
  * Returns ATT_OK or a failure with err filled in (err may be NULL). */
 int att_forward(float *out, float *weights, const struct att_params *p,

@@ -1,4 +1,4 @@
-/* check.c -- what the fast path (attention.c) and the reference
+/* check.c -- what the fast kernel (attention.c) and the reference
  * (reference.c) share: status codes, parameter validation, the masks as the
  * caller wrote them, and the words of the range rule. See check.h. */
 #include "core/check.h"
@@ -231,7 +231,7 @@ const float *att_proj_bias(const struct att_params *p, int which)
 
 /* ---------------------------------------------------------------------- */
 /* The range rule (attention.h, "Range"): which value left float32's range
- * first. The fast path and the reference report it with the same words.   */
+ * first. The fast kernel and the reference report it with the same words.   */
 
 /* Is a before b in (stage, n, i, h) order? A stage of 0 is never before. */
 int att_range_before(const struct range_error *a, const struct range_error *b)
@@ -291,5 +291,5 @@ int att_caller_blocks_row(const struct att_params *p, int n, int h, int i)
 /* Is x beyond float32's range? */
 int att_out_of_range(double x)
 {
-    return x > FLT_MAX || x < -FLT_MAX;
+    return x > (double)FLT_MAX || x < -(double)FLT_MAX;
 }

@@ -1,4 +1,4 @@
-/* check.h -- what the fast path (attention.c, kernels.c) and the reference
+/* check.h -- what the fast kernel (attention.c, kernels.c) and the reference
  * (reference.c) share, internal to core/: the error contract's one writer,
  * the masks and projections as the caller wrote them, and the range rule's
  * error words, so that both paths validate, mask and fail alike.

@@ -1,4 +1,4 @@
-/* kernels.c -- the fast path's loops over rows: projections on OpenBLAS,
+/* kernels.c -- the fast kernel's loops over rows: projections on OpenBLAS,
  * masks, the softmax, the range rule's recomputation in double, and the
  * FTZ/DAZ switch. attention.c calls them on its blocks; see kernels.h. */
 #include "core/kernels.h"
@@ -171,7 +171,7 @@ static double dot_double(const float *x, const float *w, size_t wk, int K)
 {
     double s = 0.0;
     for (int k = 0; k < K; k++)
-        s += (double)x[k] * w[k * wk];
+        s += (double)x[k] * (double)w[k * wk];
     return s;
 }
 
@@ -242,7 +242,7 @@ long long att_fix_nonfinite(float *y, int ldy, const float *x, int ldx, const fl
         for (int o = 0; o < O; o++) {
             if (isfinite(yr[o]))
                 continue;
-            const double s = (b ? b[o] : 0.0) + (w ? dot_double(xr, w + o * wo, wk, K) : xr[o]);
+            const double s = (b ? (double)b[o] : 0.0) + (w ? dot_double(xr, w + o * wo, wk, K) : (double)xr[o]);
             if (att_out_of_range(s)) {
                 if (bad < 0)
                     bad = (long long)m * O + o;
@@ -280,9 +280,9 @@ int att_fix_scores(float *row, const float *qrow, const float *kh, int ldk, int 
             row[j] = -INFINITY;
             continue;
         }
-        const double s = dot_double(qrow, kh + (size_t)j * ldk, 1, d) + (fm ? fm[j] : 0.0);
-        bad |= s > FLT_MAX;
-        row[j] = s < -FLT_MAX ? -INFINITY : (float)s;
+        const double s = dot_double(qrow, kh + (size_t)j * ldk, 1, d) + (fm ? (double)fm[j] : 0.0);
+        bad |= s > (double)FLT_MAX;
+        row[j] = s < -(double)FLT_MAX ? -INFINITY : (float)s;
     }
     return bad;
 }
@@ -308,7 +308,7 @@ int att_fix_scores(float *row, const float *qrow, const float *kh, int ldk, int 
  * the out-projection are never flushed. */
 int att_flush_is_exact(int S, int E, float vmax, float womax)
 {
-    return (double)S * FLT_MIN * (double)vmax * E * womax <= 1e-6;
+    return (double)S * (double)FLT_MIN * (double)vmax * E * (double)womax <= 1e-6;
 }
 
 /* The floating-point control and status word (MXCSR; 0 without SSE). */

@@ -1,4 +1,4 @@
-/* kernels.h -- the fast path's loops over rows, internal to core/.
+/* kernels.h -- the fast kernel's loops over rows, internal to core/.
  *
  * attention.c organises a call (workspace, threads, steps in PyTorch's
  * order); these do the work on one block of rows: a projection on OpenBLAS

@@ -1,5 +1,5 @@
 /* reference.c -- att_forward_ref(): multi-head attention in plain loops
- * with double accumulation, no BLAS, no threads. Slow; the fast path
+ * with double accumulation, no BLAS, no threads. Slow; the fast kernel
  * (attention.c) is tested and benchmarked against it. */
 #include "core/attention.h"
 
@@ -16,12 +16,12 @@ static void ref_linear(double *y, const float *x, const float *W, const float *b
 {
     for (int m = 0; m < M; m++)
         for (int o = 0; o < O; o++) {
-            double s = b ? b[o] : 0.0;
+            double s = b ? (double)b[o] : 0.0;
             if (W)
                 for (int i = 0; i < K; i++)
-                    s += (double)x[(size_t)m * K + i] * W[(size_t)o * K + i];
+                    s += (double)x[(size_t)m * K + i] * (double)W[(size_t)o * K + i];
             else
-                s += x[(size_t)m * K + o];
+                s += (double)x[(size_t)m * K + o];
             y[(size_t)m * O + o] = s;
         }
 }
@@ -79,7 +79,7 @@ int att_forward_ref(float *out, float *weights, const struct att_params *p,
         goto range;
     const double sqrt_d = sqrt((double)d);
     for (size_t e = 0; e < nq; e++)
-        q[e] = p->has_scale ? q[e] * p->scale : q[e] / sqrt_d;
+        q[e] = p->has_scale ? q[e] * (double)p->scale : q[e] / sqrt_d;
     if (ref_range(q, N * L, E, RANGE_QSCALED, L, &re))
         goto range;
 
@@ -90,32 +90,32 @@ int att_forward_ref(float *out, float *weights, const struct att_params *p,
                 avg[j] = 0.0;
             for (int h = 0; h < H; h++) {
                 const float *fm = att_float_mask_row(p, n, h, i);
-                double mx = -INFINITY;
+                double mx = -(double)INFINITY;
                 int unblocked = 0;
                 for (int j = 0; j < S; j++) {
-                    row[j] = -INFINITY;
+                    row[j] = -(double)INFINITY;
                     if (att_blocked(p, n, h, i, j))
                         continue;
                     unblocked = 1;
-                    double s = fm ? fm[j] : 0.0;
+                    double s = fm ? (double)fm[j] : 0.0;
                     for (int c = 0; c < d; c++)
                         s += q[((size_t)n * L + i) * E + h * d + c] *
                              k[((size_t)n * S + j) * E + h * d + c];
-                    if (s > FLT_MAX) {
+                    if (s > (double)FLT_MAX) {
                         re = (struct range_error){RANGE_SCORE, n, h, i};
                         goto range;
                     }
-                    row[j] = s < -FLT_MAX ? -INFINITY : s; /* takes no weight */
+                    row[j] = s < -(double)FLT_MAX ? -(double)INFINITY : s; /* takes no weight */
                     if (row[j] > mx)
                         mx = row[j];
                 }
-                if (unblocked && mx == -INFINITY) {
+                if (unblocked && mx == -(double)INFINITY) {
                     re = (struct range_error){RANGE_ROW, n, h, i};
                     goto range;
                 }
                 double sum = 0.0;
                 for (int j = 0; j < S; j++) {
-                    row[j] = mx == -INFINITY ? 0.0 : exp(row[j] - mx);
+                    row[j] = mx == -(double)INFINITY ? 0.0 : exp(row[j] - mx);
                     sum += row[j];
                 }
                 for (int j = 0; j < S; j++) {
@@ -145,10 +145,10 @@ int att_forward_ref(float *out, float *weights, const struct att_params *p,
     /* 3. out = context · Woᵀ + bo */
     for (int m = 0; m < N * L; m++)
         for (int o = 0; o < E; o++) {
-            double s = p->out_proj_bias ? p->out_proj_bias[o] : 0.0;
+            double s = p->out_proj_bias ? (double)p->out_proj_bias[o] : 0.0;
             if (p->out_proj_weight)
                 for (int c = 0; c < E; c++)
-                    s += ctx[(size_t)m * E + c] * p->out_proj_weight[(size_t)o * E + c];
+                    s += ctx[(size_t)m * E + c] * (double)p->out_proj_weight[(size_t)o * E + c];
             else
                 s += ctx[(size_t)m * E + o];
             if (att_out_of_range(s)) {

@@ -2,7 +2,7 @@
  *
  * jansson builds a 32-byte node per number and parses big numeric arrays at
  * about 45 MB/s; json_dumps writes them at about 55 MB/s. This module is the
- * fast path for tensors, in both directions, with no DOM:
+ * fast route for tensors, in both directions, with no DOM:
  *
  *   Writing. jsonnum_format_float() writes the shortest decimal that reads
  *   back as the same float32 -- "0.1", not "0.100000001" -- both directly

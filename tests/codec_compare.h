@@ -1,5 +1,5 @@
 /* codec_compare.h -- do two decoded requests say the same thing?
- * Used by the differential tests of the codec's fast path against its
+ * Used by the differential tests of the codec's fast decoder against its
  * jansson reference (tests/test_codec.c, tests/fuzz/fuzz_codec.c). */
 #ifndef TESTS_CODEC_COMPARE_H
 #define TESTS_CODEC_COMPARE_H

@@ -49,7 +49,7 @@ cases = {
                            '{"num_heads": 1, "num_heads": 2, "query": [[1]]}'),
     "json_deep_nesting": (400, "invalid_json", "depth", None, "[" * 10000 + "]" * 10000),
     "json_garbage_bytes": (400, "invalid_json", "invalid JSON", None, "\x01\x02garbage\xff"),
-    # a NUL inside a value once sent the fast path's value skipper into an
+    # a NUL inside a value once sent the fast decoder's value skipper into an
     # endless loop (found by make fuzz)
     # (jansson, the reference, ignores one NUL right after a number; these
     # NULs stand where a value starts)

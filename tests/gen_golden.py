@@ -547,7 +547,7 @@ def case_larger(g):
 
 
 
-# Numbers at the edges (issue 8): each answers what PyTorch float64 answers.
+# Numbers at the edges: each answers what PyTorch float64 answers.
 # Identity projections unless given, as the service defines them.
 
 def f32(x):

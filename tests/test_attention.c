@@ -131,7 +131,7 @@ static void make_case(struct att_params *p, struct rinputs *in, const struct rca
     p->positional_encoding = c->pe;
 }
 
-/* Run the fast path and the reference on case c; 1 if they agree. */
+/* Run the fast kernel and the reference on case c; 1 if they agree. */
 static int compare_case(const struct rcase *c, unsigned long long seed)
 {
     struct att_params p;
@@ -701,7 +701,7 @@ Test(attention, averaged_weights_are_the_mean_over_all_heads_blocked_ones_adding
 }
 
 /* ---------------------------------------------------------------------- */
-/* The range rule (attention.h "Range"), on the examples of issue 8.        */
+/* The range rule (attention.h "Range"), on the examples that were wrong.   */
 
 /* One-head attention with E = kdim = vdim = 1 unless given: q (L), k, v (S). */
 struct tiny {
@@ -719,8 +719,8 @@ static void tiny_init(struct tiny *t, const float *q, int L, const float *k, con
 }
 
 /* Both paths answer rc; with ATT_ERANGE the message contains needle. The
- * reference runs first, the fast path last, so the caller's checks of
- * t->out and t->w are on the fast path's answer, and the two must agree.
+ * reference runs first, the fast kernel last, so the caller's checks of
+ * t->out and t->w are on the fast kernel's answer, and the two must agree.
  * att_forward_checked() must answer as att_forward(), to the bit. */
 static void expect_both(struct tiny *t, int rc, const char *needle)
 {
@@ -757,7 +757,7 @@ static void expect_both(struct tiny *t, int rc, const char *needle)
 
 Test(attention_range, every_score_overflowing_downward_is_400_not_a_masked_row)
 {
-    /* issue 8, bug 2: was 200 with output = out_proj_bias and weights 0 */
+    /* was 200 with output = out_proj_bias and weights 0 */
     const float q[1] = {1e20f}, k[2] = {-1e20f, -2e20f}, v[2] = {1, 2}, bo[1] = {0.5f};
     struct tiny t;
     tiny_init(&t, q, 1, k, v, 2);
@@ -857,7 +857,7 @@ Test(attention_range, a_blocked_keys_score_never_matters)
 
 Test(attention_range, subnormals_are_computed_not_flushed)
 {
-    /* issue 8, bug 3: a subnormal value times 1e38; was 0 under DAZ/FTZ */
+    /* a subnormal value times 1e38; was 0 under DAZ/FTZ */
     const float one[1] = {1.0f}, tiny_v[1] = {1e-39f}, w38[1] = {1e38f};
     struct tiny t;
     tiny_init(&t, one, 1, one, tiny_v, 1);

@@ -249,7 +249,7 @@ Test(codec, error_body_names_slug_and_message)
 
 Test(codec, escaped_base64_is_read_as_jansson_reads_it)
 {
-    /* "\/" is JSON for "/": the fast path leaves escapes to jansson. */
+    /* "\/" is JSON for "/": the fast decoder leaves escapes to jansson. */
     struct codec_request r;
     struct api_error e;
     cr_assert_eq(decode(&r, "{\"query\": {\"shape\": [1, 1], \"dtype\": \"float32\", \"b64\": "
@@ -274,7 +274,7 @@ static float first_query_value(const char *body, struct api_error *e, int *rc)
     float v = *rc == 0 ? r.p.query[0] : NAN;
     codec_request_deinit(&r);
     const char *diff = codec_compare_paths(body, strlen(body), &lim);
-    cr_expect_null(diff, "fast path and reference differ (%s) on %s", diff, body);
+    cr_expect_null(diff, "fast decoder and reference differ (%s) on %s", diff, body);
     return v;
 }
 
@@ -375,7 +375,7 @@ Test(codec, neg_inf_in_float_masks_in_every_form)
 }
 
 /* ---------------------------------------------------------------------- */
-/* The fast path against the jansson reference: the same answer, bit for
+/* The fast decoder against the jansson reference: the same answer, bit for
  * bit, on every valid request and the same error on every invalid one.   */
 
 static char *slurp(const char *path, size_t *len)
@@ -477,7 +477,7 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
     }
     cr_log_info("%d requests compared, %d accepted", runs, accepted);
     cr_assert_gt(accepted, runs / 20, "too few valid inputs to mean anything (%d)", accepted);
-    cr_assert_eq(failed, 0, "%d of %d inputs decoded differently by the fast path", failed,
+    cr_assert_eq(failed, 0, "%d of %d inputs decoded differently by the fast decoder", failed,
                  runs);
 }
 

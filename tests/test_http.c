@@ -815,7 +815,7 @@ Test(http, health_readiness_metrics_and_spec)
     cr_assert_eq(server_stop(&s), 0);
 }
 
-/* Numbers at the edges (issue 8): any JSON number is a tensor value,
+/* Numbers at the edges: any JSON number is a tensor value,
  * integer fields stay integers, and -inf blocks in float masks. */
 Test(http, numbers_at_the_edges)
 {

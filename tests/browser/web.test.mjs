@@ -4,7 +4,7 @@
 // free port. Run through scripts/browser-test.sh (which installs what is
 // missing), or directly: node tests/browser/web.test.mjs
 //
-// What is checked (issue 4, "Tests"):
+// What is checked:
 //   1. sentence example: the large heatmap's pixel at the cell with the
 //      largest weight and at the one with the smallest has the colour the
 //      scale gives those values (window.attn.colorFor), the weights the page
