@@ -155,12 +155,16 @@ static enum MHD_Result send_copy(struct req *r, int status, const char *text, si
 /* ---------------------------------------------------------------------- */
 /* The job: runs on a pool worker with a big stack.                        */
 
+static void release_body_cb(void *r)
+{
+    release_body(r);
+}
+
 static void run_job(void *arg)
 {
     struct req *r = arg;
     const struct service_times t = {r->t0, r->t_body};
-    service_attention(&r->srv->limits, r->body, r->len, &t, &r->ans);
-    release_body(r);
+    service_attention(&r->srv->limits, r->body, r->len, &t, release_body_cb, r, &r->ans);
     r->done = 1;
     MHD_resume_connection(r->conn);
 }
@@ -240,7 +244,7 @@ static int open_static(const struct req *r, const char *url, const char **type,
     if (!ok || snprintf(path, sizeof path, "%s/%s", r->srv->cfg.static_dir, rel) >=
                    (int)sizeof path)
         return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))) {
         close(fd);
         fd = -1;

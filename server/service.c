@@ -86,7 +86,8 @@ static double lap(double *mark)
 }
 
 void service_attention(const struct codec_limits *lim, const char *body, size_t len,
-                       const struct service_times *t, struct service_answer *a)
+                       const struct service_times *t, void (*release)(void *), void *cls,
+                       struct service_answer *a)
 {
     memset(a, 0, sizeof *a);
     double d[STAGE_COUNT] = {0}, mark = t->body_done; /* a stage not run took 0 s */
@@ -99,6 +100,8 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
 
     /* 1. decode: validates everything, att_check() included, once */
     const int rc = codec_decode_request(&r, body, len, lim, &e);
+    if (release)
+        release(cls); /* the request holds its own copies now */
     d[STAGE_DECODE] = lap(&mark);
     if (rc) {
         service_error(a, e.code, e.msg);

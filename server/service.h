@@ -7,7 +7,7 @@
  * Nothing here knows libmicrohttpd, so tests call it directly.
  *
  *     struct service_answer a;
- *     service_attention(&limits, body, len, &times, &a);
+ *     service_attention(&limits, body, len, &times, NULL, NULL, &a);
  *     ... send a.status, a.timing and the body (buffer or reader) ...
  *     service_answer_free(&a);
  */
@@ -44,9 +44,12 @@ double service_now(void);
 struct codec_limits service_limits(const struct cfg *c);
 
 /* Answer one POST /attention body. Always fills a: 200 with the result,
- * or a 4xx/5xx with a JSON error body. */
+ * or a 4xx/5xx with a JSON error body. release(cls), when given, is called
+ * as soon as the body is no longer needed (after decoding, before the
+ * computation), so the caller can give its memory back early. */
 void service_attention(const struct codec_limits *lim, const char *body, size_t len,
-                       const struct service_times *t, struct service_answer *a);
+                       const struct service_times *t, void (*release)(void *), void *cls,
+                       struct service_answer *a);
 
 /* An error answer (code: enum http_error; msg NULL for the default). */
 void service_error(struct service_answer *a, int code, const char *msg);

@@ -468,6 +468,13 @@ Test(http, http_level_errors)
     a = request(s.port, "PUT", "/metrics", NULL, 0, NULL, 0);
     expect_error(&a, 405, "method_not_allowed", "use GET");
     free(a.body);
+    /* messages that quote what the client sent stay JSON */
+    a = request(s.port, "GET", "/%FF.js", NULL, 0, NULL, 0);
+    expect_error(&a, 404, "not_found", "/\xef\xbf\xbd.js");
+    free(a.body);
+    a = request(s.port, "POST", "/attention", ok, strlen(ok), "text/\xff", 0);
+    expect_error(&a, 415, "unsupported_media_type", "text/\xef\xbf\xbd");
+    free(a.body);
     a = request(s.port, "POST", "/attention", ok, strlen(ok), "text/plain", 0);
     expect_error(&a, 415, "unsupported_media_type", "text/plain");
     free(a.body);
@@ -1067,4 +1074,57 @@ Test(http, static_files_are_sent_from_disk_with_a_size_cap, .timeout = 60)
     }
     rmdir(dir);
     free(bytes);
+}
+
+/* A body of rows x cols copies of 0.5 with extra JSON fields. */
+static char *uniform_body(int rows, int cols, const char *extra)
+{
+    size_t cap = (size_t)rows * (cols * 4 + 4) + 256, o = 0;
+    char *b = malloc(cap);
+    o += (size_t)snprintf(b + o, cap - o, "{\"query\": [");
+    for (int i = 0; i < rows; i++) {
+        b[o++] = '[';
+        for (int j = 0; j < cols; j++)
+            memcpy(b + o, j + 1 < cols ? "0.5," : "0.5]", 4), o += 4;
+        if (i + 1 < rows)
+            b[o++] = ',';
+    }
+    snprintf(b + o, cap - o, "], \"num_heads\": 1%s}", extra);
+    return b;
+}
+
+struct bg_post {
+    int port;
+    const char *body;
+    struct answer a;
+};
+
+static void *bg_post_run(void *arg)
+{
+    struct bg_post *p = arg;
+    p->a = post(p->port, p->body);
+    return NULL;
+}
+
+/* A body is given back to max_inflight_bytes once it is decoded, not when
+ * its answer is ready: while A (655 KB) computes and encodes its 4 M
+ * weights, B (410 KB) fits in the 1 MB budget beside it. */
+Test(http, body_budget_is_given_back_after_decoding, .timeout = 120)
+{
+    const char *flags[] = {"--workers", "1", "--max-inflight-bytes", "1M", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char *a_body = uniform_body(2048, 80, "");
+    char *b_body = uniform_body(1600, 64, ", \"need_weights\": false");
+    cr_assert(strlen(a_body) + strlen(b_body) > (1u << 20) && strlen(a_body) < (1u << 20));
+    struct bg_post a = {s.port, a_body, {0}};
+    pthread_t th;
+    pthread_create(&th, NULL, bg_post_run, &a);
+    usleep(100000); /* A is uploaded and decoded; its answer takes longer */
+    struct answer b = post(s.port, b_body);
+    pthread_join(th, NULL);
+    cr_assert_eq(a.a.status, 200, "%.200s", a.a.body);
+    cr_assert_eq(b.status, 200, "the budget still held A's body: %.200s", b.body);
+    free(a.a.body), free(b.body), free(a_body), free(b_body);
+    cr_assert_eq(server_stop(&s), 0);
 }

@@ -22,7 +22,7 @@ static void run(const char *body, struct service_answer *a)
     const struct codec_limits lim = limits();
     const double now = service_now();
     const struct service_times t = {now - 0.5, now - 0.2}; /* 300 ms upload, 200 ms queue */
-    service_attention(&lim, body, strlen(body), &t, a);
+    service_attention(&lim, body, strlen(body), &t, NULL, NULL, a);
 }
 
 /* The whole answer: the buffer, or everything the reader gives. */
@@ -157,4 +157,31 @@ Test(service, stages_are_counted_in_the_metrics)
                  jobs + 1);
     cr_assert_geq(metric("attention_stage_duration_seconds_bucket{stage=\"receive\",le=\"+Inf\"} "),
                   1);
+}
+
+/* An error message may quote bytes a client sent, or be cut inside a
+ * character: the body is still JSON (UTF-8), with U+FFFD for each bad byte. */
+Test(service, error_bodies_are_valid_json_whatever_the_message)
+{
+    const char *msgs[] = {"no file at /\xff.js", "cut in a character: \xc3",
+                          "overlong \xc0\xaf and surrogate \xed\xa0\x80", "fine: \xc3\xa9"};
+    const char *want[] = {"no file at /\xef\xbf\xbd.js", "cut in a character: \xef\xbf\xbd",
+                          "overlong \xef\xbf\xbd\xef\xbf\xbd and surrogate "
+                          "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", "fine: \xc3\xa9"};
+    for (int i = 0; i < 4; i++) {
+        size_t len;
+        char *body = api_error_body(ERR_NOT_FOUND, msgs[i], &len);
+        cr_assert_not_null(body, "message %d", i);
+        json_t *j = json_loadb(body, len, 0, NULL);
+        cr_assert_not_null(j, "%s", body);
+        cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "error"),
+                                                           "message")), want[i]);
+        json_decref(j);
+        free(body);
+    }
+    /* through the service: jansson quotes the raw bytes of a bad key */
+    struct service_answer a;
+    run("{\"q\\\xd9\x90\": 1}", &a);
+    cr_assert_eq(a.status, 400, "%d %.*s", a.status, (int)a.len, a.body ? a.body : "");
+    service_answer_free(&a);
 }
