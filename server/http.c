@@ -293,8 +293,10 @@ static enum MHD_Result serve_get(struct req *r, const char *url)
         struct pool_stats ps;
         size_t len;
         pool_get_stats(s->pool, &ps);
-        char *text = metrics_write(ps.queued, ps.busy, ps.workers, atomic_load(&s->draining),
-                                   &len);
+        const struct metrics_gauges g = {ps.queued, ps.busy, ps.workers,
+                                         atomic_load(&s->draining),
+                                         atomic_load(&s->inflight_bytes)};
+        char *text = metrics_write(&g, &len);
         if (!text)
             return send_error(r, ERR_INTERNAL, "out of memory writing metrics");
         return send_owned(r, 200, text, len, "text/plain; version=0.0.4");

@@ -81,8 +81,7 @@ static void write_histogram(FILE *f, const char *name, const char *label,
     }
 }
 
-char *metrics_write(int queue_depth, int busy_workers, int workers, int draining,
-                    size_t *len)
+char *metrics_write(const struct metrics_gauges *g, size_t *len)
 {
     char *text = NULL;
     size_t size = 0;
@@ -121,8 +120,10 @@ char *metrics_write(int queue_depth, int busy_workers, int workers, int draining
                "# HELP attention_workers Worker threads.\n"
                "# TYPE attention_workers gauge\nattention_workers %d\n"
                "# HELP attention_draining 1 while shutting down.\n"
-               "# TYPE attention_draining gauge\nattention_draining %d\n",
-            queue_depth, busy_workers, workers, draining);
+               "# TYPE attention_draining gauge\nattention_draining %d\n"
+               "# HELP attention_inflight_bytes Request body bytes held (max_inflight_bytes).\n"
+               "# TYPE attention_inflight_bytes gauge\nattention_inflight_bytes %lld\n",
+            g->queue_depth, g->busy_workers, g->workers, g->draining, g->inflight_bytes);
     if (fclose(f) != 0) {
         free(text);
         return NULL;

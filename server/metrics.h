@@ -29,8 +29,13 @@ const char *metrics_stage_name(enum metrics_stage s);
 /* Stage times of one POST /attention job, in seconds. */
 void metrics_record_stages(const double seconds[STAGE_COUNT]);
 
+/* The gauges the caller reads off the server at scrape time. */
+struct metrics_gauges {
+    int queue_depth, busy_workers, workers, draining;
+    long long inflight_bytes; /* request bodies held (max_inflight_bytes) */
+};
+
 /* Write everything, plus the given gauges, as a malloc'd text (caller frees). */
-char *metrics_write(int queue_depth, int busy_workers, int workers, int draining,
-                    size_t *len);
+char *metrics_write(const struct metrics_gauges *g, size_t *len);
 
 #endif

@@ -802,6 +802,7 @@ Test(http, health_readiness_metrics_and_spec)
     cr_assert(strstr(a.body, "attention_http_request_duration_seconds_bucket{endpoint=\"attention\",le=\"+Inf\"} 2\n"));
     cr_assert(strstr(a.body, "attention_queue_depth 0\n"));
     cr_assert(strstr(a.body, "attention_workers_busy 0\n"));
+    cr_assert(strstr(a.body, "attention_inflight_bytes 0\n"));
     cr_assert(strstr(a.body, "attention_jobs_total 1\n"));
     for (int i = 0; i < 5; i++) {
         char want[96];
@@ -1120,9 +1121,21 @@ Test(http, body_budget_is_given_back_after_decoding, .timeout = 120)
     struct bg_post a = {s.port, a_body, {0}};
     pthread_t th;
     pthread_create(&th, NULL, bg_post_run, &a);
-    usleep(100000); /* A is uploaded and decoded; its answer takes longer */
+    /* wait until the worker is busy with A and holds no body bytes: A is
+     * decoded and still being computed or encoded (its 4 M weights take
+     * far longer than a poll) */
+    int seen = 0;
+    for (int i = 0; i < 2000 && !seen; i++) {
+        struct answer m = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
+        seen = m.body && strstr(m.body, "attention_workers_busy 1\n") &&
+               strstr(m.body, "attention_inflight_bytes 0\n");
+        free(m.body);
+        if (!seen)
+            usleep(2000);
+    }
     struct answer b = post(s.port, b_body);
     pthread_join(th, NULL);
+    cr_assert(seen, "never saw A computing with its body given back");
     cr_assert_eq(a.a.status, 200, "%.200s", a.a.body);
     cr_assert_eq(b.status, 200, "the budget still held A's body: %.200s", b.body);
     free(a.a.body), free(b.body), free(a_body), free(b_body);
