@@ -390,7 +390,8 @@ static void reserve_body(struct req *r)
 
 /* Append a piece of body. Memory is bounded twice: per request by
  * max_body_bytes (413) and for the whole server by max_inflight_bytes (503),
- * which counts the bytes received and not yet handed back. Past either,
+ * which counts the body bytes received and not yet decoded (the job gives
+ * them back as soon as the request is decoded). Past either,
  * the rest is read and dropped so the answer can be sent. */
 static int append_body(struct req *r, const char *data, size_t n)
 {
