@@ -17,7 +17,9 @@ static const char *const keys[] = {
     "max_inflight_bytes",
     "max_tensor_elements", "max_batch", "max_target_len", "max_source_len",
     "max_embed_dim", "max_heads", "max_weights_elements", "conn_timeout",
-    "conn_memory_limit", "log_level", "static_dir",
+    "conn_memory_limit", "max_connections", "header_timeout", "body_timeout",
+    "min_upload_rate", "min_send_rate", "max_answer_bytes", "drain_timeout", "log_level",
+    "static_dir",
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -103,6 +105,13 @@ Test(config, defaults)
     cr_expect_eq(c.max_weights_elements, 67108864);
     cr_expect_eq(c.conn_timeout, 30);
     cr_expect_eq(c.conn_memory_limit, 32768);
+    cr_expect_eq(c.max_connections, 1024);
+    cr_expect_eq(c.header_timeout, 20);
+    cr_expect_eq(c.body_timeout, 120);
+    cr_expect_eq(c.min_upload_rate, 1024);
+    cr_expect_eq(c.min_send_rate, 1024);
+    cr_expect_eq(c.max_answer_bytes, 1LL << 30);
+    cr_expect_eq(c.drain_timeout, 20);
     cr_expect_eq(c.log_level, CFG_LOG_INFO);
     cr_expect_str_eq(c.static_dir, "web");
 }
@@ -628,7 +637,7 @@ Test(config, every_key_has_a_flag)
     /* A value other than the default for each of keys[]. */
     static const char *const values[NKEYS] = {
         "1.2.3.4", "1", "3", "5", "2", "2M", "3M", "7", "8", "9", "10", "11", "12", "13", "14",
-        "32K", "warn", "d",
+        "32K", "100", "5", "60", "2K", "3K", "2G", "10", "warn", "d",
     };
     for (size_t i = 0; i < NKEYS; i++) {
         char flag[64];
