@@ -69,7 +69,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean
-.PHONY: lint readme-check
+.PHONY: lint readme-check soak
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -153,6 +153,13 @@ browser-test: deps-build
 
 test: deps-test
 	$(MAKE) unit http-test lint-openapi browser-test readme-check
+	$(MAKE) soak SOAK_SECONDS=10
+
+# A mixed load (valid, invalid, aborted and slow clients) for SOAK_SECONDS
+# (60 by default); RSS and open descriptors before and after.
+SOAK_SECONDS ?= 60
+soak: $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) SOAK_SECONDS=$(SOAK_SECONDS) tests/soak.sh
 
 # Benchmarks: tables on stdout, CSV and plots under build/bench/.
 bench:
