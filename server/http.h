@@ -1,12 +1,14 @@
 /* http.h -- the HTTP front of the service, on libmicrohttpd.
  *
- * One internal polling thread (epoll) does the network work only: it frames
+ * One internal polling thread (poll) does the network work only: it frames
  * requests, enforces the body limit, routes, serves the small GET endpoints
  * and static files, and for POST /attention suspends the connection and
  * hands the body to the worker pool. A worker runs the job
  * (server/service.h: decode, compute, encode) and resumes the connection;
  * the polling thread then queues the answer. A full queue is answered 503
- * at once.
+ * at once. A watchdog thread holds every connection to its deadlines
+ * (header_timeout, body_timeout, min_upload_rate, min_send_rate) and to
+ * max_connections; see "Connections" in http.c.
  *
  *     struct http_server *s = http_start(&cfg, pool, err, sizeof err);
  *     ... wait for SIGTERM ...
