@@ -39,12 +39,12 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CONFIG_SRC := config/config.c
 SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c server/scan.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
-             server/metrics.c \
+             server/metrics.c server/cors.c server/tls.c \
              server/pool.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/embed.o
 SERVER    := $(BUILD)/attention-server
-SVC_LIBS  := -lmicrohttpd -ljansson $(BLAS_LIBS) -lm
+SVC_LIBS  := -lmicrohttpd -lgnutls -ljansson $(BLAS_LIBS) -lm
 
 DEMO      := $(BUILD)/attention-demo
 DEMO_SRC  := examples/demo.c

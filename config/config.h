@@ -72,6 +72,9 @@ struct cfg {
     int drain_timeout;              /* 20 seconds; 1..3600: SIGTERM's deadline */
     int log_level;                  /* enum cfg_log_level; written error|warn|info|debug; info */
     char static_dir[256];           /* "web"; the browser client's static files; non-empty */
+    char tls_cert_file[256];        /* ""; PEM certificate (chain); "" = plain HTTP */
+    char tls_key_file[256];         /* ""; PEM private key (both or neither: server/tls.h) */
+    char cors_allow_origin[1024];   /* ""; "" = no CORS, "*", or "https://a.example,..." */
 };
 
 /* Fill c with the defaults (every byte, padding and string tails included). */

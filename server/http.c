@@ -29,9 +29,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "server/cors.h"
 #include "server/errors.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "server/tls.h"
 
 /* openapi.yaml, linked into the binary (server/embed.S). */
 extern const char openapi_yaml[], openapi_yaml_end[];
@@ -92,6 +94,7 @@ struct http_server {
     struct codec_limits limits;
     struct pool *pool;
     struct MHD_Daemon *daemon;
+    struct tls_pem tls; /* HTTPS certificate and key, or NULLs */
     int port;
     atomic_int draining;
     atomic_int active; /* requests between first call and completion */
@@ -125,6 +128,7 @@ struct req {
     int over_budget;   /* max_inflight_bytes reached: answer 503 */
     struct conn *c;    /* its connection, or NULL */
     int fd;            /* the connection's socket, for the worker's look */
+    int preflight;     /* OPTIONS with CORS on: answer 204 (send_preflight) */
     /* job, written by the worker before it resumes the connection */
     int submitted, done, client_gone;
     struct service_answer ans;
@@ -190,7 +194,8 @@ static void conn_cut(struct http_server *s, struct conn *c, int e, const char *m
     c->cut = 1;
     s->live--;
     c->t_cut = 0;
-    if (e >= 0 && !c->answered) {
+    /* (over TLS a raw write would corrupt the stream: the cut is silent) */
+    if (e >= 0 && !c->answered && !s->tls.cert) {
         size_t len = 0;
         char *body = api_error_body(e, msg, &len);
         char head[256];
@@ -378,14 +383,23 @@ static int client_gone(int fd)
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-/* Headers every answer may need, then queue resp (len bytes) with status. */
+/* The methods of r's path, for Allow and Access-Control-Allow-Methods. */
+static const char *allowed_methods(const struct req *r)
+{
+    return r->ep == EP_ATTENTION ? "POST" : "GET, HEAD";
+}
+
+/* Headers every answer may need, then queue resp (len bytes) with status.
+ * ctype NULL: no body, no Content-Type. */
 static enum MHD_Result send_response(struct req *r, int status, struct MHD_Response *resp,
                                      size_t len, const char *ctype)
 {
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    if (status == 405)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
-                                r->ep == EP_ATTENTION ? "POST" : "GET, HEAD");
+    if (ctype)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 405 || r->preflight)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allowed_methods(r));
+    cors_add_headers(resp, r->srv->cfg.cors_allow_origin,
+                     MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"));
     if (status == 503)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
     if (r->ans.timing[0])
@@ -462,6 +476,18 @@ static enum MHD_Result send_error(struct req *r, enum http_error e, const char *
     if (!body)
         return MHD_NO;
     return send_owned(r, http_error_status(e), body, len, "application/json");
+}
+
+/* 204 to OPTIONS on a path that exists, while CORS is on: a preflight. */
+static enum MHD_Result send_preflight(struct req *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    cors_add_preflight_headers(resp, r->srv->cfg.cors_allow_origin,
+                               MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"),
+                               allowed_methods(r));
+    return send_response(r, 204, resp, 0, NULL);
 }
 
 static enum MHD_Result send_copy(struct req *r, int status, const char *text, size_t len,
@@ -672,22 +698,33 @@ static int is_json_type(const char *ct)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
+/* 1 when url is an endpoint or a file of the web client. */
+static int path_exists(const struct req *r, const char *url)
+{
+    const char *type;
+    struct stat st;
+    int fd = r->ep == EP_STATIC ? open_static(r, url, &type, &st) : -2;
+    if (fd >= 0)
+        close(fd);
+    return fd != -1;
+}
+
 /* First call: checks that need only the headers. Returns an error to send
- * now, or -1 when the request may go on. */
+ * now, or -1 when the request may go on (r->preflight: answer it 204). */
 static int early_check(struct req *r, const char *url, char *msg, size_t msglen)
 {
     struct http_server *s = r->srv;
     int is_get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+    if (strcmp(r->method, "OPTIONS") == 0 && cors_enabled(s->cfg.cors_allow_origin) &&
+        path_exists(r, url)) {
+        r->preflight = 1;
+        return -1;
+    }
     if (r->ep != EP_ATTENTION) {
         if (is_get)
             return -1;
         /* 405 is for a path that exists with another method */
-        const char *type;
-        struct stat st;
-        int fd = r->ep == EP_STATIC ? open_static(r, url, &type, &st) : -2;
-        if (fd >= 0)
-            close(fd);
-        if (fd == -1) {
+        if (!path_exists(r, url)) {
             r->ep = EP_OTHER;
             snprintf(msg, msglen, "no endpoint or file at %.120s", r->path);
             return ERR_NOT_FOUND;
@@ -829,12 +866,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return r->sent_status ? MHD_YES : MHD_NO;
     }
     if (*upload_data_size) { /* 2. body pieces */
-        int rc = append_body(r, upload_data, *upload_data_size);
+        int rc = r->preflight ? 0 : append_body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
         phase_progress(s, r->c, r->len);
         return rc == 0 ? MHD_YES : MHD_NO;
     }
-    if (r->ep != EP_ATTENTION) { /* 3. final call */
+    if (r->preflight) /* 3. final call (answered now, so the connection stays open) */
+        return send_preflight(r);
+    if (r->ep != EP_ATTENTION) {
         phase_set(s, r->c, PH_OTHER);
         return serve_get(r, url);
     }
@@ -923,14 +962,27 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
         http_stop(s);
         return NULL;
     }
+    if (tls_pem_load(&s->tls, c, err, errlen) != 0) {
+        http_stop(s);
+        return NULL;
+    }
+    /* HTTPS when the PEM files are set (libmicrohttpd does TLS with GnuTLS) */
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls.cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls.key},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    errno = 0;
     /* poll(), not epoll: libmicrohttpd 0.9.75 in epoll mode can miss a
      * close that arrives together with data (a request line, then FIN), and
      * the connection sits in CLOSE-WAIT, holding its slot and its body's
      * bytes, until its timeout. poll() reports the hang-up every round; it
-     * costs a scan of the open sockets per round (README, Performance). */
+     * costs a scan of the open sockets per round (README, Hostile clients). */
     s->daemon = MHD_start_daemon(
-        MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+        MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+            (s->tls.cert ? MHD_USE_TLS : 0),
         (uint16_t)c->port, NULL, NULL, on_request, s,
+        MHD_OPTION_ARRAY, s->tls.cert ? tls_opts : tls_opts + 2,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->conn_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->conn_memory_limit,
@@ -999,6 +1051,7 @@ void http_stop(struct http_server *s)
         pthread_mutex_unlock(&s->lock);
         pthread_join(s->watchdog, NULL);
     }
+    tls_pem_deinit(&s->tls);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);
