@@ -86,6 +86,7 @@ struct conn {
     int cut;        /* the watchdog shut the socket; what comes is dropped */
     double t_phase, t_cut;               /* when the phase began; when cut */
     double t_win;                        /* start of the rate window */
+    int eof_seen;   /* watch_eof found the client's end of stream last tick */
     unsigned long long bytes, win_bytes; /* moved in this phase; at t_win */
 };
 
@@ -170,6 +171,7 @@ static void phase_set(struct http_server *s, struct conn *c, enum phase ph)
         return;
     pthread_mutex_lock(&s->lock);
     c->phase = ph;
+    c->eof_seen = 0;
     c->t_phase = c->t_win = service_now();
     c->bytes = c->win_bytes = 0;
     pthread_mutex_unlock(&s->lock);
@@ -181,6 +183,7 @@ static void phase_progress(struct http_server *s, struct conn *c, unsigned long 
         return;
     pthread_mutex_lock(&s->lock);
     c->bytes = bytes;
+    c->eof_seen = 0;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -214,10 +217,14 @@ static void conn_cut(struct http_server *s, struct conn *c, int e, const char *m
         c->t_cut = service_now();
         return;
     }
-    /* A reset, not a close: a slow reader's answer would otherwise still
-     * trickle out of the kernel's send buffer after the close. */
-    const struct linger lg = {1, 0};
-    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    /* A slow reader gets a reset, not a close: its answer would otherwise
+     * still trickle out of the kernel's send buffer after the close. Any
+     * other connection keeps what is queued (the tail of a previous
+     * answer, on a kept-alive one). */
+    if (c->phase == PH_SEND) {
+        const struct linger lg = {1, 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
     shutdown(c->fd, SHUT_RDWR);
 }
 
@@ -300,6 +307,25 @@ static int too_slow(struct conn *c, long long rate, double now)
     return slow;
 }
 
+/* A client that closed before its request was complete (headers or body
+ * still due) can never complete it. libmicrohttpd 0.9.75 in epoll mode
+ * misses that close when it arrives together with the last data, and the
+ * connection would sit in CLOSE-WAIT, holding its slot and its body's
+ * bytes, until conn_timeout. Seen here as an end of stream with nothing
+ * unread, on two ticks in a row with no progress between them (so a
+ * request read whole but not yet handed to on_request is never taken for
+ * one). */
+static int watch_eof(struct conn *c)
+{
+    char b;
+    const ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    const int eof = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                               errno != EINTR);
+    const int gone = eof && c->eof_seen;
+    c->eof_seen = eof;
+    return gone;
+}
+
 static void watch_one(struct http_server *s, struct conn *c, double now)
 {
     const struct cfg *cf = &s->cfg;
@@ -310,6 +336,10 @@ static void watch_one(struct http_server *s, struct conn *c, double now)
             shutdown(c->fd, SHUT_RDWR);
             c->t_cut = 0;
         }
+        return;
+    }
+    if ((c->phase == PH_HEADERS || c->phase == PH_BODY) && watch_eof(c)) {
+        conn_cut(s, c, -1, NULL);
         return;
     }
     switch (c->phase) {
@@ -333,9 +363,8 @@ static void watch_one(struct http_server *s, struct conn *c, double now)
             conn_cut(s, c, ERR_REQUEST_TIMEOUT, msg);
         }
         break;
-    case PH_SEND:
-        if ((s->t_cut_all > 0 && c->t_phase < s->t_cut_all) ||
-            too_slow(c, cf->min_send_rate, now))
+    case PH_SEND: /* also while draining: min_send_rate bounds it */
+        if (too_slow(c, cf->min_send_rate, now))
             conn_cut(s, c, -1, NULL);
         break;
     case PH_COMPUTE:
@@ -373,14 +402,18 @@ static struct conn *conn_of(struct MHD_Connection *conn)
     return ci ? ci->socket_context : NULL;
 }
 
-/* Whether the client of a connection waiting for its answer has closed it:
- * a read that would return 0 (end of stream) or a reset. Data waiting (a
- * pipelined request) means it is still there. */
+/* Whether the client of a connection waiting for its answer has gone: its
+ * socket was reset (a client that closes with unread data, or was killed
+ * mid-upload, resets). An end of stream alone is not taken as gone: a
+ * client may shut down its sending side after the request and still read
+ * the answer (HTTP/1.0 tools, nc -N), and a plain close looks the same
+ * from here; such an answer is computed, and freed at the first write
+ * that fails. */
 static int client_gone(int fd)
 {
     char b;
     const ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
 /* The methods of r's path, for Allow and Access-Control-Allow-Methods. */
@@ -930,6 +963,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r->c) { /* kept alive: the next request's headers are due */
         pthread_mutex_lock(&s->lock);
         r->c->phase = PH_HEADERS;
+        r->c->eof_seen = 0;
         r->c->kept_alive = 1;
         r->c->answered = 0;
         r->c->t_phase = r->c->t_win = service_now();
@@ -973,14 +1007,13 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
         {MHD_OPTION_END, 0, NULL},
     };
     errno = 0;
-    /* poll(), not epoll: libmicrohttpd 0.9.75 in epoll mode can miss a
-     * close that arrives together with data (a request line, then FIN), and
-     * the connection sits in CLOSE-WAIT, holding its slot and its body's
-     * bytes, until its timeout. poll() reports the hang-up every round; it
-     * costs a scan of the open sockets per round (README, Hostile clients). */
+    /* epoll, with the watchdog's end-of-stream check (watch_eof) for the
+     * close that libmicrohttpd 0.9.75 misses in this mode. Its poll mode
+     * sees that close, but also aborts a client that shuts down its
+     * sending side after a complete request and waits for the answer. */
     s->daemon = MHD_start_daemon(
-        MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-            (s->tls.cert ? MHD_USE_TLS : 0),
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+            MHD_USE_ERROR_LOG | (s->tls.cert ? MHD_USE_TLS : 0),
         (uint16_t)c->port, NULL, NULL, on_request, s,
         MHD_OPTION_ARRAY, s->tls.cert ? tls_opts : tls_opts + 2,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
@@ -1023,13 +1056,14 @@ int http_drain(struct http_server *s, int timeout_s)
         usleep(10000);
     int cut = 0;
     if (atomic_load(&s->active) > 0) {
-        /* the deadline: the watchdog closes every connection but those whose
-         * request is being computed; those are answered, however long that
+        /* the deadline: the watchdog closes uploads (503) and idle
+         * connections; requests being computed are answered, and answers
+         * being sent finish at min_send_rate or better, however long that
          * takes (a second signal stops at once: main.c) */
         pthread_mutex_lock(&s->lock);
         s->t_cut_all = service_now();
         for (struct conn *c = s->conns; c; c = c->next)
-            cut += !c->cut && (c->phase == PH_BODY || c->phase == PH_SEND);
+            cut += !c->cut && c->phase == PH_BODY;
         pthread_cond_signal(&s->wake);
         pthread_mutex_unlock(&s->lock);
         while (atomic_load(&s->active) > 0)

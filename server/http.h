@@ -1,6 +1,6 @@
 /* http.h -- the HTTP front of the service, on libmicrohttpd.
  *
- * One internal polling thread (poll) does the network work only: it frames
+ * One internal polling thread (epoll) does the network work only: it frames
  * requests, enforces the body limit, routes, serves the small GET endpoints
  * and static files, and for POST /attention suspends the connection and
  * hands the body to the worker pool. A worker runs the job
