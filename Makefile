@@ -39,12 +39,12 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CONFIG_SRC := config/config.c
 SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c server/scan.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
-             server/metrics.c \
+             server/metrics.c server/cors.c server/tls.c \
              server/pool.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/embed.o
 SERVER    := $(BUILD)/attention-server
-SVC_LIBS  := -lmicrohttpd -ljansson $(BLAS_LIBS) -lm
+SVC_LIBS  := -lmicrohttpd -lgnutls -ljansson $(BLAS_LIBS) -lm
 
 DEMO      := $(BUILD)/attention-demo
 DEMO_SRC  := examples/demo.c
@@ -69,7 +69,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean
-.PHONY: lint readme-check
+.PHONY: lint readme-check soak
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -153,6 +153,13 @@ browser-test: deps-build
 
 test: deps-test
 	$(MAKE) unit http-test lint-openapi browser-test readme-check
+	$(MAKE) soak SOAK_SECONDS=10
+
+# A mixed load (valid, invalid, aborted and slow clients) for SOAK_SECONDS
+# (60 by default); RSS and open descriptors before and after.
+SOAK_SECONDS ?= 60
+soak: $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) SOAK_SECONDS=$(SOAK_SECONDS) tests/soak.sh
 
 # Benchmarks: tables on stdout, CSV and plots under build/bench/.
 bench:

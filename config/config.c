@@ -20,6 +20,8 @@ enum opt_type {
     OPT_ADDR,  /* char array, IPv4 dotted address */
     OPT_PATH,  /* char array, any non-empty string that fits */
     OPT_LEVEL, /* int field, enum cfg_log_level written as a word */
+    OPT_FILE,  /* char array, a file name, or empty for "not used" */
+    OPT_ORIGINS, /* char array, empty, "*", or comma-separated http(s) origins */
 };
 
 struct opt {
@@ -68,8 +70,25 @@ static const struct opt opts[] = {
     INT(conn_timeout, 1, 3600, "30", "seconds a connection may stay idle"),
     BYTES(conn_memory_limit, 1LL << 14, 1LL << 24, "32K",
           "libmicrohttpd memory per connection"),
+    INT(max_connections, 1, 65536, "1024",
+        "open connections; past it idle ones are reclaimed, else 503"),
+    INT(header_timeout, 1, 3600, "20",
+        "seconds to receive a request's headers (from accept or the previous answer)"),
+    INT(body_timeout, 1, 3600, "120", "seconds to receive a request's body"),
+    BYTES(min_upload_rate, 0, 1LL << 30, "1K",
+          "bytes/s a body must arrive at, after a 5 s grace (0: no minimum)"),
+    BYTES(min_send_rate, 0, 1LL << 30, "1K",
+          "bytes/s a client must read an answer at, after a 5 s grace (0: no minimum)"),
+    BYTES(max_answer_bytes, 1LL << 20, 1LL << 40, "1G",
+          "answer bytes computed and not yet sent, all connections together (503 above)"),
+    INT(drain_timeout, 1, 3600, "20",
+        "seconds SIGTERM waits for requests before closing the ones still uploading"),
     LEVEL(log_level, "info", "least severe messages logged"),
     STR(static_dir, OPT_PATH, "web", "directory of the browser client's static files"),
+    STR(tls_cert_file, OPT_FILE, "", "PEM certificate (chain) for HTTPS; empty: plain HTTP"),
+    STR(tls_key_file, OPT_FILE, "", "PEM private key of tls_cert_file"),
+    STR(cors_allow_origin, OPT_ORIGINS, "",
+        "origins whose pages may call the service (CORS); empty: none"),
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -188,6 +207,49 @@ static void fmt_range(char *buf, size_t len, const struct opt *o)
     case OPT_LEVEL:
         snprintf(buf, len, "error|warn|info|debug");
         break;
+    case OPT_FILE:
+        snprintf(buf, len, "file name or empty, < %zu bytes", o->size);
+        break;
+    case OPT_ORIGINS:
+        snprintf(buf, len, "empty, *, or scheme://host[:port],...");
+        break;
+    }
+}
+
+/* One origin as browsers send it in Origin: http:// or https://, then a
+ * host and an optional :port, no path, no blanks ("https://a.example:8443").
+ * s is n bytes, not terminated. */
+static int is_origin(const char *s, size_t n)
+{
+    size_t k = strncmp(s, "https://", 8) == 0 ? 8 : strncmp(s, "http://", 7) == 0 ? 7 : 0;
+    if (k == 0 || k == n || n > 255)
+        return 0;
+    for (; k < n; k++)
+        if (!isalnum((unsigned char)s[k]) && !strchr("-._:[]", s[k]))
+            return 0;
+    return 1;
+}
+
+/* "" (no CORS), "*", or origins separated by commas (blanks around them
+ * allowed); 0 if v is one of those. *bad and *badlen: the offending item. */
+static int check_origins(const char *v, const char **bad, int *badlen)
+{
+    if (strcmp(v, "*") == 0 || *v == '\0')
+        return 0;
+    for (const char *p = v;;) {
+        while (*p == ' ')
+            p++;
+        size_t n = strcspn(p, ",");
+        size_t t = n;
+        while (t > 0 && p[t - 1] == ' ')
+            t--;
+        if (!is_origin(p, t)) {
+            *bad = p, *badlen = t > 64 ? 64 : (int)t;
+            return -1;
+        }
+        if (p[n] == '\0')
+            return 0;
+        p += n + 1;
     }
 }
 
@@ -241,6 +303,28 @@ static int set_opt(struct cfg *c, const struct opt *o, const char *value, char *
             return -1;
         }
         break;
+    case OPT_FILE:
+        if (strlen(value) >= o->size) {
+            errf(err, errlen, "%s: '%.64s...' must be shorter than %zu bytes", o->key, value,
+                 o->size);
+            return -1;
+        }
+        break;
+    case OPT_ORIGINS: {
+        const char *bad;
+        int badlen;
+        if (strlen(value) >= o->size) {
+            errf(err, errlen, "%s: '%.64s...' must be shorter than %zu bytes", o->key, value,
+                 o->size);
+            return -1;
+        }
+        if (check_origins(value, &bad, &badlen) != 0) {
+            errf(err, errlen, "%s: '%.*s' is not an origin (scheme://host[:port], e.g. "
+                 "https://app.example.com; or * alone)", o->key, badlen, bad);
+            return -1;
+        }
+        break;
+    }
     case OPT_LEVEL:
         for (int i = 0; i < (int)(sizeof level_names / sizeof level_names[0]); i++) {
             if (strcasecmp(value, level_names[i]) == 0) {
@@ -474,6 +558,7 @@ static void usage_flag(char *buf, size_t len, const char *key, enum opt_type typ
     static const char *const metavar[] = {
         [OPT_INT] = "N", [OPT_COUNT] = "N", [OPT_BYTES] = "SIZE",
         [OPT_ADDR] = "ADDR", [OPT_PATH] = "DIR", [OPT_LEVEL] = "LEVEL",
+        [OPT_FILE] = "FILE", [OPT_ORIGINS] = "LIST",
     };
     flag_name(buf, len, key);
     size_t n = strlen(buf);
@@ -499,7 +584,8 @@ void cfg_usage(FILE *out)
         usage_flag(flag, sizeof flag, o->key, o->type);
         env_name(env, sizeof env, o->key);
         fmt_range(range, sizeof range, o);
-        fprintf(out, "  %-25s %-26s %s (default %s; %s)\n", flag, env, o->help, o->def, range);
+        fprintf(out, "  %-25s %-26s %s (default %s; %s)\n", flag, env, o->help,
+                o->def[0] ? o->def : "empty", range);
     }
     for (size_t a = 0; a < NALIASES; a++) {
         char key_flag[64];
@@ -527,6 +613,8 @@ void cfg_dump(const struct cfg *c, FILE *out)
             break;
         case OPT_ADDR:
         case OPT_PATH:
+        case OPT_FILE:
+        case OPT_ORIGINS:
             fprintf(out, "%.*s\n", (int)o->size, field);
             break;
         case OPT_LEVEL:

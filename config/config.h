@@ -63,8 +63,18 @@ struct cfg {
     long long max_weights_elements; /* 67108864 (N·H·L·S of the weights output); 1..2^34 */
     int conn_timeout;               /* 30 seconds; 1..3600 */
     long long conn_memory_limit;    /* 32 KiB (libmicrohttpd per connection; it zeroes it per request); 16 KiB..16 MiB */
+    int max_connections;            /* 1024; 1..65536: open connections */
+    int header_timeout;             /* 20 seconds; 1..3600: to receive the headers */
+    int body_timeout;               /* 120 seconds; 1..3600: to receive the body */
+    long long min_upload_rate;      /* 1K bytes/s; 0..1G (0: none), after a 5 s grace */
+    long long min_send_rate;        /* 1K bytes/s; 0..1G (0: none), after a 5 s grace */
+    long long max_answer_bytes;     /* 1 GiB; 1 MiB..1 TiB: answers not yet sent, all together */
+    int drain_timeout;              /* 20 seconds; 1..3600: SIGTERM's deadline */
     int log_level;                  /* enum cfg_log_level; written error|warn|info|debug; info */
     char static_dir[256];           /* "web"; the browser client's static files; non-empty */
+    char tls_cert_file[256];        /* ""; PEM certificate (chain); "" = plain HTTP */
+    char tls_key_file[256];         /* ""; PEM private key (both or neither: server/tls.h) */
+    char cors_allow_origin[1024];   /* ""; "" = no CORS, "*", or "https://a.example,..." */
 };
 
 /* Fill c with the defaults (every byte, padding and string tails included). */

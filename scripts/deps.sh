@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 build="gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev libopenblas-dev"
 case "${1:-build}" in
 build) pkgs="$build" ;;
-test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev" ;;
+# openssl: the HTTPS test makes a self-signed certificate with it
+test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl" ;;
 bench) pkgs="$build libcurl4-openssl-dev python3-torch python3-numpy gnuplot-nox wrk curl bc" ;;
 # libFuzzer's runtime is only a Recommends of clang in Debian 12
 fuzz)  pkgs="$build clang libclang-rt-14-dev" ;;

@@ -20,6 +20,7 @@
     X(ERR_INVALID_PARAMETER, 400, "invalid_parameter", "a parameter is invalid")          \
     X(ERR_NOT_FOUND, 404, "not_found", "no such endpoint")                                \
     X(ERR_METHOD_NOT_ALLOWED, 405, "method_not_allowed", "method not allowed here")       \
+    X(ERR_REQUEST_TIMEOUT, 408, "request_timeout", "the request did not arrive in time")  \
     X(ERR_PAYLOAD_TOO_LARGE, 413, "payload_too_large", "the request exceeds a limit")     \
     X(ERR_UNSUPPORTED_MEDIA_TYPE, 415, "unsupported_media_type",                          \
       "Content-Type must be application/json")                                            \

@@ -1,16 +1,18 @@
 /* http.h -- the HTTP front of the service, on libmicrohttpd.
  *
- * One internal polling thread (epoll) does the network work only: it frames
+ * One internal polling thread (poll) does the network work only: it frames
  * requests, enforces the body limit, routes, serves the small GET endpoints
  * and static files, and for POST /attention suspends the connection and
  * hands the body to the worker pool. A worker runs the job
  * (server/service.h: decode, compute, encode) and resumes the connection;
  * the polling thread then queues the answer. A full queue is answered 503
- * at once.
+ * at once. A watchdog thread holds every connection to its deadlines
+ * (header_timeout, body_timeout, min_upload_rate, min_send_rate) and to
+ * max_connections; see "Connections" in http.c.
  *
  *     struct http_server *s = http_start(&cfg, pool, err, sizeof err);
  *     ... wait for SIGTERM ...
- *     http_drain(s, 60);    readiness 503, stop accepting, answer the rest
+ *     http_drain(s, 20);    readiness 503, stop accepting, answer the rest
  *     pool_close(pool);     run what is queued (those jobs resume connections)
  *     http_stop(s);         no more calls into the pool after this
  *     pool_free(pool);
@@ -34,8 +36,11 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
 int http_port(const struct http_server *s);
 
 /* Readiness goes to 503, the listening socket closes, and this waits up to
- * timeout_s seconds for every accepted request to be answered. Returns the
- * number of requests still open (0 when all were answered). */
+ * timeout_s seconds for every accepted request to be answered. At the
+ * deadline, requests still uploading get 503 shutting_down and every
+ * connection is closed except those whose request is being computed; this
+ * then waits for those to be answered. Returns the number of requests cut
+ * off at the deadline (0 when all were answered in time). */
 int http_drain(struct http_server *s, int timeout_s);
 
 /* Stop the daemon and free s. NULL is a no-op. */

@@ -1,7 +1,10 @@
 /* main.c -- attention-server: configuration, start-up, signal-driven drain.
  *
- * SIGTERM or SIGINT: readiness turns 503, the listening socket closes, every
- * accepted request is answered, then the process exits 0. */
+ * SIGTERM or SIGINT: readiness turns 503, the listening socket closes, and
+ * accepted requests are answered for up to drain_timeout seconds; then the
+ * ones still uploading are closed with 503, those being computed are still
+ * answered, and the process exits 0. A second SIGTERM or SIGINT exits at
+ * once, with status 1. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +19,17 @@
 
 extern char **environ;
 
-/* Seconds to wait for in-flight requests when draining. */
-#define DRAIN_TIMEOUT_S 120
+/* After the first signal: a second one stops the process at once, however
+ * far the drain has come. */
+static void *second_signal(void *arg)
+{
+    const sigset_t *sigs = arg;
+    int sig = 0;
+    sigwait(sigs, &sig);
+    static const char msg[] = "attention-server: second signal, stopping now\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
 
 int main(int argc, char **argv)
 {
@@ -65,11 +77,15 @@ int main(int argc, char **argv)
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "attention-server: %s, draining\n", strsignal(sig));
-    int left = http_drain(srv, DRAIN_TIMEOUT_S);
-    pool_close(pool); /* finishes queued jobs, which resume their connections */
+    fprintf(stderr, "attention-server: %s, draining (up to %d s)\n", strsignal(sig),
+            c.drain_timeout);
+    pthread_t second;
+    if (pthread_create(&second, NULL, second_signal, &sigs) != 0)
+        fprintf(stderr, "attention-server: warning: a second signal will not stop the drain\n");
+    int cut = http_drain(srv, c.drain_timeout);
+    pool_close(pool); /* every job has resumed its connection by now */
     http_stop(srv);
     pool_free(pool);
-    fprintf(stderr, "attention-server: stopped (%d requests unanswered)\n", left);
-    return left ? 1 : 0;
+    fprintf(stderr, "attention-server: stopped (%d requests cut off at drain_timeout)\n", cut);
+    return 0;
 }

@@ -122,8 +122,14 @@ char *metrics_write(const struct metrics_gauges *g, size_t *len)
                "# HELP attention_draining 1 while shutting down.\n"
                "# TYPE attention_draining gauge\nattention_draining %d\n"
                "# HELP attention_inflight_bytes Request body bytes held (max_inflight_bytes).\n"
-               "# TYPE attention_inflight_bytes gauge\nattention_inflight_bytes %lld\n",
-            g->queue_depth, g->busy_workers, g->workers, g->draining, g->inflight_bytes);
+               "# TYPE attention_inflight_bytes gauge\nattention_inflight_bytes %lld\n"
+               "# HELP attention_answer_bytes Answer bytes computed and not yet sent "
+               "(max_answer_bytes).\n"
+               "# TYPE attention_answer_bytes gauge\nattention_answer_bytes %lld\n"
+               "# HELP attention_connections_open Open TCP connections (max_connections).\n"
+               "# TYPE attention_connections_open gauge\nattention_connections_open %d\n",
+            g->queue_depth, g->busy_workers, g->workers, g->draining, g->inflight_bytes,
+            g->answer_bytes, g->connections_open);
     if (fclose(f) != 0) {
         free(text);
         return NULL;

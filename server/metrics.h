@@ -33,6 +33,8 @@ void metrics_record_stages(const double seconds[STAGE_COUNT]);
 struct metrics_gauges {
     int queue_depth, busy_workers, workers, draining;
     long long inflight_bytes; /* request bodies held (max_inflight_bytes) */
+    long long answer_bytes;   /* answers computed, not yet sent (max_answer_bytes) */
+    int connections_open;     /* TCP connections accepted and not yet closed */
 };
 
 /* Write everything, plus the given gauges, as a malloc'd text (caller frees). */

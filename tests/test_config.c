@@ -17,7 +17,9 @@ static const char *const keys[] = {
     "max_inflight_bytes",
     "max_tensor_elements", "max_batch", "max_target_len", "max_source_len",
     "max_embed_dim", "max_heads", "max_weights_elements", "conn_timeout",
-    "conn_memory_limit", "log_level", "static_dir",
+    "conn_memory_limit", "max_connections", "header_timeout", "body_timeout",
+    "min_upload_rate", "min_send_rate", "max_answer_bytes", "drain_timeout", "log_level",
+    "static_dir", "tls_cert_file", "tls_key_file", "cors_allow_origin",
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -103,8 +105,18 @@ Test(config, defaults)
     cr_expect_eq(c.max_weights_elements, 67108864);
     cr_expect_eq(c.conn_timeout, 30);
     cr_expect_eq(c.conn_memory_limit, 32768);
+    cr_expect_eq(c.max_connections, 1024);
+    cr_expect_eq(c.header_timeout, 20);
+    cr_expect_eq(c.body_timeout, 120);
+    cr_expect_eq(c.min_upload_rate, 1024);
+    cr_expect_eq(c.min_send_rate, 1024);
+    cr_expect_eq(c.max_answer_bytes, 1LL << 30);
+    cr_expect_eq(c.drain_timeout, 20);
     cr_expect_eq(c.log_level, CFG_LOG_INFO);
     cr_expect_str_eq(c.static_dir, "web");
+    cr_expect_str_eq(c.tls_cert_file, "");
+    cr_expect_str_eq(c.tls_key_file, "");
+    cr_expect_str_eq(c.cors_allow_origin, "");
 }
 
 Test(config, log_level_names)
@@ -296,6 +308,82 @@ Test(config, static_dir_length)
     expect_set_error("static_dir", "", "static_dir: '' must be non-empty and shorter than 256 bytes");
 }
 
+/* The TLS files may be empty (plain HTTP) or any name that fits; whether
+ * they exist and hold PEM is the server's check at start-up (server/tls.h). */
+Test(config, tls_files)
+{
+    struct cfg c;
+    cfg_defaults(&c);
+    expect_set_ok(&c, "tls_cert_file", "/etc/attention/cert.pem");
+    expect_set_ok(&c, "tls_key_file", "key.pem");
+    cr_expect_str_eq(c.tls_cert_file, "/etc/attention/cert.pem");
+    cr_expect_str_eq(c.tls_key_file, "key.pem");
+    expect_set_ok(&c, "tls_cert_file", "");
+    cr_expect_str_eq(c.tls_cert_file, "");
+    char path[300];
+    memset(path, 'a', sizeof path);
+    path[256] = '\0';
+    char err[256];
+    cr_expect_eq(cfg_set(&c, "tls_key_file", path, err, sizeof err), -1);
+    cr_expect(strstr(err, "tls_key_file: ") == err, "%s", err);
+    cr_expect(strstr(err, "shorter than 256 bytes") != NULL, "%s", err);
+
+    /* from the file, "key =" with nothing after it is the empty name */
+    char file[64];
+    write_temp(file, "tls_cert_file = c.pem\ntls_key_file = k.pem\ntls_cert_file =\n");
+    cfg_defaults(&c);
+    cr_expect_eq(cfg_load_file(&c, file, err, sizeof err), 0, "%s", err);
+    unlink(file);
+    cr_expect_str_eq(c.tls_cert_file, "");
+    cr_expect_str_eq(c.tls_key_file, "k.pem");
+}
+
+/* cors_allow_origin: empty, "*", or origins as browsers send them, with
+ * commas (and blanks around them) between; no paths, no "null", no "*" in
+ * a list. */
+Test(config, cors_allow_origin)
+{
+    static const char *const good[] = {
+        "", "*", "https://a.example", "http://localhost:3000",
+        "https://a.example,http://127.0.0.1:8080", "https://a.example, https://b.example ",
+        "http://[::1]:8080",
+    };
+    struct cfg c;
+    cfg_defaults(&c);
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        expect_set_ok(&c, "cors_allow_origin", good[i]);
+        cr_expect_str_eq(c.cors_allow_origin, good[i]);
+    }
+    static const struct {
+        const char *value, *item;
+    } bad[] = {
+        {"https://a.example/", "https://a.example/"},
+        {"a.example", "a.example"},
+        {"null", "null"},
+        {"*,https://a.example", "*"},
+        {"https://a.example,", ""},
+        {"https://a.example,,https://b.example", ""},
+        {"ftp://a.example", "ftp://a.example"},
+        {"https://", "https://"},
+        {"https://a example", "https://a example"},
+        {"https://a.example;https://b.example", "https://a.example;https://b.example"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "cors_allow_origin: '%s' is not an origin (scheme://host[:port], e.g. "
+                 "https://app.example.com; or * alone)", bad[i].item);
+        expect_set_error("cors_allow_origin", bad[i].value, msg);
+    }
+    char big[1100];
+    memset(big, 'a', sizeof big);
+    memcpy(big, "https://", 8);
+    big[1024] = '\0';
+    char err[256];
+    cr_expect_eq(cfg_set(&c, "cors_allow_origin", big, err, sizeof err), -1);
+    cr_expect(strstr(err, "shorter than 1024 bytes") != NULL, "%s", err);
+}
+
 /* No stale bytes after a string's NUL, so equal configs are equal bytes. */
 Test(config, strings_are_zero_padded)
 {
@@ -425,8 +513,8 @@ Test(config, example_file_is_the_defaults)
     fclose(f);
     for (size_t i = 0; i < NKEYS; i++) {
         char line[64];
-        snprintf(line, sizeof line, "\n%s = ", keys[i]);
-        cr_expect(strstr(text, line) != NULL, "%s has no '%s = ' line", path, keys[i]);
+        snprintf(line, sizeof line, "\n%s =", keys[i]); /* "key =" alone: empty */
+        cr_expect(strstr(text, line) != NULL, "%s has no '%s =' line", path, keys[i]);
     }
 
     struct cfg c, d;
@@ -628,7 +716,8 @@ Test(config, every_key_has_a_flag)
     /* A value other than the default for each of keys[]. */
     static const char *const values[NKEYS] = {
         "1.2.3.4", "1", "3", "5", "2", "2M", "3M", "7", "8", "9", "10", "11", "12", "13", "14",
-        "32K", "warn", "d",
+        "32K", "100", "5", "60", "2K", "3K", "2G", "10", "warn", "d", "c.pem", "k.pem",
+        "https://a.example",
     };
     for (size_t i = 0; i < NKEYS; i++) {
         char flag[64];

@@ -17,7 +17,10 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <errno.h>
 #include <unistd.h>
 
 #include "tests/check.h"
@@ -81,6 +84,24 @@ static int server_stop(struct server *s)
     waitpid(s->pid, &st, 0);
     unlink(s->log);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Wait for the server to exit (after a signal already sent); returns the
+ * exit status (or 128 + signal). */
+static int server_wait(struct server *s)
+{
+    int st = 0;
+    waitpid(s->pid, &st, 0);
+    unlink(s->log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* CLOCK_MONOTONIC seconds. */
+static double check_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -760,7 +781,7 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
     free(ka.body);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(keep);
-    int code = server_stop(&s); /* SIGTERM again is harmless; waits for exit */
+    int code = server_wait(&s); /* a second SIGTERM would stop it at once */
     for (int i = 0; i < NCLIENTS; i++) {
         pthread_join(th[i], NULL);
         cr_assert_eq(h[i].status, 200, "client %d got %ld during drain", i, h[i].status);
@@ -1140,4 +1161,773 @@ Test(http, body_budget_is_given_back_after_decoding, .timeout = 120)
     cr_assert_eq(b.status, 200, "the budget still held A's body: %.200s", b.body);
     free(a.a.body), free(b.body), free(a_body), free(b_body);
     cr_assert_eq(server_stop(&s), 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Hostile and broken clients: connections, deadlines, answers held, drain */
+
+/* A raw TCP connection to the server; rcvbuf > 0 shrinks its receive buffer
+ * (set before connect, so the window stays small). */
+static int raw_connect(int port, int rcvbuf)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    if (rcvbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0, "connect: %m");
+    return fd;
+}
+
+static void raw_send(int fd, const char *text)
+{
+    cr_assert_eq(send(fd, text, strlen(text), MSG_NOSIGNAL), (ssize_t)strlen(text), "send: %m");
+}
+
+/* The value of a gauge or counter in /metrics, or -1 if it is not there. */
+static long long metric(int port, const char *name)
+{
+    struct answer m = request(port, "GET", "/metrics", NULL, 0, NULL, 0);
+    char key[96];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *at = m.body ? strstr(m.body, key) : NULL;
+    long long v = at ? atoll(at + strlen(key)) : -1;
+    free(m.body);
+    return v;
+}
+
+/* Wait up to ms for metric name to equal want; returns its last value. */
+static long long metric_wait(int port, const char *name, long long want, int ms)
+{
+    long long v = -1;
+    for (int t = 0; t < ms; t += 50) {
+        v = metric(port, name);
+        if (v == want)
+            break;
+        usleep(50000);
+    }
+    return v;
+}
+
+/* Sockets of the server's port in CLOSE-WAIT (the client closed, the
+ * server has not), from /proc/net/tcp. */
+static int close_wait_count(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    cr_assert_not_null(f);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned lport, st;
+        if (sscanf(line, " %*d: %*8x:%x %*8x:%*x %x", &lport, &st) == 2 && (int)lport == port &&
+            st == 0x08)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Finding: half a request, then a close, left the socket in CLOSE-WAIT
+ * until conn_timeout (30 s): libmicrohttpd's epoll mode missed the close
+ * that came with the data. Old code: 300 sockets stay in CLOSE-WAIT. */
+Test(http, half_requests_then_close_free_their_socket_at_once, .timeout = 30)
+{
+    struct server s;
+    server_start(&s, NULL);
+    enum { N = 300 };
+    for (int i = 0; i < N; i++) {
+        int fd = raw_connect(s.port, 0);
+        raw_send(fd, "GET / HTTP/1.1\r\n");
+        close(fd);
+    }
+    int left = N;
+    for (int t = 0; t < 3000 && left > 0; t += 50) {
+        usleep(50000);
+        left = close_wait_count(s.port);
+    }
+    cr_assert_eq(left, 0, "%d sockets still in CLOSE-WAIT 3 s after their clients closed", left);
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Finding: aborted uploads stayed counted against max_inflight_bytes, so a
+ * good POST got 503 afterwards. Old code: the budget stays taken. */
+Test(http, aborted_uploads_give_their_bytes_back, .timeout = 30)
+{
+    const char *flags[] = {"--max-inflight-bytes", "4M", "--max-body-bytes", "8M", NULL};
+    struct server s;
+    server_start(&s, flags);
+    size_t part = 600 << 10;
+    char *req = malloc(part + 256);
+    for (int i = 0; i < 20; i++) {
+        int n = sprintf(req, "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                             "application/json\r\nContent-Length: %d\r\n\r\n", 4 << 20);
+        memset(req + n, ' ', part);
+        int fd = raw_connect(s.port, 0);
+        cr_assert_eq(send(fd, req, (size_t)n + part, MSG_NOSIGNAL), (ssize_t)((size_t)n + part));
+        close(fd); /* the close comes with the last of the data */
+    }
+    free(req);
+    long long held = metric_wait(s.port, "attention_inflight_bytes", 0, 3000);
+    cr_assert_eq(held, 0, "aborted uploads still hold %lld bytes of max_inflight_bytes", held);
+    struct answer a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* A request whose answer is ~22 MB of base64 (weights 4 x 1024 x 1024). */
+static char *big_answer_body(void)
+{
+    const int L = 1024, E = 16;
+    float *q = malloc(sizeof(float) * L * E);
+    unsigned long long st = 9;
+    for (int i = 0; i < L * E; i++)
+        q[i] = check_randf(&st);
+    char *b = b64_encode((const unsigned char *)q, sizeof(float) * L * E);
+    free(q);
+    char *body = malloc(strlen(b) + 256);
+    sprintf(body, "{\"query\": {\"shape\": [%d, %d], \"dtype\": \"float32\", \"b64\": \"%s\"}, "
+                  "\"num_heads\": 4, \"output_encoding\": \"base64\"}", L, E, b);
+    free(b);
+    return body;
+}
+
+/* Send body as a POST /attention on a raw connection with a small receive
+ * buffer; returns the socket. */
+static int raw_post(int port, const char *body, int rcvbuf)
+{
+    int fd = raw_connect(port, rcvbuf);
+    char head[256];
+    snprintf(head, sizeof head, "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                "application/json\r\nContent-Length: %zu\r\n\r\n", strlen(body));
+    raw_send(fd, head);
+    raw_send(fd, body);
+    return fd;
+}
+
+/* Finding: answers were held without limit for clients that read slowly.
+ * Now they count against max_answer_bytes (new work: 503 while it is spent)
+ * and a client reading slower than min_send_rate is cut off, which frees
+ * its answer. Old code: the flags do not exist (start-up fails); run with
+ * the old defaults, the slow client is never cut off. */
+Test(http, slow_reader_holds_the_answer_budget_then_is_cut_off, .timeout = 60)
+{
+    const char *flags[] = {"--max-answer-bytes", "1M", "--min-send-rate", "200K", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char *body = big_answer_body();
+    int fd = raw_post(s.port, body, 4096);
+    long long held = -1;
+    for (int t = 0; t < 10000 && held <= 0; t += 50) {
+        usleep(50000);
+        held = metric(s.port, "attention_answer_bytes");
+    }
+    cr_assert_gt(held, 20 << 20, "the answer is not counted: %lld", held);
+    struct answer a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    expect_error(&a, 503, "overloaded", "max_answer_bytes");
+    free(a.body);
+    server_still_serves(s.port);
+    /* read 1 KiB every 100 ms: 10 KiB/s, below 200K/s */
+    double t0 = (double)time(NULL);
+    int closed = 0;
+    size_t got = 0;
+    for (int i = 0; i < 300 && !closed; i++) {
+        char buf[1024];
+        ssize_t k = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            closed = 1;
+        got += k > 0 ? (size_t)k : 0;
+        usleep(100000);
+    }
+    cr_assert(closed, "a client reading 10 KiB/s was not cut off in 30 s (read %zu bytes)", got);
+    cr_log_info("slow reader cut off after %.0f s, %zu bytes read", (double)time(NULL) - t0, got);
+    close(fd);
+    cr_assert_eq(metric_wait(s.port, "attention_answer_bytes", 0, 2000), 0);
+    a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    free(body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Finding: at 1 024 connections the next one waited, unanswered, in the
+ * kernel's backlog, and 1 024 idle connections blocked everyone for 30 s.
+ * Now idle connections are reclaimed past max_connections (default 1024).
+ * Old code: the health check times out in the backlog. */
+Test(http, idle_connections_past_the_limit_make_room_for_a_normal_client, .timeout = 60)
+{
+    struct server s;
+    server_start(&s, NULL);
+    enum { N = 1100 };
+    static int fds[N];
+    for (int i = 0; i < N; i++)
+        fds[i] = raw_connect(s.port, 0);
+    usleep(1200000); /* older than a second: they may be reclaimed */
+    CURL *c = curl_easy_init();
+    char url[128];
+    struct answer a = {0};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
+    curl_easy_cleanup(c);
+    cr_assert_eq(rc, CURLE_OK, "with %d idle connections open: %s", N, curl_easy_strerror(rc));
+    cr_assert_eq(a.status, 200);
+    free(a.body);
+    long long open = metric(s.port, "attention_connections_open");
+    cr_assert_leq(open, 1024 + 64, "%lld connections open", open);
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Past max_connections with nothing idle to reclaim, a new connection is
+ * answered 503 at once instead of waiting in the backlog. */
+Test(http, full_connection_table_answers_503, .timeout = 30)
+{
+    const char *flags[] = {"--max-connections", "4", NULL};
+    struct server s;
+    server_start(&s, flags);
+    int fds[4];
+    for (int i = 0; i < 4; i++) { /* uploads in progress: not idle */
+        fds[i] = raw_connect(s.port, 0);
+        raw_send(fds[i], "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                         "application/json\r\nContent-Length: 100\r\n\r\n{");
+    }
+    usleep(200000);
+    struct answer a = request(s.port, "GET", "/healthz", NULL, 0, NULL, 0);
+    expect_error(&a, 503, "overloaded", "max_connections");
+    free(a.body);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    usleep(300000);
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Finding: the idle timer restarted on every byte, so a client sending a
+ * byte a second was never cut off. header_timeout and body_timeout bound
+ * the total time. Old code: the flags do not exist; with the defaults the
+ * dribbling client is never cut off. */
+Test(http, dribbling_headers_and_bodies_meet_their_deadlines, .timeout = 30)
+{
+    const char *flags[] = {"--header-timeout", "2", "--body-timeout", "2", NULL};
+    struct server s;
+    server_start(&s, flags);
+    /* headers, a byte every 100 ms */
+    int h = raw_connect(s.port, 0);
+    raw_send(h, "GET /healthz HTTP/1.1\r\n");
+    int closed = 0;
+    double t0 = check_now();
+    for (int i = 0; i < 60 && !closed; i++) {
+        closed = send(h, "a", 1, MSG_NOSIGNAL) < 0;
+        char b;
+        ssize_t k = recv(h, &b, 1, MSG_DONTWAIT);
+        closed = closed || k == 0 || (k < 0 && errno != EAGAIN);
+        usleep(100000);
+    }
+    cr_assert(closed, "a client dribbling its headers was not cut off in 6 s");
+    double dt = check_now() - t0;
+    cr_assert(dt > 1.5 && dt < 4, "cut off after %.1f s; header_timeout is 2", dt);
+    close(h);
+    /* a body, a byte every 100 ms: 408 request_timeout */
+    int b = raw_connect(s.port, 0);
+    raw_send(b, "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 1000\r\n\r\n{");
+    char buf[2048] = "";
+    size_t got = 0;
+    t0 = check_now();
+    for (int i = 0; i < 60; i++) {
+        send(b, " ", 1, MSG_NOSIGNAL);
+        ssize_t k = recv(b, buf + got, sizeof buf - 1 - got, MSG_DONTWAIT);
+        got += k > 0 ? (size_t)k : 0;
+        buf[got] = '\0';
+        if (strstr(buf, "}}"))
+            break;
+        usleep(100000);
+    }
+    cr_assert(strstr(buf, "HTTP/1.1 408 ") && strstr(buf, "\"request_timeout\"") &&
+                  strstr(buf, "body_timeout"), "got: %s", buf);
+    dt = check_now() - t0;
+    cr_assert(dt > 1.5 && dt < 4, "cut off after %.1f s; body_timeout is 2", dt);
+    close(b);
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* A large body slower than min_upload_rate gets 408 after the grace
+ * period and one window (5 + 5 s), though every byte restarts the idle
+ * timer. Old code: the flag does not exist. */
+Test(http, upload_slower_than_min_upload_rate_is_cut_off, .timeout = 40)
+{
+    const char *flags[] = {"--min-upload-rate", "64K", NULL};
+    struct server s;
+    server_start(&s, flags);
+    int b = raw_connect(s.port, 0);
+    raw_send(b, "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 10000000\r\n\r\n{");
+    char chunk[1024], buf[2048] = "";
+    memset(chunk, ' ', sizeof chunk);
+    size_t got = 0;
+    double t0 = check_now();
+    for (int i = 0; i < 200; i++) { /* 10 KiB/s */
+        send(b, chunk, sizeof chunk, MSG_NOSIGNAL);
+        ssize_t k = recv(b, buf + got, sizeof buf - 1 - got, MSG_DONTWAIT);
+        got += k > 0 ? (size_t)k : 0;
+        buf[got] = '\0';
+        if (strstr(buf, "}}"))
+            break;
+        usleep(100000);
+    }
+    double dt = check_now() - t0;
+    cr_assert(strstr(buf, "HTTP/1.1 408 ") && strstr(buf, "min_upload_rate"), "got: %s", buf);
+    cr_assert(dt > 9 && dt < 14, "cut off after %.1f s", dt);
+    close(b);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Finding (10): a request whose client has gone by the time a worker
+ * picks it up was computed anyway. Old code: attention_jobs_total is 2. */
+Test(http, a_request_whose_client_left_is_not_computed, .timeout = 60)
+{
+    const char *flags[] = {"--workers", "1", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char *body = heavy_body();
+    struct heavy h = {s.port, body, 0, 0, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, heavy_run, &h);
+    cr_assert_eq(metric_wait(s.port, "attention_workers_busy", 1, 10000), 1);
+    int fd = raw_post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}", 0);
+    cr_assert_eq(metric_wait(s.port, "attention_queue_depth", 1, 5000), 1);
+    close(fd);
+    pthread_join(th, NULL);
+    cr_assert_eq(h.status, 200);
+    cr_assert_eq(metric_wait(s.port, "attention_queue_depth", 0, 5000), 0);
+    usleep(100000);
+    cr_assert_eq(metric(s.port, "attention_jobs_total"), 1,
+                 "the request of a client that had gone was computed");
+    free(body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Finding (9): SIGTERM while a client dribbles a body waited 120 s and
+ * exited 1. Now the drain ends at drain_timeout: the upload gets 503
+ * shutting_down, and the process exits 0. A second signal stops at once.
+ * Old code: the flag does not exist; with the defaults the drain takes
+ * 120 s and exits 1. */
+Test(http, drain_deadline_closes_uploads_and_a_second_signal_stops, .timeout = 40)
+{
+    const char *flags[] = {"--drain-timeout", "2", NULL};
+    struct server s;
+    server_start(&s, flags);
+    int b = raw_connect(s.port, 0);
+    raw_send(b, "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 1000\r\n\r\n{");
+    usleep(100000);
+    double t0 = check_now();
+    kill(s.pid, SIGTERM);
+    char buf[2048] = "";
+    size_t got = 0;
+    for (int i = 0; i < 80; i++) {
+        send(b, " ", 1, MSG_NOSIGNAL);
+        ssize_t k = recv(b, buf + got, sizeof buf - 1 - got, MSG_DONTWAIT);
+        got += k > 0 ? (size_t)k : 0;
+        buf[got] = '\0';
+        if (strstr(buf, "}}"))
+            break;
+        usleep(100000);
+    }
+    cr_assert(strstr(buf, "HTTP/1.1 503 ") && strstr(buf, "\"shutting_down\""), "got: %s", buf);
+    int st = 0;
+    waitpid(s.pid, &st, 0);
+    double dt = check_now() - t0;
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+    cr_assert(dt < 5, "the drain took %.1f s with drain_timeout 2", dt);
+    close(b);
+    unlink(s.log);
+
+    const char *flags2[] = {"--drain-timeout", "60", NULL};
+    server_start(&s, flags2);
+    b = raw_connect(s.port, 0);
+    raw_send(b, "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 1000\r\n\r\n{");
+    usleep(100000);
+    kill(s.pid, SIGTERM);
+    usleep(300000);
+    t0 = check_now();
+    kill(s.pid, SIGINT);
+    waitpid(s.pid, &st, 0);
+    dt = check_now() - t0;
+    cr_assert(dt < 2, "a second signal took %.1f s to stop the server", dt);
+    close(b);
+    unlink(s.log);
+}
+
+/* ---------------------------------------------------------------------- */
+/* TLS and CORS                                                            */
+
+/* One request to url on handle c (a new one when c is NULL): extra request
+ * headers (NULL-terminated list, may be NULL), a body for POST, cafile to
+ * trust for https (NULL: the system's), a timeout in seconds. The status is
+ * -(curl error) when the transfer failed. */
+static struct answer fetch_on(CURL *c, const char *method, const char *url,
+                              const char *const *headers, const char *body,
+                              const char *cafile, long timeout)
+{
+    struct answer a = {0};
+    CURL *own = c ? NULL : curl_easy_init();
+    if (own)
+        c = own;
+    curl_easy_reset(c);
+    struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+    for (int i = 0; headers && headers[i]; i++)
+        h = curl_slist_append(h, headers[i]);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (cafile)
+        curl_easy_setopt(c, CURLOPT_CAINFO, cafile);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    } else if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    }
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
+    else
+        a.status = -(long)rc;
+    curl_slist_free_all(h);
+    if (own)
+        curl_easy_cleanup(own);
+    return a;
+}
+
+static struct answer fetch(const char *method, const char *url, const char *const *headers,
+                           const char *body, const char *cafile)
+{
+    return fetch_on(NULL, method, url, headers, body, cafile, 30);
+}
+
+/* A self-signed certificate for 127.0.0.1 (dir/cert.pem, dir/key.pem) from
+ * the openssl command, which scripts/deps.sh installs for the tests. */
+static void make_cert(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
+             "-keyout %s/key.pem -out %s/cert.pem 2>/dev/null", dir, dir);
+    cr_assert_eq(system(cmd), 0, "could not make a certificate with openssl (scripts/deps.sh "
+                                 "test installs it): %s", cmd);
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* The server's exit status and what it printed, run with args and no port
+ * of its own (start-up must fail before it listens). */
+static int startup_output(const char *args, char *out, size_t outlen)
+{
+    const char *bin = getenv("ATTN_SERVER") ? getenv("ATTN_SERVER") : "build/attention-server";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "timeout 10 %s --port 0 --bind 127.0.0.1 %s 2>&1", bin, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+Test(http, tls_serves_https_and_drops_plain_http, .timeout = 60)
+{
+    char dir[] = "/tmp/attn-tls-XXXXXX", cert[64], key[64], url[128];
+    cr_assert_not_null(mkdtemp(dir));
+    make_cert(dir);
+    snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+    snprintf(key, sizeof key, "%s/key.pem", dir);
+    const char *flags[] = {"--tls-cert-file", cert, "--tls-key-file", key, NULL};
+    struct server s;
+    server_start(&s, flags);
+
+    /* HTTPS, trusting the generated certificate */
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/healthz", s.port);
+    struct answer a = fetch("GET", url, NULL, NULL, cert);
+    cr_assert_eq(a.status, 200, "GET over HTTPS: %ld %s", a.status, a.body ? a.body : "");
+    cr_expect_str_eq(a.body, "{\"status\":\"ok\"}");
+    free(a.body);
+    const char *json[] = {"Content-Type: application/json", NULL};
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/attention", s.port);
+    a = fetch("POST", url, json, "{\"query\": [[1, 0, 1, 0], [0, 1, 0, 1]], \"num_heads\": 2}",
+              cert);
+    cr_assert_eq(a.status, 200, "POST over HTTPS: %ld %s", a.status, a.body ? a.body : "");
+    cr_expect(strstr(a.body, "\"output\":[[") != NULL, "%s", a.body);
+    free(a.body);
+    /* it is this certificate: without trusting it, verification fails */
+    a = fetch("GET", url, NULL, NULL, "/dev/null");
+    cr_expect_lt(a.status, 0, "a self-signed certificate was trusted without its CA file");
+    free(a.body);
+
+    /* plain HTTP to the TLS port fails at once (not a timeout)... */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
+    a = fetch_on(NULL, "GET", url, NULL, NULL, NULL, 10);
+    cr_expect_lt(a.status, 0, "plain HTTP answered %ld on the TLS port", a.status);
+    cr_expect_neq(a.status, -(long)CURLE_OPERATION_TIMEDOUT, "plain HTTP hung");
+    free(a.body);
+    /* ...and the server carries on */
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/readyz", s.port);
+    a = fetch("GET", url, NULL, NULL, cert);
+    cr_expect_eq(a.status, 200, "after a plain-HTTP request: %ld", a.status);
+    free(a.body);
+    cr_expect_eq(server_stop(&s), 0);
+    remove_dir(dir);
+}
+
+Test(http, tls_bad_files_stop_startup_naming_the_setting, .timeout = 60)
+{
+    char dir[] = "/tmp/attn-tls-XXXXXX", args[512], out[2048];
+    cr_assert_not_null(mkdtemp(dir));
+    make_cert(dir);
+    char other[300];
+    snprintf(other, sizeof other, "%s/other", dir);
+    cr_assert_eq(mkdir(other, 0700), 0);
+    make_cert(other);
+    snprintf(args, sizeof args, "echo not a certificate > %s/junk.pem", dir);
+    cr_assert_eq(system(args), 0);
+
+    static const struct {
+        const char *cert, *key; /* relative to dir; "" = not given */
+        const char *want;
+    } cases[] = {
+        {"cert.pem", "", "tls_cert_file and tls_key_file: set both or neither "
+                         "(tls_key_file is empty)"},
+        {"", "key.pem", "set both or neither (tls_cert_file is empty)"},
+        {"missing.pem", "key.pem", "tls_cert_file: "},
+        {"cert.pem", "missing.pem", "tls_key_file: "},
+        {"junk.pem", "key.pem", "tls_cert_file: "},
+        {"cert.pem", "junk.pem", "tls_key_file: "},
+        {"key.pem", "cert.pem", "tls_cert_file: "},          /* swapped */
+        {"cert.pem", "other/key.pem", "not a usable certificate and key"}, /* not a pair */
+        {".", "key.pem", "tls_cert_file: "},                 /* a directory */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = 0;
+        if (cases[i].cert[0])
+            n += snprintf(args + n, sizeof args - (size_t)n, "--tls-cert-file %s/%s ", dir,
+                          cases[i].cert);
+        if (cases[i].key[0])
+            snprintf(args + n, sizeof args - (size_t)n, "--tls-key-file %s/%s", dir,
+                     cases[i].key);
+        int st = startup_output(args, out, sizeof out);
+        cr_expect_eq(st, 1, "%s: exit %d, want 1: %s", args, st, out);
+        cr_expect(strstr(out, cases[i].want) != NULL, "%s: no '%s' in: %s", args, cases[i].want,
+                  out);
+        cr_expect(strstr(out, "listening") == NULL, "%s: started: %s", args, out);
+    }
+    remove_dir(dir);
+}
+
+/* Whether an answer's headers hold the line "name: value". */
+static int has_header(const struct answer *a, const char *name, const char *value)
+{
+    char line[512];
+    snprintf(line, sizeof line, "\r\n%s: %s\r\n", name, value);
+    return strstr(a->headers, line) != NULL;
+}
+
+Test(http, cors_is_off_by_default)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char url[128];
+    const char *from_a[] = {"Origin: https://a.example", "Access-Control-Request-Method: POST",
+                            NULL};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
+    struct answer a = fetch("OPTIONS", url, from_a, NULL, NULL);
+    expect_error(&a, 405, "method_not_allowed", "use POST");
+    cr_expect(has_header(&a, "Allow", "POST"), "%s", a.headers);
+    cr_expect(strstr(a.headers, "Access-Control-") == NULL, "%s", a.headers);
+    free(a.body);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/nowhere", s.port);
+    a = fetch("OPTIONS", url, from_a, NULL, NULL);
+    expect_error(&a, 404, "not_found", "/nowhere");
+    free(a.body);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
+    a = fetch("GET", url, from_a, NULL, NULL);
+    cr_expect_eq(a.status, 200);
+    cr_expect(strstr(a.headers, "Access-Control-") == NULL && strstr(a.headers, "Vary") == NULL,
+              "%s", a.headers);
+    free(a.body);
+    cr_expect_eq(server_stop(&s), 0);
+}
+
+Test(http, cors_list_answers_listed_origins_errors_included, .timeout = 60)
+{
+    const char *flags[] = {"--cors-allow-origin", "https://a.example, http://localhost:3000",
+                           "--max-body-bytes", "4096", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char url[128];
+    const char *preflight_a[] = {"Origin: https://a.example",
+                                 "Access-Control-Request-Method: POST",
+                                 "Access-Control-Request-Headers: content-type", NULL};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
+
+    /* 1. the preflight, then the POST on the same connection */
+    CURL *c = curl_easy_init();
+    struct answer a = fetch_on(c, "OPTIONS", url, preflight_a, NULL, NULL, 30);
+    cr_assert_eq(a.status, 204, "preflight: %ld %s", a.status, a.body ? a.body : "");
+    cr_expect(a.len == 0, "a 204 with a body: %s", a.body);
+    cr_expect(has_header(&a, "Access-Control-Allow-Origin", "https://a.example"), "%s",
+              a.headers);
+    cr_expect(has_header(&a, "Access-Control-Allow-Methods", "POST"), "%s", a.headers);
+    cr_expect(has_header(&a, "Access-Control-Allow-Headers", "Content-Type"), "%s", a.headers);
+    cr_expect(has_header(&a, "Access-Control-Max-Age", "7200"), "%s", a.headers);
+    cr_expect(has_header(&a, "Vary", "Origin"), "%s", a.headers);
+    cr_expect(has_header(&a, "Allow", "POST"), "%s", a.headers);
+    cr_expect(strstr(a.headers, "Connection: close") == NULL, "%s", a.headers);
+    free(a.body);
+    const char *post_a[] = {"Origin: https://a.example", "Content-Type: application/json",
+                            NULL};
+    a = fetch_on(c, "POST", url, post_a, "{\"query\": [[1, 0]], \"num_heads\": 1}", NULL, 30);
+    cr_assert_eq(a.status, 200, "%ld %s", a.status, a.body ? a.body : "");
+    long connects = -1;
+    curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects);
+    cr_expect_eq(connects, 0, "the preflight closed its connection");
+    cr_expect(has_header(&a, "Access-Control-Allow-Origin", "https://a.example"), "%s",
+              a.headers);
+    cr_expect(has_header(&a, "Access-Control-Expose-Headers", "Server-Timing, Retry-After, Allow"),
+              "%s", a.headers);
+    cr_expect(strstr(a.headers, "\r\nServer-Timing: receive;") != NULL, "%s", a.headers);
+    free(a.body);
+    curl_easy_cleanup(c);
+
+    /* 2. errors carry the headers too, for every listed origin */
+    static const struct {
+        const char *method, *path, *ctype, *body;
+        long status;
+    } errs[] = {
+        {"POST", "/attention", "Content-Type: text/plain", "{}", 415},
+        {"POST", "/attention", "Content-Type: application/json", "{\"query\": ", 400},
+        {"POST", "/attention", "Content-Type: application/json", "{\"query\": [[1]]}", 400},
+        {"GET", "/attention", "X-Nothing: 1", NULL, 405},
+        {"GET", "/nowhere", "X-Nothing: 1", NULL, 404},
+        {"DELETE", "/metrics", "X-Nothing: 1", NULL, 405},
+    };
+    const char *origins[] = {"https://a.example", "http://localhost:3000"};
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+        for (int o = 0; o < 2; o++) {
+            char origin[64];
+            snprintf(origin, sizeof origin, "Origin: %s", origins[o]);
+            const char *hdrs[] = {origin, errs[i].ctype, NULL};
+            snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s.port, errs[i].path);
+            a = fetch(errs[i].method, url, hdrs, errs[i].body, NULL);
+            cr_expect_eq(a.status, errs[i].status, "%s %s: %ld", errs[i].method, errs[i].path,
+                         a.status);
+            cr_expect(has_header(&a, "Access-Control-Allow-Origin", origins[o]),
+                      "%s %s from %s: %s", errs[i].method, errs[i].path, origins[o], a.headers);
+            cr_expect(has_header(&a, "Vary", "Origin"), "%s", a.headers);
+            free(a.body);
+        }
+    }
+    /* a body over max_body_bytes (413), answered before it is read */
+    char *big = malloc(8001);
+    memset(big, ' ', 8000);
+    big[8000] = '\0';
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
+    a = fetch("POST", url, post_a, big, NULL);
+    cr_expect_eq(a.status, 413);
+    cr_expect(has_header(&a, "Access-Control-Allow-Origin", "https://a.example"), "%s",
+              a.headers);
+    free(a.body), free(big);
+
+    /* 3. preflights elsewhere: GET paths say so; unknown paths stay 404 */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
+    a = fetch("OPTIONS", url, preflight_a, NULL, NULL);
+    cr_expect_eq(a.status, 204);
+    cr_expect(has_header(&a, "Access-Control-Allow-Methods", "GET, HEAD"), "%s", a.headers);
+    free(a.body);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/index.html", s.port);
+    a = fetch("OPTIONS", url, preflight_a, NULL, NULL);
+    cr_expect_eq(a.status, 204, "OPTIONS on a static file: %ld", a.status);
+    free(a.body);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/nowhere", s.port);
+    a = fetch("OPTIONS", url, preflight_a, NULL, NULL);
+    expect_error(&a, 404, "not_found", "/nowhere");
+    cr_expect(has_header(&a, "Access-Control-Allow-Origin", "https://a.example"), "%s",
+              a.headers);
+    free(a.body);
+
+    /* 4. an origin not in the list: answered, but nothing a browser would
+     * let the page read; the preflight grants nothing */
+    const char *from_evil[] = {"Origin: https://evil.example", "Content-Type: application/json",
+                               "Access-Control-Request-Method: POST", NULL};
+    static const char *const near_misses[] = {"https://evil.example", "https://a.example.evil",
+                                              "http://a.example", "https://a.example:443",
+                                              "null"};
+    for (size_t i = 0; i < sizeof near_misses / sizeof near_misses[0]; i++) {
+        char origin[64];
+        snprintf(origin, sizeof origin, "Origin: %s", near_misses[i]);
+        from_evil[0] = origin;
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
+        a = fetch("POST", url, from_evil, "{\"query\": [[1, 0]], \"num_heads\": 1}", NULL);
+        cr_expect_eq(a.status, 200);
+        cr_expect(strstr(a.headers, "Access-Control-") == NULL, "%s: %s", origin, a.headers);
+        cr_expect(has_header(&a, "Vary", "Origin"), "%s", a.headers);
+        free(a.body);
+        a = fetch("OPTIONS", url, from_evil, NULL, NULL);
+        cr_expect_eq(a.status, 204);
+        cr_expect(strstr(a.headers, "Access-Control-") == NULL, "%s: %s", origin, a.headers);
+        free(a.body);
+    }
+    server_still_serves(s.port);
+    cr_expect_eq(server_stop(&s), 0);
+}
+
+Test(http, cors_star_answers_any_origin)
+{
+    const char *flags[] = {"--cors-allow-origin", "*", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
+    /* every answer says *, with or without Origin, so caches need no Vary */
+    struct answer a = fetch("GET", url, NULL, NULL, NULL);
+    cr_expect_eq(a.status, 200);
+    cr_expect(has_header(&a, "Access-Control-Allow-Origin", "*"), "%s", a.headers);
+    cr_expect(strstr(a.headers, "Vary") == NULL, "%s", a.headers);
+    free(a.body);
+    const char *from[] = {"Origin: https://anywhere.example", "Content-Type: application/json",
+                          "Access-Control-Request-Method: POST", NULL};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
+    a = fetch("OPTIONS", url, from, NULL, NULL);
+    cr_expect_eq(a.status, 204);
+    cr_expect(has_header(&a, "Access-Control-Allow-Origin", "*"), "%s", a.headers);
+    cr_expect(has_header(&a, "Access-Control-Allow-Methods", "POST"), "%s", a.headers);
+    free(a.body);
+    a = fetch("POST", url, from, "{\"query\": [[1, 0]], \"num_heads\": 3}", NULL);
+    expect_error(&a, 400, "invalid_parameter", "num_heads");
+    cr_expect(has_header(&a, "Access-Control-Allow-Origin", "*"), "%s", a.headers);
+    cr_expect(has_header(&a, "Access-Control-Expose-Headers", "Server-Timing, Retry-After, Allow"),
+              "%s", a.headers);
+    free(a.body);
+    cr_expect_eq(server_stop(&s), 0);
 }

@@ -138,7 +138,7 @@ Test(service, timing_names_five_stages_in_order)
 static double metric(const char *name)
 {
     size_t len;
-    const struct metrics_gauges g = {0, 0, 1, 0, 0};
+    const struct metrics_gauges g = {0, 0, 1, 0, 0, 0, 0};
     char *m = metrics_write(&g, &len);
     const char *p = strstr(m, name);
     double v = p ? strtod(p + strlen(name), NULL) : -1;

@@ -24,6 +24,9 @@
 //   8. a pasted request is sent exactly as typed: one with a duplicate key
 //      gets the server's invalid_json answer in #error (parsing and writing
 //      it again would merge the keys into a request the server accepts);
+//   9. CORS: the page calls a second server that allows its origin (with
+//      the preflight; errors and Server-Timing readable), and is refused by
+//      the first server, which does not;
 //   plus the cross-attention example, a batched own request (batch
 //   selector), the head view, the output view and Export PNG.
 // Screenshots of every view go to build/browser/. Any failure exits 1 with
@@ -549,6 +552,49 @@ async function stepPastedAsTyped(page) {
   log(`  ${text} sent as typed: 400 invalid_json "${body.error.message}" shown in #error`);
 }
 
+// A second server that lets this page's origin call it (cors_allow_origin):
+// the page's own fetch, with the preflight a JSON POST needs, gets the
+// answer and reads the exposed Server-Timing header; the first server, on
+// another origin (localhost instead of 127.0.0.1) and without CORS, is
+// refused by the browser.
+async function stepCrossOrigin(page, base) {
+  const origin = new URL(base).origin;
+  const other = spawn(SERVER, ['--port', '0', '--bind', '127.0.0.1', '--cors-allow-origin', origin],
+                      { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  try {
+    const port = await new Promise((resolve, reject) => {
+      let buf = '';
+      const timer = setTimeout(() => reject(new CheckError(`the CORS server did not start:\n${buf}`)), 10000);
+      other.stderr.on('data', (d) => {
+        buf += d;
+        const m = buf.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+        if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+      });
+      other.once('exit', (code) => { clearTimeout(timer); reject(new CheckError(`the CORS server exited (${code}):\n${buf}`)); });
+    });
+    const call = (url, body = '{"query": [[1, 0, 1, 0]], "num_heads": 2}') => page.evaluate(async ([url, body]) => {
+      try {
+        const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+        return { status: r.status, timing: r.headers.get('Server-Timing'), body: await r.json() };
+      } catch (e) {
+        return { error: String(e) };
+      }
+    }, [url, body]);
+    const ok = await call(`http://127.0.0.1:${port}/attention`);
+    check(ok.status === 200 && ok.body && Array.isArray(ok.body.output),
+          `a page on ${origin} could not call a server that allows it: ${JSON.stringify(ok)}`);
+    check(ok.timing && ok.timing.startsWith('receive;'), `Server-Timing is not readable cross-origin: ${ok.timing}`);
+    const bad = await call(`http://127.0.0.1:${port}/attention`, '{"query": [[1, 0, 1, 0]], "num_heads": 3}');
+    check(bad.status === 400 && bad.body && bad.body.error && bad.body.error.code === 'invalid_parameter',
+          `a cross-origin error answer is not readable: ${JSON.stringify(bad)}`);
+    const refused = await call(`http://localhost:${new URL(base).port}/attention`);
+    check(refused.error, `a server without cors_allow_origin was readable from ${origin}: ${JSON.stringify(refused)}`);
+    log(`  allowed: 200, Server-Timing "${ok.timing}"; without CORS: ${refused.error}`);
+  } finally {
+    other.kill('SIGTERM');
+  }
+}
+
 async function stepLong(page) {
   await page.selectOption('[data-testid="example"]', 'sentence');   // back to a known state (runs)
   await page.waitForFunction(() => !window.attn.state.busy && window.attn.state.response && window.attn.state.response.L === 10);
@@ -630,6 +676,7 @@ async function main() {
     ['own batched request: batch selector', stepOwnBatched],
     ['malformed request: server message in #error', stepMalformed],
     ['pasted request with a duplicate key: sent as typed, server error shown', stepPastedAsTyped],
+    ['cross-origin page: allowed by cors_allow_origin, refused without', stepCrossOrigin],
     ['L = 512, H = 16 renders (time printed)', stepLong],
   ];
   for (const [name, fn] of steps) {
