@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,20 @@
 
 #include "tests/check.h"
 #include "tests/testdata.h"
+
+/* A line in the test log that shows without --verbose and, unlike
+ * cr_log_warn (which makes Criterion exit 1), does not fail the run: known
+ * limits of a dependency, and skips. */
+static void loud(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void loud(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("[NOTE] ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
 
 /* ---------------------------------------------------------------------- */
 /* Server process                                                          */
@@ -819,7 +834,16 @@ Test(http, health_readiness_metrics_and_spec)
     free(a.body);
     a = post(s.port, "{\"query\": [[1, 2]]}");
     free(a.body);
-    a = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
+    /* a worker resumes the connection before it marks itself idle: wait
+     * (bounded) for the gauges to settle */
+    for (int i = 0; i < 200; i++) {
+        a = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
+        if (i == 199 || (a.body && strstr(a.body, "attention_workers_busy 0\n")))
+            break;
+        free(a.body);
+        a.body = NULL;
+        usleep(5000);
+    }
     cr_assert_eq(a.status, 200);
     cr_assert(strstr(a.body, "attention_http_requests_total{endpoint=\"attention\",status=\"200\"} 1\n"),
               "%s", a.body);
@@ -2215,7 +2239,7 @@ Test(http, bind_takes_ipv6_and_dual_stack, .timeout = 30)
     if (probe >= 0)
         close(probe);
     if (!have_v6) {
-        cr_log_warn("SKIPPED bind_takes_ipv6_and_dual_stack: this host has no IPv6 loopback (::1)");
+        loud("SKIPPED bind_takes_ipv6_and_dual_stack: this host has no IPv6 loopback (::1)");
         cr_skip_test("no IPv6 loopback on this host");
     }
     const char *get = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
@@ -2280,7 +2304,7 @@ Test(http, framing_libmicrohttpd_refuses_itself_is_bounded, .timeout = 60)
         const char *body = strstr(r.buf, "\r\n\r\n");
         json_t *j = body ? json_loads(body + 4, 0, NULL) : NULL;
         if (!j)
-            cr_log_warn("KNOWN libmicrohttpd 0.9.75 defect: Content-Length: %s gets %d with "
+            loud("KNOWN libmicrohttpd 0.9.75 defect: Content-Length: %s gets %d with "
                         "%s, not JSON (README.md, Malformed requests)", lengths[i], st,
                         body && strncmp(body + 4, "HTTP/1.1", 8) == 0
                             ? "its header block twice and an HTML body" : "an HTML body");
@@ -2291,7 +2315,7 @@ Test(http, framing_libmicrohttpd_refuses_itself_is_bounded, .timeout = 60)
     proto_send(s.port, huge, strlen(huge), 6.0, &r);
     cr_assert(r.closed, "a 2^64-1 chunk: the connection outlived conn_timeout (2 s): %s", r.buf);
     if (strncmp(r.buf, "HTTP/1.1 413", 12) != 0)
-        cr_log_warn("KNOWN libmicrohttpd 0.9.75 limit: a chunk size of 2^64-1 gets %s after "
+        loud("KNOWN libmicrohttpd 0.9.75 limit: a chunk size of 2^64-1 gets %s after "
                     "%.1f s (conn_timeout), not 413 at once (README.md, Malformed requests)",
                     r.len ? "an answer" : "no answer, a close,", r.secs);
     server_still_serves(s.port);
