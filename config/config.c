@@ -11,13 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 enum opt_type {
     OPT_INT,   /* int field, decimal */
     OPT_COUNT, /* long long field, decimal */
-    OPT_BYTES, /* long long field, decimal with an optional K/M/G suffix */
-    OPT_ADDR,  /* char array, IPv4 dotted address */
+    OPT_BYTES, /* long long field, decimal with an optional K/M/G/T suffix */
+    OPT_ADDR,  /* char array, IPv4 or IPv6 address */
     OPT_PATH,  /* char array, any non-empty string that fits */
     OPT_LEVEL, /* int field, enum cfg_log_level written as a word */
     OPT_FILE,  /* char array, a file name, or empty for "not used" */
@@ -135,7 +137,7 @@ static const struct opt *find_opt(const char *key)
 }
 
 /* Strict decimal integer: optional sign, digits, and for byte sizes one
- * K/M/G suffix (powers of 1024). 0 on success, -1 if not a number, -2 if it
+ * K/M/G/T suffix (powers of 1024). 0 on success, -1 if not a number, -2 if it
  * does not fit a long long. */
 static int parse_int(const char *s, int suffix, long long *out)
 {
@@ -152,6 +154,7 @@ static int parse_int(const char *s, int suffix, long long *out)
         case 'k': case 'K': shift = 10; break;
         case 'm': case 'M': shift = 20; break;
         case 'g': case 'G': shift = 30; break;
+        case 't': case 'T': shift = 40; break;
         default: return -1;
         }
         end++;
@@ -175,10 +178,10 @@ static int parse_int(const char *s, int suffix, long long *out)
  * suffix (65536 -> "64K"), everything else in decimal. */
 static void fmt_num(char *buf, size_t len, const struct opt *o, long long v)
 {
-    static const char suffixes[] = "KMG";
+    static const char suffixes[] = "KMGT";
     int s = -1;
     if (o->type == OPT_BYTES && v != 0)
-        while (s < 2 && v % (1LL << (10 * (s + 2))) == 0)
+        while (s < 3 && v % (1LL << (10 * (s + 2))) == 0)
             s++;
     if (s < 0)
         snprintf(buf, len, "%lld", v);
@@ -199,7 +202,7 @@ static void fmt_range(char *buf, size_t len, const struct opt *o)
         snprintf(buf, len, "%s..%s", lo, hi);
         break;
     case OPT_ADDR:
-        snprintf(buf, len, "IPv4 dotted address");
+        snprintf(buf, len, "IPv4 or IPv6 address; :: is both");
         break;
     case OPT_PATH:
         snprintf(buf, len, "non-empty, < %zu bytes", o->size);
@@ -275,7 +278,7 @@ static int set_opt(struct cfg *c, const struct opt *o, const char *value, char *
         rc = parse_int(value, o->type == OPT_BYTES, &v);
         if (rc == -1) {
             errf(err, errlen, "%s: %.64s is not %s", o->key, value,
-                 o->type == OPT_BYTES ? "a byte size (integer, optional K, M or G suffix)"
+                 o->type == OPT_BYTES ? "a byte size (integer, optional K, M, G or T suffix)"
                                       : "an integer");
             return -1;
         }
@@ -289,9 +292,9 @@ static int set_opt(struct cfg *c, const struct opt *o, const char *value, char *
             *(long long *)(void *)field = v;
         return 0;
     case OPT_ADDR: {
-        struct in_addr a;
-        if (inet_pton(AF_INET, value, &a) != 1) {
-            errf(err, errlen, "%s: '%.64s' is not an IPv4 dotted address", o->key, value);
+        struct in6_addr a;
+        if (inet_pton(AF_INET, value, &a) != 1 && inet_pton(AF_INET6, value, &a) != 1) {
+            errf(err, errlen, "%s: '%.64s' is not an IPv4 or IPv6 address", o->key, value);
             return -1;
         }
         break;
@@ -338,6 +341,36 @@ static int set_opt(struct cfg *c, const struct opt *o, const char *value, char *
     /* A string that fits: zero the tail too, so two equal configs compare equal. */
     memset(field, 0, o->size);
     memcpy(field, value, strlen(value));
+    return 0;
+}
+
+int cfg_check_static_dir(const char *dir, char *msg, size_t msglen)
+{
+    char real[PATH_MAX], index[PATH_MAX + 16];
+    struct stat st;
+    if (realpath(dir, real) == NULL) {
+        errf(msg, msglen, "static_dir '%.200s': %s; every file of the web client will "
+             "answer 404", dir, strerror(errno));
+        return 1;
+    }
+    if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        errf(msg, msglen, "static_dir '%.200s' is not a directory", dir);
+        return -1;
+    }
+    /* "/" and "/etc" have at most one '/'; their files are the host's, not ours */
+    if (strchr(real + 1, '/') == NULL) {
+        errf(msg, msglen, "static_dir '%.200s' is %s: every readable .html, .js, .css, "
+             ".json, .svg, .png or .ico file under it would be served; point it at the web "
+             "client's folder", dir, real);
+        return -1;
+    }
+    snprintf(index, sizeof index, "%s/index.html", real);
+    if (access(index, R_OK) != 0) {
+        errf(msg, msglen, "static_dir '%.200s' (%s) has no index.html: is it the web "
+             "client's folder? Its .html, .js, .css, .json, .svg, .png and .ico files are "
+             "served to anyone", dir, real);
+        return 1;
+    }
     return 0;
 }
 
@@ -574,8 +607,8 @@ void cfg_usage(FILE *out)
             "\n"
             "Settings, lowest precedence first: defaults, the config file (--config FILE,\n"
             "else ATTN_CONFIG; \"key = value\" lines, '#' comments), the environment\n"
-            "(ATTN_<KEY>), then flags. A SIZE is bytes, with an optional K, M or G suffix\n"
-            "(powers of 1024).\n"
+            "(ATTN_<KEY>), then flags. A SIZE is bytes, with an optional K, M, G or T\n"
+            "suffix (powers of 1024).\n"
             "\n");
     fprintf(out, "  %-25s %-26s %s\n", "--config FILE", "ATTN_CONFIG",
             "config file to read (default none)");

@@ -22,7 +22,7 @@
  * The config file is named by --config FILE, else by ATTN_CONFIG; its lines
  * are "key = value", blank, or whole-line '#' comments. Integers are decimal
  * and parsed strictly (no blanks, no trailing junk, no overflow); the byte
- * sizes (max_body_bytes, conn_memory_limit) also take a K, M or G suffix,
+ * sizes (max_body_bytes, conn_memory_limit) also take a K, M, G or T suffix,
  * powers of 1024 ("64M" = 67108864). Each value is checked as it is set, and
  * an error names its source, the key and the allowed range:
  *
@@ -47,7 +47,7 @@ enum cfg_log_level { CFG_LOG_ERROR, CFG_LOG_WARN, CFG_LOG_INFO, CFG_LOG_DEBUG };
 
 /* Defaults and ranges; N, L, S, E, H as in core/attention.h. */
 struct cfg {
-    char bind[64];                  /* "0.0.0.0"; IPv4 dotted address */
+    char bind[64];                  /* "0.0.0.0"; IPv4 or IPv6 address ("::": both) */
     int port;                       /* 8080; 0..65535 (0 = pick a free port) */
     int workers;                    /* 2; 1..64 */
     int queue_depth;                /* 64; 1..65536 */
@@ -111,6 +111,13 @@ void cfg_usage(FILE *out);
 /* The effective configuration as "key = value" lines, every key, in a form
  * cfg_load_file() reads back (for the start-up log). */
 void cfg_dump(const struct cfg *c, FILE *out);
+
+/* Whether dir may be static_dir, whose readable .html/.js/.json/... files
+ * anyone can fetch: -1 with the reason in msg when it must be refused ("/"
+ * or a top-level directory such as /etc or /home, or not a directory); 1
+ * with a warning in msg when it has no index.html (not the web client's
+ * folder?) or does not exist (every file answers 404); 0 when it looks right. */
+int cfg_check_static_dir(const char *dir, char *msg, size_t msglen);
 
 /* "error", "warn", "info", "debug"; "unknown" for anything else. */
 const char *cfg_log_level_str(int level);

@@ -16,12 +16,20 @@
  *     codec_request_deinit(&r);   (always, success or not)
  *
  * Two decoders. The fast decoder (scan.h) reads the structure itself and
- * the tensors straight into floats; anything it does not handle cleanly
- * sends the whole body to the second one: jansson with
+ * the tensors straight into floats. For a body of at most
+ * CODEC_FAST_ERRORS_FROM bytes, anything it does not handle cleanly, and
+ * every error, sends the whole body to the second one: jansson with
  * JSON_REJECT_DUPLICATES, which is the reference for what is accepted and
- * for every error message. So the fast decoder changes speed, never
- * answers; r.path says which one read a request. Call it on a thread with
- * >= 1 MiB of stack (jansson recurses up to its 2048-deep limit).
+ * for those error messages. A larger body never goes to jansson whole (its
+ * DOM costs 20-30x the body): the fast decoder gives the answer, the same
+ * status and slug, and a message naming the field and the problem (the
+ * reference's own when the value at fault is small). Decoding then holds
+ * at most 3x the body size beyond the body itself (README, Request).
+ * r.path says which decoder answered. Call it on a thread with >= 1 MiB of
+ * stack (jansson recurses up to its 2048-deep limit).
+ *
+ * Labels: "tokens" must have exactly L entries and "key_tokens" exactly S
+ * (the same labels serve every batch item).
  *
  * Numbers. A tensor value is any JSON number that fits float32; jansson
  * refuses integers beyond long long and numbers beyond double, so the
@@ -43,6 +51,9 @@
 #include "server/errors.h"
 #include "server/tensor.h"
 
+/* Bodies above this many bytes get their errors from the fast decoder. */
+#define CODEC_FAST_ERRORS_FROM (64 * 1024)
+
 struct codec_limits {
     long long max_tensor_elements;  /* per tensor */
     int max_batch, max_target_len, max_source_len, max_embed_dim, max_heads;
@@ -51,8 +62,9 @@ struct codec_limits {
 
 enum codec_path {
     CODEC_PATH_NONE = 0,
-    CODEC_PATH_FAST,    /* the fast decoder read the whole request */
-    CODEC_PATH_JANSSON, /* the reference did (also every refusal) */
+    CODEC_PATH_FAST,    /* the fast decoder read the whole request, or refused
+                           a body above CODEC_FAST_ERRORS_FROM */
+    CODEC_PATH_JANSSON, /* the reference did (every refusal of a small body) */
 };
 
 struct codec_request {

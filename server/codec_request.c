@@ -12,19 +12,22 @@
 #include "server/jsonnum.h"
 #include "server/scan.h"
 
-/* A tensor the fast decoder read (fast set: every tensor must be one, or
- * the body goes to jansson), or any of the three forms through jansson;
- * then the one check. */
+/* A tensor the fast decoder read (a placeholder in v), or any of the three
+ * forms through jansson (the reference, or a value the fast decoder left
+ * to jansson alone); then the one check. */
 static int decode_tensor(struct codec_request *r, const struct scan_tensors *fast,
                          struct tensor *t, json_t *v, enum tensor_kind k, const char *name,
                          const struct codec_limits *lim, struct api_error *err)
 {
-    if (fast) {
-        const struct tensor *scanned = scan_tensor_of(fast, v);
-        if (!scanned)
-            return api_fail(err, ERR_INTERNAL, "%s: not read by the fast decoder", name);
+    const struct api_error *refused = NULL;
+    const struct tensor *scanned = fast ? scan_tensor_of(fast, v, &refused) : NULL;
+    if (refused) {
+        *err = *refused;
+        return -1;
+    }
+    if (scanned)
         *t = *scanned;
-    } else if (tensor_from_json(t, v, k, name, lim->max_tensor_elements, &r->arena, err)) {
+    else if (tensor_from_json(t, v, k, name, lim->max_tensor_elements, &r->arena, err)) {
         return -1;
     }
     return tensor_check(t, k, name, err);
@@ -64,7 +67,10 @@ static int get_bool(json_t *root, const char *key, int dflt, int *out, struct ap
     return 0;
 }
 
-static int get_tokens(json_t *root, const char *key, char **out, struct api_error *err)
+/* Labels: an array of strings, exactly one per position (want: L or S;
+ * the same labels serve every batch item). */
+static int get_tokens(json_t *root, const char *key, int want, const char *what, char **out,
+                      struct api_error *err)
 {
     json_t *v = json_object_get(root, key);
     if (!v)
@@ -74,6 +80,9 @@ static int get_tokens(json_t *root, const char *key, char **out, struct api_erro
     for (size_t i = 0; i < json_array_size(v); i++)
         if (!json_is_string(json_array_get(v, i)))
             return api_fail(err, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, i);
+    if (json_array_size(v) != (size_t)want)
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s has %zu entries but %s; it needs "
+                        "exactly one per position", key, json_array_size(v), what);
     *out = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII);
     return *out ? 0 : api_fail(err, ERR_INTERNAL, "out of memory copying %s", key);
 }
@@ -81,20 +90,13 @@ static int get_tokens(json_t *root, const char *key, char **out, struct api_erro
 static int decode_fields(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
                          const struct codec_limits *lim, struct api_error *err)
 {
-    static const char *const known[] = {
-        "query", "key", "value", "num_heads", "weights", "attn_mask", "key_padding_mask",
-        "need_weights", "average_attn_weights", "scale", "positional_encoding",
-        "output_encoding", "tokens", "key_tokens"};
     struct att_params *p = &r->p;
     const char *k;
     json_t *v;
 
     /* 1. No unknown fields: a typo should not be silently ignored. */
     json_object_foreach(root, k, v) {
-        size_t i = 0;
-        while (i < sizeof known / sizeof known[0] && strcmp(k, known[i]))
-            i++;
-        if (i == sizeof known / sizeof known[0])
+        if (!scan_is_field(k))
             return api_fail(err, ERR_INVALID_PARAMETER, "unknown field '%s'", k);
     }
 
@@ -248,8 +250,11 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
                         "\"base64\"");
         r->base64_out = strcmp(s, "base64") == 0;
     }
-    if (get_tokens(root, "tokens", &r->tokens_json, err) ||
-        get_tokens(root, "key_tokens", &r->key_tokens_json, err))
+    char lw[48], sw[48];
+    snprintf(lw, sizeof lw, "query has L = %d", p->L);
+    snprintf(sw, sizeof sw, "the keys have S = %d", p->S);
+    if (get_tokens(root, "tokens", p->L, lw, &r->tokens_json, err) ||
+        get_tokens(root, "key_tokens", p->S, sw, &r->key_tokens_json, err))
         return -1;
 
     /* 7. the whole, as the core sees it, once: the sizes stay with r;
@@ -308,16 +313,21 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
     memset(r, 0, sizeof *r);
     att_params_init(&r->p);
 
-    /* 1. the fast decoder (an empty body is not for it); on any doubt,
-     *    start over with jansson, which says what is wrong */
+    /* 1. the fast decoder (an empty body is not for it). A small body, on
+     *    any doubt or error, starts over with jansson, which says what is
+     *    wrong; a large one gets its answer here, without a DOM of it. */
     struct scan_tensors fast;
-    json_t *root = scan_request(body, len, lim->max_tensor_elements, &fast, &r->arena);
-    if (root) {
-        int rc = decode_fields(r, root, &fast, lim, err);
+    const int errors = len > CODEC_FAST_ERRORS_FROM;
+    json_t *root = NULL;
+    const int sr = len ? scan_request(&root, body, len, lim, errors, &fast, &r->arena, err) : 1;
+    if (sr <= 0) {
+        int rc = sr < 0 ? -1 : decode_fields(r, root, &fast, lim, err);
         json_decref(root);
-        if (rc == 0) {
+        if (rc && errors && err->code != ERR_INVALID_JSON)
+            scan_json_check(body, len, err); /* invalid JSON anywhere comes first */
+        if (rc == 0 || errors) {
             r->path = CODEC_PATH_FAST;
-            return 0;
+            return rc;
         }
     }
     codec_request_deinit(r);

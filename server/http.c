@@ -31,6 +31,7 @@
 
 #include "server/cors.h"
 #include "server/errors.h"
+#include "server/framing.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/tls.h"
@@ -863,7 +864,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
-    (void)version;
     struct http_server *s = cls;
     struct req *r = *con_cls;
     char msg[200];
@@ -884,6 +884,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (r->c && r->c->refused)
             return send_error(r, ERR_OVERLOADED, "max_connections are open and none is idle; "
                                                  "retry later");
+        struct api_error fe;
+        if (framing_check(conn, method, url, version, &fe) != 0) {
+            r->ep = EP_OTHER; /* queued before the body: MHD closes after it */
+            return send_error(r, fe.code, fe.msg);
+        }
         int e = early_check(r, url, msg, sizeof msg);
         if (e >= 0)
             return send_error(r, e, msg);
@@ -954,9 +959,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     /* 499: the client went away before its answer */
     int status = r->sent_status && !r->client_gone ? r->sent_status : 499;
     metrics_record(r->ep, status, ms / 1e3);
-    if (s->cfg.log_level >= CFG_LOG_INFO)
-        fprintf(stderr, "%s %s %d %zu %.1fms%s\n", r->method, r->path, status, r->sent_bytes,
-                ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    if (s->cfg.log_level >= CFG_LOG_INFO) { /* escaped: a path cannot forge a line */
+        char method[4 * sizeof r->method], path[4 * sizeof r->path];
+        fprintf(stderr, "%s %s %d %zu %.1fms%s\n",
+                framing_log_escape(method, sizeof method, r->method),
+                framing_log_escape(path, sizeof path, r->path), status, r->sent_bytes, ms,
+                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    }
     release_body(r);
     service_answer_free(&r->ans); /* what was never handed to MHD */
     atomic_fetch_sub(&s->answer_bytes, (long long)r->ans_charged);
@@ -990,11 +999,30 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
     s->cfg = *c;
     s->pool = pool;
     s->limits = service_limits(c);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port)};
-    if (inet_pton(AF_INET, c->bind, &addr.sin_addr) != 1) {
-        snprintf(err, errlen, "bind: '%s' is not an IPv4 address", c->bind);
+    char msg[512];
+    int sd = cfg_check_static_dir(c->static_dir, msg, sizeof msg);
+    if (sd < 0) {
+        snprintf(err, errlen, "%s", msg);
         http_stop(s);
         return NULL;
+    }
+    if (sd > 0 && c->log_level >= CFG_LOG_WARN)
+        fprintf(stderr, "attention-server: WARNING: %s\n", msg);
+    /* IPv4, or IPv6 ("::" listens on both: dual stack) */
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port)};
+    struct sockaddr_in6 addr6 = {.sin6_family = AF_INET6,
+                                 .sin6_port = htons((uint16_t)c->port)};
+    struct sockaddr *sa = (struct sockaddr *)&addr;
+    unsigned int family_flags = 0;
+    if (inet_pton(AF_INET, c->bind, &addr.sin_addr) != 1) {
+        if (inet_pton(AF_INET6, c->bind, &addr6.sin6_addr) != 1) {
+            snprintf(err, errlen, "bind: '%s' is not an IPv4 or IPv6 address", c->bind);
+            http_stop(s);
+            return NULL;
+        }
+        sa = (struct sockaddr *)&addr6;
+        family_flags = IN6_IS_ADDR_UNSPECIFIED(&addr6.sin6_addr) ? MHD_USE_DUAL_STACK
+                                                                 : MHD_USE_IPv6;
     }
     if (tls_pem_load(&s->tls, c, err, errlen) != 0) {
         http_stop(s);
@@ -1013,15 +1041,16 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
      * sending side after a complete request and waits for the answer. */
     s->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-            MHD_USE_ERROR_LOG | (s->tls.cert ? MHD_USE_TLS : 0),
+            MHD_USE_ERROR_LOG | (s->tls.cert ? MHD_USE_TLS : 0) | family_flags,
         (uint16_t)c->port, NULL, NULL, on_request, s,
         MHD_OPTION_ARRAY, s->tls.cert ? tls_opts : tls_opts + 2,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_SOCK_ADDR, sa,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->conn_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->conn_memory_limit,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(c->max_connections + CONN_RESERVE),
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_URI_LOG_CALLBACK, framing_uri_log, NULL,
         MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "could not listen on %s:%d: %s", c->bind, c->port,

@@ -217,18 +217,26 @@ static size_t neg_inf_word(const char *s, size_t len, size_t i)
     return 0;
 }
 
+#define JSONNUM_GROW_STEPS_UP_TO ((size_t)1 << 20)
+
 static int push(struct parser *ps, float v, size_t at)
 {
     if (ps->count == ps->cap) {
         if (ps->count >= ps->max_count)
             return fail(ps, JSONNUM_ERR_LIMIT, at, "more than %zu numbers", ps->max_count);
         size_t cap = ps->cap ? ps->cap * 2 : 1024;
+        /* Past 1M numbers, one last step to what the rest of the text can
+         * hold (each number takes 2 bytes or more: "1,"): a realloc may copy
+         * (glibc serves blocks below its mmap threshold, which grows to the
+         * largest block freed, from the heap, where the old block stays
+         * resident), and doubling would leave old + new, 3x the floats, at
+         * the peak. Capacity never written never becomes resident. */
+        if (cap > JSONNUM_GROW_STEPS_UP_TO)
+            cap = ps->count + (ps->len - at + 1) / 2;
         if (cap > ps->max_count || cap < ps->cap)
             cap = ps->max_count;
         if (cap > SIZE_MAX / sizeof(float))
             return fail(ps, JSONNUM_ERR_NOMEM, at, "array too large");
-        /* Large blocks are mmap'd: realloc moves pages, copies nothing, and
-         * untouched capacity never becomes resident. */
         float *nd = realloc(ps->data, cap * sizeof(float));
         if (!nd)
             return fail(ps, JSONNUM_ERR_NOMEM, at, "out of memory for %zu numbers", cap);
@@ -281,11 +289,22 @@ static int parse(struct parser *ps, struct jsonnum_array *a, size_t *consumed)
             i++;
             continue;
         }
-        /* a number, or -infinity in words (JSONNUM_NEG_INF) */
-        const size_t word = c == '"' && (ps->flags & JSONNUM_NEG_INF) ? neg_inf_word(s, len, i)
-                                                                       : 0;
-        if (c != '-' && !is_digit(c) && !word)
+        /* a number, or -infinity in words (JSONNUM_NEG_INF); with
+         * JSONNUM_BOOL, true or false and nothing else */
+        size_t word = c == '"' && (ps->flags & JSONNUM_NEG_INF) ? neg_inf_word(s, len, i) : 0;
+        float lit = 0;
+        if (ps->flags & JSONNUM_BOOL) {
+            if (len - i >= 4 && memcmp(s + i, "true", 4) == 0)
+                word = 4, lit = 1;
+            else if (len - i >= 5 && memcmp(s + i, "false", 5) == 0)
+                word = 5;
+            else if (c == '-' || is_digit(c))
+                return fail(ps, JSONNUM_ERR_TYPE, i, "array element: a number, not a boolean");
+            else
+                return bad_token(ps, i, "array element");
+        } else if (c != '-' && !is_digit(c) && !word) {
             return bad_token(ps, i, "array element");
+        }
         if (!ndim)
             ndim = depth + 1;
         else if (depth + 1 != ndim)
@@ -294,7 +313,7 @@ static int parse(struct parser *ps, struct jsonnum_array *a, size_t *consumed)
         float v = 0;
         const size_t at = i;
         if (word)
-            i += word, v = -INFINITY;
+            i += word, v = ps->flags & JSONNUM_BOOL ? lit : -INFINITY;
         else if ((rc = parse_number(ps, &i, &v)))
             return rc;
         if ((rc = push(ps, v, at)))

@@ -143,6 +143,8 @@ size_t jsonnum_format_array(char *dst, const float *x, size_t n);
 
 /* Options of jsonnum_parse_array_opt(). */
 #define JSONNUM_NEG_INF 1u /* "-inf" and "-Infinity" read as -infinity */
+#define JSONNUM_BOOL 2u    /* true and false (1 and 0) instead of numbers: a
+                              number is JSONNUM_ERR_TYPE */
 
 /* Parse one JSON array of numbers at s (len bytes, need not be NUL-terminated;
  * leading JSON whitespace is skipped). On JSONNUM_OK, *a holds the data
@@ -153,7 +155,7 @@ size_t jsonnum_format_array(char *dst, const float *x, size_t n);
 int jsonnum_parse_array(struct jsonnum_array *a, const char *s, size_t len, size_t max_count,
                         size_t *consumed, struct jsonnum_error *err);
 
-/* The same with options: flags is 0 or JSONNUM_NEG_INF. */
+/* The same with options: flags is 0, JSONNUM_NEG_INF or JSONNUM_BOOL. */
 int jsonnum_parse_array_opt(struct jsonnum_array *a, const char *s, size_t len,
                             size_t max_count, unsigned flags, size_t *consumed,
                             struct jsonnum_error *err);

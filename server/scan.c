@@ -1,20 +1,26 @@
 /* scan.c -- the fast decoder's pass over a request body; see scan.h. */
 #include "server/scan.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/jsonnum.h"
 
-/* The placeholder's key: no JSON text can produce it unescaped, and the
- * scanner refuses escaped keys. */
+/* The placeholder's key. A body may spell it ("\u0001tensor") in a value
+ * jansson loads, so a placeholder is also recognised by its address. */
 #define SCAN_KEY "\x01tensor"
 
-const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v)
+const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
+                                    const struct api_error **err)
 {
     json_t *i = st && json_is_object(v) ? json_object_get(v, SCAN_KEY) : NULL;
-    if (!json_is_integer(i) || json_integer_value(i) < 0 || json_integer_value(i) >= st->n)
+    if (!json_is_integer(i) || json_integer_value(i) < 0 || json_integer_value(i) >= st->n ||
+        st->placeholder[json_integer_value(i)] != v)
         return NULL;
+    *err = st->bad[json_integer_value(i)] ? &st->err[json_integer_value(i)] : NULL;
     return &st->t[json_integer_value(i)];
 }
 
@@ -22,9 +28,47 @@ struct scan {
     const char *s;
     size_t len, pos;
     long long max;            /* max_tensor_elements */
+    int errors;               /* large body: say what is wrong, never hand over */
     struct scan_tensors *st;
     struct tensor_arena *a;
+    struct api_error *err;
+    int refused;              /* err holds the answer */
 };
+
+static int refuse(struct scan *sc, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int refuse(struct scan *sc, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sc->err->msg, sizeof sc->err->msg, fmt, ap);
+    va_end(ap);
+    sc->err->code = code;
+    sc->refused = 1;
+    return -1;
+}
+
+/* A refusal found by the fast decoder: the byte offset as jansson counts
+ * lines and columns (bytes here, not characters). */
+static void line_col(const struct scan *sc, size_t off, int *line, int *col)
+{
+    *line = 1, *col = 1;
+    for (size_t i = 0; i < off && i < sc->len; i++) {
+        if (sc->s[i] == '\n')
+            ++*line, *col = 1;
+        else
+            ++*col;
+    }
+}
+
+static int bad_json(struct scan *sc, size_t off, const char *what)
+{
+    int line, col;
+    line_col(sc, off, &line, &col);
+    return refuse(sc, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", line, col,
+                  what);
+}
 
 static void skip_ws(struct scan *sc)
 {
@@ -47,40 +91,61 @@ static int expect(struct scan *sc, char c)
     return 0;
 }
 
-/* A string without escapes or control characters: its bytes in [*p, +*n).
- * (jansson also checks UTF-8; callers only accept ASCII.) */
-static int scan_plain_string(struct scan *sc, const char **p, size_t *n)
+/* A key into key[32], and the ':' after it. A key that is no field name
+ * (too long, or not ASCII) comes back as its raw text, cut to fit, with
+ * *odd set: it is unknown for sure. Escapes are read (a field name may be
+ * written "qu\u0065ry"). Returns -1 when it is not a key at all. */
+static int scan_key(struct scan *sc, char key[32], int *odd)
 {
+    size_t kn = 0;
+    *odd = 0;
     if (expect(sc, '"'))
         return -1;
-    size_t start = sc->pos;
-    const char *q = memchr(sc->s + start, '"', sc->len - start);
-    if (!q)
-        return -1;
-    size_t end = (size_t)(q - sc->s);
-    for (size_t i = start; i < end; i++) {
-        unsigned char c = (unsigned char)sc->s[i];
-        if (c == '\\' || c < 0x20 || c >= 0x80)
+    for (;;) {
+        if (sc->pos >= sc->len)
             return -1;
+        unsigned char c = (unsigned char)sc->s[sc->pos++];
+        if (c == '"')
+            break;
+        if (c < 0x20)
+            return -1;
+        if (c == '\\') {
+            if (sc->pos >= sc->len)
+                return -1;
+            char e = sc->s[sc->pos++];
+            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t", *m = strchr(from, e);
+            if (e == 'u') {
+                unsigned v = 0;
+                for (int i = 0; i < 4; i++, sc->pos++) {
+                    char h = sc->pos < sc->len ? sc->s[sc->pos] : 0;
+                    int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                          : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                    if (d < 0)
+                        return -1;
+                    v = v * 16 + (unsigned)d;
+                }
+                if (v >= 0x80 || v == 0)
+                    *odd = 1, v = '?';
+                c = (unsigned char)v;
+            } else if (e && m) {
+                c = (unsigned char)to[m - from];
+            } else {
+                return -1;
+            }
+        } else if (c >= 0x80) {
+            *odd = 1;
+        }
+        if (kn < 31)
+            key[kn++] = (char)c;
+        else
+            *odd = 1;
     }
-    *p = sc->s + start, *n = end - start;
-    sc->pos = end + 1;
-    return 0;
-}
-
-/* A key into key[32], and the ':' after it. */
-static int scan_key(struct scan *sc, char key[32])
-{
-    const char *k;
-    size_t kn;
-    if (scan_plain_string(sc, &k, &kn) || expect(sc, ':') || kn >= 32)
-        return -1;
-    memcpy(key, k, kn);
     key[kn] = '\0';
-    return 0;
+    return expect(sc, ':');
 }
 
-/* Skip one JSON value of any kind (extent only; jansson checks it). */
+/* Skip one JSON value of any kind (extent only; jansson checks it).
+ * -2: nested deeper than jansson's 2048. */
 static int skip_value(struct scan *sc)
 {
     int depth = 0;
@@ -97,7 +162,9 @@ static int skip_value(struct scan *sc)
                 return -1;
             sc->pos++;
         } else if (c == '[' || c == '{') {
-            depth++, sc->pos++;
+            if (++depth > 2048)
+                return -2;
+            sc->pos++;
         } else if (c == ']' || c == '}') {
             if (--depth < 0)
                 return -1;
@@ -118,167 +185,708 @@ static int skip_value(struct scan *sc)
     return 0;
 }
 
-/* One value through jansson, from its own extent in the body. */
-static json_t *small_value(struct scan *sc)
+/* The fields of a request and of "weights": the one list (decode_fields
+ * uses it too). */
+static const char *const fields[] = {
+    "query", "key", "value", "num_heads", "weights", "attn_mask", "key_padding_mask",
+    "need_weights", "average_attn_weights", "scale", "positional_encoding", "output_encoding",
+    "tokens", "key_tokens"};
+static const char *const weight_fields[] = {
+    "in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+    "out_proj_weight", "out_proj_bias"};
+
+static int in_list(const char *k, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(k, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int scan_is_field(const char *key)
+{
+    return in_list(key, fields, sizeof fields / sizeof fields[0]);
+}
+
+int scan_is_weight(const char *key)
+{
+    return in_list(key, weight_fields, sizeof weight_fields / sizeof weight_fields[0]);
+}
+
+/* One value through jansson, from its own extent in the body (a number
+ * jansson cannot hold: again with its stand-in, as the reference does).
+ * On a large body, invalid JSON here is the answer. */
+static json_t *extent_value(struct scan *sc)
 {
     skip_ws(sc);
-    size_t start = sc->pos;
-    if (skip_value(sc))
+    const size_t start = sc->pos;
+    const int sk = skip_value(sc);
+    if (sk) {
+        if (sc->errors)
+            bad_json(sc, sk == -2 ? start : sc->pos, sk == -2 ? "maximum parsing depth reached"
+                                                             : "a value was expected");
         return NULL;
-    return json_loadb(sc->s + start, sc->pos - start, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES,
-                      NULL);
+    }
+    const size_t n = sc->pos - start;
+    json_error_t je;
+    json_t *v = json_loadb(sc->s + start, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!v && sc->errors && json_error_code(&je) == json_error_numeric_overflow) {
+        char *copy = malloc(n + 1);
+        if (copy) {
+            memcpy(copy, sc->s + start, n);
+            copy[n] = '\0';
+            jsonnum_standin(copy, n);
+            v = json_loadb(copy, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+            free(copy);
+        }
+    }
+    if (!v && sc->errors)
+        bad_json(sc, start + (size_t)je.position, je.text);
+    return v;
+}
+
+/* A field that is not a tensor (num_heads, scale, ...). On a large body an
+ * array or object of more than SCAN_SMALL bytes is none of these fields'
+ * types: an empty array stands in for it, and the schema names the field
+ * and its type, without a DOM of the value. */
+static json_t *field_value(struct scan *sc)
+{
+    const int c = peek(sc);
+    if (sc->errors && (c == '[' || c == '{')) {
+        const size_t start = sc->pos;
+        if (skip_value(sc) == 0 && sc->pos - start > SCAN_SMALL)
+            return json_array();
+        sc->pos = start;
+    }
+    return extent_value(sc);
+}
+
+/* The answer for a numeric array the fast reader stopped in; 1 (doubt)
+ * where jansson may still read it: booleans, escaped strings. at: the
+ * array's offset in the body. */
+static int numbers_error(struct scan *sc, const struct jsonnum_error *je, size_t at,
+                         const char *name)
+{
+    const size_t off = at + je->offset;
+    const char c = off < sc->len ? sc->s[off] : 0;
+    int line, col;
+    switch (je->code) {
+    case JSONNUM_ERR_SYNTAX:
+        return bad_json(sc, off, je->msg);
+    case JSONNUM_ERR_LIMIT:
+        return refuse(sc, ERR_PAYLOAD_TOO_LARGE, "%s has more than %lld elements "
+                      "(max_tensor_elements)", name, sc->max);
+    case JSONNUM_ERR_NOMEM:
+        return refuse(sc, ERR_INTERNAL, "out of memory decoding %s", name);
+    case JSONNUM_ERR_TYPE:
+        if (c == '"') {
+            for (size_t i = off + 1; i < sc->len && sc->s[i] != '"'; i++)
+                if (sc->s[i] == '\\')
+                    return 1;
+        }
+        break;
+    default:
+        break;
+    }
+    line_col(sc, off, &line, &col);
+    return refuse(sc, ERR_INVALID_TENSOR, "%s: %s (line %d, column %d)", name, je->msg, line,
+                  col);
 }
 
 /* An array of numbers at the cursor (nested to any rank) into floats kept
- * in the arena. */
-static int scan_numbers(struct scan *sc, struct jsonnum_array *a, unsigned opt)
+ * in the arena: 0, 1 (doubt) or -1 (refused). */
+static int scan_numbers(struct scan *sc, struct jsonnum_array *a, unsigned opt,
+                        const char *name)
 {
     struct jsonnum_error je;
     size_t used;
-    if (peek(sc) != '[' ||
-        jsonnum_parse_array_opt(a, sc->s + sc->pos, sc->len - sc->pos, (size_t)sc->max, opt,
-                                &used, &je) != JSONNUM_OK)
-        return -1;
+    if (peek(sc) != '[')
+        return 1;
+    int rc = jsonnum_parse_array_opt(a, sc->s + sc->pos, sc->len - sc->pos, (size_t)sc->max,
+                                     opt, &used, &je);
+    if (rc != JSONNUM_OK)
+        return numbers_error(sc, &je, sc->pos, name);
     sc->pos += used;
-    return tensor_arena_keep(sc->a, a->data) ? 0 : -1;
+    return tensor_arena_keep(sc->a, a->data) ? 0 : 1;
 }
 
-/* {shape, data} or {shape, dtype, b64}, the cursor after the '{'. */
-static int scan_object(struct scan *sc, struct tensor *t, unsigned opt)
+/* How to read the array at the cursor for a field of this kind: booleans
+ * for key_padding_mask, and for attn_mask when its first element is one
+ * (as tensor.c decides); else numbers, "-inf" among them in attn_mask. */
+static unsigned leaf_options(struct scan *sc, enum tensor_kind kind)
+{
+    if (kind == TENSOR_BOOL)
+        return JSONNUM_BOOL;
+    if (kind == TENSOR_FLOAT)
+        return 0;
+    size_t p = sc->pos;
+    while (p < sc->len && strchr("[ \n\r\t", sc->s[p]) && sc->s[p])
+        p++;
+    return p < sc->len && (sc->s[p] == 't' || sc->s[p] == 'f') ? JSONNUM_BOOL : JSONNUM_NEG_INF;
+}
+
+/* The 0/1 floats of a boolean array as bytes, in place. */
+static void to_bytes(struct tensor *t)
+{
+    uint8_t *u = (uint8_t *)(void *)t->f;
+    for (size_t i = 0; i < t->count; i++)
+        u[i] = t->f[i] != 0;
+    t->u8 = u, t->f = NULL, t->is_bool = 1;
+}
+
+/* {shape, data} or {shape, dtype, b64}, the cursor after the '{': 0, 1
+ * (doubt) or -1 (refused, with the messages tensor.c's from_object gives). */
+static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
+                       const char *name)
 {
     json_t *shape = NULL, *dtype = NULL;
     const char *b64 = NULL;
     size_t b64_len = 0, have = 0;
-    int have_data = 0, ok = peek(sc) != '}';
-    while (ok) {
-        char k[32];
-        if (scan_key(sc, k)) {
-            ok = 0;
-        } else if (strcmp(k, "shape") == 0 && !shape) {
-            ok = (shape = small_value(sc)) != NULL;
-        } else if (strcmp(k, "dtype") == 0 && !dtype) {
-            ok = (dtype = small_value(sc)) != NULL;
-        } else if (strcmp(k, "b64") == 0 && !b64) {
-            /* no escape check here: the base64 decoder refuses '\\' and
-             * every other byte outside its alphabet (then: jansson) */
-            const char *q = NULL;
-            if (peek(sc) == '"')
-                q = memchr(sc->s + sc->pos + 1, '"', sc->len - sc->pos - 1);
-            ok = q != NULL;
-            if (ok) {
-                b64 = sc->s + sc->pos + 1, b64_len = (size_t)(q - b64);
-                sc->pos = (size_t)(q - sc->s) + 1;
-            }
-        } else if (strcmp(k, "data") == 0 && !have_data) {
-            struct jsonnum_array a;
-            ok = scan_numbers(sc, &a, opt) == 0 && a.ndim == 1;
-            if (ok)
-                t->f = a.data, have = a.count, have_data = 1;
-        } else {
-            ok = 0;
-        }
-        if (!ok || peek(sc) != ',')
-            break;
+    int have_data = 0, rc = 0;
+    if (peek(sc) == '}')
         sc->pos++;
+    else
+        for (;;) {
+            char k[32];
+            int odd;
+            const size_t at = (skip_ws(sc), sc->pos);
+            if (scan_key(sc, k, &odd)) {
+                rc = sc->errors ? bad_json(sc, at, "string or '}' expected") : 1;
+            } else if (!odd && strcmp(k, "shape") == 0 && !shape) {
+                rc = (shape = field_value(sc)) ? 0 : sc->refused ? -1 : 1;
+            } else if (!odd && strcmp(k, "dtype") == 0 && !dtype) {
+                rc = (dtype = field_value(sc)) ? 0 : sc->refused ? -1 : 1;
+            } else if (!odd && strcmp(k, "b64") == 0 && !b64) {
+                /* no escape check here: the base64 decoder refuses '\\' and
+                 * every other byte outside its alphabet (then: jansson) */
+                const char *q = NULL;
+                if (peek(sc) == '"')
+                    q = memchr(sc->s + sc->pos + 1, '"', sc->len - sc->pos - 1);
+                rc = q ? 0 : sc->errors ? refuse(sc, ERR_INVALID_TENSOR, "%s.b64 must be a "
+                                                     "base64 string", name) : 1;
+                if (q) {
+                    b64 = sc->s + sc->pos + 1, b64_len = (size_t)(q - b64);
+                    sc->pos = (size_t)(q - sc->s) + 1;
+                }
+            } else if (!odd && strcmp(k, "data") == 0 && !have_data) {
+                struct jsonnum_array a;
+                char dn[48];
+                snprintf(dn, sizeof dn, "%s.data", name);
+                skip_ws(sc);
+                const unsigned o = leaf_options(sc, kind);
+                rc = scan_numbers(sc, &a, o, dn);
+                if (rc == 0 && a.ndim != 1)
+                    rc = refuse(sc, ERR_INVALID_TENSOR, "%s.data must be a flat array", name);
+                if (rc == 0) {
+                    t->f = a.data, t->count = have = a.count, have_data = 1;
+                    if (o == JSONNUM_BOOL)
+                        to_bytes(t);
+                }
+            } else if (!odd && (!strcmp(k, "shape") || !strcmp(k, "dtype") ||
+                                !strcmp(k, "b64") || !strcmp(k, "data"))) {
+                rc = bad_json(sc, at, "duplicate object key");
+            } else {
+                rc = refuse(sc, ERR_INVALID_TENSOR, "%s has an unknown field '%s' (a tensor is "
+                            "nested arrays, {shape, data} or {shape, dtype, b64})", name, k);
+            }
+            if (rc)
+                break;
+            const int c = peek(sc);
+            sc->pos++;
+            if (c == '}')
+                break;
+            if (c != ',') {
+                rc = bad_json(sc, sc->pos - 1, "',' or '}' expected");
+                break;
+            }
+        }
+    struct api_error e;
+    if (rc == 0 && tensor_shape_from_json(t, shape, name, sc->max, &e))
+        rc = refuse(sc, e.code, "%s", e.msg);
+    if (rc == 0 && have_data == (b64 != NULL))
+        rc = refuse(sc, ERR_INVALID_TENSOR, "%s needs exactly one of 'data' or 'b64'", name);
+    if (rc == 0 && have_data) {
+        char s[96];
+        tensor_shape_str(s, sizeof s, t->shape, t->ndim);
+        if (dtype)
+            rc = refuse(sc, ERR_INVALID_TENSOR, "%s: 'dtype' goes with 'b64', not 'data'", name);
+        else if (have != t->count)
+            rc = refuse(sc, ERR_INVALID_TENSOR, "%s.data has %zu elements but shape %s needs "
+                        "%zu", name, have, s, t->count);
     }
-    struct api_error ignored;
-    ok = ok && expect(sc, '}') == 0 && (have_data != (b64 != NULL)) &&
-         tensor_shape_from_json(t, shape, "", sc->max, &ignored) == 0;
-    if (ok && have_data)
-        ok = !dtype && have == t->count;
-    if (ok && b64) {
+    if (rc == 0 && b64) {
         const char *dt = json_string_value(dtype);
         t->is_bool = dt && strcmp(dt, "bool") == 0;
-        ok = dt && (t->is_bool || strcmp(dt, "float32") == 0) &&
-             tensor_read_b64(t, b64, b64_len, sc->a, "", &ignored) == 0;
+        if (!dt || (!t->is_bool && strcmp(dt, "float32")))
+            rc = refuse(sc, ERR_INVALID_TENSOR, "%s.dtype must be \"float32\" (or \"bool\" for "
+                        "masks) with 'b64'", name);
+        else if (tensor_read_b64(t, b64, b64_len, sc->a, name, &e))
+            /* an escape is for jansson to read; anything else is the answer */
+            rc = memchr(b64, '\\', b64_len) ? 1 : refuse(sc, e.code, "%s", e.msg);
     }
     json_decref(shape);
     json_decref(dtype);
-    return ok ? 0 : -1;
+    return rc;
 }
 
-/* A tensor at the cursor into the next slot; returns its placeholder.
- * float_mask: it is attn_mask, whose numbers may include "-inf". */
-static json_t *scan_tensor(struct scan *sc, int float_mask)
+/* A tensor at the cursor into t: 0, 1 (doubt) or -1 (refused). */
+static int read_tensor(struct scan *sc, struct tensor *t, enum tensor_kind kind,
+                       const char *name)
 {
-    const unsigned opt = float_mask ? JSONNUM_NEG_INF : 0;
-    if (sc->st->n == SCAN_MAX_TENSORS)
-        return NULL;
-    struct tensor *t = &sc->st->t[sc->st->n];
     memset(t, 0, sizeof *t);
-    int c = peek(sc);
-    if (c == '[') { /* nested arrays of numbers */
+    const int c = peek(sc);
+    if (c == '[') { /* nested arrays of numbers, or of booleans in a mask */
         struct jsonnum_array a;
-        if (scan_numbers(sc, &a, opt))
-            return NULL;
+        const unsigned o = leaf_options(sc, kind);
+        const int rc = scan_numbers(sc, &a, o, name);
+        if (rc)
+            return rc;
         t->f = a.data, t->count = a.count, t->ndim = a.ndim;
         memcpy(t->shape, a.shape, sizeof t->shape);
-    } else if (c == '{') {
-        sc->pos++;
-        if (scan_object(sc, t, opt))
-            return NULL;
-    } else {
-        return NULL;
+        if (o == JSONNUM_BOOL)
+            to_bytes(t);
+        return 0;
     }
-    return json_pack("{s:i}", SCAN_KEY, sc->st->n++);
+    if (c == '{') {
+        sc->pos++;
+        return scan_object(sc, t, kind, name);
+    }
+    return 1;
 }
 
-/* "weights": an object of tensors. */
-static json_t *scan_weights(struct scan *sc)
+/* The placeholder of the next slot (the root will own it). */
+static json_t *placeholder(struct scan *sc)
 {
-    json_t *v = json_object();
-    sc->pos++; /* '{' */
-    int ok = v && peek(sc) != '}';
-    while (ok) {
-        char k[32];
-        json_t *t = NULL;
-        ok = scan_key(sc, k) == 0 && !json_object_get(v, k) && (t = scan_tensor(sc, 0)) &&
-             json_object_set_new(v, k, t) == 0;
-        if (!ok || peek(sc) != ',')
-            break;
-        sc->pos++;
-    }
-    if (!ok || expect(sc, '}')) {
-        json_decref(v);
-        return NULL;
-    }
+    json_t *v = json_pack("{s:i}", SCAN_KEY, sc->st->n);
+    if (v)
+        sc->st->placeholder[sc->st->n++] = v;
     return v;
 }
 
-json_t *scan_request(const char *body, size_t len, long long max_elements,
-                     struct scan_tensors *st, struct tensor_arena *a)
+/* A tensor at the cursor into the next slot; returns its placeholder. On a
+ * large body, a tensor the fast reader could not read (booleans, escapes)
+ * or refused while small is read alone by jansson instead, and the schema
+ * reads that (tensor_from_json: the reference's own messages); a large one
+ * it refused keeps the fast reader's message. */
+static json_t *tensor_value(struct scan *sc, enum tensor_kind kind, const char *name)
 {
-    struct scan sc = {body, len, 0, max_elements, st, a};
-    st->n = 0;
-    json_t *root = json_object();
-    if (!root || expect(&sc, '{') || peek(&sc) == '}')
-        goto defer; /* empty: let jansson name what is missing */
-    for (;;) {
-        char key[32];
-        json_t *v = NULL;
-        if (scan_key(&sc, key) || json_object_get(root, key))
-            goto defer; /* duplicate */
-        const int mask = strcmp(key, "attn_mask") == 0 || strcmp(key, "key_padding_mask") == 0;
-        if (strcmp(key, "query") == 0 || strcmp(key, "key") == 0 ||
-            strcmp(key, "value") == 0 || (mask && peek(&sc) != '"'))
-            v = scan_tensor(&sc, strcmp(key, "attn_mask") == 0);
-        else if (strcmp(key, "weights") == 0 && peek(&sc) == '{')
-            v = scan_weights(&sc);
-        else
-            v = small_value(&sc);
-        if (!v || json_object_set_new(root, key, v))
-            goto defer;
-        int c = peek(&sc);
-        sc.pos++;
-        if (c == '}')
-            break;
-        if (c != ',')
-            goto defer;
+    if (sc->st->n == SCAN_MAX_TENSORS)
+        return NULL;
+    const size_t start = (skip_ws(sc), sc->pos);
+    const int slot = sc->st->n;
+    const int rc = read_tensor(sc, &sc->st->t[slot], kind, name);
+    sc->st->bad[slot] = 0;
+    if (rc == 0)
+        return placeholder(sc);
+    if (!sc->errors)
+        return NULL;
+    sc->pos = start;
+    const int sk = skip_value(sc);
+    if (rc < 0 && sk == 0 && sc->pos - start > SCAN_SMALL) {
+        /* the schema reports it when it reaches this field, in its order */
+        sc->st->bad[slot] = 1;
+        sc->st->err[slot] = *sc->err;
+        sc->refused = 0;
+        return placeholder(sc);
     }
-    if (peek(&sc) != -1)
+    if (rc < 0 && sk)
+        return NULL; /* not JSON: sc->err holds the answer */
+    sc->refused = 0;
+    sc->pos = start;
+    return extent_value(sc);
+}
+
+/* "tokens" or "key_tokens": counted first, without a DOM; more than max
+ * (a bound on L or S) cannot be right, nor more than SCAN_TOKENS_MAX_BYTES
+ * of text. Then, bounded, through jansson. */
+static json_t *tokens_value(struct scan *sc, const char *key, int max, const char *what,
+                            const char *limit)
+{
+    const size_t start = (skip_ws(sc), sc->pos);
+    size_t n = 0;
+    int strings = 1;
+    if (peek(sc) == '[') {
+        sc->pos++;
+        int c = peek(sc);
+        while (c != ']') {
+            if (c != '"') {
+                strings = 0;
+                break;
+            }
+            sc->pos++;
+            while (sc->pos < sc->len && sc->s[sc->pos] != '"')
+                sc->pos += sc->s[sc->pos] == '\\' ? 2 : 1;
+            if (sc->pos >= sc->len)
+                break;
+            sc->pos++, n++;
+            c = peek(sc);
+            if (c == ',')
+                sc->pos++, c = peek(sc);
+            else if (c != ']')
+                break;
+        }
+    } else {
+        strings = 0;
+    }
+    if (strings && n > (size_t)max) {
+        if (sc->errors)
+            refuse(sc, ERR_INVALID_PARAMETER, "%s has %zu entries but needs exactly one per "
+                   "%s position, and there are at most %d (%s)", key, n, what, max, limit);
+        return NULL;
+    }
+    if (strings && sc->errors && sc->pos - start > SCAN_TOKENS_MAX_BYTES) {
+        refuse(sc, ERR_PAYLOAD_TOO_LARGE, "%s takes %zu bytes; labels may take at most %d",
+               key, sc->pos - start, SCAN_TOKENS_MAX_BYTES);
+        return NULL;
+    }
+    sc->pos = start;
+    if (!strings && sc->errors && skip_value(sc) == 0 && sc->pos - start > SCAN_SMALL) {
+        if (sc->s[start] == '[')
+            refuse(sc, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, n);
+        else
+            refuse(sc, ERR_INVALID_PARAMETER, "%s must be an array of strings", key);
+        return NULL;
+    }
+    sc->pos = start;
+    return extent_value(sc);
+}
+
+/* "weights": an object of tensors. */
+static json_t *weights_value(struct scan *sc)
+{
+    json_t *v = json_object();
+    sc->pos++; /* '{' */
+    if (v && peek(sc) == '}') {
+        sc->pos++;
+        return v;
+    }
+    while (v) {
+        char k[32], name[48];
+        int odd;
+        json_t *t = NULL;
+        const size_t at = (skip_ws(sc), sc->pos);
+        if (scan_key(sc, k, &odd)) {
+            if (sc->errors)
+                bad_json(sc, at, "string or '}' expected");
+            break;
+        }
+        if (odd || !scan_is_weight(k)) {
+            if (sc->errors)
+                refuse(sc, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'", k);
+            break;
+        }
+        if (json_object_get(v, k)) {
+            if (sc->errors)
+                bad_json(sc, at, "duplicate object key");
+            break;
+        }
+        snprintf(name, sizeof name, "weights.%s", k);
+        if (!(t = tensor_value(sc, TENSOR_FLOAT, name)) || json_object_set_new(v, k, t))
+            break;
+        const int c = peek(sc);
+        sc->pos++;
+        if (c == '}')
+            return v;
+        if (c != ',') {
+            if (sc->errors)
+                bad_json(sc, sc->pos - 1, "',' or '}' expected");
+            break;
+        }
+    }
+    json_decref(v);
+    return NULL;
+}
+
+int scan_request(json_t **out, const char *body, size_t len, const struct codec_limits *lim,
+                 int errors, struct scan_tensors *st, struct tensor_arena *a,
+                 struct api_error *err)
+{
+    struct scan sc = {body, len, 0, lim->max_tensor_elements, errors, st, a, err, 0};
+    st->n = 0;
+    *out = NULL;
+    json_t *root = json_object();
+    if (!root)
+        return 1;
+    int c = peek(&sc);
+    if (c != '{') {
+        if (!errors)
+            goto defer;
+        if (c == '[') {
+            if (skip_value(&sc) == -2)
+                bad_json(&sc, 0, "maximum parsing depth reached");
+            else
+                refuse(&sc, ERR_INVALID_JSON, "the request body must be a JSON object");
+        } else {
+            bad_json(&sc, sc.pos, "'[' or '{' expected");
+        }
+        goto defer;
+    }
+    sc.pos++;
+    if (peek(&sc) == '}') {
+        sc.pos++;
+    } else {
+        for (;;) {
+            char key[32];
+            int odd;
+            json_t *v = NULL;
+            const size_t at = (skip_ws(&sc), sc.pos);
+            if (scan_key(&sc, key, &odd)) {
+                if (errors)
+                    bad_json(&sc, at, "string or '}' expected");
+                goto defer;
+            }
+            /* an unknown field is refused before its value is read */
+            if (odd || !scan_is_field(key)) {
+                if (errors)
+                    refuse(&sc, ERR_INVALID_PARAMETER, "unknown field '%s'", key);
+                goto defer;
+            }
+            if (json_object_get(root, key)) {
+                if (errors)
+                    bad_json(&sc, at, "duplicate object key");
+                goto defer;
+            }
+            const int str = peek(&sc) == '"';
+            if (!strcmp(key, "query") || !strcmp(key, "key") || !strcmp(key, "value"))
+                v = tensor_value(&sc, TENSOR_FLOAT, key);
+            else if (!str && !strcmp(key, "key_padding_mask"))
+                v = tensor_value(&sc, TENSOR_BOOL, key);
+            else if (!str && !strcmp(key, "attn_mask"))
+                v = tensor_value(&sc, TENSOR_MASK, key);
+            else if (!strcmp(key, "weights") && peek(&sc) == '{')
+                v = weights_value(&sc);
+            else if (!strcmp(key, "tokens"))
+                v = tokens_value(&sc, key, lim->max_target_len, "query", "max_target_len");
+            else if (!strcmp(key, "key_tokens"))
+                v = tokens_value(&sc, key, lim->max_source_len, "key", "max_source_len");
+            else
+                v = field_value(&sc);
+            if (!v || json_object_set_new(root, key, v))
+                goto defer;
+            c = peek(&sc);
+            sc.pos++;
+            if (c == '}')
+                break;
+            if (c != ',') {
+                if (errors)
+                    bad_json(&sc, sc.pos - 1, "',' or '}' expected");
+                goto defer;
+            }
+        }
+    }
+    if (peek(&sc) != -1) {
+        if (errors)
+            bad_json(&sc, sc.pos, "end of file expected");
         goto defer; /* trailing bytes */
-    return root;
+    }
+    *out = root;
+    return 0;
 defer:
     json_decref(root);
-    return NULL;
+    return errors && sc.refused ? -1 : 1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The syntax of a whole body, without a DOM                               */
+
+/* Bytes of the UTF-8 sequence at s (n left), or 0 when it is not one
+ * (overlong forms, surrogates and code points beyond U+10FFFF included). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    const unsigned c = s[0];
+    size_t k;
+    unsigned min, v;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        k = 2, min = 0x80, v = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        k = 3, min = 0x800, v = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        k = 4, min = 0x10000, v = c & 0x07;
+    else
+        return 0;
+    if (n < k)
+        return 0;
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (s[i] & 0x3f);
+    }
+    return v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff) ? 0 : k;
+}
+
+static int hex4(const char *s, size_t n, unsigned *v)
+{
+    *v = 0;
+    if (n < 4)
+        return -1;
+    for (int i = 0; i < 4; i++) {
+        const char h = s[i];
+        const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                    : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        *v = *v * 16 + (unsigned)d;
+    }
+    return 0;
+}
+
+/* A string at s[*i] == '"': *i moves past it; 0, or -1 with *i at the
+ * fault. */
+static int check_string(const char *s, size_t len, size_t *i)
+{
+    size_t p = *i + 1;
+    for (;;) {
+        if (p >= len)
+            return *i = p, -1;
+        const unsigned char c = (unsigned char)s[p];
+        if (c == '"')
+            break;
+        if (c < 0x20)
+            return *i = p, -1;
+        if (c == '\\') {
+            const char e = p + 1 < len ? s[p + 1] : 0;
+            unsigned u, lo;
+            if (e && strchr("\"\\/bfnrt", e)) {
+                p += 2;
+            } else if (e == 'u' && hex4(s + p + 2, len - p - 2, &u) == 0) {
+                p += 6;
+                if (u >= 0xdc00 && u <= 0xdfff)
+                    return *i = p - 6, -1;
+                if (u >= 0xd800 && u <= 0xdbff) { /* a low surrogate must follow */
+                    if (p + 1 >= len || s[p] != '\\' || s[p + 1] != 'u' ||
+                        hex4(s + p + 2, len - p - 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
+                        return *i = p - 6, -1;
+                    p += 6;
+                }
+            } else {
+                return *i = p, -1;
+            }
+        } else {
+            const size_t k = utf8_len((const unsigned char *)s + p, len - p);
+            if (!k)
+                return *i = p, -1;
+            p += k;
+        }
+    }
+    *i = p + 1;
+    return 0;
+}
+
+static int check_number(const char *s, size_t len, size_t *i)
+{
+    size_t p = *i;
+#define DIGIT(q) ((q) < len && s[q] >= '0' && s[q] <= '9')
+    if (p < len && s[p] == '-')
+        p++;
+    if (!DIGIT(p))
+        return *i = p, -1;
+    if (s[p] == '0')
+        p++;
+    else
+        while (DIGIT(p))
+            p++;
+    if (p < len && s[p] == '.') {
+        if (!DIGIT(p + 1))
+            return *i = p, -1;
+        for (p++; DIGIT(p); p++) {}
+    }
+    if (p < len && (s[p] == 'e' || s[p] == 'E')) {
+        p++;
+        if (p < len && (s[p] == '+' || s[p] == '-'))
+            p++;
+        if (!DIGIT(p))
+            return *i = p, -1;
+        while (DIGIT(p))
+            p++;
+    }
+#undef DIGIT
+    if (p < len && s[p] == '\0') /* jansson drops one NUL after a number */
+        p++;
+    *i = p;
+    return 0;
+}
+
+int scan_json_check(const char *s, size_t len, struct api_error *err)
+{
+    enum { VALUE, VALUE_OR_END, KEY, KEY_OR_END, AFTER } state = VALUE;
+    char open[2049];
+    int depth = 0;
+    size_t i = 0;
+    const char *what = NULL;
+    for (;;) {
+        while (i < len && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
+            i++;
+        if (i == len) {
+            if (state == AFTER && depth == 0)
+                return 0;
+            what = "unexpected end of input";
+            break;
+        }
+        const char c = s[i];
+        if (state == AFTER) {
+            if (depth == 0) {
+                what = "end of file expected";
+                break;
+            }
+            if (c == ',') {
+                i++, state = open[depth] == '{' ? KEY : VALUE;
+                continue;
+            }
+            if (c == (open[depth] == '{' ? '}' : ']')) {
+                i++, depth--;
+                continue;
+            }
+            what = open[depth] == '{' ? "',' or '}' expected" : "',' or ']' expected";
+            break;
+        }
+        if ((state == KEY_OR_END && c == '}') || (state == VALUE_OR_END && c == ']')) {
+            i++, depth--, state = AFTER;
+            continue;
+        }
+        if (state == KEY || state == KEY_OR_END) {
+            if (c != '"' || check_string(s, len, &i)) {
+                what = c == '"' ? "invalid string" : "string or '}' expected";
+                break;
+            }
+            while (i < len && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
+                i++;
+            if (i == len || s[i] != ':') {
+                what = "':' expected";
+                break;
+            }
+            i++, state = VALUE;
+            continue;
+        }
+        /* a value */
+        state = AFTER;
+        if (c == '{' || c == '[') {
+            if (depth == 2048) {
+                what = "maximum parsing depth reached";
+                break;
+            }
+            open[++depth] = c;
+            i++, state = c == '{' ? KEY_OR_END : VALUE_OR_END;
+        } else if (c == '"') {
+            if (check_string(s, len, &i)) {
+                what = "invalid string";
+                break;
+            }
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            if (check_number(s, len, &i)) {
+                what = "invalid number";
+                break;
+            }
+        } else if (len - i >= 4 && (!memcmp(s + i, "true", 4) || !memcmp(s + i, "null", 4))) {
+            i += 4;
+        } else if (len - i >= 5 && !memcmp(s + i, "false", 5)) {
+            i += 5;
+        } else {
+            what = "invalid token";
+            break;
+        }
+    }
+    struct scan sc = {s, len, 0, 0, 1, NULL, NULL, err, 0};
+    return bad_json(&sc, i, what);
 }

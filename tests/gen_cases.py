@@ -123,6 +123,12 @@ cases = {
     "param_positional": (400, "invalid_parameter", "positional_encoding must be \"sinusoidal\"", req(positional_encoding="learned"), None),
     "param_output_encoding": (400, "invalid_parameter", "output_encoding must be \"json\" or \"base64\"", req(output_encoding="hex"), None),
     "param_tokens_type": (400, "invalid_parameter", "tokens[1] is not a string", req(tokens=["a", 1, "c", "d"]), None),
+    # labels: exactly one per query position (L) and per key position (S),
+    # the same for every batch item
+    "param_tokens_count": (400, "invalid_parameter", "tokens has 3 entries but query has L = 4", req(tokens=["a", "b", "c"]), None),
+    "param_tokens_per_batch_item": (400, "invalid_parameter", "tokens has 8 entries but query has L = 4", req(query=[Q, Q], tokens=list("abcdefgh")), None),
+    "param_key_tokens_count": (400, "invalid_parameter", "key_tokens has 1 entries but the keys have S = 4", req(key_tokens=["x"]), None),
+    "param_key_tokens_cross": (400, "invalid_parameter", "key_tokens has 4 entries but the keys have S = 2", req(key=Q[:2], tokens=list("abcd"), key_tokens=list("wxyz")), None),
     "param_packed_and_separate": (400, "invalid_parameter", "mutually exclusive", req(weights={"in_proj_weight": Q * 3, "q_proj_weight": Q}), None),
     # the range rule (README "Semantics"): finite inputs, a result beyond float32
     "range_row_below_minus_flt_max": (400, "invalid_parameter", "every unmasked attention score of query 0 (batch 0, head 0) is below -3.4e38",

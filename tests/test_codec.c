@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "server/base64.h"
@@ -535,24 +537,11 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
     }
 }
 
-/* Does v hold a JSON boolean anywhere (a bool mask, nested or as data)? */
-static int holds_bool(json_t *v)
-{
-    if (json_is_boolean(v))
-        return 1;
-    if (json_is_object(v))
-        return holds_bool(json_object_get(v, "data"));
-    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++)
-        if (holds_bool(json_array_get(v, i)))
-            return 1;
-    return 0;
-}
-
 /* The fast decoder is really taken: a typo in one of its key comparisons
  * would send every request through jansson with every other test green.
- * Each golden request goes through it, except those with a JSON boolean
- * mask, which it leaves to jansson by design (codec.h); and each of the
- * three tensor forms does (three_tensor_forms_... above checks the floats). */
+ * Each golden request goes through it, boolean masks included; and each of
+ * the three tensor forms does (three_tensor_forms_... above checks the
+ * floats). */
 Test(codec, fast_decoder_reads_the_golden_requests)
 {
     struct codec_limits lim = default_limits();
@@ -562,18 +551,14 @@ Test(codec, fast_decoder_reads_the_golden_requests)
     for (int i = 0; i < n; i++) {
         json_t *c = json_load_file(paths[i], 0, NULL);
         cr_assert_not_null(c, "%s", paths[i]);
-        json_t *req = json_object_get(c, "request");
-        const int want_fast = !holds_bool(json_object_get(req, "attn_mask")) &&
-                              !json_object_get(req, "key_padding_mask");
         size_t len;
         char *body = testdata_body(c, &len);
         struct codec_request r;
         struct api_error e;
         cr_assert_eq(codec_decode_request(&r, body, len, &lim, &e), 0, "%s: %s", paths[i],
                      e.msg);
-        const enum codec_path want = want_fast ? CODEC_PATH_FAST : CODEC_PATH_JANSSON;
-        if (r.path != want) {
-            fprintf(stderr, "%s: decoded by path %d, want %d\n", paths[i], r.path, want);
+        if (r.path != CODEC_PATH_FAST) {
+            fprintf(stderr, "%s: decoded by path %d, want the fast decoder\n", paths[i], r.path);
             failed++;
         }
         fast += r.path == CODEC_PATH_FAST;
@@ -583,7 +568,7 @@ Test(codec, fast_decoder_reads_the_golden_requests)
         free(paths[i]);
     }
     cr_assert_eq(failed, 0, "%d golden requests took the wrong decoder", failed);
-    cr_assert_geq(fast, n / 2, "only %d of %d golden requests took the fast decoder", fast, n);
+    cr_assert_eq(fast, n, "only %d of %d golden requests took the fast decoder", fast, n);
 
     const char *forms[] = {
         "{\"query\": [[0.5, -1.25], [3, 0.001]], \"num_heads\": 1}",
@@ -603,5 +588,272 @@ Test(codec, fast_decoder_reads_the_golden_requests)
                      0);
         cr_assert_eq(r.path, CODEC_PATH_JANSSON);
         codec_request_deinit(&r);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Large bodies: answered by the fast decoder, in memory proportional to
+ * the body, never by a DOM of the whole body.                           */
+
+/* Every invalid case, padded with spaces beyond CODEC_FAST_ERRORS_FROM (so
+ * its line numbers stay), gets the same status, slug and message phrase
+ * from the fast decoder as the small case gets from the reference, and the
+ * well-formed ones (stage "compute") are accepted. */
+Test(codec, large_bodies_get_every_case_answer_from_the_fast_decoder, .timeout = 60)
+{
+    char *paths[128];
+    int ncases = testdata_list("tests/cases", paths, 128), n = 0, failed = 0;
+    cr_assert_gt(ncases, 50, "tests/cases is missing (run from the repository root)");
+    const size_t pad = CODEC_FAST_ERRORS_FROM + 1;
+    for (int k = 0; k < ncases; k++) {
+        json_t *c = json_load_file(paths[k], JSON_ALLOW_NUL, NULL);
+        cr_assert_not_null(c, "%s", paths[k]);
+        size_t blen;
+        char *small = testdata_body(c, &blen);
+        if (blen == 0) { /* padded, an empty body is no longer empty */
+            free(small), free(paths[k]), json_decref(c);
+            continue;
+        }
+        char *body = malloc(pad + blen);
+        memset(body, ' ', pad);
+        memcpy(body + pad, small, blen);
+        const char *code = json_string_value(json_object_get(c, "code"));
+        const char *want = json_string_value(json_object_get(c, "message_contains"));
+        const char *stage = json_string_value(json_object_get(c, "stage"));
+        int status = (int)json_integer_value(json_object_get(c, "status"));
+        struct codec_request r;
+        struct api_error e = {0};
+        struct codec_limits lim = default_limits();
+        int rc = codec_decode_request(&r, body, pad + blen, &lim, &e);
+        if (r.path != CODEC_PATH_FAST) {
+            fprintf(stderr, "%s: answered by path %d, not the fast decoder\n", paths[k], r.path);
+            failed++;
+        } else if (stage && strcmp(stage, "compute") == 0 ? rc != 0
+                   : rc == 0 || strcmp(http_error_slug(e.code), code) != 0 ||
+                     http_error_status(e.code) != status || !strstr(e.msg, want)) {
+            fprintf(stderr, "%s padded: got %s '%s', want %s containing '%s'\n", paths[k],
+                    rc ? http_error_slug(e.code) : "success", rc ? e.msg : "", code, want);
+            failed++;
+        }
+        codec_request_deinit(&r);
+        free(body), free(small), free(paths[k]);
+        json_decref(c);
+        n++;
+    }
+    cr_assert_eq(failed, 0, "%d of %d padded cases answered wrongly", failed, n);
+}
+
+/* tokens label the L query positions and key_tokens the S key positions,
+ * one each, the same for every batch item: any other count is refused, on
+ * both decoders and for large bodies. */
+Test(codec, tokens_have_exactly_L_and_S_entries)
+{
+    struct codec_limits lim = default_limits();
+    const struct { const char *body; const char *msg; } bad[] = {
+        {"{\"query\": [[1], [2]], \"num_heads\": 1, \"tokens\": [\"a\"]}",
+         "tokens has 1 entries but query has L = 2"},
+        {"{\"query\": [[1], [2]], \"num_heads\": 1, \"tokens\": [\"a\", \"b\", \"c\"]}",
+         "tokens has 3 entries but query has L = 2"},
+        {"{\"query\": [[1], [2]], \"key\": [[1]], \"value\": [[1]], \"num_heads\": 1, "
+         "\"key_tokens\": [\"x\", \"y\"]}", "key_tokens has 2 entries but the keys have S = 1"},
+        {"{\"query\": [[[1], [2]], [[3], [4]]], \"num_heads\": 1, \"tokens\": [\"a\", \"b\", "
+         "\"c\", \"d\"]}", "tokens has 4 entries but query has L = 2"},
+        {"{\"query\": [[1]], \"num_heads\": 1, \"tokens\": []}", "tokens has 0 entries"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int large = 0; large < 2; large++) {
+            const size_t n = strlen(bad[i].body), pad = large ? CODEC_FAST_ERRORS_FROM : 0;
+            char *b = malloc(pad + n);
+            memset(b, ' ', pad);
+            memcpy(b + pad, bad[i].body, n);
+            struct codec_request r;
+            struct api_error e;
+            int rc = codec_decode_request(&r, b, pad + n, &lim, &e);
+            cr_expect(rc != 0 && e.code == ERR_INVALID_PARAMETER && strstr(e.msg, bad[i].msg),
+                      "%s (%s): %d %s", bad[i].body, large ? "large" : "small", rc, e.msg);
+            cr_expect_eq(r.path, large ? CODEC_PATH_FAST : CODEC_PATH_JANSSON);
+            codec_request_deinit(&r);
+            free(b);
+        }
+        const char *diff = codec_compare_paths(bad[i].body, strlen(bad[i].body), &lim);
+        cr_expect_null(diff, "%s: %s", bad[i].body, diff);
+    }
+    const char *ok = "{\"query\": [[[1], [2]], [[3], [4]]], \"key\": [[[1]], [[2]]], "
+                     "\"num_heads\": 1, \"tokens\": [\"a\", \"b\"], \"key_tokens\": [\"x\"]}";
+    struct codec_request r;
+    struct api_error e;
+    cr_assert_eq(codec_decode_request(&r, ok, strlen(ok), &lim, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(r.tokens_json, "[\"a\",\"b\"]");
+    codec_request_deinit(&r);
+}
+
+/* The bodies of the memory test, about mb MiB each. */
+enum big_body { BIG_UNKNOWN_FIELD, BIG_EMPTY_TOKENS, BIG_TENSOR_BAD_HEADS, BIG_TENSOR,
+                BIG_BOOL_MASK, BIG_BASE64, BIG_COUNT };
+
+static char *big_body(enum big_body which, size_t target, size_t *len)
+{
+    char *b = malloc(target + (1 << 20));
+    size_t n = 0;
+    switch (which) {
+    case BIG_UNKNOWN_FIELD: /* {"query": ..., "junk": [0,0,...]} */
+        n += (size_t)sprintf(b, "{\"query\": [[1, 2]], \"num_heads\": 1, \"junk\": [0");
+        while (n < target)
+            memcpy(b + n, ",0", 2), n += 2;
+        n += (size_t)sprintf(b + n, "]}");
+        break;
+    case BIG_EMPTY_TOKENS: /* millions of "" */
+        n += (size_t)sprintf(b, "{\"query\": [[1, 2]], \"num_heads\": 1, \"tokens\": [\"\"");
+        while (n < target)
+            memcpy(b + n, ",\"\"", 3), n += 3;
+        n += (size_t)sprintf(b + n, "]}");
+        break;
+    case BIG_TENSOR_BAD_HEADS: /* (4, rows, 1024) of 1, num_heads 3 or 4 */
+    case BIG_TENSOR: {
+        const size_t rows = target / (2 * 4096);
+        n += (size_t)sprintf(b, "{\"query\": {\"shape\": [4, %zu, 1024], \"data\": [1", rows);
+        for (size_t i = 1; i < 4 * rows * 1024; i++)
+            memcpy(b + n, ",1", 2), n += 2;
+        n += (size_t)sprintf(b + n, "]}, \"num_heads\": %d, \"need_weights\": false}",
+                             which == BIG_TENSOR ? 4 : 3);
+        break;
+    }
+    case BIG_BOOL_MASK: { /* a causal mask of true and false, (L, L) */
+        size_t L = 1;
+        while ((L + 1) * (L + 1) * 6 < target)
+            L++;
+        n += (size_t)sprintf(b, "{\"query\": {\"shape\": [%zu, 1], \"data\": [0", L);
+        for (size_t i = 1; i < L; i++)
+            memcpy(b + n, ",0", 2), n += 2;
+        n += (size_t)sprintf(b + n, "]}, \"num_heads\": 1, \"need_weights\": false, "
+                                    "\"attn_mask\": [");
+        for (size_t i = 0; i < L; i++) {
+            b[n++] = i ? ',' : ' ';
+            b[n++] = '[';
+            for (size_t j = 0; j < L; j++) {
+                if (j)
+                    b[n++] = ',';
+                memcpy(b + n, j > i ? "true" : "false", j > i ? 4 : 5), n += j > i ? 4 : 5;
+            }
+            b[n++] = ']';
+        }
+        n += (size_t)sprintf(b + n, "]}");
+        break;
+    }
+    default: { /* (4, rows, 1024) float32 in base64, rows a multiple of 3 */
+        const size_t rows = target / (4 * 1024 * 16 / 3) / 3 * 3;
+        n += (size_t)sprintf(b, "{\"query\": {\"shape\": [4, %zu, 1024], \"dtype\": \"float32\", "
+                                "\"b64\": \"", rows);
+        for (size_t i = 0; i < 4 * rows * 1024; i += 3) /* 1, 2, 3 */
+            memcpy(b + n, "AACAPwAAAEAAAEBA", 16), n += 16;
+        n += (size_t)sprintf(b + n, "\"}, \"num_heads\": 4, \"need_weights\": false}");
+        break;
+    }
+    }
+    *len = n;
+    return b;
+}
+
+static long status_kib(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0)
+            v = atol(line + strlen(key));
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* Decoding memory (README, Request): at most 3x the body beyond the body
+ * itself, whatever the body holds. Peak resident memory is measured around
+ * one decode (VmHWM, reset through /proc/self/clear_refs). The whole-body
+ * DOM cost 14-31x on these bodies (unknown field 20x, empty tokens 31x,
+ * a tensor with a bad num_heads 22x). */
+Test(codec, decoding_memory_is_within_3x_the_body, .timeout = 120)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    cr_skip_test("SKIPPED: resident memory means nothing under AddressSanitizer (shadow "
+                 "memory, quarantine); the plain build runs this test");
+#endif
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f || fputs("5", f) < 0 || fclose(f) != 0)
+        cr_skip_test("SKIPPED: /proc/self/clear_refs is not writable here, so the peak "
+                     "resident memory of one decode cannot be measured");
+    static const struct { const char *name; int code; const char *msg; } want[BIG_COUNT] = {
+        {"unknown field", ERR_INVALID_PARAMETER, "unknown field 'junk'"},
+        {"empty tokens", ERR_INVALID_PARAMETER, "tokens has"},
+        {"tensor, bad num_heads", ERR_INVALID_PARAMETER, "not divisible by num_heads 3"},
+        {"valid tensor", -1, NULL},
+        {"bool mask", -1, NULL},
+        {"base64 tensor", -1, NULL},
+    };
+    struct codec_limits lim = default_limits();
+    for (int w = 0; w < BIG_COUNT; w++) {
+        /* each in a child of its own: glibc keeps freed memory resident
+         * and raises its mmap threshold, which would blur the next one */
+        fflush(NULL);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid > 0) {
+            int st;
+            cr_assert_eq(waitpid(pid, &st, 0), pid);
+            cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: failed, see above",
+                      want[w].name);
+            continue;
+        }
+        /* as in a server that has served a large request: glibc's mmap
+         * threshold raised to 30 MB, so blocks below it come from the heap */
+        void *volatile served = malloc(30u << 20);
+        free(served);
+        size_t len;
+        char *body = big_body((enum big_body)w, 16u << 20, &len);
+        f = fopen("/proc/self/clear_refs", "w");
+        fputs("5", f);
+        fclose(f);
+        const long before = status_kib("VmRSS:");
+        struct codec_request r;
+        struct api_error e = {0};
+        int rc = codec_decode_request(&r, body, len, &lim, &e);
+        const long peak = status_kib("VmHWM:") - before;
+        const double ratio = (double)peak * 1024 / (double)len;
+        int bad = 0;
+        fprintf(stderr, "%s: %.1f MB body, peak %.1f MB (%.2fx the body)\n", want[w].name,
+                (double)len / 1e6, (double)peak * 1024 / 1e6, ratio);
+        if (want[w].msg ? rc == 0 || e.code != want[w].code || !strstr(e.msg, want[w].msg)
+                        : rc != 0)
+            bad = fprintf(stderr, "%s: answered %d '%s'\n", want[w].name, rc, e.msg);
+        if (r.path != CODEC_PATH_FAST)
+            bad = fprintf(stderr, "%s: decoded by path %d\n", want[w].name, r.path);
+        if (ratio > 3.0)
+            bad = fprintf(stderr, "%s: decoding a %.1f MB body took %.1f MB at its peak, "
+                          "%.1fx the body (at most 3x)\n", want[w].name, (double)len / 1e6,
+                          (double)peak * 1024 / 1e6, ratio);
+        codec_request_deinit(&r);
+        free(body);
+        _exit(bad ? 1 : 0);
+    }
+}
+
+/* A body cannot forge the fast decoder's placeholder for a tensor: the key
+ * it uses, written with an escape, is an unknown field of a tensor. */
+Test(codec, a_placeholder_key_in_the_body_is_an_unknown_field)
+{
+    struct codec_limits lim = default_limits();
+    const char *tail = "{\"key\": [[5]], \"query\": {\"\\u0001tensor\": 0}, \"num_heads\": 1}";
+    for (int large = 0; large < 2; large++) {
+        const size_t n = strlen(tail), pad = large ? CODEC_FAST_ERRORS_FROM : 0;
+        char *b = malloc(pad + n);
+        memset(b, ' ', pad);
+        memcpy(b + pad, tail, n);
+        struct codec_request r;
+        struct api_error e;
+        int rc = codec_decode_request(&r, b, pad + n, &lim, &e);
+        cr_expect(rc != 0 && e.code == ERR_INVALID_TENSOR && strstr(e.msg, "unknown field"),
+                  "%s: %d %s", large ? "large" : "small", rc, e.msg);
+        codec_request_deinit(&r);
+        free(b);
     }
 }

@@ -260,8 +260,8 @@ Test(config, integer_overflow_is_out_of_range)
 
 Test(config, byte_size_rejects_bad_suffixes)
 {
-    const char *msg_tail = " is not a byte size (integer, optional K, M or G suffix)";
-    const char *bad[] = {"64MB", "64MiB", "1T", "1kk", "k", "1 k", "1.5M", "0x400"};
+    const char *msg_tail = " is not a byte size (integer, optional K, M, G or T suffix)";
+    const char *bad[] = {"64MB", "64MiB", "1P", "1kk", "k", "1 k", "1.5M", "0x400"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char msg[128];
         snprintf(msg, sizeof msg, "max_body_bytes: %s%s", bad[i], msg_tail);
@@ -271,11 +271,11 @@ Test(config, byte_size_rejects_bad_suffixes)
 
 Test(config, bad_bind_address)
 {
-    const char *bad[] = {"localhost", "1.2.3", "256.0.0.1", "::1", "", "1.2.3.4 ",
-                         "0.0.0.0:80"};
+    const char *bad[] = {"localhost", "1.2.3", "256.0.0.1", "::1::2", "", "1.2.3.4 ",
+                         "0.0.0.0:80", "[::1]", "::1 "};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char msg[128];
-        snprintf(msg, sizeof msg, "bind: '%s' is not an IPv4 dotted address", bad[i]);
+        snprintf(msg, sizeof msg, "bind: '%s' is not an IPv4 or IPv6 address", bad[i]);
         expect_set_error("bind", bad[i], msg);
     }
 }
@@ -664,7 +664,7 @@ Test(config, env_errors_name_the_variable)
 
     char *envp4[] = {"ATTN_BIND=localhost", NULL};
     cr_expect_eq(parse(&c, envp4, err, sizeof err, NULL), -1);
-    cr_expect_str_eq(err, "ATTN_BIND: bind: 'localhost' is not an IPv4 dotted address");
+    cr_expect_str_eq(err, "ATTN_BIND: bind: 'localhost' is not an IPv4 or IPv6 address");
 }
 
 Test(config, env_names_are_exact)
@@ -687,7 +687,7 @@ Test(config, flag_errors_name_the_flag)
     cr_expect_str_eq(err, "--workers: workers: 0 is out of range 1..64");
     cr_expect_eq(parse(&c, NULL, err, sizeof err, "--max-body-bytes=1x", NULL), -1);
     cr_expect_str_eq(err, "--max-body-bytes: max_body_bytes: 1x is not a byte size "
-                          "(integer, optional K, M or G suffix)");
+                          "(integer, optional K, M, G or T suffix)");
     cr_expect_eq(parse(&c, NULL, err, sizeof err, "--log-level", "loud", NULL), -1);
     cr_expect_str_eq(err, "--log-level: log_level: 'loud' is not one of error, warn, info, debug");
 }
@@ -966,4 +966,90 @@ Test(config, readme_table_lists_every_key)
     }
     free(dump);
     cr_assert_geq(nkeys, 17);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Hostile and broken clients: T suffix, IPv6 bind, static_dir checks.     */
+
+/* README says max_inflight_bytes goes up to 1T; "1T" was refused (no T). */
+Test(config, byte_sizes_take_t_suffix)
+{
+    struct cfg c;
+    cfg_defaults(&c);
+    expect_set_ok(&c, "max_inflight_bytes", "1T");
+    cr_expect_eq(c.max_inflight_bytes, 1LL << 40);
+    expect_set_ok(&c, "max_inflight_bytes", "1t");
+    cr_expect_eq(c.max_inflight_bytes, 1LL << 40);
+    char *dump = dump_str(&c);
+    const char *line = strstr(dump, "max_inflight_bytes ");
+    cr_expect(line && strstr(line, "= 1099511627776\n") == strchr(line, '='), "%s", dump);
+    free(dump);
+    expect_set_error("max_inflight_bytes", "2T", "max_inflight_bytes: 2T is out of range 1M..1T");
+    expect_set_error("max_body_bytes", "1T", "max_body_bytes: 1T is out of range 1K..16G");
+    expect_set_error("max_inflight_bytes", "8388608T",
+                     "max_inflight_bytes: 8388608T is out of range 1M..1T");
+}
+
+Test(config, bind_takes_ipv6)
+{
+    struct cfg c;
+    cfg_defaults(&c);
+    const char *good[] = {"::", "::1", "fe80::1", "2001:db8::7", "::ffff:127.0.0.1",
+                          "127.0.0.1", "0.0.0.0"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        expect_set_ok(&c, "bind", good[i]);
+        cr_expect_str_eq(c.bind, good[i]);
+    }
+}
+
+/* A temporary directory (path at least 64 bytes), with index.html if asked. */
+static void temp_dir(char *path, int with_index)
+{
+    strcpy(path, "/tmp/test_config_dir_XXXXXX");
+    cr_assert_not_null(mkdtemp(path));
+    if (with_index) {
+        char f[128];
+        snprintf(f, sizeof f, "%s/index.html", path);
+        FILE *fp = fopen(f, "w");
+        cr_assert_not_null(fp);
+        fclose(fp);
+    }
+}
+
+static void remove_temp_dir(const char *path)
+{
+    char f[128];
+    snprintf(f, sizeof f, "%s/index.html", path);
+    unlink(f);
+    rmdir(path);
+}
+
+/* static_dir=/ served any readable .json/.html/... file of the host. */
+Test(config, static_dir_refuses_the_host)
+{
+    char msg[512];
+    const char *refused[] = {"/", "/etc", "/usr", "/tmp", "/etc/..", "//"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        msg[0] = '\0';
+        cr_expect_eq(cfg_check_static_dir(refused[i], msg, sizeof msg), -1, "%s: %s",
+                     refused[i], msg);
+        cr_expect(strstr(msg, "would be served"), "%s: %s", refused[i], msg);
+    }
+    cr_expect_eq(cfg_check_static_dir("README.md", msg, sizeof msg), -1, "%s", msg);
+    cr_expect(strstr(msg, "is not a directory"), "%s", msg);
+}
+
+Test(config, static_dir_accepts_the_web_client)
+{
+    char msg[512] = "", dir[64];
+    cr_expect_eq(cfg_check_static_dir("web", msg, sizeof msg), 0, "%s", msg);
+    temp_dir(dir, 1);
+    cr_expect_eq(cfg_check_static_dir(dir, msg, sizeof msg), 0, "%s", msg);
+    remove_temp_dir(dir);
+    temp_dir(dir, 0);
+    cr_expect_eq(cfg_check_static_dir(dir, msg, sizeof msg), 1, "%s", msg);
+    cr_expect(strstr(msg, "has no index.html"), "%s", msg);
+    remove_temp_dir(dir);
+    cr_expect_eq(cfg_check_static_dir("/nonexistent/web", msg, sizeof msg), 1, "%s", msg);
+    cr_expect(strstr(msg, "No such file"), "%s", msg);
 }
