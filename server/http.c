@@ -331,7 +331,6 @@ static void watch_one(struct http_server *s, struct conn *c, double now)
 {
     const struct cfg *cf = &s->cfg;
     const double age = now - c->t_phase;
-    char msg[160];
     if (c->cut) {
         if (c->t_cut > 0 && now - c->t_cut > LINGER_S) {
             shutdown(c->fd, SHUT_RDWR);
@@ -350,7 +349,8 @@ static void watch_one(struct http_server *s, struct conn *c, double now)
         else if (age > cf->header_timeout || s->t_cut_all > 0)
             conn_cut(s, c, -1, NULL);
         break;
-    case PH_BODY:
+    case PH_BODY: {
+        char msg[160];
         if (s->t_cut_all > 0) {
             conn_cut(s, c, ERR_SHUTTING_DOWN, "the server is shutting down; the body did not "
                                               "arrive within drain_timeout");
@@ -364,6 +364,7 @@ static void watch_one(struct http_server *s, struct conn *c, double now)
             conn_cut(s, c, ERR_REQUEST_TIMEOUT, msg);
         }
         break;
+    }
     case PH_SEND: /* also while draining: min_send_rate bounds it */
         if (too_slow(c, cf->min_send_rate, now))
             conn_cut(s, c, -1, NULL);

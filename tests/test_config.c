@@ -52,7 +52,10 @@ static int parse(struct cfg *c, char **envp, char *err, size_t errlen, ...)
     return rc;
 }
 
-/* The dump of c as a malloc'd string. */
+/* The dump of c as a malloc'd string. (Not inlined: GCC 12 then takes the
+ * returned buffer for the local pointer it was written through and warns
+ * -Wdangling-pointer at every use.) */
+static char *dump_str(const struct cfg *c) __attribute__((noinline));
 static char *dump_str(const struct cfg *c)
 {
     char *buf = NULL;
