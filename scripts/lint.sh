@@ -37,5 +37,16 @@ cppcheck --quiet --error-exitcode=1 --std=c11 -I. \
     --suppress=missingIncludeSystem \
     --template='{file}:{line}: {severity}: {message} [{id}]' "$@" || status=1
 
+# One job per file: no source of the service or the web client over 600
+# lines (split it by job, as server/ and core/ are).
+echo "sizes: core/ server/ config/ web/ (600 lines at most)"
+big=$(find core server config web -type f \( -name '*.c' -o -name '*.h' -o -name '*.js' \
+      -o -name '*.css' -o -name '*.html' \) -exec wc -l {} + |
+      awk '$2 != "total" && $1 > 600 { print "  " $2 ": " $1 " lines" }')
+if [ -n "$big" ]; then
+    echo "$big"
+    status=1
+fi
+
 [ "$status" -eq 0 ] && echo "lint: clean"
 exit "$status"
