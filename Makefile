@@ -42,7 +42,8 @@ SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c ser
              server/metrics.c server/cors.c server/tls.c server/framing.c \
              server/pool.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
-HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/embed.o
+HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/conn.o \
+             $(BUILD)/server/answer.o $(BUILD)/server/static.o $(BUILD)/server/embed.o
 SERVER    := $(BUILD)/attention-server
 SVC_LIBS  := -lmicrohttpd -lgnutls -ljansson $(BLAS_LIBS) -lm
 
