@@ -36,13 +36,15 @@ CORE_SRC  := core/attention.c core/kernels.c core/check.c core/reference.c core/
              core/posenc.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
-CONFIG_SRC := config/config.c
+CONFIG_SRC := config/config.c config/values.c
 SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c server/scan.c \
+             server/scan_json.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
              server/pool.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
-HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/embed.o
+HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/conn.o \
+             $(BUILD)/server/answer.o $(BUILD)/server/static.o $(BUILD)/server/embed.o
 SERVER    := $(BUILD)/attention-server
 SVC_LIBS  := -lmicrohttpd -lgnutls -ljansson $(BLAS_LIBS) -lm
 

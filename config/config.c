@@ -1,40 +1,14 @@
 /* config.c -- the settings table and its four readers (defaults, file,
- * environment, flags), plus usage and dump. See config.h. */
+ * environment, flags), plus usage and dump. See config.h; a value is parsed
+ * and checked in values.c. */
 #include "config/config.h"
+#include "config/values.h"
 
-#include <arpa/inet.h>
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <unistd.h>
-
-enum opt_type {
-    OPT_INT,   /* int field, decimal */
-    OPT_COUNT, /* long long field, decimal */
-    OPT_BYTES, /* long long field, decimal with an optional K/M/G/T suffix */
-    OPT_ADDR,  /* char array, IPv4 or IPv6 address */
-    OPT_PATH,  /* char array, any non-empty string that fits */
-    OPT_LEVEL, /* int field, enum cfg_log_level written as a word */
-    OPT_FILE,  /* char array, a file name, or empty for "not used" */
-    OPT_ORIGINS, /* char array, empty, "*", or comma-separated http(s) origins */
-};
-
-struct opt {
-    const char *key;  /* file key; flag and env var are derived from it */
-    enum opt_type type;
-    size_t off;       /* offsetof(struct cfg, key) */
-    size_t size;      /* sizeof the field (string capacity) */
-    long long min, max;
-    const char *def;  /* default, written as in a config file */
-    const char *help;
-};
 
 /* Offset of field k, and a compile-time check that k has type T: comparing
  * distinct pointer types draws a warning (as the Linux kernel's typecheck()),
@@ -110,20 +84,6 @@ static const struct alias {
 
 #define NALIASES (sizeof aliases / sizeof aliases[0])
 
-static const char *const level_names[] = {"error", "warn", "info", "debug"};
-
-/* Format into err, if the caller gave one. */
-__attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errlen,
-                                                      const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* The row of a key, or of the key an alias stands for; NULL if neither. */
 static const struct opt *find_opt(const char *key)
 {
@@ -136,249 +96,11 @@ static const struct opt *find_opt(const char *key)
     return NULL;
 }
 
-/* Strict decimal integer: optional sign, digits, and for byte sizes one
- * K/M/G/T suffix (powers of 1024). 0 on success, -1 if not a number, -2 if it
- * does not fit a long long. */
-static int parse_int(const char *s, int suffix, long long *out)
-{
-    const char *p = s + (*s == '+' || *s == '-');
-    if (!isdigit((unsigned char)*p))
-        return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    int overflow = errno == ERANGE;
-    if (suffix && *end != '\0') {
-        int shift;
-        switch (*end) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        case 't': case 'T': shift = 40; break;
-        default: return -1;
-        }
-        end++;
-        if (*end == '\0' && !overflow) {
-            long long mult = 1LL << shift;
-            if (v > LLONG_MAX / mult || v < LLONG_MIN / mult)
-                overflow = 1;
-            else
-                v *= mult;
-        }
-    }
-    if (*end != '\0')
-        return -1;
-    if (overflow)
-        return -2;
-    *out = v;
-    return 0;
-}
-
-/* A number as the user would write it: byte sizes with the largest exact
- * suffix (65536 -> "64K"), everything else in decimal. */
-static void fmt_num(char *buf, size_t len, const struct opt *o, long long v)
-{
-    static const char suffixes[] = "KMGT";
-    int s = -1;
-    if (o->type == OPT_BYTES && v != 0)
-        while (s < 3 && v % (1LL << (10 * (s + 2))) == 0)
-            s++;
-    if (s < 0)
-        snprintf(buf, len, "%lld", v);
-    else
-        snprintf(buf, len, "%lld%c", v >> (10 * (s + 1)), suffixes[s]);
-}
-
-/* The allowed values of o, for messages and usage. */
-static void fmt_range(char *buf, size_t len, const struct opt *o)
-{
-    char lo[24], hi[24];
-    switch (o->type) {
-    case OPT_INT:
-    case OPT_COUNT:
-    case OPT_BYTES:
-        fmt_num(lo, sizeof lo, o, o->min);
-        fmt_num(hi, sizeof hi, o, o->max);
-        snprintf(buf, len, "%s..%s", lo, hi);
-        break;
-    case OPT_ADDR:
-        snprintf(buf, len, "IPv4 or IPv6 address; :: is both");
-        break;
-    case OPT_PATH:
-        snprintf(buf, len, "non-empty, < %zu bytes", o->size);
-        break;
-    case OPT_LEVEL:
-        snprintf(buf, len, "error|warn|info|debug");
-        break;
-    case OPT_FILE:
-        snprintf(buf, len, "file name or empty, < %zu bytes", o->size);
-        break;
-    case OPT_ORIGINS:
-        snprintf(buf, len, "empty, *, or scheme://host[:port],...");
-        break;
-    }
-}
-
-/* One origin as browsers send it in Origin: http:// or https://, then a
- * host and an optional :port, no path, no blanks ("https://a.example:8443").
- * s is n bytes, not terminated. */
-static int is_origin(const char *s, size_t n)
-{
-    size_t k = strncmp(s, "https://", 8) == 0 ? 8 : strncmp(s, "http://", 7) == 0 ? 7 : 0;
-    if (k == 0 || k == n || n > 255)
-        return 0;
-    for (; k < n; k++)
-        if (!isalnum((unsigned char)s[k]) && !strchr("-._:[]", s[k]))
-            return 0;
-    return 1;
-}
-
-/* "" (no CORS), "*", or origins separated by commas (blanks around them
- * allowed); 0 if v is one of those. *bad and *badlen: the offending item. */
-static int check_origins(const char *v, const char **bad, int *badlen)
-{
-    if (strcmp(v, "*") == 0 || *v == '\0')
-        return 0;
-    for (const char *p = v;;) {
-        while (*p == ' ')
-            p++;
-        size_t n = strcspn(p, ",");
-        size_t t = n;
-        while (t > 0 && p[t - 1] == ' ')
-            t--;
-        if (!is_origin(p, t)) {
-            *bad = p, *badlen = t > 64 ? 64 : (int)t;
-            return -1;
-        }
-        if (p[n] == '\0')
-            return 0;
-        p += n + 1;
-    }
-}
-
-/* Parse value for o and store it in c; c is untouched on error. User values
- * are echoed at most 64 bytes long so the range always fits the message. */
-static int set_opt(struct cfg *c, const struct opt *o, const char *value, char *err,
-                   size_t errlen)
-{
-    char *field = (char *)c + o->off;
-    char range[64];
-    long long v;
-    int rc;
-
-    fmt_range(range, sizeof range, o);
-    switch (o->type) {
-    case OPT_INT:
-    case OPT_COUNT:
-    case OPT_BYTES:
-        if (*value == '\0') {
-            errf(err, errlen, "%s: empty value, expected %s", o->key, range);
-            return -1;
-        }
-        rc = parse_int(value, o->type == OPT_BYTES, &v);
-        if (rc == -1) {
-            errf(err, errlen, "%s: %.64s is not %s", o->key, value,
-                 o->type == OPT_BYTES ? "a byte size (integer, optional K, M, G or T suffix)"
-                                      : "an integer");
-            return -1;
-        }
-        if (rc == -2 || v < o->min || v > o->max) {
-            errf(err, errlen, "%s: %.64s is out of range %s", o->key, value, range);
-            return -1;
-        }
-        if (o->type == OPT_INT)
-            *(int *)(void *)field = (int)v;
-        else
-            *(long long *)(void *)field = v;
-        return 0;
-    case OPT_ADDR: {
-        struct in6_addr a;
-        if (inet_pton(AF_INET, value, &a) != 1 && inet_pton(AF_INET6, value, &a) != 1) {
-            errf(err, errlen, "%s: '%.64s' is not an IPv4 or IPv6 address", o->key, value);
-            return -1;
-        }
-        break;
-    }
-    case OPT_PATH:
-        if (*value == '\0' || strlen(value) >= o->size) {
-            errf(err, errlen, "%s: '%.64s' must be non-empty and shorter than %zu bytes",
-                 o->key, value, o->size);
-            return -1;
-        }
-        break;
-    case OPT_FILE:
-        if (strlen(value) >= o->size) {
-            errf(err, errlen, "%s: '%.64s...' must be shorter than %zu bytes", o->key, value,
-                 o->size);
-            return -1;
-        }
-        break;
-    case OPT_ORIGINS: {
-        const char *bad;
-        int badlen;
-        if (strlen(value) >= o->size) {
-            errf(err, errlen, "%s: '%.64s...' must be shorter than %zu bytes", o->key, value,
-                 o->size);
-            return -1;
-        }
-        if (check_origins(value, &bad, &badlen) != 0) {
-            errf(err, errlen, "%s: '%.*s' is not an origin (scheme://host[:port], e.g. "
-                 "https://app.example.com; or * alone)", o->key, badlen, bad);
-            return -1;
-        }
-        break;
-    }
-    case OPT_LEVEL:
-        for (int i = 0; i < (int)(sizeof level_names / sizeof level_names[0]); i++) {
-            if (strcasecmp(value, level_names[i]) == 0) {
-                *(int *)(void *)field = i;
-                return 0;
-            }
-        }
-        errf(err, errlen, "%s: '%.64s' is not one of error, warn, info, debug", o->key, value);
-        return -1;
-    }
-    /* A string that fits: zero the tail too, so two equal configs compare equal. */
-    memset(field, 0, o->size);
-    memcpy(field, value, strlen(value));
-    return 0;
-}
-
-int cfg_check_static_dir(const char *dir, char *msg, size_t msglen)
-{
-    char real[PATH_MAX], index[PATH_MAX + 16];
-    struct stat st;
-    if (realpath(dir, real) == NULL) {
-        errf(msg, msglen, "static_dir '%.200s': %s; every file of the web client will "
-             "answer 404", dir, strerror(errno));
-        return 1;
-    }
-    if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        errf(msg, msglen, "static_dir '%.200s' is not a directory", dir);
-        return -1;
-    }
-    /* "/" and "/etc" have at most one '/'; their files are the host's, not ours */
-    if (strchr(real + 1, '/') == NULL) {
-        errf(msg, msglen, "static_dir '%.200s' is %s: every readable .html, .js, .css, "
-             ".json, .svg, .png or .ico file under it would be served; point it at the web "
-             "client's folder", dir, real);
-        return -1;
-    }
-    snprintf(index, sizeof index, "%s/index.html", real);
-    if (access(index, R_OK) != 0) {
-        errf(msg, msglen, "static_dir '%.200s' (%s) has no index.html: is it the web "
-             "client's folder? Its .html, .js, .css, .json, .svg, .png and .ico files are "
-             "served to anyone", dir, real);
-        return 1;
-    }
-    return 0;
-}
-
 void cfg_defaults(struct cfg *c)
 {
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < NOPTS; i++) {
-        int rc = set_opt(c, &opts[i], opts[i].def, NULL, 0);
+        int rc = cfg_set_opt(c, &opts[i], opts[i].def, NULL, 0);
         assert(rc == 0 && "a default in the table is out of its own range");
         (void)rc;
     }
@@ -388,10 +110,10 @@ int cfg_set(struct cfg *c, const char *key, const char *value, char *err, size_t
 {
     const struct opt *o = find_opt(key);
     if (o == NULL) {
-        errf(err, errlen, "unknown key '%.64s'", key);
+        cfg_errf(err, errlen, "unknown key '%.64s'", key);
         return -1;
     }
-    return set_opt(c, o, value, err, errlen);
+    return cfg_set_opt(c, o, value, err, errlen);
 }
 
 /* Trim blanks (and the '\r' of CRLF files) at both ends, in place. */
@@ -409,7 +131,7 @@ int cfg_load_file(struct cfg *c, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
-        errf(err, errlen, "%s: %s", path, strerror(errno));
+        cfg_errf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     char *line = NULL;
@@ -427,18 +149,18 @@ int cfg_load_file(struct cfg *c, const char *path, char *err, size_t errlen)
             *eq = '\0';
         char *key = trim(s);
         if (eq == NULL || *key == '\0') {
-            errf(err, errlen, "%s:%d: expected 'key = value', got '%.64s'", path, lineno, s);
+            cfg_errf(err, errlen, "%s:%d: expected 'key = value', got '%.64s'", path, lineno, s);
             rc = -1;
             goto done;
         }
         if (cfg_set(c, key, trim(eq + 1), msg, sizeof msg) != 0) {
-            errf(err, errlen, "%s:%d: %s", path, lineno, msg);
+            cfg_errf(err, errlen, "%s:%d: %s", path, lineno, msg);
             rc = -1;
             goto done;
         }
     }
     if (ferror(f)) {
-        errf(err, errlen, "%s: read error: %s", path, strerror(errno));
+        cfg_errf(err, errlen, "%s: read error: %s", path, strerror(errno));
         rc = -1;
     }
 done:
@@ -490,9 +212,9 @@ static int next_flag(int argc, char **argv, int *i, struct flag *fl, char *err, 
     const char *arg = argv[*i];
     if (strncmp(arg, "--", 2) != 0) {
         if (arg[0] == '-')
-            errf(err, errlen, "unknown flag '%.64s' (try --help)", arg);
+            cfg_errf(err, errlen, "unknown flag '%.64s' (try --help)", arg);
         else
-            errf(err, errlen, "unexpected argument '%.64s' (flags only; try --help)", arg);
+            cfg_errf(err, errlen, "unexpected argument '%.64s' (flags only; try --help)", arg);
         return -1;
     }
     const char *eq = strchr(arg, '=');
@@ -512,7 +234,7 @@ static int next_flag(int argc, char **argv, int *i, struct flag *fl, char *err, 
     }
     if (!known) {
         int n = fl->namelen > 64 ? 64 : (int)fl->namelen;
-        errf(err, errlen, "unknown flag '%.*s' (try --help)", n, arg);
+        cfg_errf(err, errlen, "unknown flag '%.*s' (try --help)", n, arg);
         return -1;
     }
     if (eq != NULL) {
@@ -520,7 +242,7 @@ static int next_flag(int argc, char **argv, int *i, struct flag *fl, char *err, 
     } else if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0) {
         fl->value = argv[++*i];
     } else {
-        errf(err, errlen, "%s: missing value", arg);
+        cfg_errf(err, errlen, "%s: missing value", arg);
         return -1;
     }
     return 0;
@@ -567,8 +289,8 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
                 env_name(name, sizeof name, aliases[a].name);
                 v = env_get(envp, name);
             }
-        if (v != NULL && set_opt(c, &opts[k], v, msg, sizeof msg) != 0) {
-            errf(err, errlen, "%s: %s", name, msg);
+        if (v != NULL && cfg_set_opt(c, &opts[k], v, msg, sizeof msg) != 0) {
+            cfg_errf(err, errlen, "%s: %s", name, msg);
             return -1;
         }
     }
@@ -577,8 +299,8 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
     for (int i = 1; i < argc; i++) {
         if (next_flag(argc, argv, &i, &fl, err, errlen) != 0)
             return -1;
-        if (fl.opt != NULL && set_opt(c, fl.opt, fl.value, msg, sizeof msg) != 0) {
-            errf(err, errlen, "%.*s: %s", (int)fl.namelen, fl.name, msg);
+        if (fl.opt != NULL && cfg_set_opt(c, fl.opt, fl.value, msg, sizeof msg) != 0) {
+            cfg_errf(err, errlen, "%.*s: %s", (int)fl.namelen, fl.name, msg);
             return -1;
         }
     }
@@ -616,7 +338,7 @@ void cfg_usage(FILE *out)
         const struct opt *o = &opts[k];
         usage_flag(flag, sizeof flag, o->key, o->type);
         env_name(env, sizeof env, o->key);
-        fmt_range(range, sizeof range, o);
+        cfg_fmt_range(range, sizeof range, o);
         fprintf(out, "  %-25s %-26s %s (default %s; %s)\n", flag, env, o->help,
                 o->def[0] ? o->def : "empty", range);
     }
@@ -657,9 +379,3 @@ void cfg_dump(const struct cfg *c, FILE *out)
     }
 }
 
-const char *cfg_log_level_str(int level)
-{
-    if (level < 0 || level >= (int)(sizeof level_names / sizeof level_names[0]))
-        return "unknown";
-    return level_names[level];
-}

@@ -40,8 +40,8 @@
  * tensor may, and +inf and NaN are refused everywhere.
  *
  * Files: codec_request.c (the request schema and limits), codec_response.c
- * (the answer, buffered or streamed), scan.c (the fast decoder), tensor.c
- * (tensors), base64.c. */
+ * (the answer, buffered or streamed), scan.c and scan_json.c (the fast
+ * decoder), tensor.c (tensors), base64.c. */
 #ifndef SERVER_CODEC_H
 #define SERVER_CODEC_H
 

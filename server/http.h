@@ -8,7 +8,7 @@
  * the polling thread then queues the answer. A full queue is answered 503
  * at once. A watchdog thread holds every connection to its deadlines
  * (header_timeout, body_timeout, min_upload_rate, min_send_rate) and to
- * max_connections; see "Connections" in http.c.
+ * max_connections; see server/conn.c.
  *
  *     struct http_server *s = http_start(&cfg, pool, err, sizeof err);
  *     ... wait for SIGTERM ...

@@ -1,13 +1,15 @@
-/* scan.c -- the fast decoder's pass over a request body; see scan.h. */
+/* scan.c -- the fast decoder's pass over a request body: its fields, tensors
+ * and tokens, and what a large body is refused for; see scan.h. The lexical
+ * layer it reads with (cursor, keys, values, line and column, the syntax
+ * check of a whole body) is scan_json.c. */
 #include "server/scan.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "server/jsonnum.h"
+#include "server/scan_json.h"
 
 /* The placeholder's key. A body may spell it ("\u0001tensor") in a value
  * jansson loads, so a placeholder is also recognised by its address. */
@@ -22,167 +24,6 @@ const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
         return NULL;
     *err = st->bad[json_integer_value(i)] ? &st->err[json_integer_value(i)] : NULL;
     return &st->t[json_integer_value(i)];
-}
-
-struct scan {
-    const char *s;
-    size_t len, pos;
-    long long max;            /* max_tensor_elements */
-    int errors;               /* large body: say what is wrong, never hand over */
-    struct scan_tensors *st;
-    struct tensor_arena *a;
-    struct api_error *err;
-    int refused;              /* err holds the answer */
-};
-
-static int refuse(struct scan *sc, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int refuse(struct scan *sc, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sc->err->msg, sizeof sc->err->msg, fmt, ap);
-    va_end(ap);
-    sc->err->code = code;
-    sc->refused = 1;
-    return -1;
-}
-
-/* A refusal found by the fast decoder: the byte offset as jansson counts
- * lines and columns (bytes here, not characters). */
-static void line_col(const struct scan *sc, size_t off, int *line, int *col)
-{
-    *line = 1, *col = 1;
-    for (size_t i = 0; i < off && i < sc->len; i++) {
-        if (sc->s[i] == '\n')
-            ++*line, *col = 1;
-        else
-            ++*col;
-    }
-}
-
-static int bad_json(struct scan *sc, size_t off, const char *what)
-{
-    int line, col;
-    line_col(sc, off, &line, &col);
-    return refuse(sc, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", line, col,
-                  what);
-}
-
-static void skip_ws(struct scan *sc)
-{
-    while (sc->pos < sc->len && (sc->s[sc->pos] == ' ' || sc->s[sc->pos] == '\n' ||
-                                 sc->s[sc->pos] == '\r' || sc->s[sc->pos] == '\t'))
-        sc->pos++;
-}
-
-static int peek(struct scan *sc)
-{
-    skip_ws(sc);
-    return sc->pos < sc->len ? (unsigned char)sc->s[sc->pos] : -1;
-}
-
-static int expect(struct scan *sc, char c)
-{
-    if (peek(sc) != c)
-        return -1;
-    sc->pos++;
-    return 0;
-}
-
-/* A key into key[32], and the ':' after it. A key that is no field name
- * (too long, or not ASCII) comes back as its raw text, cut to fit, with
- * *odd set: it is unknown for sure. Escapes are read (a field name may be
- * written "qu\u0065ry"). Returns -1 when it is not a key at all. */
-static int scan_key(struct scan *sc, char key[32], int *odd)
-{
-    size_t kn = 0;
-    *odd = 0;
-    if (expect(sc, '"'))
-        return -1;
-    for (;;) {
-        if (sc->pos >= sc->len)
-            return -1;
-        unsigned char c = (unsigned char)sc->s[sc->pos++];
-        if (c == '"')
-            break;
-        if (c < 0x20)
-            return -1;
-        if (c == '\\') {
-            if (sc->pos >= sc->len)
-                return -1;
-            char e = sc->s[sc->pos++];
-            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t", *m = strchr(from, e);
-            if (e == 'u') {
-                unsigned v = 0;
-                for (int i = 0; i < 4; i++, sc->pos++) {
-                    char h = sc->pos < sc->len ? sc->s[sc->pos] : 0;
-                    int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                          : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-                    if (d < 0)
-                        return -1;
-                    v = v * 16 + (unsigned)d;
-                }
-                if (v >= 0x80 || v == 0)
-                    *odd = 1, v = '?';
-                c = (unsigned char)v;
-            } else if (e && m) {
-                c = (unsigned char)to[m - from];
-            } else {
-                return -1;
-            }
-        } else if (c >= 0x80) {
-            *odd = 1;
-        }
-        if (kn < 31)
-            key[kn++] = (char)c;
-        else
-            *odd = 1;
-    }
-    key[kn] = '\0';
-    return expect(sc, ':');
-}
-
-/* Skip one JSON value of any kind (extent only; jansson checks it).
- * -2: nested deeper than jansson's 2048. */
-static int skip_value(struct scan *sc)
-{
-    int depth = 0;
-    skip_ws(sc);
-    do {
-        if (sc->pos >= sc->len)
-            return -1;
-        char c = sc->s[sc->pos];
-        if (c == '"') {
-            sc->pos++;
-            while (sc->pos < sc->len && sc->s[sc->pos] != '"')
-                sc->pos += sc->s[sc->pos] == '\\' ? 2 : 1;
-            if (sc->pos >= sc->len)
-                return -1;
-            sc->pos++;
-        } else if (c == '[' || c == '{') {
-            if (++depth > 2048)
-                return -2;
-            sc->pos++;
-        } else if (c == ']' || c == '}') {
-            if (--depth < 0)
-                return -1;
-            sc->pos++;
-        } else if (c == ',' || c == ':' || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
-            if (depth == 0)
-                return -1;
-            sc->pos++;
-        } else { /* number or literal: up to a delimiter; must advance */
-            const size_t start = sc->pos;
-            while (sc->pos < sc->len && sc->s[sc->pos] != '\0' &&
-                   !strchr(",:[]{}\" \n\r\t", sc->s[sc->pos]))
-                sc->pos++;
-            if (sc->pos == start)
-                return -1; /* a NUL or other stray byte: not ours to judge */
-        }
-    } while (depth > 0);
-    return 0;
 }
 
 /* The fields of a request and of "weights": the one list (decode_fields
@@ -213,54 +54,6 @@ int scan_is_weight(const char *key)
     return in_list(key, weight_fields, sizeof weight_fields / sizeof weight_fields[0]);
 }
 
-/* One value through jansson, from its own extent in the body (a number
- * jansson cannot hold: again with its stand-in, as the reference does).
- * On a large body, invalid JSON here is the answer. */
-static json_t *extent_value(struct scan *sc)
-{
-    skip_ws(sc);
-    const size_t start = sc->pos;
-    const int sk = skip_value(sc);
-    if (sk) {
-        if (sc->errors)
-            bad_json(sc, sk == -2 ? start : sc->pos, sk == -2 ? "maximum parsing depth reached"
-                                                             : "a value was expected");
-        return NULL;
-    }
-    const size_t n = sc->pos - start;
-    json_error_t je;
-    json_t *v = json_loadb(sc->s + start, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
-    if (!v && sc->errors && json_error_code(&je) == json_error_numeric_overflow) {
-        char *copy = malloc(n + 1);
-        if (copy) {
-            memcpy(copy, sc->s + start, n);
-            copy[n] = '\0';
-            jsonnum_standin(copy, n);
-            v = json_loadb(copy, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
-            free(copy);
-        }
-    }
-    if (!v && sc->errors)
-        bad_json(sc, start + (size_t)je.position, je.text);
-    return v;
-}
-
-/* A field that is not a tensor (num_heads, scale, ...). On a large body an
- * array or object of more than SCAN_SMALL bytes is none of these fields'
- * types: an empty array stands in for it, and the schema names the field
- * and its type, without a DOM of the value. */
-static json_t *field_value(struct scan *sc)
-{
-    const int c = peek(sc);
-    if (sc->errors && (c == '[' || c == '{')) {
-        const size_t start = sc->pos;
-        if (skip_value(sc) == 0 && sc->pos - start > SCAN_SMALL)
-            return json_array();
-        sc->pos = start;
-    }
-    return extent_value(sc);
-}
-
 /* The answer for a numeric array the fast reader stopped in; 1 (doubt)
  * where jansson may still read it: booleans, escaped strings. at: the
  * array's offset in the body. */
@@ -272,12 +65,12 @@ static int numbers_error(struct scan *sc, const struct jsonnum_error *je, size_t
     int line, col;
     switch (je->code) {
     case JSONNUM_ERR_SYNTAX:
-        return bad_json(sc, off, je->msg);
+        return scan_bad_json(sc, off, je->msg);
     case JSONNUM_ERR_LIMIT:
-        return refuse(sc, ERR_PAYLOAD_TOO_LARGE, "%s has more than %lld elements "
-                      "(max_tensor_elements)", name, sc->max);
+        return scan_refuse(sc, ERR_PAYLOAD_TOO_LARGE, "%s has more than %lld elements "
+                           "(max_tensor_elements)", name, sc->max);
     case JSONNUM_ERR_NOMEM:
-        return refuse(sc, ERR_INTERNAL, "out of memory decoding %s", name);
+        return scan_refuse(sc, ERR_INTERNAL, "out of memory decoding %s", name);
     case JSONNUM_ERR_TYPE:
         if (c == '"') {
             for (size_t i = off + 1; i < sc->len && sc->s[i] != '"'; i++)
@@ -288,9 +81,9 @@ static int numbers_error(struct scan *sc, const struct jsonnum_error *je, size_t
     default:
         break;
     }
-    line_col(sc, off, &line, &col);
-    return refuse(sc, ERR_INVALID_TENSOR, "%s: %s (line %d, column %d)", name, je->msg, line,
-                  col);
+    scan_line_col(sc, off, &line, &col);
+    return scan_refuse(sc, ERR_INVALID_TENSOR, "%s: %s (line %d, column %d)", name, je->msg,
+                       line, col);
 }
 
 /* An array of numbers at the cursor (nested to any rank) into floats kept
@@ -351,19 +144,19 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
             int odd;
             const size_t at = (skip_ws(sc), sc->pos);
             if (scan_key(sc, k, &odd)) {
-                rc = sc->errors ? bad_json(sc, at, "string or '}' expected") : 1;
+                rc = sc->errors ? scan_bad_json(sc, at, "string or '}' expected") : 1;
             } else if (!odd && strcmp(k, "shape") == 0 && !shape) {
-                rc = (shape = field_value(sc)) ? 0 : sc->refused ? -1 : 1;
+                rc = (shape = scan_field_value(sc)) ? 0 : sc->refused ? -1 : 1;
             } else if (!odd && strcmp(k, "dtype") == 0 && !dtype) {
-                rc = (dtype = field_value(sc)) ? 0 : sc->refused ? -1 : 1;
+                rc = (dtype = scan_field_value(sc)) ? 0 : sc->refused ? -1 : 1;
             } else if (!odd && strcmp(k, "b64") == 0 && !b64) {
                 /* no escape check here: the base64 decoder refuses '\\' and
                  * every other byte outside its alphabet (then: jansson) */
                 const char *q = NULL;
                 if (peek(sc) == '"')
                     q = memchr(sc->s + sc->pos + 1, '"', sc->len - sc->pos - 1);
-                rc = q ? 0 : sc->errors ? refuse(sc, ERR_INVALID_TENSOR, "%s.b64 must be a "
-                                                     "base64 string", name) : 1;
+                rc = q ? 0 : sc->errors ? scan_refuse(sc, ERR_INVALID_TENSOR, "%s.b64 must be "
+                                                          "a base64 string", name) : 1;
                 if (q) {
                     b64 = sc->s + sc->pos + 1, b64_len = (size_t)(q - b64);
                     sc->pos = (size_t)(q - sc->s) + 1;
@@ -376,7 +169,8 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
                 const unsigned o = leaf_options(sc, kind);
                 rc = scan_numbers(sc, &a, o, dn);
                 if (rc == 0 && a.ndim != 1)
-                    rc = refuse(sc, ERR_INVALID_TENSOR, "%s.data must be a flat array", name);
+                    rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s.data must be a flat array",
+                                     name);
                 if (rc == 0) {
                     t->f = a.data, t->count = have = a.count, have_data = 1;
                     if (o == JSONNUM_BOOL)
@@ -384,10 +178,11 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
                 }
             } else if (!odd && (!strcmp(k, "shape") || !strcmp(k, "dtype") ||
                                 !strcmp(k, "b64") || !strcmp(k, "data"))) {
-                rc = bad_json(sc, at, "duplicate object key");
+                rc = scan_bad_json(sc, at, "duplicate object key");
             } else {
-                rc = refuse(sc, ERR_INVALID_TENSOR, "%s has an unknown field '%s' (a tensor is "
-                            "nested arrays, {shape, data} or {shape, dtype, b64})", name, k);
+                rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s has an unknown field '%s' (a tensor "
+                                 "is nested arrays, {shape, data} or {shape, dtype, b64})", name,
+                                 k);
             }
             if (rc)
                 break;
@@ -396,33 +191,35 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
             if (c == '}')
                 break;
             if (c != ',') {
-                rc = bad_json(sc, sc->pos - 1, "',' or '}' expected");
+                rc = scan_bad_json(sc, sc->pos - 1, "',' or '}' expected");
                 break;
             }
         }
     struct api_error e;
     if (rc == 0 && tensor_shape_from_json(t, shape, name, sc->max, &e))
-        rc = refuse(sc, e.code, "%s", e.msg);
+        rc = scan_refuse(sc, e.code, "%s", e.msg);
     if (rc == 0 && have_data == (b64 != NULL))
-        rc = refuse(sc, ERR_INVALID_TENSOR, "%s needs exactly one of 'data' or 'b64'", name);
+        rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s needs exactly one of 'data' or 'b64'",
+                         name);
     if (rc == 0 && have_data) {
         char s[96];
         tensor_shape_str(s, sizeof s, t->shape, t->ndim);
         if (dtype)
-            rc = refuse(sc, ERR_INVALID_TENSOR, "%s: 'dtype' goes with 'b64', not 'data'", name);
+            rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s: 'dtype' goes with 'b64', not 'data'",
+                             name);
         else if (have != t->count)
-            rc = refuse(sc, ERR_INVALID_TENSOR, "%s.data has %zu elements but shape %s needs "
-                        "%zu", name, have, s, t->count);
+            rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s.data has %zu elements but shape %s "
+                             "needs %zu", name, have, s, t->count);
     }
     if (rc == 0 && b64) {
         const char *dt = json_string_value(dtype);
         t->is_bool = dt && strcmp(dt, "bool") == 0;
         if (!dt || (!t->is_bool && strcmp(dt, "float32")))
-            rc = refuse(sc, ERR_INVALID_TENSOR, "%s.dtype must be \"float32\" (or \"bool\" for "
-                        "masks) with 'b64'", name);
+            rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s.dtype must be \"float32\" (or \"bool\" "
+                             "for masks) with 'b64'", name);
         else if (tensor_read_b64(t, b64, b64_len, sc->a, name, &e))
             /* an escape is for jansson to read; anything else is the answer */
-            rc = memchr(b64, '\\', b64_len) ? 1 : refuse(sc, e.code, "%s", e.msg);
+            rc = memchr(b64, '\\', b64_len) ? 1 : scan_refuse(sc, e.code, "%s", e.msg);
     }
     json_decref(shape);
     json_decref(dtype);
@@ -481,7 +278,7 @@ static json_t *tensor_value(struct scan *sc, enum tensor_kind kind, const char *
     if (!sc->errors)
         return NULL;
     sc->pos = start;
-    const int sk = skip_value(sc);
+    const int sk = scan_skip_value(sc);
     if (rc < 0 && sk == 0 && sc->pos - start > SCAN_SMALL) {
         /* the schema reports it when it reaches this field, in its order */
         sc->st->bad[slot] = 1;
@@ -493,7 +290,7 @@ static json_t *tensor_value(struct scan *sc, enum tensor_kind kind, const char *
         return NULL; /* not JSON: sc->err holds the answer */
     sc->refused = 0;
     sc->pos = start;
-    return extent_value(sc);
+    return scan_extent_value(sc);
 }
 
 /* "tokens" or "key_tokens": counted first, without a DOM; more than max
@@ -530,25 +327,26 @@ static json_t *tokens_value(struct scan *sc, const char *key, int max, const cha
     }
     if (strings && n > (size_t)max) {
         if (sc->errors)
-            refuse(sc, ERR_INVALID_PARAMETER, "%s has %zu entries but needs exactly one per "
-                   "%s position, and there are at most %d (%s)", key, n, what, max, limit);
+            scan_refuse(sc, ERR_INVALID_PARAMETER, "%s has %zu entries but needs exactly one "
+                        "per %s position, and there are at most %d (%s)", key, n, what, max,
+                        limit);
         return NULL;
     }
     if (strings && sc->errors && sc->pos - start > SCAN_TOKENS_MAX_BYTES) {
-        refuse(sc, ERR_PAYLOAD_TOO_LARGE, "%s takes %zu bytes; labels may take at most %d",
-               key, sc->pos - start, SCAN_TOKENS_MAX_BYTES);
+        scan_refuse(sc, ERR_PAYLOAD_TOO_LARGE, "%s takes %zu bytes; labels may take at most %d",
+                    key, sc->pos - start, SCAN_TOKENS_MAX_BYTES);
         return NULL;
     }
     sc->pos = start;
-    if (!strings && sc->errors && skip_value(sc) == 0 && sc->pos - start > SCAN_SMALL) {
+    if (!strings && sc->errors && scan_skip_value(sc) == 0 && sc->pos - start > SCAN_SMALL) {
         if (sc->s[start] == '[')
-            refuse(sc, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, n);
+            scan_refuse(sc, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, n);
         else
-            refuse(sc, ERR_INVALID_PARAMETER, "%s must be an array of strings", key);
+            scan_refuse(sc, ERR_INVALID_PARAMETER, "%s must be an array of strings", key);
         return NULL;
     }
     sc->pos = start;
-    return extent_value(sc);
+    return scan_extent_value(sc);
 }
 
 /* "weights": an object of tensors. */
@@ -567,17 +365,17 @@ static json_t *weights_value(struct scan *sc)
         const size_t at = (skip_ws(sc), sc->pos);
         if (scan_key(sc, k, &odd)) {
             if (sc->errors)
-                bad_json(sc, at, "string or '}' expected");
+                scan_bad_json(sc, at, "string or '}' expected");
             break;
         }
         if (odd || !scan_is_weight(k)) {
             if (sc->errors)
-                refuse(sc, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'", k);
+                scan_refuse(sc, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'", k);
             break;
         }
         if (json_object_get(v, k)) {
             if (sc->errors)
-                bad_json(sc, at, "duplicate object key");
+                scan_bad_json(sc, at, "duplicate object key");
             break;
         }
         snprintf(name, sizeof name, "weights.%s", k);
@@ -589,7 +387,7 @@ static json_t *weights_value(struct scan *sc)
             return v;
         if (c != ',') {
             if (sc->errors)
-                bad_json(sc, sc->pos - 1, "',' or '}' expected");
+                scan_bad_json(sc, sc->pos - 1, "',' or '}' expected");
             break;
         }
     }
@@ -612,12 +410,12 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
         if (!errors)
             goto defer;
         if (c == '[') {
-            if (skip_value(&sc) == -2)
-                bad_json(&sc, 0, "maximum parsing depth reached");
+            if (scan_skip_value(&sc) == -2)
+                scan_bad_json(&sc, 0, "maximum parsing depth reached");
             else
-                refuse(&sc, ERR_INVALID_JSON, "the request body must be a JSON object");
+                scan_refuse(&sc, ERR_INVALID_JSON, "the request body must be a JSON object");
         } else {
-            bad_json(&sc, sc.pos, "'[' or '{' expected");
+            scan_bad_json(&sc, sc.pos, "'[' or '{' expected");
         }
         goto defer;
     }
@@ -632,18 +430,18 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
             const size_t at = (skip_ws(&sc), sc.pos);
             if (scan_key(&sc, key, &odd)) {
                 if (errors)
-                    bad_json(&sc, at, "string or '}' expected");
+                    scan_bad_json(&sc, at, "string or '}' expected");
                 goto defer;
             }
             /* an unknown field is refused before its value is read */
             if (odd || !scan_is_field(key)) {
                 if (errors)
-                    refuse(&sc, ERR_INVALID_PARAMETER, "unknown field '%s'", key);
+                    scan_refuse(&sc, ERR_INVALID_PARAMETER, "unknown field '%s'", key);
                 goto defer;
             }
             if (json_object_get(root, key)) {
                 if (errors)
-                    bad_json(&sc, at, "duplicate object key");
+                    scan_bad_json(&sc, at, "duplicate object key");
                 goto defer;
             }
             const int str = peek(&sc) == '"';
@@ -660,7 +458,7 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
             else if (!strcmp(key, "key_tokens"))
                 v = tokens_value(&sc, key, lim->max_source_len, "key", "max_source_len");
             else
-                v = field_value(&sc);
+                v = scan_field_value(&sc);
             if (!v || json_object_set_new(root, key, v))
                 goto defer;
             c = peek(&sc);
@@ -669,14 +467,14 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
                 break;
             if (c != ',') {
                 if (errors)
-                    bad_json(&sc, sc.pos - 1, "',' or '}' expected");
+                    scan_bad_json(&sc, sc.pos - 1, "',' or '}' expected");
                 goto defer;
             }
         }
     }
     if (peek(&sc) != -1) {
         if (errors)
-            bad_json(&sc, sc.pos, "end of file expected");
+            scan_bad_json(&sc, sc.pos, "end of file expected");
         goto defer; /* trailing bytes */
     }
     *out = root;
@@ -684,209 +482,4 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
 defer:
     json_decref(root);
     return errors && sc.refused ? -1 : 1;
-}
-
-/* ---------------------------------------------------------------------- */
-/* The syntax of a whole body, without a DOM                               */
-
-/* Bytes of the UTF-8 sequence at s (n left), or 0 when it is not one
- * (overlong forms, surrogates and code points beyond U+10FFFF included). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    const unsigned c = s[0];
-    size_t k;
-    unsigned min, v;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, min = 0x80, v = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, min = 0x800, v = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, min = 0x10000, v = c & 0x07;
-    else
-        return 0;
-    if (n < k)
-        return 0;
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        v = v << 6 | (s[i] & 0x3f);
-    }
-    return v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff) ? 0 : k;
-}
-
-static int hex4(const char *s, size_t n, unsigned *v)
-{
-    *v = 0;
-    if (n < 4)
-        return -1;
-    for (int i = 0; i < 4; i++) {
-        const char h = s[i];
-        const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                    : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-        if (d < 0)
-            return -1;
-        *v = *v * 16 + (unsigned)d;
-    }
-    return 0;
-}
-
-/* A string at s[*i] == '"': *i moves past it; 0, or -1 with *i at the
- * fault. */
-static int check_string(const char *s, size_t len, size_t *i)
-{
-    size_t p = *i + 1;
-    for (;;) {
-        if (p >= len)
-            return *i = p, -1;
-        const unsigned char c = (unsigned char)s[p];
-        if (c == '"')
-            break;
-        if (c < 0x20)
-            return *i = p, -1;
-        if (c == '\\') {
-            const char e = p + 1 < len ? s[p + 1] : 0;
-            unsigned u, lo;
-            if (e && strchr("\"\\/bfnrt", e)) {
-                p += 2;
-            } else if (e == 'u' && hex4(s + p + 2, len - p - 2, &u) == 0) {
-                p += 6;
-                if (u >= 0xdc00 && u <= 0xdfff)
-                    return *i = p - 6, -1;
-                if (u >= 0xd800 && u <= 0xdbff) { /* a low surrogate must follow */
-                    if (p + 1 >= len || s[p] != '\\' || s[p + 1] != 'u' ||
-                        hex4(s + p + 2, len - p - 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
-                        return *i = p - 6, -1;
-                    p += 6;
-                }
-            } else {
-                return *i = p, -1;
-            }
-        } else {
-            const size_t k = utf8_len((const unsigned char *)s + p, len - p);
-            if (!k)
-                return *i = p, -1;
-            p += k;
-        }
-    }
-    *i = p + 1;
-    return 0;
-}
-
-static int check_number(const char *s, size_t len, size_t *i)
-{
-    size_t p = *i;
-#define DIGIT(q) ((q) < len && s[q] >= '0' && s[q] <= '9')
-    if (p < len && s[p] == '-')
-        p++;
-    if (!DIGIT(p))
-        return *i = p, -1;
-    if (s[p] == '0')
-        p++;
-    else
-        while (DIGIT(p))
-            p++;
-    if (p < len && s[p] == '.') {
-        if (!DIGIT(p + 1))
-            return *i = p, -1;
-        for (p++; DIGIT(p); p++) {}
-    }
-    if (p < len && (s[p] == 'e' || s[p] == 'E')) {
-        p++;
-        if (p < len && (s[p] == '+' || s[p] == '-'))
-            p++;
-        if (!DIGIT(p))
-            return *i = p, -1;
-        while (DIGIT(p))
-            p++;
-    }
-#undef DIGIT
-    if (p < len && s[p] == '\0') /* jansson drops one NUL after a number */
-        p++;
-    *i = p;
-    return 0;
-}
-
-int scan_json_check(const char *s, size_t len, struct api_error *err)
-{
-    enum { VALUE, VALUE_OR_END, KEY, KEY_OR_END, AFTER } state = VALUE;
-    char open[2049];
-    int depth = 0;
-    size_t i = 0;
-    const char *what = NULL;
-    for (;;) {
-        while (i < len && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
-            i++;
-        if (i == len) {
-            if (state == AFTER && depth == 0)
-                return 0;
-            what = "unexpected end of input";
-            break;
-        }
-        const char c = s[i];
-        if (state == AFTER) {
-            if (depth == 0) {
-                what = "end of file expected";
-                break;
-            }
-            if (c == ',') {
-                i++, state = open[depth] == '{' ? KEY : VALUE;
-                continue;
-            }
-            if (c == (open[depth] == '{' ? '}' : ']')) {
-                i++, depth--;
-                continue;
-            }
-            what = open[depth] == '{' ? "',' or '}' expected" : "',' or ']' expected";
-            break;
-        }
-        if ((state == KEY_OR_END && c == '}') || (state == VALUE_OR_END && c == ']')) {
-            i++, depth--, state = AFTER;
-            continue;
-        }
-        if (state == KEY || state == KEY_OR_END) {
-            if (c != '"' || check_string(s, len, &i)) {
-                what = c == '"' ? "invalid string" : "string or '}' expected";
-                break;
-            }
-            while (i < len && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
-                i++;
-            if (i == len || s[i] != ':') {
-                what = "':' expected";
-                break;
-            }
-            i++, state = VALUE;
-            continue;
-        }
-        /* a value */
-        state = AFTER;
-        if (c == '{' || c == '[') {
-            if (depth == 2048) {
-                what = "maximum parsing depth reached";
-                break;
-            }
-            open[++depth] = c;
-            i++, state = c == '{' ? KEY_OR_END : VALUE_OR_END;
-        } else if (c == '"') {
-            if (check_string(s, len, &i)) {
-                what = "invalid string";
-                break;
-            }
-        } else if (c == '-' || (c >= '0' && c <= '9')) {
-            if (check_number(s, len, &i)) {
-                what = "invalid number";
-                break;
-            }
-        } else if (len - i >= 4 && (!memcmp(s + i, "true", 4) || !memcmp(s + i, "null", 4))) {
-            i += 4;
-        } else if (len - i >= 5 && !memcmp(s + i, "false", 5)) {
-            i += 5;
-        } else {
-            what = "invalid token";
-            break;
-        }
-    }
-    struct scan sc = {s, len, 0, 0, 1, NULL, NULL, err, 0};
-    return bad_json(&sc, i, what);
 }

@@ -19,7 +19,11 @@
  * reader's message naming the field, the problem and where (reported when
  * the schema reaches that field, in the reference's order); only a tensor
  * of booleans or with escaped strings is loaded whole by jansson, and
- * never more than that one value. */
+ * never more than that one value.
+ *
+ * Files: scan.c (the request: fields, tensors, tokens) over scan_json.c
+ * (the lexical layer: cursor, keys, values, the syntax check; its internal
+ * header scan_json.h). */
 #ifndef SERVER_SCAN_H
 #define SERVER_SCAN_H
 

@@ -1,0 +1,97 @@
+/* http_internal.h -- what the parts of the HTTP front share: the server,
+ * one connection, one request (server/http.c, conn.c, answer.c, static.c).
+ * Not for the rest of the service: see http.h.
+ */
+#ifndef SERVER_HTTP_INTERNAL_H
+#define SERVER_HTTP_INTERNAL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "config/config.h"
+#include "server/metrics.h"
+#include "server/pool.h"
+#include "server/service.h"
+#include "server/tls.h"
+
+/* Retry-After of every 503, in seconds (answer.c, and conn.c's cuts). */
+#define RETRY_AFTER_S "1"
+
+/* What a connection is doing, for the watchdog's deadlines. */
+enum phase {
+    PH_HEADERS, /* accepted, or kept alive after an answer: header_timeout */
+    PH_BODY,    /* receiving the body: body_timeout, min_upload_rate */
+    PH_COMPUTE, /* suspended while a worker has the job: no deadline */
+    PH_SEND,    /* sending a POST /attention answer: min_send_rate */
+    PH_OTHER,   /* a GET answer: libmicrohttpd's idle timeout only */
+};
+
+/* One TCP connection, from accept to close (MHD_OPTION_NOTIFY_CONNECTION),
+ * on srv->conns. Every field below `next` is read and written under
+ * srv->lock, by the network thread and the watchdog. */
+struct conn {
+    struct conn *prev, *next;
+    int fd;
+    enum phase phase;
+    int kept_alive; /* PH_HEADERS after an answer on this connection */
+    int refused;    /* over max_connections: 503 at its first request */
+    int answered;   /* a response is queued: a cut sends no message */
+    int cut;        /* the watchdog shut the socket; what comes is dropped */
+    double t_phase, t_cut;               /* when the phase began; when cut */
+    double t_win;                        /* start of the rate window */
+    int eof_seen;   /* watch_eof found the client's end of stream last tick */
+    unsigned long long bytes, win_bytes; /* moved in this phase; at t_win */
+};
+
+struct http_server {
+    struct cfg cfg;
+    struct codec_limits limits;
+    struct pool *pool;
+    struct MHD_Daemon *daemon;
+    struct tls_pem tls; /* HTTPS certificate and key, or NULLs */
+    int port;
+    atomic_int draining;
+    atomic_int active; /* requests between first call and completion */
+    atomic_llong inflight_bytes; /* body bytes held by all requests */
+    atomic_llong answer_bytes;   /* answers computed and not yet sent */
+    atomic_int open;             /* connections accepted and not yet closed */
+    /* the connections and the watchdog */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t watchdog;
+    int watchdog_started, stopping;
+    struct conn *conns; /* every open connection */
+    int live;           /* of them, not cut */
+    double t_cut_all;   /* drain deadline passed at this time, or 0 */
+};
+
+struct req {
+    struct http_server *srv;
+    struct MHD_Connection *conn;
+    enum metrics_endpoint ep;
+    char method[12];
+    char path[128];
+    double t0;         /* first call: the headers are in */
+    double t_body;     /* final call: the whole body is in */
+    /* body */
+    char *body;
+    size_t len, cap;
+    unsigned long long content_length; /* as declared, or 0 (early_check) */
+    size_t charged;    /* bytes counted in srv->inflight_bytes */
+    int too_large;
+    int over_budget;   /* max_inflight_bytes reached: answer 503 */
+    struct conn *c;    /* its connection, or NULL */
+    int fd;            /* the connection's socket, for the worker's look */
+    int preflight;     /* OPTIONS with CORS on: answer 204 (send_preflight) */
+    /* job, written by the worker before it resumes the connection */
+    int submitted, done, client_gone;
+    struct service_answer ans;
+    size_t ans_charged; /* bytes of ans counted in srv->answer_bytes */
+    /* for the access log */
+    int sent_status;
+    size_t sent_bytes;
+};
+
+#endif
