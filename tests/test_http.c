@@ -1438,6 +1438,24 @@ Test(http, full_connection_table_answers_503, .timeout = 30)
     cr_assert_eq(server_stop(&s), 0);
 }
 
+/* Send piece (n bytes) every 100 ms, at most tries times, gathering what
+ * the server answers into buf (size bufsize, NUL-terminated) until a JSON
+ * error answer is complete ("}}"): a client dribbling its body. */
+static void dribble_until_answer(int fd, const char *piece, size_t n, int tries, char *buf,
+                                 size_t bufsize)
+{
+    size_t got = strlen(buf);
+    for (int i = 0; i < tries; i++) {
+        send(fd, piece, n, MSG_NOSIGNAL);
+        ssize_t k = recv(fd, buf + got, bufsize - 1 - got, MSG_DONTWAIT);
+        got += k > 0 ? (size_t)k : 0;
+        buf[got] = '\0';
+        if (strstr(buf, "}}"))
+            break;
+        usleep(100000);
+    }
+}
+
 /* Finding: the idle timer restarted on every byte, so a client sending a
  * byte a second was never cut off. header_timeout and body_timeout bound
  * the total time. Old code: the flags do not exist; with the defaults the
@@ -1468,17 +1486,8 @@ Test(http, dribbling_headers_and_bodies_meet_their_deadlines, .timeout = 30)
     raw_send(b, "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 "Content-Length: 1000\r\n\r\n{");
     char buf[2048] = "";
-    size_t got = 0;
     t0 = check_now();
-    for (int i = 0; i < 60; i++) {
-        send(b, " ", 1, MSG_NOSIGNAL);
-        ssize_t k = recv(b, buf + got, sizeof buf - 1 - got, MSG_DONTWAIT);
-        got += k > 0 ? (size_t)k : 0;
-        buf[got] = '\0';
-        if (strstr(buf, "}}"))
-            break;
-        usleep(100000);
-    }
+    dribble_until_answer(b, " ", 1, 60, buf, sizeof buf);
     cr_assert(strstr(buf, "HTTP/1.1 408 ") && strstr(buf, "\"request_timeout\"") &&
                   strstr(buf, "body_timeout"), "got: %s", buf);
     dt = check_now() - t0;
@@ -1501,17 +1510,8 @@ Test(http, upload_slower_than_min_upload_rate_is_cut_off, .timeout = 40)
                 "Content-Length: 10000000\r\n\r\n{");
     char chunk[1024], buf[2048] = "";
     memset(chunk, ' ', sizeof chunk);
-    size_t got = 0;
     double t0 = check_now();
-    for (int i = 0; i < 200; i++) { /* 10 KiB/s */
-        send(b, chunk, sizeof chunk, MSG_NOSIGNAL);
-        ssize_t k = recv(b, buf + got, sizeof buf - 1 - got, MSG_DONTWAIT);
-        got += k > 0 ? (size_t)k : 0;
-        buf[got] = '\0';
-        if (strstr(buf, "}}"))
-            break;
-        usleep(100000);
-    }
+    dribble_until_answer(b, chunk, sizeof chunk, 200, buf, sizeof buf);
     double dt = check_now() - t0;
     cr_assert(strstr(buf, "HTTP/1.1 408 ") && strstr(buf, "min_upload_rate"), "got: %s", buf);
     cr_assert(dt > 9 && dt < 14, "cut off after %.1f s", dt);
@@ -1566,16 +1566,7 @@ Test(http, drain_deadline_closes_uploads_and_a_second_signal_stops, .timeout = 4
     double t0 = check_now();
     kill(s.pid, SIGTERM);
     char buf[2048] = "";
-    size_t got = 0;
-    for (int i = 0; i < 80; i++) {
-        send(b, " ", 1, MSG_NOSIGNAL);
-        ssize_t k = recv(b, buf + got, sizeof buf - 1 - got, MSG_DONTWAIT);
-        got += k > 0 ? (size_t)k : 0;
-        buf[got] = '\0';
-        if (strstr(buf, "}}"))
-            break;
-        usleep(100000);
-    }
+    dribble_until_answer(b, " ", 1, 80, buf, sizeof buf);
     cr_assert(strstr(buf, "HTTP/1.1 503 ") && strstr(buf, "\"shutting_down\""), "got: %s", buf);
     int st = 0;
     waitpid(s.pid, &st, 0);
