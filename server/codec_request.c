@@ -168,21 +168,16 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         return api_fail(err, ERR_INVALID_PARAMETER, "weights must be an object");
     if (w) {
         const long long E = p->E;
-        const struct { const char *key; const float **dst; int ndim; long long d0, d1; } ws[] = {
-            {"in_proj_weight", &p->in_proj_weight, 2, 3 * E, E},
-            {"q_proj_weight", &p->q_proj_weight, 2, E, E},
-            {"k_proj_weight", &p->k_proj_weight, 2, E, p->kdim},
-            {"v_proj_weight", &p->v_proj_weight, 2, E, p->vdim},
-            {"in_proj_bias", &p->in_proj_bias, 1, 3 * E, 0},
-            {"out_proj_weight", &p->out_proj_weight, 2, E, E},
-            {"out_proj_bias", &p->out_proj_bias, 1, E, 0},
+        /* in the order of the one list of names (scan_weight_index) */
+        const struct { const float **dst; int ndim; long long d0, d1; } ws[] = {
+            {&p->in_proj_weight, 2, 3 * E, E},  {&p->q_proj_weight, 2, E, E},
+            {&p->k_proj_weight, 2, E, p->kdim}, {&p->v_proj_weight, 2, E, p->vdim},
+            {&p->in_proj_bias, 1, 3 * E, 0},    {&p->out_proj_weight, 2, E, E},
+            {&p->out_proj_bias, 1, E, 0},
         };
-        const size_t nws = sizeof ws / sizeof ws[0];
         json_object_foreach(w, k, v) {
-            size_t i = 0;
-            while (i < nws && strcmp(k, ws[i].key))
-                i++;
-            if (i == nws)
+            const int i = scan_weight_index(k);
+            if (i < 0)
                 return api_fail(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'", k);
             char name[48];
             snprintf(name, sizeof name, "weights.%s", k);

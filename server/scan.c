@@ -49,9 +49,17 @@ int scan_is_field(const char *key)
     return in_list(key, fields, sizeof fields / sizeof fields[0]);
 }
 
+int scan_weight_index(const char *key)
+{
+    for (size_t i = 0; i < sizeof weight_fields / sizeof weight_fields[0]; i++)
+        if (strcmp(key, weight_fields[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
 int scan_is_weight(const char *key)
 {
-    return in_list(key, weight_fields, sizeof weight_fields / sizeof weight_fields[0]);
+    return scan_weight_index(key) >= 0;
 }
 
 /* The answer for a numeric array the fast reader stopped in; 1 (doubt)

@@ -73,5 +73,9 @@ int scan_json_check(const char *body, size_t len, struct api_error *err);
 /* Is key a field of a request, of "weights"? (the one list of each) */
 int scan_is_field(const char *key);
 int scan_is_weight(const char *key);
+/* The position of key in the list of weights: in_proj_weight, q_proj_weight,
+ * k_proj_weight, v_proj_weight, in_proj_bias, out_proj_weight,
+ * out_proj_bias; or -1. */
+int scan_weight_index(const char *key);
 
 #endif
