@@ -65,6 +65,10 @@ static const struct opt opts[] = {
     STR(tls_key_file, OPT_FILE, "", "PEM private key of tls_cert_file"),
     STR(cors_allow_origin, OPT_ORIGINS, "",
         "origins whose pages may call the service (CORS); empty: none"),
+    STR(model_repository, OPT_FILE, "",
+        "directory of server-held models, one subdirectory each; empty: none"),
+    STR(admin_token, OPT_SECRET, "",
+        "bearer token of the model repository endpoints; empty: they answer 403"),
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -371,6 +375,9 @@ void cfg_dump(const struct cfg *c, FILE *out)
         case OPT_FILE:
         case OPT_ORIGINS:
             fprintf(out, "%.*s\n", (int)o->size, field);
+            break;
+        case OPT_SECRET: /* never printed */
+            fprintf(out, "%s\n", *field ? "(set)" : "");
             break;
         case OPT_LEVEL:
             fprintf(out, "%s\n", cfg_log_level_str(*(const int *)(const void *)field));

@@ -75,6 +75,8 @@ struct cfg {
     char tls_cert_file[256];        /* ""; PEM certificate (chain); "" = plain HTTP */
     char tls_key_file[256];         /* ""; PEM private key (both or neither: server/tls.h) */
     char cors_allow_origin[1024];   /* ""; "" = no CORS, "*", or "https://a.example,..." */
+    char model_repository[256];     /* ""; DIR/<name>/{config.json,model.safetensors}; "" = none */
+    char admin_token[128];          /* ""; Bearer token of /v2/repository; "" = disabled (403) */
 };
 
 /* Fill c with the defaults (every byte, padding and string tails included). */

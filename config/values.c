@@ -109,6 +109,9 @@ void cfg_fmt_range(char *buf, size_t len, const struct opt *o)
     case OPT_ORIGINS:
         snprintf(buf, len, "empty, *, or scheme://host[:port],...");
         break;
+    case OPT_SECRET:
+        snprintf(buf, len, "empty, or 16..%zu printable bytes", o->size - 1);
+        break;
     }
 }
 
@@ -206,6 +209,18 @@ int cfg_set_opt(struct cfg *c, const struct opt *o, const char *value, char *err
             return -1;
         }
         break;
+    case OPT_SECRET: {
+        const size_t n = strlen(value);
+        int printable = 1;
+        for (const char *q = value; *q; q++)
+            printable &= *q > ' ' && *q < 127;
+        if (n && (n < 16 || n >= o->size || !printable)) {
+            cfg_errf(err, errlen, "%s: must be empty or 16..%zu printable bytes without blanks "
+                     "(got %zu bytes)", o->key, o->size - 1, n);
+            return -1;
+        }
+        break;
+    }
     case OPT_ORIGINS: {
         const char *bad;
         int badlen;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -23,6 +24,8 @@
 /* The methods of r's path, for Allow and Access-Control-Allow-Methods. */
 static const char *allowed_methods(const struct req *r)
 {
+    if (r->v2 && r->ep != EP_OTHER)
+        return v2_route_has_body(&r->rt) ? "POST" : "GET, HEAD";
     return r->ep == EP_ATTENTION ? "POST" : "GET, HEAD";
 }
 
@@ -41,7 +44,9 @@ enum MHD_Result send_response(struct req *r, int status, struct MHD_Response *re
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
     if (r->ans.timing[0])
         MHD_add_response_header(resp, "Server-Timing", r->ans.timing);
-    if ((status >= 400 && r->ep == EP_ATTENTION && !r->done) || (r->c && r->c->refused))
+    if (r->request_id[0])
+        MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    if ((status >= 400 && req_is_job(r) && !r->done) || (r->c && r->c->refused))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (r->c) {
         pthread_mutex_lock(&r->srv->lock);
@@ -109,7 +114,8 @@ static void free_answer(void *cls)
 enum MHD_Result send_error(struct req *r, enum http_error e, const char *msg)
 {
     size_t len = 0;
-    char *body = api_error_body(e, msg, &len);
+    char *body = r->v2 ? service_v2_error_body(msg ? msg : http_error_message(e), &len)
+                       : api_error_body(e, msg, &len);
     if (!body)
         return MHD_NO;
     return send_owned(r, http_error_status(e), body, len, "application/json");
@@ -143,13 +149,14 @@ enum MHD_Result send_answer(struct req *r)
     struct service_answer *a = &r->ans;
     if (!a->body && !a->reader)
         return send_error(r, ERR_INTERNAL, "out of memory encoding the response");
+    const char *ctype = a->content_type ? a->content_type : "application/json";
     if (a->body && a->len <= SMALL_ANSWER_BYTES) {
         /* as one buffer (libmicrohttpd sends it with the headers in one
          * call); its charge goes back at completion, when MHD frees it */
         char *body = a->body;
         a->body = NULL;
         phase_set(r->srv, r->c, PH_OTHER);
-        return send_owned(r, a->status, body, a->len, "application/json");
+        return send_owned(r, a->status, body, a->len, a->len || a->status != 200 ? ctype : NULL);
     }
     struct sending *sd = malloc(sizeof *sd);
     struct MHD_Response *resp = NULL;
@@ -162,8 +169,13 @@ enum MHD_Result send_answer(struct req *r)
         free(sd);
         return send_error(r, ERR_INTERNAL, "out of memory sending the response");
     }
+    if (a->has_header_len) { /* a binary v2 answer: where its JSON ends */
+        char hl[24];
+        snprintf(hl, sizeof hl, "%zu", a->header_len);
+        MHD_add_response_header(resp, "Inference-Header-Content-Length", hl);
+    }
     a->body = NULL, a->reader = NULL; /* the response owns them now */
     r->ans_charged = 0;
     phase_set(r->srv, r->c, PH_SEND);
-    return send_response(r, a->status, resp, a->len, "application/json");
+    return send_response(r, a->status, resp, a->len, ctype);
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/repo.h"
 #include "server/jsonnum.h"
 #include "server/scan.h"
 
@@ -87,6 +88,70 @@ static int get_tokens(json_t *root, const char *key, int want, const char *what,
     return *out ? 0 : api_fail(err, ERR_INTERNAL, "out of memory copying %s", key);
 }
 
+static int num_heads(struct att_params *p, json_t *v, const struct model *m,
+                     const struct codec_limits *lim, struct api_error *err)
+{
+    long long heads = 0;
+    const enum json_int hk = json_int_value(v, &heads);
+    if (hk == JSON_INT_HUGE)
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "num_heads is beyond 2^63; the limit is %d "
+                    "(max_heads)", lim->max_heads);
+    if (hk != JSON_INT_OK || heads < 1)
+        return api_fail(err, ERR_INVALID_PARAMETER, "num_heads must be an integer >= 1");
+    if (check_dim(heads, lim->max_heads, "num_heads", "max_heads", err))
+        return -1;
+    if (m && heads != m->H)
+        return api_fail(err, ERR_INVALID_PARAMETER, "num_heads is %lld but model '%s' has %d "
+                        "heads; leave num_heads out or give %d", heads, m->name, m->H, m->H);
+    p->H = (int)heads;
+    return 0;
+}
+
+/* "model": hold it (r->model) and fill the options it has defaults for. */
+static int use_model(struct codec_request *r, json_t *root, json_t *v, const struct model **m,
+                     struct api_error *err)
+{
+    if (!json_is_string(v))
+        return api_fail(err, ERR_INVALID_PARAMETER, "model must be a string: the name of a "
+                        "server-held model");
+    if (json_object_get(root, "weights"))
+        return api_fail(err, ERR_INVALID_PARAMETER, "model and weights cannot be used together: "
+                        "the model '%.100s' holds its weights", json_string_value(v));
+    char why[sizeof err->msg];
+    const int rc = repo_acquire(&r->model, json_string_value(v), NULL, why, sizeof why);
+    if (rc != REPO_OK)
+        return api_fail(err, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, "%s",
+                        why);
+    *m = repo_model(r->model); /* NULL: the built-in model, weights inline */
+    const char *k;
+    json_t *dv;
+    if (*m)
+        json_object_foreach((*m)->defaults, k, dv) {
+            if (!json_object_get(root, k) && json_object_set(root, k, dv))
+                return api_fail(err, ERR_INTERNAL, "out of memory applying defaults");
+        }
+    return 0;
+}
+
+/* The model's weights, after its dimensions are checked against the request's. */
+static int model_weights(struct att_params *p, const struct model *m, struct api_error *err)
+{
+    const struct { const char *what; int got, want; } dims[] = {
+        {"embed_dim (query's last dimension)", p->E, m->E},
+        {"kdim (key's last dimension)", p->kdim, m->kdim},
+        {"vdim (value's last dimension)", p->vdim, m->vdim},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].got != dims[i].want)
+            return api_fail(err, ERR_SHAPE_MISMATCH, "%s is %d but model '%s' takes %d",
+                            dims[i].what, dims[i].got, m->name, dims[i].want);
+    p->in_proj_weight = m->in_proj_weight, p->q_proj_weight = m->q_proj_weight;
+    p->k_proj_weight = m->k_proj_weight, p->v_proj_weight = m->v_proj_weight;
+    p->in_proj_bias = m->in_proj_bias, p->out_proj_weight = m->out_proj_weight;
+    p->out_proj_bias = m->out_proj_bias;
+    return 0;
+}
+
 static int decode_fields(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
                          const struct codec_limits *lim, struct api_error *err)
 {
@@ -100,20 +165,19 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
             return api_fail(err, ERR_INVALID_PARAMETER, "unknown field '%s'", k);
     }
 
+    /* 1b. a server-held model: weights, num_heads, defaults (codec.h) */
+    const struct model *m = NULL;
+    if ((v = json_object_get(root, "model")) && use_model(r, root, v, &m, err))
+        return -1;
+
     /* 2. num_heads */
     v = json_object_get(root, "num_heads");
-    if (!v)
+    if (!v && m)
+        p->H = m->H;
+    else if (!v)
         return api_fail(err, ERR_INVALID_PARAMETER, "num_heads is required");
-    long long heads = 0;
-    const enum json_int hk = json_int_value(v, &heads);
-    if (hk == JSON_INT_HUGE)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "num_heads is beyond 2^63; the limit is %d "
-                    "(max_heads)", lim->max_heads);
-    if (hk != JSON_INT_OK || heads < 1)
-        return api_fail(err, ERR_INVALID_PARAMETER, "num_heads must be an integer >= 1");
-    if (check_dim(heads, lim->max_heads, "num_heads", "max_heads", err))
+    else if (num_heads(p, v, m, lim, err))
         return -1;
-    p->H = (int)heads;
 
     /* 3. query, key, value: same rank, same batch */
     struct tensor q, kt, vt;
@@ -161,6 +225,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     if (p->E % p->H)
         return api_fail(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by num_heads %d",
                     p->E, p->H);
+    if (m && model_weights(p, m, err))
+        return -1;
 
     /* 4. weights, each with its exact PyTorch shape */
     json_t *w = json_object_get(root, "weights");
@@ -337,4 +403,6 @@ void codec_request_deinit(struct codec_request *r)
     free(r->tokens_json);
     free(r->key_tokens_json);
     r->tokens_json = r->key_tokens_json = NULL;
+    repo_release(r->model);
+    r->model = NULL;
 }

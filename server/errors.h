@@ -19,13 +19,16 @@
     X(ERR_SHAPE_MISMATCH, 400, "shape_mismatch", "tensor shapes do not agree")            \
     X(ERR_INVALID_PARAMETER, 400, "invalid_parameter", "a parameter is invalid")          \
     X(ERR_BAD_REQUEST, 400, "bad_request", "the request line or headers are malformed")   \
-    X(ERR_NOT_FOUND, 404, "not_found", "no such endpoint")                                \
+    X(ERR_NOT_FOUND, 404, "not_found", "no such endpoint or model")                       \
+    X(ERR_UNAUTHORIZED, 401, "unauthorized", "a bearer token is required")                \
+    X(ERR_FORBIDDEN, 403, "forbidden", "not allowed")                                     \
     X(ERR_METHOD_NOT_ALLOWED, 405, "method_not_allowed", "method not allowed here")       \
     X(ERR_REQUEST_TIMEOUT, 408, "request_timeout", "the request did not arrive in time")  \
     X(ERR_PAYLOAD_TOO_LARGE, 413, "payload_too_large", "the request exceeds a limit")     \
     X(ERR_UNSUPPORTED_MEDIA_TYPE, 415, "unsupported_media_type",                          \
       "Content-Type must be application/json")                                            \
     X(ERR_NOT_IMPLEMENTED, 501, "not_implemented", "this transfer coding is not supported") \
+    X(ERR_MODEL_NOT_READY, 503, "model_not_ready", "the model is not ready")              \
     X(ERR_OVERLOADED, 503, "overloaded", "the server is busy; retry later")               \
     X(ERR_SHUTTING_DOWN, 503, "shutting_down", "the server is shutting down")             \
     X(ERR_INTERNAL, 500, "internal", "internal error")

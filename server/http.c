@@ -46,6 +46,7 @@
 #include "server/service.h"
 #include "server/static.h"
 #include "server/tls.h"
+#include "model/repo.h"
 
 /* openapi.yaml, linked into the binary (server/embed.S). */
 extern const char openapi_yaml[], openapi_yaml_end[];
@@ -87,12 +88,28 @@ static void run_job(void *arg)
     if (r->fd >= 0 && client_gone(r->fd)) {
         /* nobody to answer: not computed (the access log says 499) */
         release_body(r);
-        service_error(&r->ans, ERR_OVERLOADED, "the client has gone away");
+        (r->v2 ? service_v2_error : service_error)(&r->ans, ERR_OVERLOADED,
+                                                   "the client has gone away");
         r->client_gone = 1;
     } else if (answers_over_budget(s)) {
         release_body(r);
-        service_error(&r->ans, ERR_OVERLOADED, "answers not yet read by their clients hold "
-                                               "max_answer_bytes; retry later");
+        (r->v2 ? service_v2_error : service_error)(&r->ans, ERR_OVERLOADED,
+                                                   "answers not yet read by their clients hold "
+                                                   "max_answer_bytes; retry later");
+    } else if (r->ep == EP_V2_INFER) {
+        if (r->header_len > (long long)r->len) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "Inference-Header-Content-Length is %lld but the body has "
+                     "only %zu bytes", r->header_len, r->len);
+            release_body(r);
+            service_v2_error(&r->ans, ERR_BAD_REQUEST, msg);
+        } else {
+            service_infer(&s->limits, r->rt.model, r->rt.version[0] ? r->rt.version : NULL,
+                          r->body, r->len, r->header_len, &t, release_body_cb, r, &r->ans);
+        }
+    } else if (r->ep == EP_V2_REPO) {
+        v2_answer_repository(&r->rt, r->body, r->len, &r->ans);
+        release_body(r);
     } else {
         service_attention(&s->limits, r->body, r->len, &t, release_body_cb, r, &r->ans);
     }
@@ -107,6 +124,8 @@ static void run_job(void *arg)
 
 static enum metrics_endpoint route(const char *url)
 {
+    if (strncmp(url, "/v2", 3) == 0 && (url[3] == '\0' || url[3] == '/'))
+        return EP_V2; /* refined by http_v2_route() */
     if (strcmp(url, "/attention") == 0)
         return EP_ATTENTION;
     if (strcmp(url, "/healthz") == 0)
@@ -126,9 +145,16 @@ static enum MHD_Result serve_get(struct req *r, const char *url)
     switch (r->ep) {
     case EP_HEALTHZ:
         return send_copy(r, 200, "{\"status\":\"ok\"}", 15, "application/json");
+    case EP_V2: {
+        const struct v2_server_state st = {atomic_load(&s->draining)};
+        v2_answer_get(&r->rt, &st, &r->ans);
+        return send_answer(r);
+    }
     case EP_READYZ:
         if (atomic_load(&s->draining))
             return send_error(r, ERR_SHUTTING_DOWN, "draining: not ready for new requests");
+        if (!repo_loading_done())
+            return send_error(r, ERR_MODEL_NOT_READY, "models are still loading");
         return send_copy(r, 200, "{\"status\":\"ready\"}", 18, "application/json");
     case EP_METRICS: {
         struct pool_stats ps;
@@ -140,6 +166,8 @@ static enum MHD_Result serve_get(struct req *r, const char *url)
                                          atomic_load(&s->answer_bytes),
                                          atomic_load(&s->open)};
         char *text = metrics_write(&g, &len);
+        if (text)
+            text = repo_metrics_append(text, &len);
         if (!text)
             return send_error(r, ERR_INTERNAL, "out of memory writing metrics");
         return send_owned(r, 200, text, len, "text/plain; version=0.0.4");
@@ -188,6 +216,12 @@ static int early_check(struct req *r, const char *url, char *msg, size_t msglen)
         r->preflight = 1;
         return -1;
     }
+    if (r->v2 && r->ep != EP_OTHER) {
+        int e = http_v2_early_check(r, msg, msglen);
+        if (e >= 0 || !req_is_job(r))
+            return e;
+        goto body;
+    }
     if (r->ep != EP_ATTENTION) {
         if (is_get)
             return -1;
@@ -211,6 +245,7 @@ static int early_check(struct req *r, const char *url, char *msg, size_t msglen)
                  ct ? ct : "(none)");
         return ERR_UNSUPPORTED_MEDIA_TYPE;
     }
+body:; /* like Triton, /v2 takes any Content-Type */
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
     r->content_length = cl ? strtoull(cl, NULL, 10) : 0;
@@ -233,7 +268,7 @@ static int early_check(struct req *r, const char *url, char *msg, size_t msglen)
  * of the budget. */
 static void reserve_body(struct req *r)
 {
-    if (r->ep != EP_ATTENTION)
+    if (!req_is_job(r))
         return;
     const size_t n = (size_t)r->content_length; /* ≤ max_body_bytes: early_check */
     if (n == 0)
@@ -312,6 +347,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
         r->ep = route(url);
+        r->v2 = r->ep == EP_V2;
+        r->header_len = -1;
+        http_request_id(r);
         atomic_fetch_add(&s->active, 1);
         *con_cls = r;
         phase_set(s, r->c, PH_BODY);
@@ -323,7 +361,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             r->ep = EP_OTHER; /* queued before the body: MHD closes after it */
             return send_error(r, fe.code, fe.msg);
         }
-        int e = early_check(r, url, msg, sizeof msg);
+        int e = r->ep == EP_V2 ? http_v2_route(r, url, msg, sizeof msg) : 0;
+        if (e == 0)
+            e = early_check(r, url, msg, sizeof msg);
         if (e >= 0)
             return send_error(r, e, msg);
         reserve_body(r);
@@ -345,7 +385,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (r->preflight) /* 3. final call (answered now, so the connection stays open) */
         return send_preflight(r);
-    if (r->ep != EP_ATTENTION) {
+    if (!req_is_job(r)) {
         phase_set(s, r->c, PH_OTHER);
         return serve_get(r, url);
     }
@@ -371,7 +411,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     MHD_suspend_connection(conn);
     int rc = pool_submit(s->pool, run_job, r);
     if (rc != POOL_OK) {
-        service_error(&r->ans, rc == POOL_EFULL ? ERR_OVERLOADED : ERR_SHUTTING_DOWN,
+        (r->v2 ? service_v2_error : service_error)(
+                      &r->ans, rc == POOL_EFULL ? ERR_OVERLOADED : ERR_SHUTTING_DOWN,
                       rc == POOL_EFULL ? "every worker is busy and the queue is full; retry "
                                          "later"
                                        : "the server is shutting down");
@@ -395,9 +436,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     metrics_record(r->ep, status, ms / 1e3);
     if (s->cfg.log_level >= CFG_LOG_INFO) { /* escaped: a path cannot forge a line */
         char method[4 * sizeof r->method], path[4 * sizeof r->path];
-        fprintf(stderr, "%s %s %d %zu %.1fms%s\n",
+        fprintf(stderr, "%s %s %d %zu %.1fms id=%s%s\n",
                 framing_log_escape(method, sizeof method, r->method),
                 framing_log_escape(path, sizeof path, r->path), status, r->sent_bytes, ms,
+                r->request_id,
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     }
     release_body(r);

@@ -15,6 +15,7 @@
 #include "server/pool.h"
 #include "server/service.h"
 #include "server/tls.h"
+#include "server/v2.h"
 
 /* Retry-After of every 503, in seconds (answer.c, and conn.c's cuts). */
 #define RETRY_AFTER_S "1"
@@ -71,6 +72,10 @@ struct req {
     struct http_server *srv;
     struct MHD_Connection *conn;
     enum metrics_endpoint ep;
+    int v2;            /* under /v2: errors are {"error": msg} */
+    struct v2_route rt; /* its route, when v2 */
+    long long header_len; /* Inference-Header-Content-Length, or -1 */
+    char request_id[72]; /* X-Request-Id: the client's, or made up */
     char method[12];
     char path[128];
     double t0;         /* first call: the headers are in */
@@ -93,5 +98,20 @@ struct req {
     int sent_status;
     size_t sent_bytes;
 };
+
+/* Whether r's endpoint takes a body and runs as a job on the pool. */
+static inline int req_is_job(const struct req *r)
+{
+    return r->ep == EP_ATTENTION || r->ep == EP_V2_INFER || r->ep == EP_V2_REPO;
+}
+
+/* http_v2.c: the /v2 front. */
+/* Route url (under /v2) into r; 0, or an error code to answer (404). */
+int http_v2_route(struct req *r, const char *url, char *msg, size_t msglen);
+/* The header checks of a v2 request: method, admin token,
+ * Inference-Header-Content-Length. -1 to go on, or an error code. */
+int http_v2_early_check(struct req *r, char *msg, size_t msglen);
+/* X-Request-Id: the client's when it is a sane token, else a new one. */
+void http_request_id(struct req *r);
 
 #endif

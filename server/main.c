@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "core/attention.h"
+#include "model/repo.h"
 #include "server/http.h"
 #include "server/pool.h"
 
@@ -69,6 +70,12 @@ int main(int argc, char **argv)
         pool_free(pool);
         return 1;
     }
+    /* models load in the background: live at once, ready when loaded */
+    if (repo_start(c.model_repository, stderr) != 0) {
+        http_stop(srv);
+        pool_free(pool);
+        return 1;
+    }
     if (c.log_level >= CFG_LOG_DEBUG)
         cfg_dump(&c, stderr);
     fprintf(stderr, "attention-server: listening on http://%s:%d (workers %d, queue %d, "
@@ -86,6 +93,7 @@ int main(int argc, char **argv)
     pool_close(pool); /* every job has resumed its connection by now */
     http_stop(srv);
     pool_free(pool);
+    repo_stop();
     fprintf(stderr, "attention-server: stopped (%d requests cut off at drain_timeout)\n", cut);
     return 0;
 }

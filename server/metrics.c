@@ -5,7 +5,8 @@
 #include <stdlib.h>
 
 static const char *const ep_names[EP_COUNT] = {
-    "attention", "healthz", "readyz", "metrics", "openapi", "static", "other"};
+    "attention", "healthz", "readyz", "metrics", "openapi", "static", "other",
+    "v2_infer", "v2_repository", "v2"};
 
 /* Latency buckets (seconds), as Prometheus histograms want them: cumulative. */
 static const double buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,

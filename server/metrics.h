@@ -9,6 +9,9 @@
 
 enum metrics_endpoint {
     EP_ATTENTION, EP_HEALTHZ, EP_READYZ, EP_METRICS, EP_OPENAPI, EP_STATIC, EP_OTHER,
+    EP_V2_INFER,  /* POST /v2/models/{m}[/versions/{v}]/infer */
+    EP_V2_REPO,   /* POST /v2/repository/... */
+    EP_V2,        /* the other /v2 endpoints (GET) */
     EP_COUNT
 };
 
@@ -17,7 +20,7 @@ const char *metrics_endpoint_name(enum metrics_endpoint ep);
 /* One finished request: its endpoint, HTTP status and duration. */
 void metrics_record(enum metrics_endpoint ep, int status, double seconds);
 
-/* The stages of one POST /attention, in order: the upload, the wait for a
+/* The stages of one POST /attention or v2 infer, in order: the upload, the wait for a
  * worker, then the job's three steps. */
 enum metrics_stage {
     STAGE_RECEIVE, STAGE_QUEUE, STAGE_DECODE, STAGE_COMPUTE, STAGE_ENCODE, STAGE_COUNT

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/repo.h"
 #include "server/metrics.h"
+#include "server/v2_codec.h"
 
 double service_now(void)
 {
@@ -35,6 +37,22 @@ void service_error(struct service_answer *a, int code, const char *msg)
     a->body = api_error_body(code, msg, &a->len);
     if (!a->body)
         a->len = 0; /* the sender answers 500 with an empty body */
+}
+
+char *service_v2_error_body(const char *msg, size_t *len)
+{
+    json_t *o = json_pack("{s:s}", "error", msg);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    *len = body ? strlen(body) : 0;
+    return body;
+}
+
+void service_v2_error(struct service_answer *a, int code, const char *msg)
+{
+    service_answer_free(a);
+    a->status = http_error_status(code);
+    a->body = service_v2_error_body(msg ? msg : http_error_message(code), &a->len);
 }
 
 void service_answer_free(struct service_answer *a)
@@ -85,6 +103,27 @@ static double lap(double *mark)
     return d;
 }
 
+/* Server-Timing, the stage metrics and the model's statistics. */
+static void finish(struct service_answer *a, const double d[STAGE_COUNT], int ok,
+                   const char *model, int batch)
+{
+    size_t o = 0;
+    for (int s = 0; s < STAGE_COUNT && o < sizeof a->timing; s++)
+        o += (size_t)snprintf(a->timing + o, sizeof a->timing - o, "%s%s;dur=%.3f",
+                              s ? ", " : "", metrics_stage_name((enum metrics_stage)s),
+                              d[s] * 1e3);
+    if (ok)
+        metrics_record_stages(d);
+    if (model) {
+        const double st[REPO_STAGES] = {d[STAGE_QUEUE], d[STAGE_DECODE], d[STAGE_COMPUTE],
+                                        d[STAGE_ENCODE]};
+        double total = 0;
+        for (int s = STAGE_QUEUE; s < STAGE_COUNT; s++)
+            total += d[s];
+        repo_record(model, ok, total, st, batch);
+    }
+}
+
 void service_attention(const struct codec_limits *lim, const char *body, size_t len,
                        const struct service_times *t, void (*release)(void *), void *cls,
                        struct service_answer *a)
@@ -129,15 +168,93 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
         goto done;
     }
     ok = 1;
-done:;
-    size_t o = 0;
-    for (int s = 0; s < STAGE_COUNT && o < sizeof a->timing; s++)
-        o += (size_t)snprintf(a->timing + o, sizeof a->timing - o, "%s%s;dur=%.3f",
-                              s ? ", " : "", metrics_stage_name((enum metrics_stage)s),
-                              d[s] * 1e3);
-    if (ok)
-        metrics_record_stages(d);
+done:
+    finish(a, d, ok, r.model ? repo_ref_name(r.model) : NULL, r.p.N);
     free(out);
     free(w);
     codec_request_deinit(&r);
+}
+
+static size_t v2_read(void *cls, size_t pos, char *dst, size_t max)
+{
+    return v2_stream_read(cls, pos, dst, max);
+}
+
+static void v2_free(void *cls)
+{
+    v2_stream_free(cls);
+}
+
+void service_infer(const struct codec_limits *lim, const char *model, const char *version,
+                   const char *body, size_t len, long long header_len,
+                   const struct service_times *t, void (*release)(void *), void *cls,
+                   struct service_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    double d[STAGE_COUNT] = {0}, mark = t->body_done;
+    d[STAGE_RECEIVE] = t->body_done - t->first_byte;
+    d[STAGE_QUEUE] = lap(&mark);
+    struct v2_request r;
+    memset(&r, 0, sizeof r);
+    struct api_error e;
+    float *out = NULL, *w = NULL;
+    int ok = 0, counted = 0;
+
+    /* 0. the model, held until the answer is made */
+    struct repo_ref *ref = NULL;
+    char why[sizeof e.msg];
+    const int got = repo_acquire(&ref, model, version, why, sizeof why);
+    if (got != REPO_OK) {
+        if (release)
+            release(cls);
+        service_v2_error(a, got == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, why);
+        goto done;
+    }
+    counted = 1;
+    /* 1. decode */
+    const int rc = v2_decode_infer(&r, body, len, header_len, repo_model(ref), lim, &e);
+    if (release)
+        release(cls);
+    d[STAGE_DECODE] = lap(&mark);
+    if (rc) {
+        service_v2_error(a, e.code, e.msg);
+        goto done;
+    }
+    /* 2. compute */
+    out = malloc(r.c.out_len * sizeof *out);
+    w = r.c.weights_len ? malloc(r.c.weights_len * sizeof *w) : NULL;
+    if (!out || (r.c.weights_len && !w)) {
+        service_v2_error(a, ERR_INTERNAL, "out of memory for the output");
+        goto done;
+    }
+    struct att_error ae;
+    const int st = att_forward_checked(out, w, &r.c.p, &ae);
+    d[STAGE_COMPUTE] = lap(&mark);
+    if (st != ATT_OK) {
+        service_v2_error(a, http_error_from_att(ae.code), ae.msg);
+        goto done;
+    }
+    /* 3. encode: the JSON now, binary data as it is sent */
+    struct v2_stream *vs = v2_stream_new(&r, repo_ref_name(ref), out, w);
+    out = w = NULL;
+    d[STAGE_ENCODE] = lap(&mark);
+    if (!vs) {
+        service_v2_error(a, ERR_INTERNAL, "out of memory encoding the response");
+        goto done;
+    }
+    a->status = 200;
+    a->reader = vs, a->read = v2_read, a->free_reader = v2_free;
+    a->len = v2_stream_size(vs);
+    if (v2_stream_is_binary(vs)) {
+        a->content_type = "application/octet-stream";
+        a->header_len = v2_stream_header_len(vs);
+        a->has_header_len = 1;
+    }
+    ok = 1;
+done:
+    finish(a, d, ok, counted ? repo_ref_name(ref) : NULL, r.c.p.N);
+    free(out);
+    free(w);
+    v2_request_deinit(&r);
+    repo_release(ref);
 }

@@ -30,6 +30,9 @@ struct service_answer {
     void (*free_reader)(void *cls);
     void *reader;
     char timing[200]; /* Server-Timing header value, or "" */
+    const char *content_type; /* NULL: application/json */
+    size_t header_len;        /* a binary v2 answer: Inference-Header-Content-Length */
+    int has_header_len;
 };
 
 /* When the request's first byte and its last body byte arrived
@@ -51,8 +54,22 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
                        const struct service_times *t, void (*release)(void *), void *cls,
                        struct service_answer *a);
 
+/* Answer one POST /v2/models/{model}[/versions/{version}]/infer body
+ * (version NULL when the URL has none). header_len: the request's
+ * Inference-Header-Content-Length, or -1 (server/v2_codec.h). The same
+ * contract as service_attention(); errors are {"error": msg}, a binary
+ * answer sets content_type and header_len. Counts the model's statistics. */
+void service_infer(const struct codec_limits *lim, const char *model, const char *version,
+                   const char *body, size_t len, long long header_len,
+                   const struct service_times *t, void (*release)(void *), void *cls,
+                   struct service_answer *a);
+
 /* An error answer (code: enum http_error; msg NULL for the default). */
 void service_error(struct service_answer *a, int code, const char *msg);
+/* The same as the Open Inference Protocol writes it: {"error": msg}. */
+void service_v2_error(struct service_answer *a, int code, const char *msg);
+/* {"error": msg} as a malloc'd buffer and its length; NULL when out of memory. */
+char *service_v2_error_body(const char *msg, size_t *len);
 
 /* Free what a still owns (a sender that took the body or the reader sets
  * those fields to NULL first). */

@@ -1,0 +1,528 @@
+/* repo.c -- the models the server holds; see repo.h. */
+#include "model/repo.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* One loaded model and the requests using it. */
+struct repo_ref {
+    struct model *m; /* NULL for the built-in model */
+    struct entry *e;
+    int refs;
+    int retired;     /* 1: replaced, freed at its last release;
+                        2: unloaded, repo_unload waits for it and frees it */
+};
+
+struct stat_pair {
+    unsigned long long count, ns;
+};
+
+struct entry {
+    struct entry *next;
+    char name[128];
+    int builtin;
+    int state;         /* enum repo_state */
+    char reason[512];  /* why it is not ready, or "" */
+    struct repo_ref *cur; /* READY: what new requests get */
+    /* statistics */
+    struct stat_pair success, fail, stage[REPO_STAGES];
+    unsigned long long inference_count, execution_count;
+    long long last_ms;
+};
+
+static struct {
+    pthread_mutex_t lock;    /* everything below */
+    pthread_cond_t released; /* a retired model's last reference went */
+    pthread_mutex_t loading; /* one load at a time */
+    char dir[256];
+    struct entry *head;      /* the built-in model first, then by name */
+    FILE *log;
+    atomic_int done;
+    pthread_t loader;
+    int loader_started;
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .released = PTHREAD_COND_INITIALIZER,
+       .loading = PTHREAD_MUTEX_INITIALIZER};
+
+static struct entry builtin_entry = {.name = REPO_BUILTIN, .builtin = 1, .state = REPO_READY};
+static struct repo_ref builtin_ref = {.e = &builtin_entry};
+
+const char *repo_state_str(int state)
+{
+    static const char *names[] = {"LOADING", "READY", "UNAVAILABLE", "UNLOADED"};
+    return state >= 0 && state <= REPO_UNLOADED ? names[state] : "UNKNOWN";
+}
+
+static struct entry *find(const char *name)
+{
+    for (struct entry *e = R.head; e; e = e->next)
+        if (strcmp(e->name, name) == 0)
+            return e;
+    return NULL;
+}
+
+/* Add name in order (after the built-in model); lock held. */
+static struct entry *add(const char *name)
+{
+    struct entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->state = REPO_UNLOADED;
+    struct entry **at = &R.head->next;
+    while (*at && strcmp((*at)->name, name) < 0)
+        at = &(*at)->next;
+    e->next = *at;
+    *at = e;
+    return e;
+}
+
+/* Take ref out of service; freed now if unused. Lock held. */
+static void retire(struct repo_ref *ref)
+{
+    if (!ref)
+        return;
+    ref->retired = 1;
+    if (ref->refs == 0) {
+        model_free(ref->m);
+        free(ref);
+    }
+}
+
+static int valid_name(const char *name)
+{
+    if (!name[0] || name[0] == '.' || strlen(name) >= sizeof builtin_entry.name)
+        return 0;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-' || *p == '.'))
+            return 0;
+    return 1;
+}
+
+/* Whether DIR/name is a directory. */
+static int is_model_dir(const char *name)
+{
+    char path[600];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", R.dir, name);
+    return valid_name(name) && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int repo_load(const char *name, char *why, size_t whylen)
+{
+    if (!R.dir[0]) {
+        snprintf(why, whylen, "no model_repository is set");
+        return REPO_EINVAL;
+    }
+    if (strcmp(name, REPO_BUILTIN) == 0) {
+        snprintf(why, whylen, "'%s' is the built-in model; a repository folder may not have "
+                 "its name", REPO_BUILTIN);
+        return REPO_EINVAL;
+    }
+    if (!is_model_dir(name)) {
+        snprintf(why, whylen, "no model folder '%.128s' in the model repository", name);
+        return REPO_EINVAL;
+    }
+    pthread_mutex_lock(&R.loading);
+    struct model *m = NULL;
+    char err[512] = "";
+    const int rc = model_load(&m, R.dir, name, err, sizeof err);
+    pthread_mutex_lock(&R.lock);
+    struct entry *e = find(name);
+    if (!e)
+        e = add(name);
+    struct repo_ref *ref = rc == 0 && e ? calloc(1, sizeof *ref) : NULL;
+    if (!e || (rc == 0 && !ref)) {
+        pthread_mutex_unlock(&R.lock);
+        pthread_mutex_unlock(&R.loading);
+        model_free(m);
+        snprintf(why, whylen, "out of memory");
+        return REPO_ENOTREADY;
+    }
+    retire(e->cur);
+    e->cur = NULL;
+    if (rc == 0) {
+        ref->m = m, ref->e = e;
+        e->cur = ref;
+        e->state = REPO_READY;
+        e->reason[0] = '\0';
+    } else {
+        e->state = REPO_UNAVAILABLE;
+        snprintf(e->reason, sizeof e->reason, "%s", err);
+        snprintf(why, whylen, "%s", err);
+    }
+    pthread_mutex_unlock(&R.lock);
+    pthread_mutex_unlock(&R.loading);
+    if (R.log) {
+        if (rc == 0)
+            fprintf(R.log, "attention-server: model %s: loaded (%s, E %d, heads %d, %s, "
+                    "%.1f MB)\n", name, model_format_name(m->format), m->E, m->H, m->dtype,
+                    (double)m->bytes / 1e6);
+        else
+            fprintf(R.log, "attention-server: model %s: NOT loaded: %s\n", name, err);
+    }
+    return rc == 0 ? REPO_OK : REPO_ENOTREADY;
+}
+
+int repo_unload(const char *name, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&R.lock);
+    struct entry *e = find(name);
+    if (!e || e->builtin) {
+        pthread_mutex_unlock(&R.lock);
+        snprintf(why, whylen, e ? "the built-in model '%s' cannot be unloaded"
+                                : "unknown model '%.128s'", name);
+        return e ? REPO_EINVAL : REPO_ENOTFOUND;
+    }
+    struct repo_ref *ref = e->cur;
+    e->cur = NULL;
+    e->state = REPO_UNLOADED;
+    snprintf(e->reason, sizeof e->reason, "unloaded");
+    if (ref) {
+        ref->retired = 2;
+        while (ref->refs > 0) /* its requests in flight */
+            pthread_cond_wait(&R.released, &R.lock);
+        model_free(ref->m);
+        free(ref);
+    }
+    pthread_mutex_unlock(&R.lock);
+    return REPO_OK;
+}
+
+static void *loader_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        char name[128] = "";
+        pthread_mutex_lock(&R.lock);
+        for (struct entry *e = R.head; e; e = e->next)
+            if (e->state == REPO_LOADING && !e->cur) {
+                snprintf(name, sizeof name, "%s", e->name);
+                break;
+            }
+        pthread_mutex_unlock(&R.lock);
+        if (!name[0])
+            break;
+        char why[512];
+        if (repo_load(name, why, sizeof why) == REPO_EINVAL) {
+            pthread_mutex_lock(&R.lock);
+            struct entry *e = find(name);
+            if (e && e->state == REPO_LOADING) {
+                e->state = REPO_UNAVAILABLE;
+                snprintf(e->reason, sizeof e->reason, "%s", why);
+            }
+            pthread_mutex_unlock(&R.lock);
+        }
+    }
+    atomic_store(&R.done, 1);
+    return NULL;
+}
+
+int repo_start(const char *dir, FILE *log)
+{
+    pthread_mutex_lock(&R.lock);
+    R.log = log;
+    R.head = &builtin_entry;
+    builtin_entry.next = NULL;
+    builtin_entry.cur = &builtin_ref;
+    snprintf(R.dir, sizeof R.dir, "%s", dir ? dir : "");
+    int rc = 0;
+    if (R.dir[0]) {
+        DIR *d = opendir(R.dir);
+        if (!d) {
+            if (log)
+                fprintf(log, "attention-server: model_repository '%s' cannot be listed\n", R.dir);
+            rc = -1;
+        }
+        for (struct dirent *de; d && (de = readdir(d));) {
+            if (de->d_name[0] == '.' || !is_model_dir(de->d_name))
+                continue;
+            if (strcmp(de->d_name, REPO_BUILTIN) == 0) {
+                if (log)
+                    fprintf(log, "attention-server: model %s: NOT loaded: the name '%s' is "
+                            "reserved for the built-in model; rename the folder\n",
+                            REPO_BUILTIN, REPO_BUILTIN);
+                continue;
+            }
+            struct entry *e = add(de->d_name);
+            if (e)
+                e->state = REPO_LOADING;
+        }
+        if (d)
+            closedir(d);
+    }
+    pthread_mutex_unlock(&R.lock);
+    atomic_store(&R.done, 0);
+    R.loader_started = pthread_create(&R.loader, NULL, loader_main, NULL) == 0;
+    if (!R.loader_started)
+        loader_main(NULL);
+    return rc;
+}
+
+void repo_stop(void)
+{
+    if (R.loader_started)
+        pthread_join(R.loader, NULL);
+    R.loader_started = 0;
+    pthread_mutex_lock(&R.lock);
+    struct entry *e = R.head ? R.head->next : NULL;
+    pthread_mutex_unlock(&R.lock);
+    while (e) {
+        struct entry *next = e->next;
+        char why[64];
+        repo_unload(e->name, why, sizeof why);
+        free(e);
+        e = next;
+    }
+    pthread_mutex_lock(&R.lock);
+    if (R.head)
+        R.head->next = NULL;
+    memset(&builtin_entry.success, 0,
+           sizeof builtin_entry - offsetof(struct entry, success));
+    R.dir[0] = '\0';
+    pthread_mutex_unlock(&R.lock);
+}
+
+int repo_loading_done(void)
+{
+    return atomic_load(&R.done);
+}
+
+int repo_acquire(struct repo_ref **ref, const char *name, const char *version, char *why,
+                 size_t whylen)
+{
+    *ref = NULL;
+    if (version && strcmp(version, REPO_VERSION) != 0) {
+        snprintf(why, whylen, "model '%.128s' has no version '%.32s' (it has version %s)",
+                 name, version, REPO_VERSION);
+        return REPO_ENOTFOUND;
+    }
+    pthread_mutex_lock(&R.lock);
+    struct entry *e = R.head ? find(name) : strcmp(name, REPO_BUILTIN) ? NULL : &builtin_entry;
+    int rc = REPO_OK;
+    if (!e) {
+        snprintf(why, whylen, "unknown model '%.128s'", name);
+        rc = REPO_ENOTFOUND;
+    } else if (e->builtin) {
+        *ref = &builtin_ref;
+    } else if (e->state != REPO_READY || !e->cur) {
+        snprintf(why, whylen, "model '%s' is not ready (%s%s%.400s)", name,
+                 repo_state_str(e->state), e->reason[0] ? ": " : "", e->reason);
+        rc = REPO_ENOTREADY;
+    } else {
+        e->cur->refs++;
+        *ref = e->cur;
+    }
+    pthread_mutex_unlock(&R.lock);
+    return rc;
+}
+
+const struct model *repo_model(const struct repo_ref *ref)
+{
+    return ref ? ref->m : NULL;
+}
+
+const char *repo_ref_name(const struct repo_ref *ref)
+{
+    return ref->e->name;
+}
+
+void repo_release(struct repo_ref *ref)
+{
+    if (!ref || ref == &builtin_ref)
+        return;
+    pthread_mutex_lock(&R.lock);
+    if (--ref->refs == 0 && ref->retired) {
+        if (ref->e->cur == ref)
+            ref->e->cur = NULL;
+        /* repo_unload frees it itself (it waits); a replaced one goes here */
+        if (ref->retired == 2)
+            pthread_cond_broadcast(&R.released);
+        else {
+            model_free(ref->m);
+            free(ref);
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+int repo_state(const char *name, int *state, char *reason, size_t n)
+{
+    pthread_mutex_lock(&R.lock);
+    struct entry *e = R.head ? find(name) : strcmp(name, REPO_BUILTIN) ? NULL : &builtin_entry;
+    if (e) {
+        *state = e->state;
+        snprintf(reason, n, "%s", e->reason);
+    }
+    pthread_mutex_unlock(&R.lock);
+    return e ? 0 : -1;
+}
+
+json_t *repo_names(void)
+{
+    json_t *a = json_array();
+    pthread_mutex_lock(&R.lock);
+    if (!R.head)
+        json_array_append_new(a, json_string(REPO_BUILTIN));
+    for (struct entry *e = R.head; e && a; e = e->next)
+        json_array_append_new(a, json_string(e->name));
+    pthread_mutex_unlock(&R.lock);
+    return a;
+}
+
+json_t *repo_index(int ready_only)
+{
+    json_t *a = json_array();
+    pthread_mutex_lock(&R.lock);
+    for (struct entry *e = R.head ? R.head->next : NULL; e && a; e = e->next) {
+        if (ready_only && e->state != REPO_READY)
+            continue;
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s}", "name", e->name, "version",
+                                           REPO_VERSION, "state", repo_state_str(e->state),
+                                           "reason", e->reason));
+    }
+    pthread_mutex_unlock(&R.lock);
+    return a;
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static unsigned long long ns(double s)
+{
+    return s > 0 ? (unsigned long long)(s * 1e9) : 0;
+}
+
+void repo_record(const char *name, int ok, double total_s, const double stage_s[REPO_STAGES],
+                 long long batch)
+{
+    pthread_mutex_lock(&R.lock);
+    struct entry *e = R.head ? find(name) : NULL;
+    if (e) {
+        struct stat_pair *p = ok ? &e->success : &e->fail;
+        p->count++, p->ns += ns(total_s);
+        if (ok) { /* Triton counts the stages of successful requests */
+            for (int s = 0; s < REPO_STAGES; s++)
+                e->stage[s].count++, e->stage[s].ns += ns(stage_s[s]);
+            e->inference_count += (unsigned long long)batch;
+            e->execution_count++;
+            e->last_ms = now_ms();
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+static json_t *pair(const struct stat_pair *p)
+{
+    return json_pack("{s:I, s:I}", "count", (json_int_t)p->count, "ns", (json_int_t)p->ns);
+}
+
+static json_t *entry_stats(const struct entry *e)
+{
+    static const struct stat_pair zero;
+    json_t *inf = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success",
+                            pair(&e->success), "fail", pair(&e->fail), "queue",
+                            pair(&e->stage[REPO_QUEUE]), "compute_input",
+                            pair(&e->stage[REPO_INPUT]), "compute_infer",
+                            pair(&e->stage[REPO_INFER]), "compute_output",
+                            pair(&e->stage[REPO_OUTPUT]), "cache_hit", pair(&zero), "cache_miss",
+                            pair(&zero));
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:[]}", "name", e->name, "version",
+                     REPO_VERSION, "last_inference", (json_int_t)e->last_ms, "inference_count",
+                     (json_int_t)e->inference_count, "execution_count",
+                     (json_int_t)e->execution_count, "inference_stats", inf, "batch_stats");
+}
+
+json_t *repo_stats_json(const char *name)
+{
+    json_t *a = json_array();
+    int found = !name;
+    pthread_mutex_lock(&R.lock);
+    for (struct entry *e = R.head; e && a; e = e->next)
+        if (!name || strcmp(name, e->name) == 0) {
+            json_array_append_new(a, entry_stats(e));
+            found = 1;
+        }
+    pthread_mutex_unlock(&R.lock);
+    if (!found) {
+        json_decref(a);
+        return NULL;
+    }
+    return json_pack("{s:o}", "model_stats", a);
+}
+
+/* printf onto the end of a malloc'd buffer. */
+static char *append(char *buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static char *append(char *buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        const int n = vsnprintf(buf + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            free(buf);
+            return NULL;
+        }
+        if ((size_t)n < *cap - *len) {
+            *len += (size_t)n;
+            return buf;
+        }
+        char *nb = realloc(buf, *cap * 2 + (size_t)n);
+        if (!nb) {
+            free(buf);
+            return NULL;
+        }
+        buf = nb, *cap = *cap * 2 + (size_t)n;
+    }
+}
+
+char *repo_metrics_append(char *buf, size_t *len)
+{
+    static const char *stages[] = {"queue", "compute_input", "compute_infer", "compute_output"};
+    size_t cap = *len + 1;
+    buf = append(buf, len, &cap,
+                 "# HELP attention_model_requests_total Inference requests per model "
+                 "(POST /attention with \"model\", and /v2 infer), by result.\n"
+                 "# TYPE attention_model_requests_total counter\n");
+    pthread_mutex_lock(&R.lock);
+    for (struct entry *e = R.head; e && buf; e = e->next) {
+        buf = append(buf, len, &cap, "attention_model_requests_total{model=\"%s\",result="
+                     "\"success\"} %llu\n", e->name, e->success.count);
+        if (buf)
+            buf = append(buf, len, &cap, "attention_model_requests_total{model=\"%s\",result="
+                         "\"fail\"} %llu\n", e->name, e->fail.count);
+    }
+    if (buf)
+        buf = append(buf, len, &cap,
+                     "# HELP attention_model_stage_seconds_total Time per model and stage of "
+                     "its successful requests.\n"
+                     "# TYPE attention_model_stage_seconds_total counter\n");
+    for (struct entry *e = R.head; e && buf; e = e->next)
+        for (int s = 0; s < REPO_STAGES && buf; s++)
+            buf = append(buf, len, &cap, "attention_model_stage_seconds_total{model=\"%s\","
+                         "stage=\"%s\"} %.9f\n", e->name, stages[s],
+                         (double)e->stage[s].ns * 1e-9);
+    if (buf)
+        buf = append(buf, len, &cap,
+                     "# HELP attention_model_ready Whether a model is ready (1) or not (0).\n"
+                     "# TYPE attention_model_ready gauge\n");
+    for (struct entry *e = R.head; e && buf; e = e->next)
+        buf = append(buf, len, &cap, "attention_model_ready{model=\"%s\"} %d\n", e->name,
+                     e->state == REPO_READY);
+    pthread_mutex_unlock(&R.lock);
+    return buf;
+}
