@@ -1,0 +1,56 @@
+/* http_util.h -- what the HTTP tests share: the real attention-server
+ * process on a free port ($ATTN_SERVER names the binary; each test starts
+ * its own with --port 0 and reads the port from its log), and a libcurl
+ * client. */
+#ifndef TESTS_HTTP_UTIL_H
+#define TESTS_HTTP_UTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct server {
+    pid_t pid;
+    int port;
+    char log[64];
+};
+
+struct answer {
+    long status;
+    char *body;
+    size_t len;
+    char headers[2048];
+    size_t hlen;
+};
+
+struct src {
+    const char *p;
+    size_t left, chunk;
+};
+
+/* A line in the test log that shows without --verbose and, unlike
+ * cr_log_warn (which makes Criterion exit 1), does not fail the run. */
+void loud(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Start the server with extra flags (NULL-terminated); wait for its port. */
+void server_start(struct server *s, const char *const *extra);
+/* SIGTERM and wait; returns the exit status (or 128 + signal). */
+int server_stop(struct server *s);
+/* Wait for the server to exit (after a signal already sent). */
+int server_wait(struct server *s);
+/* CLOCK_MONOTONIC seconds. */
+double check_now(void);
+
+/* method: "GET", "POST", ...; body may be NULL; ctype NULL = application/json;
+ * chunk > 0 sends the body chunked, chunk bytes at a time. */
+struct answer request(int port, const char *method, const char *path, const char *body,
+                      size_t len, const char *ctype, size_t chunk);
+/* The same with extra header lines ("Name: value", NULL-terminated). */
+struct answer request_with(int port, const char *method, const char *path, const char *body,
+                           size_t len, const char *ctype, size_t chunk,
+                           const char *const *headers);
+struct answer post(int port, const char *body);
+/* Check an /attention error answer: status, slug, and optional message text. */
+void expect_error(const struct answer *a, long status, const char *slug, const char *contains);
+void server_still_serves(int port);
+
+#endif

@@ -1,0 +1,616 @@
+/* test_v2.c -- the Open Inference Protocol (KServe v2) endpoints and
+ * server-held models over HTTP: the real server on tests/models/repo
+ * (written by tests/gen_models.py), JSON and binary tensors, compared with
+ * the golden answers of tests/models/golden and tests/golden. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "tests/check.h"
+#include "tests/http_util.h"
+#include "tests/testdata.h"
+
+#define REPO "tests/models/repo"
+#define TOKEN "test-admin-token-0123456789"
+
+static const char *const repo_flags[] = {"--model-repository", REPO, "--admin-token", TOKEN,
+                                         NULL};
+
+/* Start on the test repository and wait until every model has loaded. */
+static void start_repo(struct server *s)
+{
+    server_start(s, repo_flags);
+    for (int i = 0; i < 500; i++) {
+        struct answer a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
+        free(a.body);
+        if (a.status == 200)
+            return;
+        usleep(10000);
+    }
+    cr_assert_fail("the server did not become ready");
+}
+
+static json_t *get_json(int port, const char *path, long want_status)
+{
+    struct answer a = request(port, "GET", path, NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, want_status, "GET %s: %ld %s", path, a.status, a.body);
+    json_t *j = json_loadb(a.body ? a.body : "", a.len, 0, NULL);
+    cr_assert_not_null(j, "GET %s: not JSON: %s", path, a.body);
+    free(a.body);
+    return j;
+}
+
+/* A v2 error: status, {"error": "<message containing text>"} and nothing else. */
+static void expect_v2_error(const struct answer *a, long status, const char *text)
+{
+    cr_assert_eq(a->status, status, "status %ld, want %ld: %s", a->status, status, a->body);
+    json_t *j = json_loadb(a->body ? a->body : "", a->len, 0, NULL);
+    cr_assert(j && json_is_string(json_object_get(j, "error")) && json_object_size(j) == 1,
+              "not a v2 error body: %s", a->body);
+    cr_assert(!text || strstr(json_string_value(json_object_get(j, "error")), text),
+              "message '%s' lacks '%s'", a->body, text);
+    json_decref(j);
+}
+
+/* The value of header name in a, or NULL (static buffer). */
+static const char *header(const struct answer *a, const char *name)
+{
+    static char v[256];
+    const size_t n = strlen(name);
+    for (const char *p = a->headers; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
+            p += n + 1;
+            while (*p == ' ')
+                p++;
+            size_t k = strcspn(p, "\r\n");
+            snprintf(v, sizeof v, "%.*s", (int)(k < sizeof v ? k : sizeof v - 1), p);
+            return v;
+        }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Golden requests (POST /attention bodies) as v2 infer requests            */
+
+/* Flat floats of a golden tensor's data (numbers, or "-inf"). */
+static float *floats_of(json_t *data, size_t *n)
+{
+    *n = json_array_size(data);
+    float *f = malloc((*n ? *n : 1) * sizeof *f);
+    for (size_t i = 0; i < *n; i++) {
+        json_t *v = json_array_get(data, i);
+        f[i] = json_is_string(v) ? -INFINITY : (float)json_number_value(v);
+    }
+    return f;
+}
+
+static json_t *input(const char *name, json_t *t, int is_bool)
+{
+    return json_pack("{s:s, s:O, s:s, s:O}", "name", name, "shape", json_object_get(t, "shape"),
+                     "datatype", is_bool ? "BOOL" : "FP32", "data", json_object_get(t, "data"));
+}
+
+static json_t *to_v2(json_t *req)
+{
+    json_t *inputs = json_array(), *params = json_object();
+    static const char *const names[] = {"query", "key", "value", "key_padding_mask"};
+    for (int i = 0; i < 4; i++) {
+        json_t *t = json_object_get(req, names[i]);
+        if (t)
+            json_array_append_new(inputs, input(names[i], t, i == 3));
+    }
+    json_t *m = json_object_get(req, "attn_mask");
+    if (json_is_string(m))
+        json_object_set_new(params, "is_causal", json_true());
+    else if (m)
+        json_array_append_new(inputs, input("attn_mask", m,
+                                            json_is_boolean(json_array_get(
+                                                json_object_get(m, "data"), 0))));
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(req, "weights"), k, v)
+        json_array_append_new(inputs, input(k, v, 0));
+    static const char *const opts[] = {"num_heads", "need_weights", "average_attn_weights",
+                                       "scale", "positional_encoding"};
+    for (int i = 0; i < 5; i++)
+        if ((v = json_object_get(req, opts[i])))
+            json_object_set(params, opts[i], v);
+    return json_pack("{s:o, s:o}", "inputs", inputs, "parameters", params);
+}
+
+/* Turn every input's data into binary data after the JSON. */
+static char *to_binary(json_t *v2, size_t *len, size_t *hlen)
+{
+    size_t cap = 1 << 16, blen = 0;
+    char *bin = malloc(cap);
+    json_t *in;
+    size_t i;
+    json_array_foreach(json_object_get(v2, "inputs"), i, in) {
+        const int is_bool = strcmp(json_string_value(json_object_get(in, "datatype")), "BOOL") == 0;
+        size_t n;
+        float *f = floats_of(json_object_get(in, "data"), &n);
+        const size_t bytes = n * (is_bool ? 1 : 4);
+        while (blen + bytes > cap)
+            bin = realloc(bin, cap *= 2);
+        for (size_t e = 0; e < n; e++) {
+            if (is_bool)
+                bin[blen + e] = json_is_true(json_array_get(json_object_get(in, "data"), e));
+            else
+                memcpy(bin + blen + 4 * e, &f[e], 4);
+        }
+        blen += bytes;
+        free(f);
+        json_object_del(in, "data");
+        json_object_set_new(in, "parameters", json_pack("{s:I}", "binary_data_size",
+                                                        (json_int_t)bytes));
+    }
+    char *head = json_dumps(v2, JSON_COMPACT);
+    *hlen = strlen(head);
+    *len = *hlen + blen;
+    char *body = malloc(*len);
+    memcpy(body, head, *hlen);
+    memcpy(body + *hlen, bin, blen);
+    free(head), free(bin);
+    return body;
+}
+
+static struct answer infer(int port, const char *model, const char *body, size_t len,
+                           long long hlen)
+{
+    char path[200], h[80];
+    snprintf(path, sizeof path, "/v2/models/%s/infer", model);
+    snprintf(h, sizeof h, "Inference-Header-Content-Length: %lld", hlen);
+    const char *headers[] = {h, NULL};
+    return request_with(port, "POST", path, body, len, "application/octet-stream", 0,
+                        hlen >= 0 ? headers : NULL);
+}
+
+/* The JSON part of an infer answer (all of it, or up to its
+ * Inference-Header-Content-Length). */
+static json_t *answer_head(const struct answer *a)
+{
+    const char *hl = header(a, "Inference-Header-Content-Length");
+    return json_loadb(a->body ? a->body : "", hl ? (size_t)atoll(hl) : a->len, 0, NULL);
+}
+
+/* The floats of output name in an infer answer (JSON or binary); NULL if absent. */
+static float *output_of(const struct answer *a, const char *name, size_t *n, json_t **shape)
+{
+    const char *hl = header(a, "Inference-Header-Content-Length");
+    const size_t jl = hl ? (size_t)atoll(hl) : a->len;
+    json_t *j = json_loadb(a->body, jl, 0, NULL);
+    cr_assert_not_null(j, "answer JSON: %.300s", a->body);
+    size_t at = jl, i;
+    json_t *o;
+    float *f = NULL;
+    json_array_foreach(json_object_get(j, "outputs"), i, o) {
+        json_t *bs = json_object_get(json_object_get(o, "parameters"), "binary_data_size");
+        const size_t bytes = bs ? (size_t)json_integer_value(bs) : 0;
+        if (strcmp(json_string_value(json_object_get(o, "name")), name) == 0) {
+            if (shape)
+                *shape = json_incref(json_object_get(o, "shape"));
+            if (bs) {
+                cr_assert_leq(at + bytes, a->len, "binary data past the end");
+                *n = bytes / 4;
+                f = malloc(bytes + 4);
+                memcpy(f, a->body + at, bytes);
+            } else {
+                f = floats_of(json_object_get(o, "data"), n);
+            }
+        }
+        at += bytes;
+    }
+    if (hl)
+        cr_assert_eq(at, a->len, "binary outputs do not fill the body");
+    json_decref(j);
+    return f;
+}
+
+/* The golden case at path through v2 (model: a server-held one, or NULL =
+ * the built-in model with the weights as inputs), JSON or binary. */
+static int v2_golden(int port, const char *path, const char *model, int binary)
+{
+    json_t *g = json_load_file(path, 0, NULL);
+    cr_assert_not_null(g, "%s", path);
+    json_t *v2 = to_v2(json_object_get(g, "request"));
+    json_t *id = json_string(path);
+    json_object_set_new(v2, "id", id);
+    char *body;
+    size_t len, hlen;
+    if (binary) {
+        json_object_set_new(json_object_get(v2, "parameters"), "binary_data_output", json_true());
+        body = to_binary(v2, &len, &hlen);
+    } else {
+        body = json_dumps(v2, JSON_COMPACT);
+        len = strlen(body);
+    }
+    struct answer a = infer(port, model ? model : "attention", body, len,
+                            binary ? (long long)hlen : -1);
+    cr_assert_eq(a.status, 200, "%s (%s): %ld %.400s", path, binary ? "binary" : "json",
+                 a.status, a.body);
+    cr_assert(!binary || strstr(a.headers, "application/octet-stream"), "%s", a.headers);
+    json_t *exp = json_object_get(g, "expected"), *exp32 = json_object_get(g, "expected_float32");
+    int ok = 1;
+    const char *names[2] = {"output", "attention_weights"};
+    for (int i = 0; i < 2; i++) {
+        json_t *want = json_object_get(exp, names[i]);
+        size_t ng = 0, nw = 0, n32 = 0;
+        json_t *shape = NULL;
+        float *fg = output_of(&a, names[i], &ng, &shape);
+        if (!want) {
+            ok &= fg == NULL;
+            continue;
+        }
+        cr_assert_not_null(fg, "%s: no %s", path, names[i]);
+        ok &= json_equal(shape, json_object_get(want, "shape"));
+        float *fw = floats_of(json_object_get(want, "data"), &nw);
+        json_t *w32 = json_object_get(json_object_get(exp32, names[i]), "data");
+        float *fw32 = w32 ? floats_of(w32, &n32) : NULL;
+        cr_assert_eq(ng, nw, "%s %s: %zu elements, want %zu", path, names[i], ng, nw);
+        char label[300];
+        snprintf(label, sizeof label, "%s %s (v2 %s)", path, names[i], binary ? "binary" : "json");
+        ok &= i == 0 ? check_tensor_torch(label, fg, fw, fw32, nw, 1e-4, 1e-4)
+                     : check_tensor_torch(label, fg, fw, fw32, nw, 1e-5, 0.0);
+        free(fg), free(fw), free(fw32);
+        json_decref(shape);
+    }
+    /* the id is echoed */
+    json_t *head = answer_head(&a);
+    ok &= head && json_equal(json_object_get(head, "id"), json_object_get(v2, "id"));
+    ok &= head && strcmp(json_string_value(json_object_get(head, "model_name")),
+                         model ? model : "attention") == 0;
+    json_decref(head);
+    json_decref(v2), json_decref(g);
+    free(body), free(a.body);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------- */
+
+Test(v2, server_metadata_health_and_model_list)
+{
+    struct server s;
+    start_repo(&s);
+    json_t *m = get_json(s.port, "/v2", 200);
+    cr_assert(json_is_string(json_object_get(m, "name")) &&
+              json_is_string(json_object_get(m, "version")));
+    const char *want[] = {"binary_tensor_data", "statistics", "model_repository"};
+    for (int i = 0; i < 3; i++) {
+        int found = 0;
+        size_t k;
+        json_t *e;
+        json_array_foreach(json_object_get(m, "extensions"), k, e)
+            found |= strcmp(json_string_value(e), want[i]) == 0;
+        cr_assert(found, "extension %s not listed", want[i]);
+    }
+    json_decref(m);
+    struct answer a = request(s.port, "GET", "/v2/health/live", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    cr_assert(header(&a, "X-Request-Id"), "no X-Request-Id: %s", a.headers);
+    free(a.body);
+    a = request(s.port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    free(a.body);
+    json_t *l = get_json(s.port, "/v2/models", 200);
+    json_t *names = json_object_get(l, "models");
+    cr_assert_str_eq(json_string_value(json_array_get(names, 0)), "attention");
+    cr_assert_geq(json_array_size(names), 10, "%zu models", json_array_size(names));
+    json_decref(l);
+    /* wrong method, unknown path: {"error": ...} */
+    a = request(s.port, "POST", "/v2/health/live", "{}", 2, NULL, 0);
+    expect_v2_error(&a, 405, "use GET");
+    free(a.body);
+    a = request(s.port, "GET", "/v2/nothing/here", NULL, 0, NULL, 0);
+    expect_v2_error(&a, 404, NULL);
+    free(a.body);
+    a = request(s.port, "GET", "/v2/models/no-such-model", NULL, 0, NULL, 0);
+    expect_v2_error(&a, 404, "unknown model");
+    free(a.body);
+    a = request(s.port, "GET", "/v2/models/attention/versions/2/ready", NULL, 0, NULL, 0);
+    expect_v2_error(&a, 404, "version");
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Every golden case of tests/models/golden, through v2 (JSON and binary)
+ * and through POST /attention with "model". */
+Test(v2, served_models_agree_with_pytorch, .timeout = 120)
+{
+    struct server s;
+    start_repo(&s);
+    char *paths[64];
+    const int n = testdata_list("tests/models/golden", paths, 64);
+    cr_assert_geq(n, 9, "only %d model golden cases", n);
+    for (int i = 0; i < n; i++) {
+        json_t *g = json_load_file(paths[i], 0, NULL);
+        const char *model = json_string_value(json_object_get(json_object_get(g, "request"),
+                                                              "model"));
+        cr_assert_not_null(model, "%s has no model", paths[i]);
+        char name[128];
+        snprintf(name, sizeof name, "%s", model);
+        cr_assert(v2_golden(s.port, paths[i], name, 0), "%s (json)", paths[i]);
+        cr_assert(v2_golden(s.port, paths[i], name, 1), "%s (binary)", paths[i]);
+        char path[200];
+        snprintf(path, sizeof path, "/v2/models/%s/versions/1/ready", name);
+        struct answer a = request(s.port, "GET", path, NULL, 0, NULL, 0);
+        cr_assert_eq(a.status, 200, "%s: %ld", path, a.status);
+        free(a.body);
+        /* POST /attention with "model" */
+        char *body = json_dumps(json_object_get(g, "request"), JSON_COMPACT);
+        a = post(s.port, body);
+        cr_assert_eq(a.status, 200, "%s via /attention: %.300s", paths[i], a.body);
+        json_t *r = json_loadb(a.body, a.len, 0, NULL);
+        cr_assert(json_is_array(json_object_get(r, "output")), "%.200s", a.body);
+        json_decref(r), free(a.body), free(body);
+        json_decref(g);
+        free(paths[i]);
+    }
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* The built-in model "attention" does what POST /attention does: every
+ * golden case of tests/golden, weights as inputs. */
+Test(v2, builtin_model_agrees_with_pytorch, .timeout = 120)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char *paths[64];
+    const int n = testdata_list("tests/golden", paths, 64);
+    cr_assert_geq(n, 17);
+    for (int i = 0; i < n; i++) {
+        cr_assert(v2_golden(s.port, paths[i], NULL, i % 2), "%s", paths[i]);
+        free(paths[i]);
+    }
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+static const char *const small_query =
+    "{\"name\": \"query\", \"datatype\": \"FP32\", \"shape\": [2, 4], "
+    "\"data\": [[1, 0, 0, 1], [0, 1, 1, 0]]}";
+
+Test(v2, outputs_selection_binary_overrides_and_id)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char body[1024];
+    /* only "output", as binary by the request-level flag; no weights computed */
+    snprintf(body, sizeof body, "{\"id\": \"req-7\", \"parameters\": {\"num_heads\": 2, "
+             "\"binary_data_output\": true}, \"inputs\": [%s], \"outputs\": "
+             "[{\"name\": \"output\"}]}", small_query);
+    struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    json_t *h = answer_head(&a);
+    cr_assert_str_eq(json_string_value(json_object_get(h, "id")), "req-7");
+    cr_assert_eq(json_array_size(json_object_get(h, "outputs")), 1);
+    size_t n;
+    float *f = output_of(&a, "output", &n, NULL);
+    cr_assert_eq(n, 8);
+    cr_assert(header(&a, "Inference-Header-Content-Length"));
+    free(f), json_decref(h), free(a.body);
+    /* binary_data_output true, but attention_weights overrides with false */
+    snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2, \"binary_data_output\": "
+             "true}, \"inputs\": [%s], \"outputs\": [{\"name\": \"attention_weights\", "
+             "\"parameters\": {\"binary_data\": false}}, {\"name\": \"output\"}]}",
+             small_query);
+    a = infer(s.port, "attention", body, strlen(body), -1);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    h = answer_head(&a);
+    json_t *o0 = json_array_get(json_object_get(h, "outputs"), 0);
+    json_t *o1 = json_array_get(json_object_get(h, "outputs"), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(o0, "name")), "attention_weights");
+    cr_assert(json_is_array(json_object_get(o0, "data")), "weights should be JSON");
+    cr_assert(json_object_get(json_object_get(o1, "parameters"), "binary_data_size"),
+              "output should be binary");
+    cr_assert_null(json_object_get(h, "id"), "no id was sent");
+    f = output_of(&a, "attention_weights", &n, NULL);
+    cr_assert_eq(n, 2 * 2 * 2);
+    free(f), json_decref(h), free(a.body);
+    /* all JSON: no Inference-Header-Content-Length, application/json */
+    snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
+             small_query);
+    a = infer(s.port, "attention", body, strlen(body), -1);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    cr_assert_null(header(&a, "Inference-Header-Content-Length"));
+    cr_assert(strstr(header(&a, "Content-Type"), "application/json"));
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(v2, refusals_are_v2_errors_and_the_server_lives)
+{
+    struct server s;
+    start_repo(&s);
+    char body[1024];
+    struct {
+        const char *model, *body;
+        long long hlen;
+        long status;
+        const char *text;
+    } cases[] = {
+        {"attention", "{\"inputs\": [", -1, 400, NULL},
+        {"attention", "{\"parameters\": {\"num_heads\": 2}, \"inputs\": []}", -1, 400,
+         "query"},
+        {"no-such", "{}", -1, 404, "unknown model"},
+        {"attention", body, 99999999999LL, 400, "Inference-Header-Content-Length"},
+        {"attention", body, 100000, 400, "Inference-Header-Content-Length"},
+    };
+    snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
+             small_query);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct answer a = infer(s.port, cases[i].model, cases[i].body, strlen(cases[i].body),
+                                cases[i].hlen);
+        expect_v2_error(&a, cases[i].status, cases[i].text);
+        free(a.body);
+        a = request(s.port, "GET", "/v2/health/live", NULL, 0, NULL, 0);
+        cr_assert_eq(a.status, 200);
+        free(a.body);
+    }
+    /* a server-held model refuses weights and a wrong num_heads */
+    snprintf(body, sizeof body, "{\"query\": [[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]], "
+             "\"model\": \"mha_packed_f32\", \"num_heads\": 3}");
+    struct answer a = post(s.port, body);
+    expect_error(&a, 400, "invalid_parameter", "num_heads");
+    free(a.body);
+    a = post(s.port, "{\"query\": [[1]], \"model\": \"nope\"}");
+    expect_error(&a, 404, "not_found", "unknown model");
+    free(a.body);
+    a = post(s.port, "{\"query\": [[1]], \"model\": \"mha_packed_f32\", \"weights\": {}}");
+    expect_error(&a, 400, "invalid_parameter", "together");
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+static long long stat_count(int port, const char *model, const char *which)
+{
+    char path[200];
+    snprintf(path, sizeof path, "/v2/models/%s/stats", model);
+    json_t *j = get_json(port, path, 200);
+    json_t *st = json_array_get(json_object_get(j, "model_stats"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(st, "name")), model);
+    const long long v = json_integer_value(json_object_get(
+        json_object_get(json_object_get(st, "inference_stats"), which), "count"));
+    json_decref(j);
+    return v;
+}
+
+Test(v2, statistics_count_successes_and_failures)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char body[1024];
+    snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
+             small_query);
+    cr_assert_eq(stat_count(s.port, "attention", "success"), 0);
+    for (int i = 0; i < 3; i++) {
+        struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+        cr_assert_eq(a.status, 200);
+        free(a.body);
+    }
+    struct answer a = infer(s.port, "attention", "{\"inputs\": 5}", 13, -1);
+    cr_assert_eq(a.status, 400);
+    free(a.body);
+    cr_assert_eq(stat_count(s.port, "attention", "success"), 3);
+    cr_assert_eq(stat_count(s.port, "attention", "fail"), 1);
+    cr_assert_eq(stat_count(s.port, "attention", "compute_infer"), 3);
+    json_t *all = get_json(s.port, "/v2/models/stats", 200);
+    cr_assert_geq(json_array_size(json_object_get(all, "model_stats")), 1);
+    json_decref(all);
+    a = request(s.port, "GET", "/v2/models/nope/stats", NULL, 0, NULL, 0);
+    expect_v2_error(&a, 404, NULL);
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+static struct answer repo_post(int port, const char *path, const char *auth)
+{
+    const char *headers[] = {auth, NULL};
+    return request_with(port, "POST", path, "", 0, NULL, 0, auth ? headers : NULL);
+}
+
+Test(v2, repository_needs_the_token_and_unload_load_work)
+{
+    struct server s;
+    server_start(&s, (const char *const[]){"--model-repository", REPO, NULL});
+    struct answer a = repo_post(s.port, "/v2/repository/index", NULL);
+    expect_v2_error(&a, 403, "admin_token");
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+
+    start_repo(&s);
+    a = repo_post(s.port, "/v2/repository/index", NULL);
+    expect_v2_error(&a, 401, "Bearer");
+    free(a.body);
+    a = repo_post(s.port, "/v2/repository/index", "Authorization: Bearer wrong-token-0123456789");
+    expect_v2_error(&a, 403, NULL);
+    free(a.body);
+    const char *auth = "Authorization: Bearer " TOKEN;
+    a = repo_post(s.port, "/v2/repository/index", auth);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    json_t *idx = json_loadb(a.body, a.len, 0, NULL);
+    cr_assert(json_is_array(idx) && json_array_size(idx) >= 9, "%s", a.body);
+    json_decref(idx), free(a.body);
+    a = repo_post(s.port, "/v2/repository/models/mha_packed_f32/unload", auth);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    a = request(s.port, "GET", "/v2/models/mha_packed_f32/ready", NULL, 0, NULL, 0);
+    expect_v2_error(&a, 503, "UNLOADED");
+    free(a.body);
+    a = repo_post(s.port, "/v2/repository/models/mha_packed_f32/load", auth);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    a = request(s.port, "GET", "/v2/models/mha_packed_f32/ready", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    free(a.body);
+    a = repo_post(s.port, "/v2/repository/models/not-there/load", auth);
+    cr_assert_geq(a.status, 400);
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(v2, request_id_is_echoed_or_made_up)
+{
+    struct server s;
+    server_start(&s, NULL);
+    const char *h[] = {"X-Request-Id: my-id.42", NULL};
+    struct answer a = request_with(s.port, "POST", "/attention", "{\"query\": [[1]], "
+                                   "\"num_heads\": 1}", 31, NULL, 0, h);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    cr_assert_str_eq(header(&a, "X-Request-Id"), "my-id.42");
+    free(a.body);
+    a = request(s.port, "GET", "/v2", NULL, 0, NULL, 0);
+    char first[256];
+    snprintf(first, sizeof first, "%s", header(&a, "X-Request-Id"));
+    cr_assert_eq(strlen(first), 32, "%s", first);
+    free(a.body);
+    a = request(s.port, "GET", "/v2", NULL, 0, NULL, 0);
+    cr_assert_str_neq(header(&a, "X-Request-Id"), first);
+    free(a.body);
+    const char *bad[] = {"X-Request-Id: a b\tc", NULL};
+    a = request_with(s.port, "GET", "/v2", NULL, 0, NULL, 0, bad);
+    cr_assert_eq(strlen(header(&a, "X-Request-Id")), 32);
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+    /* the access line has it */
+}
+
+/* A repository of broken models: each is refused with its reason, the
+ * server is ready all the same and serves the built-in model. */
+Test(v2, broken_models_are_not_ready_and_the_server_is, .timeout = 60)
+{
+    struct server s;
+    server_start(&s, (const char *const[]){"--model-repository", "tests/models/broken", NULL});
+    struct answer a;
+    for (int i = 0; i < 500; i++) {
+        a = request(s.port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
+        free(a.body);
+        if (a.status == 200)
+            break;
+        usleep(10000);
+    }
+    cr_assert_eq(a.status, 200, "not ready with broken models");
+    json_t *l = get_json(s.port, "/v2/models", 200);
+    size_t i;
+    json_t *name;
+    int broken = 0;
+    json_array_foreach(json_object_get(l, "models"), i, name) {
+        if (i == 0)
+            continue;
+        char path[200];
+        snprintf(path, sizeof path, "/v2/models/%s/ready", json_string_value(name));
+        a = request(s.port, "GET", path, NULL, 0, NULL, 0);
+        expect_v2_error(&a, 503, "UNAVAILABLE");
+        free(a.body);
+        broken++;
+    }
+    cr_assert_geq(broken, 10, "%d broken models listed", broken);
+    json_decref(l);
+    a = post(s.port, "{\"query\": [[1]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200);
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
