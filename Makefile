@@ -41,12 +41,12 @@ SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c ser
              server/scan_json.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
-             server/pool.c
+             server/pool.c server/inflate.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/conn.o \
              $(BUILD)/server/answer.o $(BUILD)/server/static.o $(BUILD)/server/embed.o
 SERVER    := $(BUILD)/attention-server
-SVC_LIBS  := -lmicrohttpd -lgnutls -ljansson $(BLAS_LIBS) -lm
+SVC_LIBS  := -lmicrohttpd -lgnutls -ljansson -lz $(BLAS_LIBS) -lm
 
 DEMO      := $(BUILD)/attention-demo
 DEMO_SRC  := examples/demo.c
