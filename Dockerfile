@@ -11,7 +11,8 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev libopenblas-dev \
+        gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev zlib1g-dev \
+        libopenblas-dev \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 WORKDIR /src
@@ -30,7 +31,7 @@ FROM debian:bookworm-slim
 # *.bin caches keeps the layer small on other bookworm bases too (80 MB here).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libjansson4 libopenblas0-pthread \
+        libmicrohttpd12 libjansson4 zlib1g libopenblas0-pthread \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && useradd --user-group --no-create-home --home-dir /nonexistent \

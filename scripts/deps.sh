@@ -7,7 +7,7 @@ set -eu
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
-build="gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev libopenblas-dev"
+build="gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev zlib1g-dev libopenblas-dev"
 case "${1:-build}" in
 build) pkgs="$build" ;;
 # openssl: the HTTPS test makes a self-signed certificate with it
