@@ -30,7 +30,7 @@ endif
 # clean with them, so they are errors: a new implicit promotion or narrowing
 # must be written as a cast, which says it is meant.
 FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
-$(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o: WARN += $(FLOAT_WARN)
+$(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o $(BUILD)/model/%.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/check.c core/reference.c core/blas.c \
              core/posenc.c
@@ -41,10 +41,14 @@ SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c ser
              server/scan_json.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
-             server/pool.c server/inflate.c
-SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
+             server/pool.c server/inflate.c server/v2.c
+# Server-held models: model.safetensors and config.json (model/model.h).
+MODEL_SRC := model/model.c model/safetensors.c model/repo.c
+SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
+             $(MODEL_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/conn.o \
-             $(BUILD)/server/answer.o $(BUILD)/server/static.o $(BUILD)/server/embed.o
+             $(BUILD)/server/answer.o $(BUILD)/server/static.o $(BUILD)/server/embed.o \
+             $(BUILD)/server/body.o $(BUILD)/server/http_v2.o
 SERVER    := $(BUILD)/attention-server
 SVC_LIBS  := -lmicrohttpd -lgnutls -ljansson -lz $(BLAS_LIBS) -lm
 

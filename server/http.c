@@ -57,22 +57,14 @@ extern const char openapi_yaml[], openapi_yaml_end[];
  * or answers 503 (struct conn). */
 #define CONN_RESERVE 64
 
-static void release_body(struct req *r)
-{
-    free(r->body);
-    r->body = NULL;
-    r->len = r->cap = 0;
-    atomic_fetch_sub(&r->srv->inflight_bytes, (long long)r->charged);
-    r->charged = 0;
-}
-
 /* ---------------------------------------------------------------------- */
 /* The job: runs on a pool worker with a big stack.                        */
 
 static void release_body_cb(void *r)
 {
-    release_body(r);
+    body_release(r);
 }
+
 
 /* Whether the answers not yet sent have spent max_answer_bytes. */
 static int answers_over_budget(const struct http_server *s)
@@ -87,12 +79,12 @@ static void run_job(void *arg)
     const struct service_times t = {r->t0, r->t_body};
     if (r->fd >= 0 && client_gone(r->fd)) {
         /* nobody to answer: not computed (the access log says 499) */
-        release_body(r);
+        body_release(r);
         (r->v2 ? service_v2_error : service_error)(&r->ans, ERR_OVERLOADED,
                                                    "the client has gone away");
         r->client_gone = 1;
     } else if (answers_over_budget(s)) {
-        release_body(r);
+        body_release(r);
         (r->v2 ? service_v2_error : service_error)(&r->ans, ERR_OVERLOADED,
                                                    "answers not yet read by their clients hold "
                                                    "max_answer_bytes; retry later");
@@ -101,7 +93,7 @@ static void run_job(void *arg)
             char msg[160];
             snprintf(msg, sizeof msg, "Inference-Header-Content-Length is %lld but the body has "
                      "only %zu bytes", r->header_len, r->len);
-            release_body(r);
+            body_release(r);
             service_v2_error(&r->ans, ERR_BAD_REQUEST, msg);
         } else {
             service_infer(&s->limits, r->rt.model, r->rt.version[0] ? r->rt.version : NULL,
@@ -109,7 +101,7 @@ static void run_job(void *arg)
         }
     } else if (r->ep == EP_V2_REPO) {
         v2_answer_repository(&r->rt, r->body, r->len, &r->ans);
-        release_body(r);
+        body_release(r);
     } else {
         service_attention(&s->limits, r->body, r->len, &t, release_body_cb, r, &r->ans);
     }
@@ -261,62 +253,6 @@ body:; /* like Triton, /v2 takes any Content-Type */
     return -1;
 }
 
-/* With a Content-Length (early_check compared it with max_body_bytes), size the
- * body buffer once instead of doubling it: no copies of a big upload. The
- * pages are only touched (and counted against max_inflight_bytes) as bytes
- * arrive, so a client that claims a big body and sends little holds little
- * of the budget. */
-static void reserve_body(struct req *r)
-{
-    if (!req_is_job(r))
-        return;
-    const size_t n = (size_t)r->content_length; /* ≤ max_body_bytes: early_check */
-    if (n == 0)
-        return;
-    r->body = malloc(n);
-    r->cap = r->body ? n : 0;
-}
-
-/* Append a piece of body. Memory is bounded twice: per request by
- * max_body_bytes (413) and for the whole server by max_inflight_bytes (503),
- * which counts the body bytes received and not yet decoded (the job gives
- * them back as soon as the request is decoded). Past either,
- * the rest is read and dropped so the answer can be sent. */
-static int append_body(struct req *r, const char *data, size_t n)
-{
-    struct http_server *s = r->srv;
-    const size_t max = (size_t)s->cfg.max_body_bytes;
-    if (r->too_large || r->over_budget)
-        return 0;
-    if (r->len + n > max) {
-        r->too_large = 1;
-        release_body(r);
-        return 0;
-    }
-    if (atomic_fetch_add(&s->inflight_bytes, (long long)n) + (long long)n >
-        s->cfg.max_inflight_bytes) {
-        atomic_fetch_sub(&s->inflight_bytes, (long long)n);
-        r->over_budget = 1;
-        release_body(r);
-        return 0;
-    }
-    r->charged += n;
-    if (r->len + n > r->cap) {
-        size_t cap = r->cap ? r->cap : 16384;
-        while (cap < r->len + n)
-            cap *= 2;
-        if (cap > max)
-            cap = max;
-        char *nb = realloc(r->body, cap);
-        if (!nb)
-            return -1;
-        r->body = nb, r->cap = cap;
-    }
-    memcpy(r->body + r->len, data, n);
-    r->len += n;
-    return 0;
-}
-
 /* Whether the watchdog has cut r's connection. */
 static int conn_was_cut(const struct req *r)
 {
@@ -366,7 +302,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             e = early_check(r, url, msg, sizeof msg);
         if (e >= 0)
             return send_error(r, e, msg);
-        reserve_body(r);
+        if ((e = body_begin(r, msg, sizeof msg)) >= 0)
+            return send_error(r, e, msg);
         return MHD_YES;
     }
     if (r->sent_status || conn_was_cut(r)) {
@@ -378,7 +315,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return r->sent_status ? MHD_YES : MHD_NO;
     }
     if (*upload_data_size) { /* 2. body pieces */
-        int rc = r->preflight ? 0 : append_body(r, upload_data, *upload_data_size);
+        int rc = r->preflight ? 0 : body_append(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
         phase_progress(s, r->c, r->len);
         return rc == 0 ? MHD_YES : MHD_NO;
@@ -389,6 +326,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         phase_set(s, r->c, PH_OTHER);
         return serve_get(r, url);
     }
+    if (!r->done && !r->submitted)
+        body_end(r);
+    if (r->body_error)
+        return send_error(r, r->body_error, r->body_msg);
     if (r->too_large) {
         snprintf(msg, sizeof msg, "the body exceeds the limit of %lld bytes (max_body_bytes)",
                  s->cfg.max_body_bytes);
@@ -442,7 +383,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 r->request_id,
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     }
-    release_body(r);
+    body_free(r);
     service_answer_free(&r->ans); /* what was never handed to MHD */
     atomic_fetch_sub(&s->answer_bytes, (long long)r->ans_charged);
     if (r->c) { /* kept alive: the next request's headers are due */

@@ -87,6 +87,9 @@ struct req {
     size_t charged;    /* bytes counted in srv->inflight_bytes */
     int too_large;
     int over_budget;   /* max_inflight_bytes reached: answer 503 */
+    struct body_inflate *inflate; /* Content-Encoding gzip/deflate, or NULL */
+    int body_error;    /* a compressed body that cannot be read: its error */
+    char body_msg[240];
     struct conn *c;    /* its connection, or NULL */
     int fd;            /* the connection's socket, for the worker's look */
     int preflight;     /* OPTIONS with CORS on: answer 204 (send_preflight) */
@@ -104,6 +107,21 @@ static inline int req_is_job(const struct req *r)
 {
     return r->ep == EP_ATTENTION || r->ep == EP_V2_INFER || r->ep == EP_V2_REPO;
 }
+
+/* body.c: request bodies. */
+/* After the header checks: a Content-Encoding's inflater, or the buffer
+ * sized by Content-Length. -1 to go on, or an error code to answer (415). */
+int body_begin(struct req *r, char *msg, size_t msglen);
+/* A piece of the body as received; 0, or -1 when out of memory. Limits
+ * (too_large, over_budget) and a corrupt compressed body (body_error) are
+ * marked on r, and what follows is dropped. */
+int body_append(struct req *r, const char *data, size_t n);
+/* The body has ended: a compressed body that stops short is body_error. */
+void body_end(struct req *r);
+/* Give the body's memory and budget back (the job calls it once decoded). */
+void body_release(struct req *r);
+/* body_release, and the inflater. */
+void body_free(struct req *r);
 
 /* http_v2.c: the /v2 front. */
 /* Route url (under /v2) into r; 0, or an error code to answer (404). */
