@@ -44,12 +44,17 @@ static struct {
     char dir[256];
     struct entry *head;      /* the built-in model first, then by name */
     FILE *log;
+    int reserved_folder;     /* DIR/attention exists: an index row says why it is not used */
     atomic_int done;
     pthread_t loader;
     int loader_started;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .released = PTHREAD_COND_INITIALIZER,
        .loading = PTHREAD_MUTEX_INITIALIZER};
+
+#define RESERVED_REASON                                                                   \
+    "the folder 'attention' is not loaded: the name is reserved for the built-in model; "   \
+    "rename the folder"
 
 static struct entry builtin_entry = {.name = REPO_BUILTIN, .builtin = 1, .state = REPO_READY};
 static struct repo_ref builtin_ref = {.e = &builtin_entry};
@@ -246,10 +251,10 @@ int repo_start(const char *dir, FILE *log)
             if (de->d_name[0] == '.' || !is_model_dir(de->d_name))
                 continue;
             if (strcmp(de->d_name, REPO_BUILTIN) == 0) {
+                R.reserved_folder = 1;
                 if (log)
-                    fprintf(log, "attention-server: model %s: NOT loaded: the name '%s' is "
-                            "reserved for the built-in model; rename the folder\n",
-                            REPO_BUILTIN, REPO_BUILTIN);
+                    fprintf(log, "attention-server: model %s: NOT loaded: %s\n", REPO_BUILTIN,
+                            RESERVED_REASON);
                 continue;
             }
             struct entry *e = add(de->d_name);
@@ -288,6 +293,7 @@ void repo_stop(void)
     memset(&builtin_entry.success, 0,
            sizeof builtin_entry - offsetof(struct entry, success));
     R.dir[0] = '\0';
+    R.reserved_folder = 0;
     pthread_mutex_unlock(&R.lock);
 }
 
@@ -389,6 +395,10 @@ json_t *repo_index(int ready_only)
                                            REPO_VERSION, "state", repo_state_str(e->state),
                                            "reason", e->reason));
     }
+    if (R.reserved_folder && !ready_only && a) /* a load error, not a model */
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s}", "name", REPO_BUILTIN,
+                                           "version", REPO_VERSION, "state", "UNAVAILABLE",
+                                           "reason", RESERVED_REASON));
     pthread_mutex_unlock(&R.lock);
     return a;
 }

@@ -78,14 +78,17 @@ static void conn_cut(struct http_server *s, struct conn *c, int e, const char *m
     /* (over TLS a raw write would corrupt the stream: the cut is silent) */
     if (e >= 0 && !c->answered && !s->tls.cert) {
         size_t len = 0;
-        char *body = api_error_body(e, msg, &len);
-        char head[256];
+        char *body = c->v2 ? service_v2_error_body(msg, &len) : api_error_body(e, msg, &len);
+        char head[384], id[96] = "";
+        if (c->request_id[0])
+            snprintf(id, sizeof id, "X-Request-Id: %s\r\n", c->request_id);
         const int status = http_error_status(e);
         int n = snprintf(head, sizeof head,
                          "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                         "Content-Length: %zu\r\nConnection: close\r\n%s\r\n",
+                         "Content-Length: %zu\r\nConnection: close\r\n%s%s\r\n",
                          status, status == 408 ? "Request Timeout" : "Service Unavailable",
-                         body ? len : 0, status == 503 ? "Retry-After: " RETRY_AFTER_S "\r\n" : "");
+                         body ? len : 0, status == 503 ? "Retry-After: " RETRY_AFTER_S "\r\n" : "",
+                         id);
         /* a few hundred bytes into an empty send buffer: it never blocks */
         if (send(c->fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n && body)
             (void)!send(c->fd, body, len, MSG_DONTWAIT | MSG_NOSIGNAL);

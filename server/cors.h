@@ -25,9 +25,12 @@
 #include <microhttpd.h>
 
 /* Response headers a page's script may read besides the safelisted ones. */
-#define CORS_EXPOSE_HEADERS "Server-Timing, Retry-After, Allow"
+#define CORS_EXPOSE_HEADERS \
+    "Server-Timing, Retry-After, Allow, X-Request-Id, Inference-Header-Content-Length"
 /* Request headers a page may send besides the safelisted ones. */
-#define CORS_ALLOW_HEADERS "Content-Type"
+#define CORS_ALLOW_HEADERS \
+    "Content-Type, Content-Encoding, Authorization, X-Request-Id, " \
+    "Inference-Header-Content-Length"
 /* Seconds a browser may cache a preflight answer (Chromium caps it at 7200). */
 #define CORS_MAX_AGE "7200"
 

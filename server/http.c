@@ -286,6 +286,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->v2 = r->ep == EP_V2;
         r->header_len = -1;
         http_request_id(r);
+        if (r->c) { /* for an answer the watchdog writes (conn.c) */
+            pthread_mutex_lock(&s->lock);
+            r->c->v2 = r->v2;
+            snprintf(r->c->request_id, sizeof r->c->request_id, "%s", r->request_id);
+            pthread_mutex_unlock(&s->lock);
+        }
         atomic_fetch_add(&s->active, 1);
         *con_cls = r;
         phase_set(s, r->c, PH_BODY);
@@ -391,6 +397,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->c->phase = PH_HEADERS;
         r->c->eof_seen = 0;
         r->c->kept_alive = 1;
+        r->c->v2 = 0;
+        r->c->request_id[0] = '\0';
         r->c->answered = 0;
         r->c->t_phase = r->c->t_win = service_now();
         r->c->bytes = r->c->win_bytes = 0;

@@ -44,6 +44,9 @@ struct conn {
     double t_win;                        /* start of the rate window */
     int eof_seen;   /* watch_eof found the client's end of stream last tick */
     unsigned long long bytes, win_bytes; /* moved in this phase; at t_win */
+    /* the request in progress, for an answer the watchdog writes itself */
+    int v2;              /* under /v2: {"error": msg} */
+    char request_id[72]; /* its X-Request-Id, or "" */
 };
 
 struct http_server {

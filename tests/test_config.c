@@ -19,7 +19,8 @@ static const char *const keys[] = {
     "max_embed_dim", "max_heads", "max_weights_elements", "conn_timeout",
     "conn_memory_limit", "max_connections", "header_timeout", "body_timeout",
     "min_upload_rate", "min_send_rate", "max_answer_bytes", "drain_timeout", "log_level",
-    "static_dir", "tls_cert_file", "tls_key_file", "cors_allow_origin",
+    "static_dir", "tls_cert_file", "tls_key_file", "cors_allow_origin", "model_repository",
+    "admin_token",
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -720,7 +721,7 @@ Test(config, every_key_has_a_flag)
     static const char *const values[NKEYS] = {
         "1.2.3.4", "1", "3", "5", "2", "2M", "3M", "7", "8", "9", "10", "11", "12", "13", "14",
         "32K", "100", "5", "60", "2K", "3K", "2G", "10", "warn", "d", "c.pem", "k.pem",
-        "https://a.example",
+        "https://a.example", "models", "a-secret-token-0123456789",
     };
     for (size_t i = 0; i < NKEYS; i++) {
         char flag[64];
