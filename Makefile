@@ -4,7 +4,7 @@
 #   make run             install what is missing, build, start the service
 #   make test            install what is missing, build, run every test
 #   make SANITIZE=address,undefined test   the same under sanitizers (build/san/)
-#   make lint            clang-tidy and cppcheck over core/, server/, config/
+#   make lint            clang-tidy and cppcheck over core/, server/, config/, model/
 #   make clean
 
 CC      ?= cc
@@ -30,7 +30,7 @@ endif
 # clean with them, so they are errors: a new implicit promotion or narrowing
 # must be written as a cast, which says it is meant.
 FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
-$(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o: WARN += $(FLOAT_WARN)
+$(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o $(BUILD)/model/%.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/check.c core/reference.c core/blas.c \
              core/posenc.c
@@ -42,7 +42,10 @@ SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c ser
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
              server/pool.c
-SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
+# Server-held models: model.safetensors and config.json (model/model.h).
+MODEL_SRC := model/model.c model/safetensors.c
+SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
+             $(MODEL_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/conn.o \
              $(BUILD)/server/answer.o $(BUILD)/server/static.o $(BUILD)/server/embed.o
 SERVER    := $(BUILD)/attention-server
@@ -54,7 +57,7 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_posenc.c tests/test_codec.c tests/codec_compare.c tests/test_config.c \
              tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c tests/test_service.c \
-             tests/test_numerics.c tests/golden.c tests/testdata.c tests/check.c
+             tests/test_numerics.c tests/test_model.c tests/golden.c tests/testdata.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http
@@ -62,10 +65,11 @@ HTTPTEST_SRC := tests/test_http.c tests/testdata.c tests/check.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
-             $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal
+             $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal $(BUILD)/bench/bench_model
 
 ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
+             $(BUILD)/bench/bench_model.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
@@ -105,6 +109,9 @@ $(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o
 
 $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
+
+$(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o)
+	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/server/jsonnum.o \
                              $(BUILD)/server/jsonnum_format.o
@@ -177,7 +184,7 @@ fuzz:
 	scripts/fuzz.sh
 
 # clang-tidy (checks and the reasons for each exclusion in .clang-tidy) and
-# cppcheck over every C file in core/, server/ and config/; any finding fails.
+# cppcheck over every C file in core/, server/, config/ and model/; any finding fails.
 lint:
 	@scripts/deps.sh lint
 	scripts/lint.sh
