@@ -138,60 +138,84 @@ static const struct st_tensor *find(const struct load *ld, const char *key)
     return st_find(ld->f, full);
 }
 
-/* The tensor prefix + key as float32 (malloc'd, into *out), after checking
- * that it is there (unless optional), convertible and of shape (d0) or
- * (d0, d1) (d1 < 0: rank 1). *out stays NULL for an absent optional key. */
-static int take(struct load *ld, float **out, const char *key, int optional, long d0, long d1)
+/* The tensor prefix + key, checked: present, of shape (d0) or (d0, d1)
+ * (d1 < 0: rank 1) and convertible; else NULL with err set. Its element
+ * count is then d0·max(d1, 1), backed by bytes of the file. */
+static const struct st_tensor *checked(struct load *ld, const char *key, long d0, long d1)
 {
     const struct st_tensor *t = find(ld, key);
-    *out = NULL;
-    if (!t)
-        return optional ? 0 : fail(ld->err, ld->errlen, "model.safetensors: missing key %s%s",
-                                   ld->prefix, key);
+    if (!t) {
+        fail(ld->err, ld->errlen, "model.safetensors: missing key %s%s", ld->prefix, key);
+        return NULL;
+    }
     uint64_t want[2] = {(uint64_t)d0, (uint64_t)d1};
     int wnd = d1 < 0 ? 1 : 2;
     if (t->ndim != wnd || t->shape[0] != want[0] || (wnd == 2 && t->shape[1] != want[1])) {
         char got[96], exp[64];
         st_shape_str(got, sizeof got, t->shape, t->ndim);
         st_shape_str(exp, sizeof exp, want, wnd);
-        return fail(ld->err, ld->errlen, "model.safetensors: %s has shape %s, expected %s",
-                    t->name, got, exp);
+        fail(ld->err, ld->errlen, "model.safetensors: %s has shape %s, expected %s", t->name,
+             got, exp);
+        return NULL;
     }
-    if (!st_dtype_convertible(t->dtype))
-        return fail(ld->err, ld->errlen, "model.safetensors: %s has dtype %s; only F32, F16 "
-                    "and BF16 can be loaded", t->name, t->dtype);
+    if (!st_dtype_convertible(t->dtype)) {
+        fail(ld->err, ld->errlen, "model.safetensors: %s has dtype %s; only F32, F16 and BF16 "
+             "can be loaded", t->name, t->dtype);
+        return NULL;
+    }
+    return t;
+}
+
+/* A checked() tensor converted into dst (t->count floats); non-finite
+ * values refused. */
+static int convert(struct load *ld, float *dst, const struct st_tensor *t)
+{
     struct model *m = ld->m;
     if (!m->dtype[0])
         snprintf(m->dtype, sizeof m->dtype, "%s", t->dtype);
     else if (strcmp(m->dtype, t->dtype))
         snprintf(m->dtype, sizeof m->dtype, "mixed");
-    size_t n = (size_t)t->count;
-    *out = malloc((n ? n : 1) * sizeof **out);
-    if (!*out)
-        return fail(ld->err, ld->errlen, "out of memory for %s", t->name);
-    st_to_f32(*out, t);
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite((*out)[i]))
+    st_to_f32(dst, t);
+    for (size_t i = 0; i < (size_t)t->count; i++)
+        if (!isfinite(dst[i]))
             return fail(ld->err, ld->errlen, "model.safetensors: %s[%zu] is not finite",
                         t->name, i);
     return 0;
 }
 
-/* E from the first dimension of key (a rank-2 tensor), checked against
- * num_heads. */
+/* checked() and convert() into a new array (*out, malloc'd only once the
+ * shape is known to be in the file); an absent optional key leaves *out
+ * NULL. */
+static int take(struct load *ld, float **out, const char *key, int optional, long d0, long d1)
+{
+    *out = NULL;
+    if (optional && !find(ld, key))
+        return 0;
+    const struct st_tensor *t = checked(ld, key, d0, d1);
+    if (!t)
+        return -1;
+    if (!(*out = malloc((t->count ? (size_t)t->count : 1) * sizeof **out)))
+        return fail(ld->err, ld->errlen, "out of memory for %s", t->name);
+    return convert(ld, *out, t);
+}
+
+/* E from key, an (E, E) tensor (E in 1..65536), checked against
+ * num_heads. Every later shape is a multiple of E, so a file that passes
+ * here cannot make the loader allocate more than it holds. */
 static int embed_dim(struct load *ld, const char *key)
 {
     const struct st_tensor *t = find(ld, key);
     if (!t)
         return fail(ld->err, ld->errlen, "model.safetensors: missing key %s%s", ld->prefix,
                     key);
-    if (t->ndim != 2 || t->shape[0] < 1 || t->shape[0] > 65536) {
-        char got[96];
-        st_shape_str(got, sizeof got, t->shape, t->ndim);
-        return fail(ld->err, ld->errlen, "model.safetensors: %s has shape %s, expected "
-                    "(E, E) with E in 1..65536", t->name, got);
-    }
-    ld->m->E = (int)t->shape[0];
+    long e = t->ndim >= 1 && t->shape[0] >= 1 && t->shape[0] <= 65536 ? (long)t->shape[0] : 0;
+    if (!e)
+        return fail(ld->err, ld->errlen, "model.safetensors: %s has first dimension %llu, "
+                    "expected E in 1..65536", t->name,
+                    t->ndim ? (unsigned long long)t->shape[0] : 0ULL);
+    if (!checked(ld, key, e, e))
+        return -1;
+    ld->m->E = (int)e;
     if (ld->m->E % ld->m->H)
         return fail(ld->err, ld->errlen, "model.safetensors: E = %d (from %s) is not divisible "
                     "by num_heads = %d", ld->m->E, t->name, ld->m->H);
@@ -230,19 +254,7 @@ static int map_torch_mha(struct load *ld)
                : 0;
 }
 
-/* Three (rows, cols) float arrays, one under the other, into one. */
-static float *stack3(struct load *ld, float *const part[3], size_t each)
-{
-    float *all = malloc(3 * each * sizeof *all);
-    if (!all) {
-        fail(ld->err, ld->errlen, "out of memory");
-        return NULL;
-    }
-    for (int i = 0; i < 3; i++)
-        memcpy(all + (size_t)i * each, part[i], each * sizeof *all);
-    return all;
-}
-
+/* q, k and v straight into the stacked in_proj_weight and in_proj_bias. */
 static int map_hf_bert(struct load *ld)
 {
     static const char *const w[3] = {"attention.self.query.weight", "attention.self.key.weight",
@@ -252,23 +264,25 @@ static int map_hf_bert(struct load *ld)
     struct model *m = ld->m;
     if (embed_dim(ld, w[0]))
         return -1;
-    long E = m->E;
-    float *pw[3] = {NULL, NULL, NULL}, *pb[3] = {NULL, NULL, NULL};
-    int rc = -1;
-    for (int i = 0; i < 3; i++)
-        if (take(ld, &pw[i], w[i], 0, E, E) || take(ld, &pb[i], b[i], 0, E, -1))
-            goto done;
-    if (!(m->in_proj_weight = stack3(ld, pw, (size_t)E * (size_t)E)) ||
-        !(m->in_proj_bias = stack3(ld, pb, (size_t)E)))
-        goto done;
-    rc = take(ld, &m->out_proj_weight, "attention.output.dense.weight", 0, E, E) ||
-                 take(ld, &m->out_proj_bias, "attention.output.dense.bias", 0, E, -1)
-             ? -1
-             : 0;
-done:
-    for (int i = 0; i < 3; i++)
-        free(pw[i]), free(pb[i]);
-    return rc;
+    size_t E = (size_t)m->E;
+    const struct st_tensor *tw[3], *tb[3];
+    for (size_t i = 0; i < 3; i++) /* all there before the allocation */
+        if (!(tw[i] = checked(ld, w[i], (long)E, (long)E)) ||
+            !(tb[i] = checked(ld, b[i], (long)E, -1)))
+            return -1;
+    m->in_proj_weight = malloc(3 * E * E * sizeof(float));
+    m->in_proj_bias = malloc(3 * E * sizeof(float));
+    if (!m->in_proj_weight || !m->in_proj_bias)
+        return fail(ld->err, ld->errlen, "out of memory");
+    for (size_t i = 0; i < 3; i++)
+        if (convert(ld, m->in_proj_weight + i * E * E, tw[i]) ||
+            convert(ld, m->in_proj_bias + i * E, tb[i]))
+            return -1;
+    return take(ld, &m->out_proj_weight, "attention.output.dense.weight", 0, (long)E,
+                (long)E) ||
+                   take(ld, &m->out_proj_bias, "attention.output.dense.bias", 0, (long)E, -1)
+               ? -1
+               : 0;
 }
 
 /* (rows, cols) row-major into (cols, rows), malloc'd. */
@@ -307,7 +321,7 @@ done:
     return rc;
 }
 
-/* Bytes of float32 the model holds (bert's and gpt2's temporaries gone). */
+/* Bytes of float32 the model holds (gpt2's temporaries gone). */
 static size_t held_bytes(const struct model *m)
 {
     size_t E = (size_t)m->E, n = 0;

@@ -383,9 +383,13 @@ int st_to_f32(float *dst, const struct st_tensor *t)
     const unsigned char *p = t->data;
     size_t n = (size_t)t->count;
     if (!strcmp(t->dtype, "F32")) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(dst, p, n * sizeof *dst); /* the file's byte order is the host's */
+#else
         for (size_t i = 0; i < n; i++, p += 4)
             dst[i] = bits_f32((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                               (uint32_t)p[3] << 24);
+#endif
     } else if (!strcmp(t->dtype, "F16")) {
         for (size_t i = 0; i < n; i++, p += 2)
             dst[i] = f16_to_f32((uint16_t)(p[0] | p[1] << 8));

@@ -279,8 +279,7 @@ def broken_models(files):
     case("unknown_field", "unknown field \"offset\"", patch(unknown_field))
 
     # I8: a dtype the reader knows but cannot convert
-    i8 = dict(mha_sd)
-    i8_bytes = st_bytes({k: v for k, v in i8.items() if k != "out_proj.weight"})
+    i8_bytes = st_bytes({k: v for k, v in mha_sd.items() if k != "out_proj.weight"})
     hdr = json.loads(i8_bytes[8:8 + struct.unpack("<Q", i8_bytes[:8])[0]])
     end = max(t["data_offsets"][1] for t in hdr.values())
     hdr["out_proj.weight"] = {"dtype": "I8", "shape": [E, E], "data_offsets": [end, end + E * E]}
@@ -302,6 +301,10 @@ def broken_models(files):
     sd = dict(mha_sd)
     sd["out_proj.weight"] = mha_sd["out_proj.weight"][:, :8].copy()
     case("wrong_shape", "out_proj.weight has shape (16, 8), expected (16, 16)", st_bytes(sd))
+    sd = dict(mha_sd)
+    sd["out_proj.weight"] = np.zeros((60000, 0), np.float32)  # E from an empty tensor
+    case("empty_e_tensor", "out_proj.weight has shape (60000, 0), expected (60000, 60000)",
+         st_bytes(sd))
     sd = dict(mha_sd)
     sd["in_proj_weight"] = mha_sd["in_proj_weight"][:40].copy()
     case("wrong_e", "in_proj_weight has shape (40, 16), expected (48, 16)", st_bytes(sd))
