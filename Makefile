@@ -176,10 +176,15 @@ bench:
 	$(MAKE) $(SERVER) $(BENCH_BIN)
 	bench/run.sh
 
-# libFuzzer on decode → compute → encode; FUZZ_SECONDS=60 by default.
-# scripts/fuzz.sh builds with clang from these (make print-FUZZ_SRC).
-FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC)
+# libFuzzer on decode → compute → encode, then on the safetensors reader and
+# the model mapping; FUZZ_SECONDS=60 each by default, FUZZ_TARGETS="codec
+# safetensors" (both by default). scripts/fuzz.sh builds with clang from
+# these (make print-FUZZ_SRC).
+FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) \
+             $(MODEL_SRC)
 FUZZ_LIBS := $(SVC_LIBS)
+FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC)
+FUZZ_ST_LIBS := -ljansson -lm
 fuzz:
 	scripts/fuzz.sh
 
