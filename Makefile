@@ -4,7 +4,7 @@
 #   make run             install what is missing, build, start the service
 #   make test            install what is missing, build, run every test
 #   make SANITIZE=address,undefined test   the same under sanitizers (build/san/)
-#   make lint            clang-tidy and cppcheck over core/, server/, config/
+#   make lint            clang-tidy and cppcheck over core/, server/, config/, model/
 #   make clean
 
 CC      ?= cc
@@ -58,7 +58,7 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_posenc.c tests/test_codec.c tests/codec_compare.c tests/test_config.c \
              tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c tests/test_service.c \
-             tests/test_numerics.c tests/test_inflate.c tests/golden.c tests/testdata.c tests/check.c
+             tests/test_numerics.c tests/test_inflate.c tests/test_model.c tests/golden.c tests/testdata.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http
@@ -66,10 +66,11 @@ HTTPTEST_SRC := tests/test_http.c tests/test_v2.c tests/http_util.c tests/testda
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
-             $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal
+             $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal $(BUILD)/bench/bench_model
 
 ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
+             $(BUILD)/bench/bench_model.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
@@ -109,6 +110,9 @@ $(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o
 
 $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
+
+$(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o)
+	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/server/jsonnum.o \
                              $(BUILD)/server/jsonnum_format.o
@@ -173,15 +177,20 @@ bench:
 	$(MAKE) $(SERVER) $(BENCH_BIN)
 	bench/run.sh
 
-# libFuzzer on decode → compute → encode; FUZZ_SECONDS=60 by default.
-# scripts/fuzz.sh builds with clang from these (make print-FUZZ_SRC).
-FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC)
+# libFuzzer on decode → compute → encode, then on the safetensors reader and
+# the model mapping; FUZZ_SECONDS=60 each by default, FUZZ_TARGETS="codec
+# safetensors" (both by default). scripts/fuzz.sh builds with clang from
+# these (make print-FUZZ_SRC).
+FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) \
+             $(MODEL_SRC)
 FUZZ_LIBS := $(SVC_LIBS)
+FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC)
+FUZZ_ST_LIBS := -ljansson -lm
 fuzz:
 	scripts/fuzz.sh
 
 # clang-tidy (checks and the reasons for each exclusion in .clang-tidy) and
-# cppcheck over every C file in core/, server/ and config/; any finding fails.
+# cppcheck over every C file in core/, server/, config/ and model/; any finding fails.
 lint:
 	@scripts/deps.sh lint
 	scripts/lint.sh

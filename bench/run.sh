@@ -4,7 +4,7 @@
 # and PNG plots under build/bench/.
 #
 # Expects the Makefile to have built build/attention-server and
-# build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal}.
+# build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal,bench_model}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
@@ -130,6 +130,10 @@ printf "Two large base64 requests at once: 8 one at a time %.2f s, 8 two at a ti
 
 # 5. subnormals with and without FTZ/DAZ, per OpenBLAS kernel set
 build/bench/bench_subnormal "$OUT/subnormal.csv"
+
+# 6. a server-held model: load time and RSS of one layer of a 12-layer checkpoint
+echo
+build/bench/bench_model "$OUT"
 
 # Plots
 if command -v gnuplot >/dev/null; then

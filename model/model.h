@@ -74,6 +74,12 @@ int model_is_default_option(const char *key);
 int model_load(struct model **out, const char *dir, const char *name, char *err,
                size_t errlen);
 
+/* model_load() on memory: config (config_len bytes of config.json) and st
+ * (st_len bytes of model.safetensors), both borrowed, for tests and the
+ * fuzzer. The messages are model_load()'s. */
+int model_parse(struct model **out, const char *name, const char *config, size_t config_len,
+                const void *st, size_t st_len, char *err, size_t errlen);
+
 void model_free(struct model *m);
 
 #endif

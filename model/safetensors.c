@@ -1,0 +1,413 @@
+/* safetensors.c -- see safetensors.h. The checks run in the reference
+ * reader's order: header length, UTF-8, JSON, each entry's fields, then
+ * the tensors in offset order (tiling, element count, byte size), then the
+ * file's length. */
+#include "model/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The reference's enum Dtype with bitsize(). */
+static const struct {
+    const char *name;
+    unsigned bits;
+} dtypes[] = {
+    {"BOOL", 8},   {"F4", 4},           {"F6_E2M3", 6},      {"F6_E3M2", 6},
+    {"U8", 8},     {"I8", 8},           {"F8_E5M2", 8},      {"F8_E4M3", 8},
+    {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
+    {"U16", 16},   {"F16", 16},         {"BF16", 16},        {"I32", 32},
+    {"U32", 32},   {"F32", 32},         {"C64", 64},         {"F64", 64},
+    {"I64", 64},   {"U64", 64},
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (errlen)
+        vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* 1 when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or values
+ * past U+10FFFF), as Rust's str::from_utf8 requires. */
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t len;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F;
+        } else {
+            return 0;
+        }
+        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+                return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* A JSON integer in [0, 2^63) into *v. */
+static int get_u64(json_t *j, uint64_t *v)
+{
+    if (!json_is_integer(j) || json_integer_value(j) < 0)
+        return -1;
+    *v = (uint64_t)json_integer_value(j);
+    return 0;
+}
+
+void st_shape_str(char *s, size_t n, const uint64_t *shape, int ndim)
+{
+    size_t at = (size_t)snprintf(s, n, "(");
+    for (int i = 0; i < ndim && at < n; i++)
+        at += (size_t)snprintf(s + at, n - at, "%s%llu", i ? ", " : "",
+                               (unsigned long long)shape[i]);
+    if (at < n)
+        snprintf(s + at, n - at, ")");
+}
+
+/* One header entry {dtype, shape, data_offsets} into t (begin in *begin);
+ * the shape goes to dims. */
+static int read_entry(struct st_tensor *t, uint64_t *begin, unsigned *bits, uint64_t *dims,
+                      const char *name, json_t *e, char *err, size_t errlen)
+{
+    if (!json_is_object(e))
+        return fail(err, errlen, "tensor \"%s\": entry is not an object", name);
+    const char *key;
+    json_t *v;
+    json_object_foreach (e, key, v)
+        if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets"))
+            return fail(err, errlen, "tensor \"%s\": unknown field \"%s\"", name, key);
+    json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"),
+           *off = json_object_get(e, "data_offsets");
+    if (!dt || !sh || !off)
+        return fail(err, errlen, "tensor \"%s\": missing field \"%s\"", name,
+                    !dt ? "dtype" : !sh ? "shape" : "data_offsets");
+    if (!json_is_string(dt))
+        return fail(err, errlen, "tensor \"%s\": dtype is not a string", name);
+    t->dtype = NULL;
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (!strcmp(json_string_value(dt), dtypes[i].name))
+            t->dtype = dtypes[i].name, *bits = dtypes[i].bits;
+    if (!t->dtype)
+        return fail(err, errlen, "tensor \"%s\": unknown dtype \"%.32s\"", name,
+                    json_string_value(dt));
+    if (!json_is_array(sh))
+        return fail(err, errlen, "tensor \"%s\": shape is not an array", name);
+    t->ndim = (int)json_array_size(sh);
+    for (int i = 0; i < t->ndim; i++)
+        if (get_u64(json_array_get(sh, (size_t)i), &dims[i]))
+            return fail(err, errlen, "tensor \"%s\": shape[%d] is not a non-negative integer",
+                        name, i);
+    t->shape = dims;
+    uint64_t end;
+    if (!json_is_array(off) || json_array_size(off) != 2 ||
+        get_u64(json_array_get(off, 0), begin) || get_u64(json_array_get(off, 1), &end))
+        return fail(err, errlen, "tensor \"%s\": data_offsets is not [begin, end] "
+                    "(non-negative integers)", name);
+    if (end < *begin)
+        return fail(err, errlen, "tensor \"%s\": data_offsets [%llu, %llu] end before begin",
+                    name, (unsigned long long)*begin, (unsigned long long)end);
+    t->nbytes = end - *begin;
+    t->name = name;
+    return 0;
+}
+
+struct sorted {
+    uint64_t begin;
+    unsigned bits; /* of one element */
+    struct st_tensor t;
+};
+
+static int by_offset(const void *a, const void *b)
+{
+    const struct sorted *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    uint64_t xe = x->begin + x->t.nbytes, ye = y->begin + y->t.nbytes;
+    return xe < ye ? -1 : xe > ye;
+}
+
+/* Tiling from 0, element count and byte size, in offset order (the
+ * reference's Metadata::validate). Sets *data_len. */
+static int check_tiling(struct sorted *s, size_t n, uint64_t *data_len, char *err,
+                        size_t errlen)
+{
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct st_tensor *t = &s[i].t;
+        uint64_t end = s[i].begin + t->nbytes;
+        if (s[i].begin != at)
+            return fail(err, errlen,
+                        "tensor \"%s\": data_offsets [%llu, %llu] %s: the data must be "
+                        "tiled from 0 without gaps (previous tensor ends at %llu)",
+                        t->name, (unsigned long long)s[i].begin,
+                        (unsigned long long)end,
+                        s[i].begin < at ? "overlap the previous tensor" : "leave a hole",
+                        (unsigned long long)at);
+        uint64_t count = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->shape[d] && count > UINT64_MAX / t->shape[d])
+                return fail(err, errlen, "tensor \"%s\": element count overflows", t->name);
+            count *= t->shape[d];
+        }
+        unsigned bits = s[i].bits;
+        if (count > UINT64_MAX / bits)
+            return fail(err, errlen, "tensor \"%s\": byte size overflows", t->name);
+        char sh[96];
+        st_shape_str(sh, sizeof sh, t->shape, t->ndim);
+        if (count * bits % 8)
+            return fail(err, errlen, "tensor \"%s\": %s %s is not a whole number of bytes",
+                        t->name, t->dtype, sh);
+        if (count * bits / 8 != t->nbytes)
+            return fail(err, errlen,
+                        "tensor \"%s\": data_offsets hold %llu bytes, but dtype %s shape %s "
+                        "needs %llu",
+                        t->name, (unsigned long long)t->nbytes, t->dtype, sh,
+                        (unsigned long long)(count * bits / 8));
+        t->count = count;
+        at += t->nbytes;
+    }
+    *data_len = at;
+    return 0;
+}
+
+static int check_metadata(json_t *md, char *err, size_t errlen)
+{
+    const char *key;
+    json_t *v;
+    if (!json_is_object(md))
+        return fail(err, errlen, "__metadata__ is not an object of strings");
+    json_object_foreach (md, key, v)
+        if (!json_is_string(v))
+            return fail(err, errlen, "__metadata__ \"%s\" is not a string", key);
+    return 0;
+}
+
+int st_parse(struct st_file *f, const void *buf, size_t len, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    const unsigned char *b = buf;
+    if (len < 8)
+        return fail(err, errlen, "header too small: %zu bytes, a file starts with 8", len);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | b[i];
+    if (n > ST_MAX_HEADER)
+        return fail(err, errlen, "header too large: header length %llu > %u",
+                    (unsigned long long)n, ST_MAX_HEADER);
+    if (n > len - 8)
+        return fail(err, errlen, "invalid header length %llu: the file has %zu bytes",
+                    (unsigned long long)n, len);
+    if (!utf8_valid(b + 8, (size_t)n))
+        return fail(err, errlen, "header is not valid UTF-8");
+    json_error_t jerr;
+    json_t *h = json_loadb((const char *)b + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+    if (!h)
+        return fail(err, errlen, "header is not valid JSON: %s (at byte %d)", jerr.text,
+                    jerr.position);
+    struct sorted *s = NULL;
+    size_t ndims = 0, nt = 0;
+    const char *key;
+    json_t *v;
+    if (!json_is_object(h)) {
+        fail(err, errlen, "header is not a JSON object");
+        goto fail;
+    }
+    json_object_foreach (h, key, v)
+        if (strcmp(key, "__metadata__")) {
+            ndims += json_is_object(v) && json_is_array(json_object_get(v, "shape"))
+                         ? json_array_size(json_object_get(v, "shape"))
+                         : 0;
+            nt++;
+        }
+    s = calloc(nt ? nt : 1, sizeof *s);
+    f->dims = calloc(ndims ? ndims : 1, sizeof *f->dims);
+    if (!s || !f->dims) {
+        fail(err, errlen, "out of memory for %zu tensors", nt);
+        goto fail;
+    }
+    size_t i = 0, d = 0;
+    json_object_foreach (h, key, v) {
+        if (!strcmp(key, "__metadata__")) {
+            if (check_metadata(v, err, errlen))
+                goto fail;
+            f->metadata = v;
+            continue;
+        }
+        if (read_entry(&s[i].t, &s[i].begin, &s[i].bits, f->dims + d, key, v, err, errlen))
+            goto fail;
+        d += (size_t)s[i].t.ndim;
+        i++;
+    }
+    qsort(s, nt, sizeof *s, by_offset);
+    uint64_t data_len = 0;
+    if (check_tiling(s, nt, &data_len, err, errlen))
+        goto fail;
+    if (data_len != len - 8 - n) {
+        uint64_t need = 8 + n + data_len;
+        fail(err, errlen, "file is %zu bytes, but 8 + header %llu + data %llu = %llu: %s", len,
+             (unsigned long long)n, (unsigned long long)data_len, (unsigned long long)need,
+             data_len < len - 8 - n ? "trailing bytes" : "missing bytes (truncated file)");
+        goto fail;
+    }
+    f->tensors = malloc((nt ? nt : 1) * sizeof *f->tensors);
+    if (!f->tensors) {
+        fail(err, errlen, "out of memory for %zu tensors", nt);
+        goto fail;
+    }
+    for (i = 0; i < nt; i++) {
+        f->tensors[i] = s[i].t;
+        f->tensors[i].data = b + 8 + n + s[i].begin;
+    }
+    free(s);
+    f->n = nt;
+    f->header = h;
+    f->buf = b;
+    f->len = len;
+    return 0;
+fail:
+    free(s);
+    free(f->dims);
+    json_decref(h);
+    memset(f, 0, sizeof *f);
+    return -1;
+}
+
+int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, errlen, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return fail(err, errlen, "%s: not a regular file", path);
+    }
+    size_t len = (size_t)sb.st_size;
+    void *map = NULL;
+    if (len) {
+        map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return fail(err, errlen, "%s: mmap: %s", path, strerror(e));
+        }
+    }
+    close(fd);
+    char msg[256];
+    if (st_parse(f, map ? map : "", len, msg, sizeof msg) != 0) {
+        if (map)
+            munmap(map, len);
+        return fail(err, errlen, "%s: %s", path, msg);
+    }
+    f->map = map;
+    return 0;
+}
+
+const struct st_tensor *st_find(const struct st_file *f, const char *name)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (!strcmp(f->tensors[i].name, name))
+            return &f->tensors[i];
+    return NULL;
+}
+
+int st_dtype_convertible(const char *dtype)
+{
+    return !strcmp(dtype, "F32") || !strcmp(dtype, "F16") || !strcmp(dtype, "BF16");
+}
+
+static float bits_f32(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* IEEE binary16 to binary32, exactly: subnormals are normalised, infinities
+ * and NaNs (payload kept) carried over. */
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+    if (exp == 0x1F)
+        return bits_f32(sign | 0x7F800000u | mant << 13);
+    if (exp)
+        return bits_f32(sign | (exp + 112u) << 23 | mant << 13);
+    if (!mant)
+        return bits_f32(sign);
+    uint32_t e = 113; /* value = mant·2^-24: shift its leading 1 to bit 10 */
+    while (!(mant & 0x400u)) {
+        mant <<= 1;
+        e--;
+    }
+    return bits_f32(sign | e << 23 | (mant & 0x3FFu) << 13);
+}
+
+int st_to_f32(float *dst, const struct st_tensor *t)
+{
+    const unsigned char *p = t->data;
+    size_t n = (size_t)t->count;
+    if (!strcmp(t->dtype, "F32")) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(dst, p, n * sizeof *dst); /* the file's byte order is the host's */
+#else
+        for (size_t i = 0; i < n; i++, p += 4)
+            dst[i] = bits_f32((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                              (uint32_t)p[3] << 24);
+#endif
+    } else if (!strcmp(t->dtype, "F16")) {
+        for (size_t i = 0; i < n; i++, p += 2)
+            dst[i] = f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+    } else if (!strcmp(t->dtype, "BF16")) {
+        for (size_t i = 0; i < n; i++, p += 2)
+            dst[i] = bits_f32((uint32_t)p[0] << 16 | (uint32_t)p[1] << 24);
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+void st_close(struct st_file *f)
+{
+    json_decref(f->header);
+    free(f->tensors);
+    free(f->dims);
+    if (f->map)
+        munmap(f->map, f->len);
+    memset(f, 0, sizeof *f);
+}
