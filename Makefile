@@ -41,7 +41,8 @@ SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c ser
              server/scan_json.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
-             server/pool.c
+             server/pool.c server/v2_codec.c server/v2_codec_params.c \
+             server/v2_codec_answer.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/conn.o \
              $(BUILD)/server/answer.o $(BUILD)/server/static.o $(BUILD)/server/embed.o
@@ -54,7 +55,7 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_posenc.c tests/test_codec.c tests/codec_compare.c tests/test_config.c \
              tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c tests/test_service.c \
-             tests/test_numerics.c tests/golden.c tests/testdata.c tests/check.c
+             tests/test_numerics.c tests/test_v2_codec.c tests/golden.c tests/testdata.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http
