@@ -106,7 +106,7 @@ static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_
                      const char *name, const struct codec_limits *lim, struct tensor_arena *a,
                      struct api_error *err)
 {
-    char want[96], got[96];
+    char want[96];
     tensor_shape_str(want, sizeof want, t->shape, t->ndim);
     if (!json_is_array(data))
         return api_fail(err, ERR_INVALID_TENSOR, "input '%s': data must be an array", name);
@@ -120,6 +120,7 @@ static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_
         for (int i = 0; same && i < d.ndim; i++)
             same = d.shape[i] == t->shape[i];
         if (!same) {
+            char got[96];
             tensor_shape_str(got, sizeof got, d.shape, d.ndim);
             return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
                             "true shape %s of its nested data", name, want, got);

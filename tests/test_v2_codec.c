@@ -51,7 +51,8 @@ static char *with_binary(const char *s, const void *bin, size_t n, size_t *len, 
     const size_t j = strlen(json);
     char *body = malloc(j + n + 1);
     memcpy(body, json, j);
-    memcpy(body + j, bin, n);
+    if (n)
+        memcpy(body + j, bin, n);
     free(json);
     *len = j + n, *hl = (long long)j;
     return body;
