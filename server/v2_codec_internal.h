@@ -1,0 +1,49 @@
+/* v2_codec_internal.h -- what the two halves of the v2 request decoder
+ * share (not an API): v2_codec.c reads the JSON part and every input;
+ * v2_codec_params.c reads the parameters (over a model's defaults) and
+ * the outputs, and puts the inputs together into struct att_params with
+ * codec_request.c's shape rules and limits. */
+#ifndef SERVER_V2_CODEC_INTERNAL_H
+#define SERVER_V2_CODEC_INTERNAL_H
+
+#include <jansson.h>
+
+#include "server/v2_codec.h"
+
+/* The inputs a request may name: five tensors, then (built-in model only)
+ * the seven weights in the order of the one list (scan_weight_index). */
+enum { IN_QUERY, IN_KEY, IN_VALUE, IN_ATTN_MASK, IN_KPM, IN_WEIGHT, IN_COUNT = IN_WEIGHT + 7 };
+
+struct v2_inputs {
+    struct tensor t[IN_COUNT];
+    const char *name[IN_COUNT]; /* borrowed from the JSON; NULL: not given */
+};
+
+/* The request's options, resolved: request parameter, else the model's
+ * default, else PyTorch's default. */
+struct v2_options {
+    int need, avg, causal, pe, has_scale, binary_out;
+    int need_asked;   /* need_weights came from the request, not a default */
+    int causal_asked; /* is_causal came from the request */
+    float scale;
+    long long heads;  /* the model's when the request does not say */
+};
+
+/* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */
+int v2_known_fields(json_t *obj, const char *const *list, const char *what,
+                    struct api_error *err);
+
+/* "parameters" (NULL: none) over m's defaults (m NULL: the built-in model). */
+int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
+                    const struct codec_limits *lim, struct api_error *err);
+
+/* The inputs into r->c.p: ranks, lengths, limits, the model's or the
+ * inputs' weights, masks (H and the options are set by the caller). */
+int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struct model *m,
+                   const struct codec_limits *lim, struct api_error *err);
+
+/* "outputs" (NULL: none): r's outputs, binary flags, and the weights mode. */
+int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options *o,
+                    struct api_error *err);
+
+#endif

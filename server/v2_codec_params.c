@@ -1,0 +1,292 @@
+/* v2_codec_params.c -- a v2 infer request's parameters over a model's
+ * defaults, its outputs, and its inputs put together into struct
+ * att_params with codec_request.c's shape rules and limits; see
+ * v2_codec_internal.h. */
+#include "server/v2_codec_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------- */
+/* Parameters, over the model's defaults                                   */
+
+static int check_dim(long long v, int max, const char *what, const char *key,
+                     struct api_error *err)
+{
+    if (v > max)
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what,
+                        v, max, key);
+    return 0;
+}
+
+/* The request's parameter key or else, with a model, its default dkey;
+ * NULL when neither. *from names where it was found, for messages. */
+static json_t *option(json_t *params, const char *key, const struct model *m, const char *dkey,
+                      char *from, size_t n)
+{
+    json_t *v = json_object_get(params, key);
+    snprintf(from, n, "parameters.%s", key);
+    if (!v && m && (v = json_object_get(m->defaults, dkey)))
+        snprintf(from, n, "model '%s' defaults.%s", m->name, dkey);
+    return v;
+}
+
+static int option_bool(json_t *params, const char *key, const struct model *m, int *out,
+                       struct api_error *err)
+{
+    char from[192];
+    json_t *v = option(params, key, m, key, from, sizeof from);
+    if (v && !json_is_boolean(v))
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false", from);
+    if (v)
+        *out = json_is_true(v);
+    return 0;
+}
+
+int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
+                    const struct codec_limits *lim, struct api_error *err)
+{
+    char from[192];
+    json_t *v;
+    *o = (struct v2_options){.need = 1};
+    if (params && !json_is_object(params))
+        return api_fail(err, ERR_INVALID_PARAMETER, "parameters must be an object");
+    o->need_asked = json_object_get(params, "need_weights") != NULL;
+    o->causal_asked = json_object_get(params, "is_causal") != NULL;
+    if (option_bool(params, "need_weights", m, &o->need, err) ||
+        option_bool(params, "average_attn_weights", m, &o->avg, err) ||
+        option_bool(params, "binary_data_output", NULL, &o->binary_out, err) ||
+        option_bool(params, "is_causal", NULL, &o->causal, err))
+        return -1;
+    /* a model's default attn_mask "causal" is is_causal's default */
+    if (!o->causal_asked && (v = option(NULL, "is_causal", m, "attn_mask", from, sizeof from))) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "causal"))
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"causal\"", from);
+        o->causal = 1;
+    }
+    if ((v = option(params, "scale", m, "scale", from, sizeof from))) {
+        const double s = json_number_value(v);
+        if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0", from);
+        o->has_scale = 1, o->scale = (float)s;
+    }
+    v = option(params, "positional_encoding", m, "positional_encoding", from, sizeof from);
+    if (v) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "sinusoidal"))
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"sinusoidal\"", from);
+        o->pe = 1;
+    }
+    if ((v = json_object_get(params, "num_heads"))) {
+        const enum json_int hk = json_int_value(v, &o->heads);
+        if (hk == JSON_INT_HUGE)
+            return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "parameters.num_heads is beyond 2^63; "
+                            "the limit is %d (max_heads)", lim->max_heads);
+        if (hk != JSON_INT_OK || o->heads < 1)
+            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.num_heads must be an "
+                            "integer >= 1");
+    }
+    if (!m && !o->heads)
+        return api_fail(err, ERR_INVALID_PARAMETER, "parameters.num_heads is required by the "
+                        "built-in model 'attention'");
+    if (m && o->heads && o->heads != m->H)
+        return api_fail(err, ERR_INVALID_PARAMETER, "parameters.num_heads is %lld but model "
+                        "'%s' has num_heads %d", o->heads, m->name, m->H);
+    if (m && !o->heads)
+        o->heads = m->H;
+    return check_dim(o->heads, lim->max_heads, "num_heads", "max_heads", err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Shapes against each other, limits, weights: codec_request.c's rules     */
+
+static int expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
+                        long long d1, struct api_error *err)
+{
+    if (t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1))
+        return 0;
+    char got[96], want[96];
+    const long long w[2] = {d0, d1};
+    tensor_shape_str(got, sizeof got, t->shape, t->ndim);
+    tensor_shape_str(want, sizeof want, w, ndim);
+    return api_fail(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
+}
+
+/* query, key, value: ranks, batch, lengths and their limits into r->c.p */
+static int set_sequences(struct v2_request *r, const struct v2_inputs *in,
+                         const struct codec_limits *lim, struct api_error *err)
+{
+    struct att_params *p = &r->c.p;
+    const struct tensor *q = &in->t[IN_QUERY];
+    if (q->ndim != 2 && q->ndim != 3)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "query must have rank 2 (L, E) or 3 (N, L, E), "
+                        "got rank %d", q->ndim);
+    const struct tensor *kt = in->name[IN_KEY] ? &in->t[IN_KEY] : q;
+    const struct tensor *vt = in->name[IN_VALUE] ? &in->t[IN_VALUE] : kt;
+    const int b = r->c.batched = q->ndim == 3;
+    if (kt->ndim != q->ndim || vt->ndim != q->ndim)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has rank %d but query has rank %d",
+                        kt->ndim != q->ndim ? "key" : "value",
+                        kt->ndim != q->ndim ? kt->ndim : vt->ndim, q->ndim);
+    if (b && (kt->shape[0] != q->shape[0] || vt->shape[0] != q->shape[0]))
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has batch size %lld but query has %lld",
+                        kt->shape[0] != q->shape[0] ? "key" : "value",
+                        kt->shape[0] != q->shape[0] ? kt->shape[0] : vt->shape[0], q->shape[0]);
+    if (kt->shape[b] != vt->shape[b])
+        return api_fail(err, ERR_SHAPE_MISMATCH, "key has source length %lld but value has %lld",
+                        kt->shape[b], vt->shape[b]);
+    if (check_dim(b ? q->shape[0] : 1, lim->max_batch, "batch size", "max_batch", err) ||
+        check_dim(q->shape[b], lim->max_target_len, "target length", "max_target_len", err) ||
+        check_dim(kt->shape[b], lim->max_source_len, "source length", "max_source_len", err) ||
+        check_dim(q->shape[b + 1], lim->max_embed_dim, "embed_dim", "max_embed_dim", err) ||
+        check_dim(kt->shape[b + 1], lim->max_embed_dim, "kdim", "max_embed_dim", err) ||
+        check_dim(vt->shape[b + 1], lim->max_embed_dim, "vdim", "max_embed_dim", err))
+        return -1;
+    p->N = b ? (int)q->shape[0] : 1;
+    p->L = (int)q->shape[b], p->E = (int)q->shape[b + 1];
+    p->S = (int)kt->shape[b], p->kdim = (int)kt->shape[b + 1], p->vdim = (int)vt->shape[b + 1];
+    p->query = q->f, p->key = kt->f, p->value = vt->f;
+    return 0;
+}
+
+/* The projections: a server-held model's (its dimensions must be the
+ * inputs'), or the built-in model's weight inputs with their exact
+ * PyTorch shapes. */
+static int set_weights(struct att_params *p, const struct v2_inputs *in, const struct model *m,
+                       struct api_error *err)
+{
+    if (m) {
+        const struct { const char *what; int got, want; } dims[] = {
+            {"query (embed_dim)", p->E, m->E},
+            {"key (kdim)", p->kdim, m->kdim},
+            {"value (vdim)", p->vdim, m->vdim},
+        };
+        for (int i = 0; i < 3; i++)
+            if (dims[i].got != dims[i].want)
+                return api_fail(err, ERR_SHAPE_MISMATCH, "%s has %d features but model '%s' "
+                                "takes %d", dims[i].what, dims[i].got, m->name, dims[i].want);
+        p->in_proj_weight = m->in_proj_weight, p->q_proj_weight = m->q_proj_weight;
+        p->k_proj_weight = m->k_proj_weight, p->v_proj_weight = m->v_proj_weight;
+        p->in_proj_bias = m->in_proj_bias;
+        p->out_proj_weight = m->out_proj_weight, p->out_proj_bias = m->out_proj_bias;
+        return 0;
+    }
+    const long long E = p->E;
+    const struct { const float **dst; int ndim; long long d0, d1; } ws[7] = {
+        {&p->in_proj_weight, 2, 3 * E, E},  {&p->q_proj_weight, 2, E, E},
+        {&p->k_proj_weight, 2, E, p->kdim}, {&p->v_proj_weight, 2, E, p->vdim},
+        {&p->in_proj_bias, 1, 3 * E, 0},    {&p->out_proj_weight, 2, E, E},
+        {&p->out_proj_bias, 1, E, 0},
+    };
+    for (int i = 0; i < 7; i++) {
+        const struct tensor *t = &in->t[IN_WEIGHT + i];
+        if (!in->name[IN_WEIGHT + i])
+            continue;
+        if (expect_shape(t, in->name[IN_WEIGHT + i], ws[i].ndim, ws[i].d0, ws[i].d1, err))
+            return -1;
+        *ws[i].dst = t->f;
+    }
+    return 0;
+}
+
+static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct api_error *err)
+{
+    struct att_params *p = &r->c.p;
+    if (in->name[IN_ATTN_MASK]) {
+        const struct tensor *t = &in->t[IN_ATTN_MASK];
+        if (t->ndim != 2 && t->ndim != 3)
+            return api_fail(err, ERR_SHAPE_MISMATCH, "attn_mask must have rank 2 (L, S) or 3 "
+                            "(N*num_heads, L, S), got rank %d", t->ndim);
+        p->mask_kind = t->is_bool ? ATT_MASK_BOOL : ATT_MASK_FLOAT;
+        p->bool_mask = t->u8, p->float_mask = t->f;
+        p->mask_ndim = t->ndim;
+        for (int i = 0; i < t->ndim; i++)
+            p->mask_shape[i] = (int)t->shape[i];
+    }
+    if (in->name[IN_KPM]) {
+        const struct tensor *t = &in->t[IN_KPM];
+        if (r->c.batched ? expect_shape(t, "key_padding_mask", 2, p->N, p->S, err)
+                         : expect_shape(t, "key_padding_mask", 1, p->S, 0, err))
+            return -1;
+        p->key_padding_mask = t->u8;
+    }
+    return 0;
+}
+
+int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struct model *m,
+                   const struct codec_limits *lim, struct api_error *err)
+{
+    if (set_sequences(r, in, lim, err) || set_weights(&r->c.p, in, m, err))
+        return -1;
+    return set_masks(r, in, err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Outputs                                                                 */
+
+static int output_index(const char *name)
+{
+    return strcmp(name, "output") == 0 ? V2_OUT_OUTPUT
+           : strcmp(name, "attention_weights") == 0 ? V2_OUT_WEIGHTS : -1;
+}
+
+/* r's outputs, their binary flags and the weights mode. Without "outputs"
+ * (or with an empty list) every output the options produce. */
+int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options *o,
+                    struct api_error *err)
+{
+    struct att_params *p = &r->c.p;
+    int need = o->need;
+    r->binary[V2_OUT_OUTPUT] = r->binary[V2_OUT_WEIGHTS] = o->binary_out;
+    if (list && !json_is_array(list))
+        return api_fail(err, ERR_INVALID_PARAMETER, "outputs must be an array");
+    if (json_array_size(list) == 0) {
+        r->outputs[r->n_outputs++] = V2_OUT_OUTPUT;
+        if (need)
+            r->outputs[r->n_outputs++] = V2_OUT_WEIGHTS;
+    }
+    int asked[2] = {0, 0};
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *x = json_array_get(list, i), *v;
+        const char *name = json_string_value(json_object_get(x, "name"));
+        if (!json_is_object(x) || !name)
+            return api_fail(err, ERR_INVALID_PARAMETER, "outputs[%zu] must be an object with a "
+                            "string name", i);
+        const int idx = output_index(name);
+        if (idx < 0)
+            return api_fail(err, ERR_INVALID_PARAMETER, "unknown output '%s' (outputs are "
+                            "output and attention_weights)", name);
+        if (asked[idx])
+            return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' already exists in request",
+                            name);
+        static const char *const fields[] = {"name", "parameters", NULL};
+        char what[96];
+        snprintf(what, sizeof what, "output '%s'", name);
+        if (v2_known_fields(x, fields, what, err))
+            return -1;
+        json_t *params = json_object_get(x, "parameters");
+        if (params && !json_is_object(params))
+            return api_fail(err, ERR_INVALID_PARAMETER, "output '%s': parameters must be an "
+                            "object", name);
+        if ((v = json_object_get(params, "binary_data"))) {
+            if (!json_is_boolean(v))
+                return api_fail(err, ERR_INVALID_PARAMETER, "output '%s': "
+                                "parameters.binary_data must be true or false", name);
+            r->binary[idx] = json_is_true(v);
+        }
+        asked[idx] = 1;
+        r->outputs[r->n_outputs++] = idx;
+    }
+    if (json_array_size(list)) {
+        /* asking for the weights asks for need_weights, over a model's
+         * default; against the request's own need_weights false it is a
+         * contradiction */
+        if (asked[V2_OUT_WEIGHTS] && o->need_asked && !o->need)
+            return api_fail(err, ERR_INVALID_PARAMETER, "output 'attention_weights' is "
+                            "requested but parameters.need_weights is false");
+        need = asked[V2_OUT_WEIGHTS];
+    }
+    p->weights_mode = !need ? ATT_WEIGHTS_NONE
+                      : o->avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
+    return 0;
+}
