@@ -278,18 +278,26 @@ void repo_stop(void)
         pthread_join(R.loader, NULL);
     R.loader_started = 0;
     pthread_mutex_lock(&R.lock);
+    for (struct entry *e = R.head ? R.head->next : NULL; e; e = e->next) {
+        struct repo_ref *ref = e->cur;
+        e->cur = NULL;
+        e->state = REPO_UNLOADED;
+        if (ref) { /* as repo_unload: wait for its requests */
+            ref->retired = 2;
+            while (ref->refs > 0)
+                pthread_cond_wait(&R.released, &R.lock);
+            model_free(ref->m);
+            free(ref);
+        }
+    }
     struct entry *e = R.head ? R.head->next : NULL;
-    pthread_mutex_unlock(&R.lock);
+    if (R.head)
+        R.head->next = NULL;
     while (e) {
         struct entry *next = e->next;
-        char why[64];
-        repo_unload(e->name, why, sizeof why);
         free(e);
         e = next;
     }
-    pthread_mutex_lock(&R.lock);
-    if (R.head)
-        R.head->next = NULL;
     memset(&builtin_entry.success, 0,
            sizeof builtin_entry - offsetof(struct entry, success));
     R.dir[0] = '\0';

@@ -16,6 +16,7 @@
 
 #include "tests/http_util.h"
 
+/* A line in the test log that shows without --verbose and, unlike
  * cr_log_warn (which makes Criterion exit 1), does not fail the run: known
  * limits of a dependency, and skips. */
 void loud(const char *fmt, ...)
@@ -109,7 +110,7 @@ double check_now(void)
 /* HTTP client                                                             */
 
 
-static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+size_t on_body(char *p, size_t sz, size_t n, void *ud)
 {
     struct answer *a = ud;
     char *nb = realloc(a->body, a->len + sz * n + 1);
@@ -122,7 +123,7 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud)
     return sz * n;
 }
 
-static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+size_t on_header(char *p, size_t sz, size_t n, void *ud)
 {
     struct answer *a = ud;
     size_t k = sz * n;

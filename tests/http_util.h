@@ -40,6 +40,10 @@ int server_wait(struct server *s);
 /* CLOCK_MONOTONIC seconds. */
 double check_now(void);
 
+/* libcurl callbacks gathering an answer's body and headers (ud: struct answer). */
+size_t on_body(char *p, size_t sz, size_t n, void *ud);
+size_t on_header(char *p, size_t sz, size_t n, void *ud);
+
 /* method: "GET", "POST", ...; body may be NULL; ctype NULL = application/json;
  * chunk > 0 sends the body chunked, chunk bytes at a time. */
 struct answer request(int port, const char *method, const char *path, const char *body,

@@ -27,7 +27,6 @@
 #include "tests/check.h"
 #include "tests/testdata.h"
 
-/* A line in the test log that shows without --verbose and, unlike
 #include "tests/http_util.h"
 
 

@@ -452,14 +452,14 @@ Test(v2, refusals_are_v2_errors_and_the_server_lives)
     }
     /* a server-held model refuses weights and a wrong num_heads */
     snprintf(body, sizeof body, "{\"query\": [[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]], "
-             "\"model\": \"mha_packed_f32\", \"num_heads\": 3}");
+             "\"model\": \"mha_f32\", \"num_heads\": 3}");
     struct answer a = post(s.port, body);
     expect_error(&a, 400, "invalid_parameter", "num_heads");
     free(a.body);
     a = post(s.port, "{\"query\": [[1]], \"model\": \"nope\"}");
     expect_error(&a, 404, "not_found", "unknown model");
     free(a.body);
-    a = post(s.port, "{\"query\": [[1]], \"model\": \"mha_packed_f32\", \"weights\": {}}");
+    a = post(s.port, "{\"query\": [[1]], \"model\": \"mha_f32\", \"weights\": {}}");
     expect_error(&a, 400, "invalid_parameter", "together");
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
@@ -534,16 +534,16 @@ Test(v2, repository_needs_the_token_and_unload_load_work)
     json_t *idx = json_loadb(a.body, a.len, 0, NULL);
     cr_assert(json_is_array(idx) && json_array_size(idx) >= 9, "%s", a.body);
     json_decref(idx), free(a.body);
-    a = repo_post(s.port, "/v2/repository/models/mha_packed_f32/unload", auth);
+    a = repo_post(s.port, "/v2/repository/models/mha_f32/unload", auth);
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
-    a = request(s.port, "GET", "/v2/models/mha_packed_f32/ready", NULL, 0, NULL, 0);
+    a = request(s.port, "GET", "/v2/models/mha_f32/ready", NULL, 0, NULL, 0);
     expect_v2_error(&a, 503, "UNLOADED");
     free(a.body);
-    a = repo_post(s.port, "/v2/repository/models/mha_packed_f32/load", auth);
+    a = repo_post(s.port, "/v2/repository/models/mha_f32/load", auth);
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
-    a = request(s.port, "GET", "/v2/models/mha_packed_f32/ready", NULL, 0, NULL, 0);
+    a = request(s.port, "GET", "/v2/models/mha_f32/ready", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
     free(a.body);
     a = repo_post(s.port, "/v2/repository/models/not-there/load", auth);
@@ -557,8 +557,8 @@ Test(v2, request_id_is_echoed_or_made_up)
     struct server s;
     server_start(&s, NULL);
     const char *h[] = {"X-Request-Id: my-id.42", NULL};
-    struct answer a = request_with(s.port, "POST", "/attention", "{\"query\": [[1]], "
-                                   "\"num_heads\": 1}", 31, NULL, 0, h);
+    const char *body = "{\"query\": [[1]], \"num_heads\": 1}";
+    struct answer a = request_with(s.port, "POST", "/attention", body, strlen(body), NULL, 0, h);
     cr_assert_eq(a.status, 200, "%s", a.body);
     cr_assert_str_eq(header(&a, "X-Request-Id"), "my-id.42");
     free(a.body);
