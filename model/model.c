@@ -403,7 +403,7 @@ int model_parse(struct model **out, const char *name, const char *config, size_t
 /* DIR/NAME/config.json: a regular file of at most CONFIG_MAX bytes. */
 static json_t *read_config(const char *path, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
         fail(err, errlen, "config.json: %s", strerror(errno));
         return NULL;

@@ -309,7 +309,7 @@ fail:
 int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0)
         return fail(err, errlen, "%s: %s", path, strerror(errno));
     struct stat sb;

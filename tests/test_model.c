@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/attention.h"
 #include "model/model.h"
@@ -172,6 +174,15 @@ Test(safetensors, refuses_what_the_reference_refuses)
     cr_assert_eq(st_parse(&f, big, sizeof big, err, sizeof err), -1);
     cr_assert(strstr(err, "header too large"), "%s", err);
     cr_assert_eq(st_open(&f, "tests/models", err, sizeof err), -1);
+    cr_assert(strstr(err, "not a regular file"), "%s", err);
+    char dir[] = "/tmp/test_model.XXXXXX", fifo[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    int rc = st_open(&f, fifo, err, sizeof err); /* must not wait for a writer */
+    unlink(fifo);
+    rmdir(dir);
+    cr_assert_eq(rc, -1);
     cr_assert(strstr(err, "not a regular file"), "%s", err);
 }
 
