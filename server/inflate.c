@@ -7,11 +7,20 @@
  * what proves the body too large. The chunk that passes the limit is not
  * given to the sink.
  *
+ * The compressed bytes are bounded too: empty gzip members (20 bytes each)
+ * or empty stored blocks (5 bytes) inflate to nothing, so without a bound
+ * on its input a stream could take bytes for ever without nearing max_out.
+ * The bound, max_out + max_out/1024 + 1 KiB, is above what any body of at
+ * most max_out bytes compresses to (zlib's deflateBound is n + n/4096 +
+ * n/16384 + n/2^25 + 7 plus an 18-byte gzip wrapper; a gzip header's
+ * optional name and comment fields are short in practice).
+ *
  * "deflate" waits for the body's first two bytes to tell a zlib header from
  * raw deflate; until then they are kept in head[]. */
 #include "server/inflate.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -24,6 +33,7 @@ enum coding { CODING_IDENTITY, CODING_GZIP, CODING_DEFLATE };
 struct body_inflate {
     enum coding coding;
     size_t max_out, total; /* total: bytes given to the sink */
+    size_t max_in, in;     /* compressed bytes: the bound, and fed so far */
     int failed;            /* the enum body_inflate_status of a failure, or 0 */
     struct api_error err;  /* the failure, returned again by later calls */
     int ended;             /* the stream (the last gzip member) has ended */
@@ -89,6 +99,8 @@ struct body_inflate *body_inflate_new(const char *content_encoding, size_t max_o
         goto oom;
     st->coding = (enum coding)c;
     st->max_out = max_out;
+    size_t slack = max_out / 1024 + 1024;
+    st->max_in = max_out > SIZE_MAX - slack ? SIZE_MAX : max_out + slack;
     if (st->coding == CODING_IDENTITY)
         return st;
     /* 15 + 16: gzip only; 15: zlib, switched to raw (-15) if the first two
@@ -247,6 +259,14 @@ int body_inflate_feed(struct body_inflate *st, const char *in, size_t n,
         st->total += n;
         return BODY_INFLATE_OK;
     }
+    if (n > st->max_in - st->in) {
+        api_fail(&st->err, ERR_PAYLOAD_TOO_LARGE,
+                 "the %s body passes %zu compressed bytes, more than a body of at most %zu "
+                 "bytes (max_body_bytes) compresses to",
+                 coding_name(st->coding), st->max_in, st->max_out);
+        return refuse(st, err, BODY_INFLATE_EREFUSED);
+    }
+    st->in += n;
     const unsigned char *p = (const unsigned char *)in;
     if (st->coding == CODING_DEFLATE && !st->chosen) {
         int rc = choose_format(st, &p, &n, sink, cls, err);

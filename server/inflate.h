@@ -43,8 +43,11 @@
  *
  * Errors (struct api_error, server/errors.h; code is an enum http_error):
  *   ERR_UNSUPPORTED_MEDIA_TYPE 415  an unknown coding (body_inflate_new)
- *   ERR_PAYLOAD_TOO_LARGE      413  the body inflates past max_out; the sink
- *                                   has seen at most max_out bytes
+ *   ERR_PAYLOAD_TOO_LARGE      413  the body inflates past max_out (the sink
+ *                                   has seen at most max_out bytes), or its
+ *                                   compressed bytes pass max_out + max_out/1024
+ *                                   + 1024, more than such a body compresses to
+ *                                   (empty gzip members inflate to nothing)
  *   ERR_BAD_REQUEST            400  corrupt data (zlib's message quoted),
  *                                   a truncated stream, trailing bytes, a
  *                                   zlib stream that needs a dictionary
@@ -95,8 +98,9 @@ struct body_inflate *body_inflate_new(const char *content_encoding, size_t max_o
 /* Inflates the next n bytes of the body (in, borrowed) and passes the
  * result to sink(cls, ...) in pieces of at most BODY_INFLATE_CHUNK bytes,
  * before returning. Refuses (err filled) the moment the total would pass
- * max_out, without calling the sink for the chunk that passes it, and on
- * corrupt data; n == 0 is a no-op. Returns an enum body_inflate_status. */
+ * max_out, without calling the sink for the chunk that passes it; when the
+ * compressed bytes fed so far pass their bound (above); and on corrupt
+ * data. n == 0 is a no-op. Returns an enum body_inflate_status. */
 int body_inflate_feed(struct body_inflate *st, const char *in, size_t n,
                       body_inflate_sink sink, void *cls, struct api_error *err);
 

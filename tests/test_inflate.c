@@ -332,6 +332,57 @@ Test(inflate, no_limit_at_all_does_not_overflow)
     sample_free(&s);
 }
 
+Test(inflate, compressed_bytes_are_bounded_too)
+{
+    /* incompressible bytes of exactly the limit, stored or not, pass */
+    const size_t n = 300000;
+    unsigned char *noise = malloc(n);
+    cr_assert(noise);
+    uint64_t seed = 99;
+    for (size_t i = 0; i < n; i++)
+        noise[i] = (unsigned char)(rng_next(&seed) >> 56);
+    for (int f = GZIP; f <= RAW; f++)
+        for (int level = 0; level <= 9; level += 9) {
+            size_t zn;
+            unsigned char *z = compress_as((enum format)f, level, noise, n, &zn);
+            struct got g = {0};
+            struct api_error err = {0};
+            int rc = inflate_body(f == GZIP ? "gzip" : "deflate", n, z, zn, RANDOM, 1, &g, &err);
+            cr_assert_eq(rc, 0, "format %d level %d, %zu bytes compressed: %s", f, level, zn,
+                         err.msg);
+            cr_assert_eq(g.len, n);
+            free(g.p), free(z);
+        }
+    free(noise);
+
+    /* empty gzip members and empty stored blocks inflate to nothing: the
+     * input bound stops them (max_out 1000: at most 1000 + 0 + 1024 bytes) */
+    size_t en;
+    unsigned char *empty = compress_as(GZIP, 6, "", 0, &en);
+    static const unsigned char stored[5] = {0x00, 0x00, 0x00, 0xff, 0xff};
+    const size_t total = 100000;
+    unsigned char *body = malloc(total);
+    cr_assert(body);
+    for (int c = 0; c < 2; c++) {
+        const unsigned char *unit = c == 0 ? empty : stored;
+        size_t un = c == 0 ? en : sizeof stored;
+        size_t len = total / un * un;
+        for (size_t off = 0; off < len; off += un)
+            memcpy(body + off, unit, un);
+        struct api_error err = {0};
+        struct body_inflate *st = body_inflate_new(c == 0 ? "gzip" : "deflate", 1000, &err);
+        cr_assert(st);
+        struct got g = {0};
+        size_t at;
+        int rc = feed_all(st, body, len, BYTES, 0, &g, &err, &at);
+        expect_refused(rc, &err, ERR_PAYLOAD_TOO_LARGE, "passes 2024 compressed bytes");
+        cr_assert_eq(at, 2024, "%s: refused at byte %zu", c == 0 ? "gzip" : "deflate", at);
+        cr_assert_eq(g.len, 0);
+        body_inflate_free(st);
+    }
+    free(body), free(empty);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Refusals                                                                */
 
