@@ -13,6 +13,7 @@
 
 #include "server/conn.h"
 #include "server/cors.h"
+#include "server/inflate.h"
 #include "server/service.h"
 
 /* Answers up to this size are sent from their buffer, as they are, and
@@ -42,6 +43,8 @@ enum MHD_Result send_response(struct req *r, int status, struct MHD_Response *re
                      MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"));
     if (status == 503)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+    if (status == 415) /* the codings a body may have (RFC 9110 §15.5.16) */
+        MHD_add_response_header(resp, "Accept-Encoding", BODY_INFLATE_ACCEPT_ENCODING);
     if (r->ans.timing[0])
         MHD_add_response_header(resp, "Server-Timing", r->ans.timing);
     if (r->request_id[0])

@@ -123,13 +123,14 @@ static int use_model(struct codec_request *r, json_t *root, json_t *v, const str
         return api_fail(err, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, "%s",
                         why);
     *m = repo_model(r->model); /* NULL: the built-in model, weights inline */
+    if (!*m)
+        return 0;
     const char *k;
     json_t *dv;
-    if (*m)
-        json_object_foreach((*m)->defaults, k, dv) {
-            if (!json_object_get(root, k) && json_object_set(root, k, dv))
-                return api_fail(err, ERR_INTERNAL, "out of memory applying defaults");
-        }
+    json_object_foreach((*m)->defaults, k, dv) {
+        if (!json_object_get(root, k) && json_object_set(root, k, dv))
+            return api_fail(err, ERR_INTERNAL, "out of memory applying defaults");
+    }
     return 0;
 }
 
