@@ -126,7 +126,7 @@ $(UNIT): $(UNIT_OBJ) $(CORE_OBJ) $(SVC_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion $(SVC_LIBS)
 
 $(HTTPTEST): $(HTTPTEST_OBJ)
-	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion -lcurl -ljansson -lm
+	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion -lcurl -ljansson -lz -lm
 
 deps-build:
 	@scripts/deps.sh build

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stdint.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "tests/check.h"
 #include "tests/http_util.h"
@@ -612,5 +614,71 @@ Test(v2, broken_models_are_not_ready_and_the_server_is, .timeout = 60)
     a = post(s.port, "{\"query\": [[1]], \"num_heads\": 1}");
     cr_assert_eq(a.status, 200);
     free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* body compressed with zlib: gzip (window 15 + 16) or zlib (15) format */
+static char *compress_body(const char *in, size_t n, int gzip, size_t *out_len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    cr_assert_eq(deflateInit2(&z, 6, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    const size_t cap = deflateBound(&z, (uLong)n);
+    char *out = malloc(cap);
+    z.next_in = (Bytef *)(uintptr_t)in;
+    z.avail_in = (uInt)n;
+    z.next_out = (Bytef *)out;
+    z.avail_out = (uInt)cap;
+    cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    *out_len = cap - z.avail_out;
+    deflateEnd(&z);
+    return out;
+}
+
+Test(v2, compressed_bodies_are_inflated_with_limits_on_the_inflated_size, .timeout = 60)
+{
+    struct server s;
+    server_start(&s, (const char *const[]){"--max-body-bytes", "1M", NULL});
+    /* gzip to /attention, deflate (zlib) to v2 infer: the same answers as plain */
+    const char *plain = "{\"query\": [[1, 0, 0, 1], [0, 1, 1, 0]], \"num_heads\": 2}";
+    struct answer want = post(s.port, plain);
+    cr_assert_eq(want.status, 200);
+    size_t zl;
+    char *z = compress_body(plain, strlen(plain), 1, &zl);
+    const char *gz[] = {"Content-Encoding: gzip", NULL};
+    struct answer a = request_with(s.port, "POST", "/attention", z, zl, NULL, 0, gz);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    cr_assert_str_eq(a.body, want.body);
+    free(a.body), free(z), free(want.body);
+    char v2[512];
+    snprintf(v2, sizeof v2, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}", small_query);
+    z = compress_body(v2, strlen(v2), 0, &zl);
+    const char *df[] = {"Content-Encoding: deflate", NULL};
+    a = request_with(s.port, "POST", "/v2/models/attention/infer", z, zl, NULL, 0, df);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body), free(z);
+    /* 8 MB of spaces inside a valid JSON object: ~8 KB gzipped, 413 (inflated > 1M) */
+    const size_t big = 8u << 20;
+    char *bomb = malloc(big);
+    memset(bomb, ' ', big);
+    bomb[0] = '{', bomb[big - 1] = '}';
+    z = compress_body(bomb, big, 1, &zl);
+    cr_assert_lt(zl, 64 * 1024);
+    a = request_with(s.port, "POST", "/attention", z, zl, NULL, 0, gz);
+    expect_error(&a, 413, "payload_too_large", "max_body_bytes");
+    free(a.body);
+    a = request_with(s.port, "POST", "/v2/models/attention/infer", z, zl, NULL, 0, gz);
+    expect_v2_error(&a, 413, "max_body_bytes");
+    free(a.body), free(z), free(bomb);
+    /* corrupt and unknown codings */
+    a = request_with(s.port, "POST", "/attention", "not gzip at all", 15, NULL, 0, gz);
+    expect_error(&a, 400, "bad_request", "gzip");
+    free(a.body);
+    const char *br[] = {"Content-Encoding: br", NULL};
+    a = request_with(s.port, "POST", "/v2/models/attention/infer", v2, strlen(v2), NULL, 0, br);
+    expect_v2_error(&a, 415, "br");
+    cr_assert(header(&a, "Accept-Encoding"), "%s", a.headers);
+    free(a.body);
+    server_still_serves(s.port);
     cr_assert_eq(server_stop(&s), 0);
 }
