@@ -213,6 +213,17 @@ static float *output_of(const struct answer *a, const char *name, size_t *n, jso
     return f;
 }
 
+/* The numbers of a nested JSON array, in order, into out (at most max). */
+static void flatten_into(json_t *v, float *out, size_t *n, size_t max)
+{
+    if (json_is_number(v) && *n < max)
+        out[(*n)++] = (float)json_number_value(v);
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e)
+        flatten_into(e, out, n, max);
+}
+
 /* The golden case at path through v2 (model: a server-held one, or NULL =
  * the built-in model with the weights as inputs), JSON or binary. */
 static int v2_golden(int port, const char *path, const char *model, int binary)
@@ -347,7 +358,17 @@ Test(v2, served_models_agree_with_pytorch, .timeout = 120)
         a = post(s.port, body);
         cr_assert_eq(a.status, 200, "%s via /attention: %.300s", paths[i], a.body);
         json_t *r = json_loadb(a.body, a.len, 0, NULL);
-        cr_assert(json_is_array(json_object_get(r, "output")), "%.200s", a.body);
+        float got[4096];
+        size_t ng = 0, nw;
+        flatten_into(json_object_get(r, "output"), got, &ng, 4096);
+        json_t *exp = json_object_get(json_object_get(g, "expected"), "output");
+        json_t *exp32 = json_object_get(json_object_get(g, "expected_float32"), "output");
+        float *fw = floats_of(json_object_get(exp, "data"), &nw);
+        float *fw32 = exp32 ? floats_of(json_object_get(exp32, "data"), &nw) : NULL;
+        cr_assert_eq(ng, nw, "%s via /attention: %zu outputs, want %zu", paths[i], ng, nw);
+        cr_assert(check_tensor_torch(paths[i], got, fw, fw32, nw, 1e-4, 1e-4),
+                  "%s via /attention", paths[i]);
+        free(fw), free(fw32);
         json_decref(r), free(a.body), free(body);
         json_decref(g);
         free(paths[i]);
