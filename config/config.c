@@ -317,8 +317,9 @@ static void usage_flag(char *buf, size_t len, const char *key, enum opt_type typ
     static const char *const metavar[] = {
         [OPT_INT] = "N", [OPT_COUNT] = "N", [OPT_BYTES] = "SIZE",
         [OPT_ADDR] = "ADDR", [OPT_PATH] = "DIR", [OPT_LEVEL] = "LEVEL",
-        [OPT_FILE] = "FILE", [OPT_ORIGINS] = "LIST",
+        [OPT_FILE] = "FILE", [OPT_ORIGINS] = "LIST", [OPT_SECRET] = "TOKEN",
     };
+    _Static_assert(sizeof metavar / sizeof metavar[0] == OPT_TYPES, "a metavar per type");
     flag_name(buf, len, key);
     size_t n = strlen(buf);
     snprintf(buf + n, len - n, " %s", metavar[type]);

@@ -21,6 +21,8 @@ enum opt_type {
     OPT_SECRET, /* char array, empty or at least 16 bytes; never printed */
 };
 
+#define OPT_TYPES (OPT_SECRET + 1) /* how many types (the last above + 1) */
+
 struct opt {
     const char *key;  /* file key; flag and env var are derived from it */
     enum opt_type type;
