@@ -151,9 +151,12 @@ static int read_one(struct scan *sc, struct v2_fast *f, size_t i, int mode, int 
     if (je.code == JSONNUM_ERR_SYNTAX) /* not JSON: the whole body's first fault */
         return sc->errors ? (scan_json_check(sc->s, sc->len, sc->err) ? -1 : 1) : 1;
     sc->pos = start;
-    if (!sc->errors || scan_skip_value(sc) || sc->pos - start <= SCAN_SMALL ||
-        scan_json_check(sc->s + start, sc->pos - start, sc->err))
-        return 1; /* jansson reads it (small: a DOM of at most ~30x SCAN_SMALL) */
+    if (!sc->errors)
+        return 1; /* jansson reads it and says what is wrong */
+    if (scan_skip_value(sc) || scan_json_check(sc->s + start, sc->pos - start, sc->err))
+        return scan_json_check(sc->s, sc->len, sc->err) ? -1 : 1; /* not JSON */
+    if (sc->pos - start <= SCAN_SMALL)
+        return 1; /* jansson reads it (a DOM of at most ~30x SCAN_SMALL) */
     if (mode == MODE_READ)
         keep_refusal(&f->slot[i], sc, &je, start, v2_input_name(idx));
     return add_range(f, start, sc->pos) ? 1 : 0;
