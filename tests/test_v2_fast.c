@@ -252,3 +252,43 @@ Test(v2_fast, decoding_a_large_json_request_is_within_3x_the_body, .timeout = 12
         _exit(bad ? 1 : 0);
     }
 }
+
+/* A large JSON part (past CODEC_FAST_ERRORS_FROM): a data array the fast
+ * reader refuses is answered with its message, naming the input, unless
+ * something the schema reads first is wrong; a syntax error anywhere is
+ * invalid JSON. */
+Test(v2_fast, large_refused_data_is_answered_without_jansson)
+{
+    static const struct { const char *name, *dt, *tail, *msg; int code; } cases[] = {
+        {"query", "FP32", ",true]", "input 'query': data: ", ERR_INVALID_TENSOR},
+        {"query", "FP32", ",,1]", "invalid JSON at line 1", ERR_INVALID_JSON},
+        {"query", "FP32", ",1,1]", "does not match the true shape of data", ERR_INVALID_TENSOR},
+        {"query", "BOOL", ",true]", "has datatype BOOL; it takes FP32", ERR_INVALID_TENSOR},
+        {"quary", "FP32", ",true]", "unknown input 'quary'", ERR_INVALID_PARAMETER},
+        {"key_padding_mask", "BOOL", ",1]", "input 'key_padding_mask': data: ",
+         ERR_INVALID_TENSOR},
+    };
+    const struct codec_limits lim = limits();
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const size_t count = 100000;
+        char *b = malloc(6 * count + 4096);
+        size_t n = (size_t)sprintf(b, "{\"parameters\": {\"num_heads\": 1}, \"inputs\": [{"
+                                      "\"name\": \"%s\", \"shape\": [%zu, 1], \"datatype\": "
+                                      "\"%s\", \"data\": [%s", cases[k].name, count,
+                                   cases[k].dt, cases[k].name[0] == 'k' ? "true" : "0");
+        const char *item = cases[k].name[0] == 'k' ? ",true" : ",0";
+        for (size_t i = 2; i < count; i++)
+            n += (size_t)sprintf(b + n, "%s", item);
+        n += (size_t)sprintf(b + n, "%s}]}", cases[k].tail);
+        struct v2_request r;
+        struct api_error e = {0};
+        const int rc = v2_decode_infer(&r, b, n, -1, NULL, &lim, &e);
+        cr_expect(rc == -1 && e.code == cases[k].code && strstr(e.msg, cases[k].msg),
+                  "case %zu: rc %d, %d '%s'; expected %d '%s'", k, rc, e.code, e.msg,
+                  cases[k].code, cases[k].msg);
+        cr_expect(r.c.path == CODEC_PATH_FAST || cases[k].code == ERR_INVALID_JSON,
+                  "case %zu: decoded by path %d", k, r.c.path);
+        v2_request_deinit(&r);
+        free(b);
+    }
+}
