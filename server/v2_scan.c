@@ -11,7 +11,7 @@
  * placeholder. An array the parser stops in is left to jansson, which
  * says what is wrong; only in a large body (errors) is one of more than
  * SCAN_SMALL bytes replaced too, its refusal kept for when the schema
- * reaches it. */
+ * reaches it, and so is a large value the schema ignores (skip_value). */
 #include "server/v2_codec_internal.h"
 
 #include <stdint.h>
@@ -162,6 +162,51 @@ static int read_one(struct scan *sc, struct v2_fast *f, size_t i, int mode, int 
     return add_range(f, start, sc->pos) ? 1 : 0;
 }
 
+/* A value at the cursor. One the schema ignores (an unknown field's, an
+ * unknown parameter's, any but the name of an input refused before its
+ * data is read) is replaced too in a large body when it takes more than
+ * SCAN_SMALL bytes, its text checked, not loaded. 0, 1 (stop) or -1. */
+static int skip_value(struct scan *sc, struct v2_fast *f, int ignored)
+{
+    const size_t start = (skip_ws(sc), sc->pos);
+    if (scan_skip_value(sc))
+        return 1;
+    if (!ignored || !sc->errors || sc->pos - start <= SCAN_SMALL)
+        return 0;
+    if (scan_json_check(sc->s + start, sc->pos - start, sc->err))
+        return scan_json_check(sc->s, sc->len, sc->err) ? -1 : 1; /* not JSON */
+    return add_range(f, start, sc->pos) ? 1 : 0;
+}
+
+/* "parameters", an object at the cursor: those it does not name are
+ * ignored (v2_codec.h). 0, 1 (stop) or -1. */
+static int walk_parameters(struct scan *sc, struct v2_fast *f)
+{
+    static const char *const known[] = {"need_weights", "average_attn_weights", "is_causal",
+                                        "scale", "positional_encoding", "num_heads",
+                                        "binary_data_output"};
+    sc->pos++; /* '{' */
+    if (peek(sc) == '}')
+        return sc->pos++, 0;
+    for (;;) {
+        char k[32];
+        int odd, ignored = 1;
+        if (scan_key(sc, k, &odd))
+            return 1;
+        for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
+            ignored &= odd || strcmp(k, known[j]) != 0;
+        const int rc = skip_value(sc, f, ignored);
+        if (rc)
+            return rc;
+        const int c = peek(sc);
+        sc->pos++;
+        if (c == '}')
+            return 0;
+        if (c != ',')
+            return 1;
+    }
+}
+
 /* Input i, an object at the cursor: 0, 1 (stop the walk) or -1. */
 static int walk_input(struct scan *sc, struct v2_fast *f, size_t i, const struct model *m)
 {
@@ -178,10 +223,14 @@ static int walk_input(struct scan *sc, struct v2_fast *f, size_t i, const struct
         int odd, rc = 0;
         if (scan_key(sc, k, &odd))
             return 1;
+        static const char *const fields[] = {"name", "shape", "datatype", "parameters"};
+        int known = 0;
+        for (size_t j = 0; j < sizeof fields / sizeof fields[0]; j++)
+            known |= !odd && strcmp(k, fields[j]) == 0;
         if (!odd && strcmp(k, "data") == 0)
             rc = read_one(sc, f, i, mode, idx);
         else
-            rc = scan_skip_value(sc) ? 1 : 0;
+            rc = skip_value(sc, f, mode == MODE_DROP ? strcmp(k, "name") != 0 : !known);
         if (rc)
             return rc;
         const int c = peek(sc);
@@ -225,10 +274,14 @@ int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
         int odd, rc;
         if (scan_key(&sc, k, &odd))
             return 0;
+        const int known = !odd && (!strcmp(k, "id") || !strcmp(k, "parameters") ||
+                                    !strcmp(k, "inputs") || !strcmp(k, "outputs"));
         if (!odd && strcmp(k, "inputs") == 0 && peek(&sc) == '[')
             rc = walk_inputs(&sc, f, m);
+        else if (!odd && strcmp(k, "parameters") == 0 && peek(&sc) == '{')
+            rc = walk_parameters(&sc, f);
         else
-            rc = scan_skip_value(&sc) ? 1 : 0;
+            rc = skip_value(&sc, f, !known);
         if (rc)
             return rc < 0 ? -1 : 0;
         const int c = peek(&sc);

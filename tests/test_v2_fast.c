@@ -138,7 +138,8 @@ Test(v2_fast, golden_cases_read_fast_equal_jansson_bit_for_bit, .timeout = 60)
 /* ---------------------------------------------------------------------- */
 /* Memory                                                                  */
 
-enum big { BIG_ZEROS, BIG_NESTED, BIG_DECIMAL, BIG_BOOL_MASK, BIG_RAGGED, BIG_COUNT };
+enum big { BIG_ZEROS, BIG_NESTED, BIG_DECIMAL, BIG_BOOL_MASK, BIG_RAGGED, BIG_UNKNOWN_FIELD,
+            BIG_UNKNOWN_PARAMETER, BIG_COUNT };
 
 /* About target bytes of a v2 request: query (L, 1024) as "0," flat or
  * nested, or as 12-byte decimals; a (L, L) BOOL mask; or nested data
@@ -146,6 +147,17 @@ enum big { BIG_ZEROS, BIG_NESTED, BIG_DECIMAL, BIG_BOOL_MASK, BIG_RAGGED, BIG_CO
 static char *big_body(enum big which, size_t target, size_t *len)
 {
     char *b = malloc(target + (1 << 20));
+    if (which >= BIG_UNKNOWN_FIELD) { /* a small query; "0," in an ignored value */
+        size_t n = (size_t)sprintf(b, "{\"inputs\": [{\"name\": \"query\", \"shape\": [1, 2], "
+                                      "\"datatype\": \"FP32\", \"data\": [1, 2]}], "
+                                      "\"parameters\": {\"num_heads\": 1%s: [0",
+                                   which == BIG_UNKNOWN_FIELD ? "}, \"junk\"" : ", \"junk\"");
+        while (n < target)
+            memcpy(b + n, ",0", 2), n += 2;
+        n += (size_t)sprintf(b + n, "]%s}", which == BIG_UNKNOWN_FIELD ? "" : "}");
+        *len = n;
+        return b;
+    }
     const size_t E = 1024;
     const size_t per = which == BIG_DECIMAL ? 12 : 2;
     /* the mask: (1024, 1024) of true and false, ~5.5 MB, after a 2 MB query */
@@ -213,7 +225,8 @@ Test(v2_fast, decoding_a_large_json_request_is_within_3x_the_body, .timeout = 12
         cr_skip_test("SKIPPED: /proc/self/clear_refs is not writable here");
     static const struct { const char *name; const char *msg; } want[BIG_COUNT] = {
         {"flat 0,", NULL}, {"nested 0,", NULL}, {"decimals", NULL}, {"bool mask", NULL},
-        {"nested, ragged", "ragged array"},
+        {"nested, ragged", "ragged array"}, {"unknown field", "unknown field 'junk'"},
+        {"unknown parameter", NULL},
     };
     const struct codec_limits lim = limits();
     for (int w = 0; w < BIG_COUNT; w++) {
