@@ -37,6 +37,15 @@ static int add_range(struct v2_fast *f, size_t start, size_t end)
     return 0;
 }
 
+/* After a member of an object or array (close: '}' or ']'): 0 when
+ * another follows, 1 at the end (the cursor past either), -1 neither. */
+static int next_member(struct scan *sc, char close)
+{
+    const int c = peek(sc);
+    sc->pos++;
+    return c == close ? 1 : c == ',' ? 0 : -1;
+}
+
 /* How input i's "data" is to be read: by its "name" (a plain string),
  * before reading it. MODE_DROP: the schema refuses input i before it
  * reads its data, so only the data's extent matters. */
@@ -68,12 +77,9 @@ static int input_mode(struct scan *sc, size_t i, const struct model *m, int *idx
         }
         if (scan_skip_value(sc))
             return MODE_NONE;
-        const int c = peek(sc);
-        sc->pos++;
-        if (c == '}')
-            return mode;
-        if (c != ',')
-            return MODE_NONE;
+        const int nx = next_member(sc, '}');
+        if (nx)
+            return nx > 0 ? mode : MODE_NONE;
     }
 }
 
@@ -198,12 +204,9 @@ static int walk_parameters(struct scan *sc, struct v2_fast *f)
         const int rc = skip_value(sc, f, ignored);
         if (rc)
             return rc;
-        const int c = peek(sc);
-        sc->pos++;
-        if (c == '}')
-            return 0;
-        if (c != ',')
-            return 1;
+        const int nx = next_member(sc, '}');
+        if (nx)
+            return nx > 0 ? 0 : 1;
     }
 }
 
@@ -233,12 +236,9 @@ static int walk_input(struct scan *sc, struct v2_fast *f, size_t i, const struct
             rc = skip_value(sc, f, mode == MODE_DROP ? strcmp(k, "name") != 0 : !known);
         if (rc)
             return rc;
-        const int c = peek(sc);
-        sc->pos++;
-        if (c == '}')
-            return 0;
-        if (c != ',')
-            return 1;
+        const int nx = next_member(sc, '}');
+        if (nx)
+            return nx > 0 ? 0 : 1;
     }
 }
 
@@ -252,12 +252,9 @@ static int walk_inputs(struct scan *sc, struct v2_fast *f, const struct model *m
         const int rc = peek(sc) == '{' ? walk_input(sc, f, i, m) : scan_skip_value(sc) ? 1 : 0;
         if (rc)
             return rc;
-        const int c = peek(sc);
-        sc->pos++;
-        if (c == ']')
-            return 0;
-        if (c != ',')
-            return 1;
+        const int nx = next_member(sc, ']');
+        if (nx)
+            return nx > 0 ? 0 : 1;
     }
 }
 
@@ -284,9 +281,7 @@ int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
             rc = skip_value(&sc, f, !known);
         if (rc)
             return rc < 0 ? -1 : 0;
-        const int c = peek(&sc);
-        sc.pos++;
-        if (c != ',')
+        if (next_member(&sc, '}'))
             return 0;
     }
 }

@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "server/service.h"
 #include "server/v2_codec.h"
+#include "tests/check.h"
 #include "tests/golden.h"
 
 static struct codec_limits limits(void)
@@ -197,19 +198,6 @@ static char *big_body(enum big which, size_t target, size_t *len)
     return b;
 }
 
-static long status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, key, strlen(key)) == 0)
-            v = atol(line + strlen(key));
-    if (f)
-        fclose(f);
-    return v;
-}
-
 /* Decoding memory (v2_codec.h): at most 3x the body beyond the body, peak
  * resident memory around one decode (VmHWM, reset through
  * /proc/self/clear_refs), as test_codec.c measures POST /attention's.
@@ -220,8 +208,7 @@ Test(v2_fast, decoding_a_large_json_request_is_within_3x_the_body, .timeout = 12
     cr_skip_test("SKIPPED: resident memory means nothing under AddressSanitizer (shadow "
                  "memory, quarantine); the plain build runs this test");
 #endif
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (!f || fputs("5", f) < 0 || fclose(f) != 0)
+    if (check_peak_reset())
         cr_skip_test("SKIPPED: /proc/self/clear_refs is not writable here");
     static const struct { const char *name; const char *msg; } want[BIG_COUNT] = {
         {"flat 0,", NULL}, {"nested 0,", NULL}, {"decimals", NULL}, {"bool mask", NULL},
@@ -244,14 +231,11 @@ Test(v2_fast, decoding_a_large_json_request_is_within_3x_the_body, .timeout = 12
         free(served);
         size_t len;
         char *body = big_body((enum big)w, 8u << 20, &len);
-        f = fopen("/proc/self/clear_refs", "w");
-        fputs("5", f);
-        fclose(f);
-        const long before = status_kib("VmRSS:");
+        check_peak_reset();
         struct v2_request r;
         struct api_error e = {0};
         const int rc = v2_decode_infer(&r, body, len, -1, NULL, &lim, &e);
-        const long peak = status_kib("VmHWM:") - before;
+        const long peak = check_peak_kib();
         const double ratio = (double)peak * 1024 / (double)len;
         int bad = 0;
         fprintf(stderr, "v2 %s: %.1f MB body, peak %.1f MB (%.2fx the body)\n", want[w].name,
