@@ -1,7 +1,8 @@
 /* v2_codec.c -- the Open Inference Protocol infer request: its JSON part
- * through jansson, each input from JSON "data" (tensor.c reads it, as for
- * POST /attention) or from the binary bytes after the JSON, and then
- * the one att_check(); see v2_codec.h. Parameters, outputs and the shape
+ * through jansson, each input from JSON "data" (read beforehand by
+ * v2_scan.c into floats, or by tensor.c as for POST /attention) or from
+ * the binary bytes after the JSON, and then the one att_check(); see
+ * v2_codec.h. Parameters, outputs and the shape
  * rules are in v2_codec_params.c, the answer in v2_codec_answer.c. */
 #include "server/v2_codec_internal.h"
 
@@ -22,7 +23,15 @@ struct binpart {
     int present; /* Inference-Header-Content-Length was given */
 };
 
-static int input_index(const char *name)
+const char *v2_input_name(int idx)
+{
+    static const char *const weights[] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
+                                          "v_proj_weight", "in_proj_bias", "out_proj_weight",
+                                          "out_proj_bias"};
+    return idx < IN_WEIGHT ? tensor_inputs[idx] : weights[idx - IN_WEIGHT];
+}
+
+int v2_input_index(const char *name)
 {
     for (int i = 0; i < IN_WEIGHT; i++)
         if (strcmp(name, tensor_inputs[i]) == 0)
@@ -101,17 +110,47 @@ static int read_binary(struct tensor *t, json_t *size, const char *name, struct 
 }
 
 /* t's data from JSON "data", flat or nested (row-major either way), read
- * by tensor_from_json(); the shape declared in t must be its true shape. */
+ * by tensor_from_json() or, when fast is set, already read (v2_scan.c:
+ * data is its placeholder); the shape declared in t must be its true
+ * shape. */
 static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_kind kind,
                      const char *name, const struct codec_limits *lim, struct tensor_arena *a,
-                     struct api_error *err)
+                     const struct v2_fast_slot *fast, struct api_error *err)
 {
     char want[96];
     tensor_shape_str(want, sizeof want, t->shape, t->ndim);
-    if (!json_is_array(data))
-        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': data must be an array", name);
+    if (fast && fast->state == V2_FAST_REFUSED) {
+        *err = fast->err;
+        return -1;
+    }
     struct tensor d;
-    if (json_is_array(json_array_get(data, 0))) { /* nested: its nesting is its shape */
+    if (fast) {
+        d = fast->t;
+        if (d.ndim == 1) { /* flat: t's shape */
+            if (d.count != t->count)
+                return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match "
+                                "the true shape of data: %zu elements where the shape needs "
+                                "%zu", name, want, d.count, t->count);
+            d.ndim = t->ndim;
+            memcpy(d.shape, t->shape, sizeof d.shape);
+        }
+    } else if (!json_is_array(data)) {
+        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': data must be an array", name);
+    }
+    if (fast && d.ndim != t->ndim) {
+        char got[96];
+        tensor_shape_str(got, sizeof got, d.shape, d.ndim);
+        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
+                        "true shape %s of its nested data", name, want, got);
+    } else if (fast) {
+        for (int i = 0; i < d.ndim; i++)
+            if (d.shape[i] != t->shape[i]) {
+                char got[96];
+                tensor_shape_str(got, sizeof got, d.shape, d.ndim);
+                return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match "
+                                "the true shape %s of its nested data", name, want, got);
+            }
+    } else if (json_is_array(json_array_get(data, 0))) { /* nested: its nesting is its shape */
         char dname[64];
         snprintf(dname, sizeof dname, "%s.data", name);
         if (tensor_from_json(&d, data, kind, dname, lim->max_tensor_elements, a, err))
@@ -148,7 +187,7 @@ static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_
 
 static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
                       struct binpart *b, const struct codec_limits *lim, struct tensor_arena *a,
-                      struct api_error *err)
+                      const struct v2_fast_slot *fast, struct api_error *err)
 {
     static const char *const fields[] = {"name", "shape", "datatype", "parameters", "data",
                                          NULL};
@@ -190,7 +229,7 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
         return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' has no data (nor "
                         "parameters.binary_data_size)", name);
     if (size ? read_binary(t, size, name, b, a, err)
-             : read_data(t, shape, data, kind, name, lim, a, err))
+             : read_data(t, shape, data, kind, name, lim, a, fast, err))
         return -1;
 
     /* 4. the one validation of every tensor */
@@ -199,7 +238,7 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
 
 static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
                        const struct model *m, const struct codec_limits *lim,
-                       struct tensor_arena *a, struct api_error *err)
+                       struct tensor_arena *a, const struct v2_fast *f, struct api_error *err)
 {
     if (!json_is_array(list))
         return api_fail(err, ERR_INVALID_PARAMETER, "inputs must be an array of tensors");
@@ -209,7 +248,7 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
         if (!json_is_object(x) || !name)
             return api_fail(err, ERR_INVALID_PARAMETER, "inputs[%zu] must be an object with a "
                             "string name", i);
-        const int idx = input_index(name);
+        const int idx = v2_input_index(name);
         if (idx < 0)
             return api_fail(err, ERR_INVALID_PARAMETER, "unknown input '%s' (inputs are query, "
                             "key, value, attn_mask, key_padding_mask%s)", name,
@@ -222,7 +261,9 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
             return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' already exists in request",
                             name);
         in->name[idx] = name;
-        if (read_input(&in->t[idx], x, idx, name, b, lim, a, err))
+        const struct v2_fast_slot *fast =
+            i < IN_COUNT && f->slot[i].state != V2_FAST_NONE ? &f->slot[i] : NULL;
+        if (read_input(&in->t[idx], x, idx, name, b, lim, a, fast, err))
             return -1;
     }
     if (!in->name[IN_QUERY])
@@ -239,7 +280,7 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
 
 static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
                        const struct model *m, const struct codec_limits *lim,
-                       struct api_error *err)
+                       const struct v2_fast *f, struct api_error *err)
 {
     static const char *const fields[] = {"id", "parameters", "inputs", "outputs", NULL};
     struct att_params *p = &r->c.p;
@@ -260,7 +301,7 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     struct v2_inputs in;
     memset(&in, 0, sizeof in);
     if (v2_read_options(&o, json_object_get(root, "parameters"), m, lim, err) ||
-        read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, err))
+        read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, f, err))
         return -1;
     p->H = (int)o.heads;
 
@@ -292,31 +333,6 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     return 0;
 }
 
-/* jansson over the JSON part; a number it cannot hold (beyond long long or
- * double) is read through its stand-in, as POST /attention reads it
- * (codec_decode_request_reference, jsonnum_standin). */
-static json_t *load_json(const char *s, size_t n, struct api_error *err)
-{
-    json_error_t je;
-    json_t *root = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je);
-    if (!root && json_error_code(&je) == json_error_numeric_overflow) {
-        char *copy = malloc(n + 1);
-        if (!copy) {
-            api_fail(err, ERR_INTERNAL, "out of memory for a copy of the body");
-            return NULL;
-        }
-        memcpy(copy, s, n);
-        copy[n] = '\0';
-        jsonnum_standin(copy, n);
-        root = json_loadb(copy, n, JSON_REJECT_DUPLICATES, &je);
-        free(copy);
-    }
-    if (!root)
-        api_fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
-                 je.column, je.text);
-    return root;
-}
-
 int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long long header_len,
                     const struct model *m, const struct codec_limits *lim,
                     struct api_error *err)
@@ -338,13 +354,35 @@ int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long lon
     }
     if (jlen == 0)
         return api_fail(err, ERR_INVALID_JSON, "the request body is empty");
-    json_t *root = load_json(body, jlen, err);
-    if (!root)
+    /* the big arrays first, without a DOM (v2_scan.c); then jansson over
+     * the rest, a number it cannot hold read through its stand-in as POST
+     * /attention reads it (codec_decode_request_reference) */
+    const int errors = jlen > CODEC_FAST_ERRORS_FROM;
+    struct v2_fast f;
+    if (v2_fast_scan(&f, body, jlen, errors, m, lim, &r->c.arena, err)) {
+        v2_fast_free(&f);
         return -1;
-    const int rc = json_is_object(root)
-                       ? decode_root(r, root, &b, m, lim, err)
-                       : api_fail(err, ERR_INVALID_JSON, "the request must be a JSON object");
+    }
+    json_error_t je;
+    int nomem;
+    json_t *root = v2_fast_load(&f, body, jlen, &je, &nomem);
+    int rc;
+    if (!root)
+        rc = nomem ? api_fail(err, ERR_INTERNAL, "out of memory for a copy of the body")
+                   : api_fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s",
+                              je.line, je.column, je.text);
+    else
+        rc = json_is_object(root)
+                 ? decode_root(r, root, &b, m, lim, &f, err)
+                 : api_fail(err, ERR_INVALID_JSON, "the request must be a JSON object");
     json_decref(root);
+    /* a large body's arrays jansson did not read: invalid JSON anywhere in
+     * them comes first, as it does for the reference */
+    if (rc && f.n_range && errors && err->code != ERR_INVALID_JSON)
+        scan_json_check(body, jlen, err);
+    if (f.n_range)
+        r->c.path = CODEC_PATH_FAST;
+    v2_fast_free(&f);
     return rc;
 }
 

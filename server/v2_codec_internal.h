@@ -19,6 +19,40 @@ struct v2_inputs {
     const char *name[IN_COUNT]; /* borrowed from the JSON; NULL: not given */
 };
 
+/* The input named so (its enum position), or -1; and the name of one. */
+int v2_input_index(const char *name);
+const char *v2_input_name(int idx);
+
+/* The "data" arrays of root.inputs[i], read before jansson reads the rest
+ * (v2_scan.c): slot i for input i < IN_COUNT (an input further on is
+ * refused before its data is read), and the byte ranges jansson reads as
+ * a placeholder, "0" and spaces, instead. */
+enum { V2_FAST_NONE, V2_FAST_READ, V2_FAST_REFUSED };
+struct v2_fast_slot {
+    int state;            /* V2_FAST_*: the placeholder stands for t, or err */
+    struct tensor t;      /* data in the arena; the shape of the nesting */
+    struct api_error err; /* a large body's refusal, for when the schema reaches it */
+};
+struct v2_range {
+    size_t start, end;
+};
+struct v2_fast {
+    struct v2_fast_slot slot[IN_COUNT];
+    struct v2_range *range; /* in body order */
+    size_t n_range, cap;
+};
+
+/* Read the arrays of s (len bytes, the JSON part). errors: a large body
+ * (never handed to jansson whole). 0, or -1 refused (err: invalid JSON). */
+int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
+                 const struct model *m, const struct codec_limits *lim,
+                 struct tensor_arena *a, struct api_error *err);
+/* jansson over s with f's ranges replaced (a number it cannot hold: again
+ * with its stand-in). NULL with je filled, or *nomem set. */
+json_t *v2_fast_load(const struct v2_fast *f, const char *s, size_t n, json_error_t *je,
+                     int *nomem);
+void v2_fast_free(struct v2_fast *f);
+
 /* The request's options, resolved: request parameter, else the model's
  * default, else PyTorch's default. */
 struct v2_options {

@@ -2,6 +2,8 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 int check_tensor(const char *name, const float *got, const float *want, size_t n,
                  double atol, double rtol)
@@ -40,4 +42,33 @@ float check_randf(unsigned long long *s)
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static long status_kib(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0)
+            v = atol(line + strlen(key));
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static long peak_base;
+
+int check_peak_reset(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f || fputs("5", f) < 0 || fclose(f) != 0)
+        return -1;
+    peak_base = status_kib("VmRSS:");
+    return 0;
+}
+
+long check_peak_kib(void)
+{
+    return status_kib("VmHWM:") - peak_base;
 }

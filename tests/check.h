@@ -24,4 +24,11 @@ int check_tensor_torch(const char *name, const float *got, const float *want,
 /* Deterministic uniform floats in [-1, 1) from a 64-bit state (xorshift). */
 float check_randf(unsigned long long *state);
 
+/* Peak resident memory of a piece of work: check_peak_reset() before it
+ * (0, or -1 when /proc/self/clear_refs is not writable: no measurement
+ * here), check_peak_kib() after it: KiB of the peak (VmHWM) above the
+ * resident memory (VmRSS) at the reset. */
+int check_peak_reset(void);
+long check_peak_kib(void);
+
 #endif

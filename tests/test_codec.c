@@ -754,19 +754,6 @@ static char *big_body(enum big_body which, size_t target, size_t *len)
     return b;
 }
 
-static long status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, key, strlen(key)) == 0)
-            v = atol(line + strlen(key));
-    if (f)
-        fclose(f);
-    return v;
-}
-
 /* Decoding memory (README, Request): at most 3x the body beyond the body
  * itself, whatever the body holds. Peak resident memory is measured around
  * one decode (VmHWM, reset through /proc/self/clear_refs). The whole-body
@@ -778,8 +765,7 @@ Test(codec, decoding_memory_is_within_3x_the_body, .timeout = 120)
     cr_skip_test("SKIPPED: resident memory means nothing under AddressSanitizer (shadow "
                  "memory, quarantine); the plain build runs this test");
 #endif
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (!f || fputs("5", f) < 0 || fclose(f) != 0)
+    if (check_peak_reset())
         cr_skip_test("SKIPPED: /proc/self/clear_refs is not writable here, so the peak "
                      "resident memory of one decode cannot be measured");
     static const struct { const char *name; int code; const char *msg; } want[BIG_COUNT] = {
@@ -810,14 +796,11 @@ Test(codec, decoding_memory_is_within_3x_the_body, .timeout = 120)
         free(served);
         size_t len;
         char *body = big_body((enum big_body)w, 16u << 20, &len);
-        f = fopen("/proc/self/clear_refs", "w");
-        fputs("5", f);
-        fclose(f);
-        const long before = status_kib("VmRSS:");
+        check_peak_reset();
         struct codec_request r;
         struct api_error e = {0};
         int rc = codec_decode_request(&r, body, len, &lim, &e);
-        const long peak = status_kib("VmHWM:") - before;
+        const long peak = check_peak_kib();
         const double ratio = (double)peak * 1024 / (double)len;
         int bad = 0;
         fprintf(stderr, "%s: %.1f MB body, peak %.1f MB (%.2fx the body)\n", want[w].name,
