@@ -68,14 +68,18 @@ static int check_kind(const struct tensor *t, enum tensor_kind kind, const char 
 
 /* Index of the first float whose exponent bits are all ones (inf or NaN)
  * and that -inf does not excuse, or n. One branch-free pass first: the
- * common answer is "none". */
+ * common answer is "none". Adding one to the exponent field carries into
+ * the sign bit exactly when the field is all ones, so the pass is an
+ * AND, an add and an OR a float, which vectorizes (a compare per float,
+ * as written before, left GCC's loop scalar: 3.5 GB/s). */
 static size_t first_nonfinite(const float *x, size_t n, int neg_inf_ok)
 {
     const uint32_t *u = (const uint32_t *)(const void *)x;
-    unsigned bad = 0;
+    uint32_t carry = 0;
+#pragma omp simd reduction(| : carry)
     for (size_t i = 0; i < n; i++)
-        bad |= (u[i] & 0x7f800000u) == 0x7f800000u;
-    if (!bad)
+        carry |= (u[i] & 0x7f800000u) + 0x00800000u;
+    if (!(carry & 0x80000000u))
         return n;
     for (size_t i = 0; i < n; i++)
         if (!isfinite(x[i]) && !(neg_inf_ok && x[i] == -INFINITY))

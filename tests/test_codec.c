@@ -857,3 +857,33 @@ Test(codec, a_placeholder_key_in_the_body_is_an_unknown_field)
         free(b);
     }
 }
+
+/* tensor_check's scan: every non-finite bit pattern class at every place of
+ * tensors as long as a few vector blocks, against isfinite() per element. */
+Test(codec, tensor_check_finds_the_first_non_finite_at_any_place)
+{
+    const uint32_t specials[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                 0x7f800001u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u,
+                                 0x80000000u};
+    float x[70];
+    for (size_t n = 1; n <= 70; n++) {
+        for (size_t at = 0; at < n; at++) {
+            for (size_t k = 0; k < sizeof specials / sizeof specials[0]; k++) {
+                for (size_t i = 0; i < n; i++)
+                    x[i] = (float)i - 30.5f;
+                memcpy(&x[at], &specials[k], 4);
+                struct tensor t = {.f = x, .count = n, .ndim = 1, .shape = {(long long)n}};
+                struct api_error e;
+                const int fin = isfinite(x[at]), neg_inf = x[at] == -INFINITY;
+                cr_assert_eq(tensor_check(&t, TENSOR_FLOAT, "q", &e), fin ? 0 : -1,
+                             "n=%zu at=%zu bits %08x", n, at, specials[k]);
+                char want[64];
+                snprintf(want, sizeof want, "q element %zu ", at);
+                if (!fin)
+                    cr_assert(strncmp(e.msg, want, strlen(want)) == 0, "%s", e.msg);
+                cr_assert_eq(tensor_check(&t, TENSOR_MASK, "m", &e), fin || neg_inf ? 0 : -1,
+                             "mask n=%zu at=%zu bits %08x", n, at, specials[k]);
+            }
+        }
+    }
+}
