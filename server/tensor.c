@@ -194,6 +194,15 @@ int tensor_check(const struct tensor *t, enum tensor_kind kind, const char *name
     return 0;
 }
 
+/* Decoded bytes as t's data. */
+static void set_data(struct tensor *t, unsigned char *bytes)
+{
+    if (t->is_bool)
+        t->u8 = bytes;
+    else
+        t->f = (float *)(void *)bytes; /* malloc'd: aligned; x86-64 is little-endian */
+}
+
 int tensor_read_b64(struct tensor *t, const char *b64, size_t n, struct tensor_arena *a,
                     const char *name, struct api_error *err)
 {
@@ -211,11 +220,26 @@ int tensor_read_b64(struct tensor *t, const char *b64, size_t n, struct tensor_a
     if ((size_t)got != want)
         return api_fail(err, ERR_INVALID_TENSOR, "%s.b64 decodes to %lld bytes; shape needs "
                         "%zu", name, got, want);
-    if (t->is_bool)
-        t->u8 = bytes;
-    else
-        t->f = (float *)(void *)bytes; /* malloc'd: aligned; x86-64 is little-endian */
+    set_data(t, bytes);
     return 0;
+}
+
+size_t tensor_read_b64_sized(struct tensor *t, const char *s, size_t avail,
+                             struct tensor_arena *a)
+{
+    const size_t want = t->count * (t->is_bool ? 1 : 4), n = BASE64_LEN(want);
+    size_t bad;
+    if (n >= avail || s[n] != '"' || a->n == TENSOR_ARENA_MAX)
+        return 0;
+    unsigned char *bytes = buffer_new(n / 4 * 3 + 1);
+    if (!bytes)
+        return 0;
+    if (base64_decode(bytes, s, n, &bad) != (long long)want) {
+        buffer_free(bytes);
+        return 0;
+    }
+    set_data(t, tensor_arena_keep(a, bytes));
+    return n;
 }
 
 /* ---------------------------------------------------------------------- */

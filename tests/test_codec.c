@@ -930,3 +930,28 @@ Test(codec, big_tensor_buffers_are_reused_on_the_same_thread)
     pthread_join(t, NULL);
     pthread_attr_destroy(&a);
 }
+
+/* A "b64" after its "shape" and "dtype" is decoded as its length says, which
+ * also finds its end: every string around that length, with a quote, an
+ * escape or a bad byte inside, is answered as the reference answers it. */
+Test(codec, b64_read_at_its_known_length_fails_as_the_reference)
+{
+    struct codec_limits lim = default_limits();
+    const char *good = "AAAAPwAAoL8AAEBAbxKDOg=="; /* 4 floats */
+    const char *tails[] = {"", "AAAA", "==", "\\u0041", "\\"};
+    for (size_t cut = 0; cut <= strlen(good); cut++) {
+        for (size_t t = 0; t < sizeof tails / sizeof tails[0]; t++) {
+            for (int poke = -1; poke < (int)cut; poke++) {
+                char b64[64], body[256];
+                snprintf(b64, sizeof b64, "%.*s%s", (int)cut, good, tails[t]);
+                if (poke >= 0)
+                    b64[poke] = poke % 2 ? '"' : '*';
+                const int n = snprintf(body, sizeof body, "{\"query\": {\"shape\": [2, 2], "
+                                       "\"dtype\": \"float32\", \"b64\": \"%s\"}, "
+                                       "\"num_heads\": 1}", b64);
+                const char *d = codec_compare_paths(body, (size_t)n, &lim);
+                cr_assert_null(d, "%s: %s", body, d);
+            }
+        }
+    }
+}
