@@ -5,15 +5,23 @@
 #
 # Expects the Makefile to have built build/attention-server and
 # build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal,bench_model}.
+#
+# BENCH_SECONDS: seconds per wrk point (4). BENCH_ONLY=large: only the large
+# request's stage table and the two-at-a-time line (needs just the server;
+# BENCH_LARGE_RUNS timed runs per encoding, 5 by default, median by e2e).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
 mkdir -p "$OUT"
 DURATION=${BENCH_SECONDS:-4}
+ONLY=${BENCH_ONLY:-}
+RUNS=${BENCH_LARGE_RUNS:-5}
+case "$ONLY" in ""|large) ;; *) echo "bench: BENCH_ONLY must be empty or 'large'" >&2; exit 2 ;; esac
 
 echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
+if [ -z "$ONLY" ]; then
 # 1-2. core (1b: positional encoding vs compute)
 build/bench/bench_core core "$OUT"
 build/bench/bench_core pe "$OUT"
@@ -27,6 +35,9 @@ build/bench/bench_codec "$OUT"
 echo
 echo "3b. Numbers alone (server/jsonnum.c vs jansson), with heap per number"
 build/bench/bench_jsonnum --csv "$OUT/jsonnum.csv"
+elif [ ! -s "$OUT/bodies/large_v2.bin" ]; then
+    /usr/bin/python3 bench/make_bodies.py "$OUT/bodies"
+fi
 
 # 4. end to end over HTTP
 PIDS=()
@@ -64,12 +75,18 @@ load() { # port body concurrency
         END { printf "%.0f %.2f %.2f %d\n", rps, p50, p99, bad }'
 }
 
+# with the large request's weights as a server-held model (bodies/models/large)
+start_attention --model-repository "$OUT/bodies/models"; ATT_PORT=$PORT
+for _ in $(seq 200); do
+    curl -sf "http://127.0.0.1:$ATT_PORT/v2/health/ready" >/dev/null && break
+    sleep 0.05
+done
+if [ -z "$ONLY" ]; then
 echo
 echo "4. End to end over HTTP (wrk, ${DURATION}s per point; attention-server with its defaults: 2 workers x 1 thread)"
 printf "%-8s %-10s %5s %10s %9s %9s %7s %12s\n" request server conc "req/s" "p50 ms" "p99 ms" non2xx "vs const"
 echo "request,server,concurrency,rps,p50_ms,p99_ms,non2xx" > "$OUT/e2e.csv"
 start_const; CONST_PORT=$PORT
-start_attention; ATT_PORT=$PORT
 declare -A CONST_RPS
 for c in 1 8 64; do
     read -r rps p50 p99 bad < <(load "$CONST_PORT" "$OUT/bodies/tiny.json" "$c")
@@ -86,27 +103,35 @@ for req in tiny medium; do
     done
 done
 echo "(target: tiny requests at concurrency 64 >= 25% of the constant server's req/s)"
+fi
 
 # Large request: stage breakdown from the Server-Timing header.
 echo
-echo "Large request (L=512, E=768, H=12, weights inline, attention weights returned): median of 5"
-printf "%-8s %10s %9s %9s %9s %9s %9s %9s %12s\n" encoding "body MB" receive queue decode compute encode "e2e ms" "e2e/compute"
+echo "Large request (L=512, E=768, H=12, attention weights returned): median of $RUNS"
+echo "(nested, flat, base64: POST /attention with the weights inline; model-b64: POST /attention"
+echo " base64 with \"model\"; v2-binary: KServe v2 infer on the server-held model, binary in and out)"
+printf "%-9s %10s %9s %9s %9s %9s %9s %9s %12s\n" encoding "body MB" receive queue decode compute encode "e2e ms" "e2e/compute"
 echo "encoding,body_mb,receive_ms,queue_ms,decode_ms,compute_ms,encode_ms,e2e_ms" > "$OUT/stages.csv"
-for enc in nested flat base64; do
-    body="$OUT/bodies/large_$enc.json"
-    for i in 1 2 3 4 5 6; do
-        curl -s -o /dev/null -D - -w 'total %{time_total}\n' -H 'Content-Type: application/json' \
-            --data-binary @"$body" "http://127.0.0.1:$ATT_PORT/attention" |
+for enc in nested flat base64 model-b64 v2-binary; do
+    body="$OUT/bodies/large_$enc.json" path=/attention hdr='Content-Type: application/json'
+    case $enc in
+    model-b64) body="$OUT/bodies/large_model_base64.json" ;;
+    v2-binary) body="$OUT/bodies/large_v2.bin" path=/v2/models/large/infer
+               hdr="Inference-Header-Content-Length: $(cat "$OUT/bodies/large_v2.hlen")" ;;
+    esac
+    for i in $(seq $((RUNS + 1))); do
+        curl -s -o /dev/null -D - -w 'total %{time_total}\n' -H "$hdr" \
+            --data-binary @"$body" "http://127.0.0.1:$ATT_PORT$path" |
             tr -d '\r' | awk '/^Server-Timing/ { n = split(substr($0, 16), f, /, */)
                                                   for (i = 1; i <= n; i++) { split(f[i], kv, /;dur=/); gsub(/ /, "", kv[1]); ms[kv[1]] = kv[2] } }
                               /^total/ { print ms["receive"], ms["queue"], ms["decode"], ms["compute"], ms["encode"], $2 * 1000 }'
-    done | tail -n 5 | sort -n -k6 | sed -n 3p > "$OUT/stage_$enc.txt"  # drop the warm-up, median by e2e
+    done | tail -n "$RUNS" | sort -n -k6 | sed -n "$(( (RUNS + 1) / 2 ))p" > "$OUT/stage_$enc.txt"  # drop the warm-up, median by e2e
     read -r r q d c e t < "$OUT/stage_$enc.txt"
     mb=$(awk -v s="$(stat -c %s "$body")" 'BEGIN { printf "%.1f", s / 1048576 }')
-    printf "%-8s %10s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %11.2fx\n" "$enc" "$mb" "$r" "$q" "$d" "$c" "$e" "$t" "$(awk -v t="$t" -v c="$c" 'BEGIN { print t / c }')"
+    printf "%-9s %10s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %11.2fx\n" "$enc" "$mb" "$r" "$q" "$d" "$c" "$e" "$t" "$(awk -v t="$t" -v c="$c" 'BEGIN { print t / c }')"
     echo "$enc,$mb,$r,$q,$d,$c,$e,$t" >> "$OUT/stages.csv"
 done
-echo "(target: base64 end to end <= 1.25x the core's compute time)"
+echo "(targets: base64 end to end <= 1.5x the core's compute time; v2-binary <= 1.25x)"
 
 # Two large requests at once versus one at a time.
 echo
@@ -127,6 +152,11 @@ wait "${STREAMS[@]}"
 par_t=$(echo "$(date +%s.%N) - $par_start" | bc)
 printf "Two large base64 requests at once: 8 one at a time %.2f s, 8 two at a time %.2f s: throughput %.2fx (target >= 1.7x)\n" \
     "$seq_t" "$par_t" "$(echo "$seq_t / $par_t" | bc -l)"
+
+if [ -n "$ONLY" ]; then
+    echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    exit 0
+fi
 
 # 5. subnormals with and without FTZ/DAZ, per OpenBLAS kernel set
 build/bench/bench_subnormal "$OUT/subnormal.csv"

@@ -2,7 +2,9 @@
  *
  * Tensors travel as base64 of their little-endian bytes, both ways; the
  * encoder also writes any character range of an encoding, so an answer can
- * be encoded piece by piece as it is sent. */
+ * be encoded piece by piece as it is sent. Long inputs go through AVX2 where
+ * the CPU has it (chosen at run time); the _scalar functions are the
+ * portable reference, which gives the same bytes and the same errors. */
 #ifndef SERVER_BASE64_H
 #define SERVER_BASE64_H
 
@@ -23,5 +25,9 @@ size_t base64_encode_range(char *dst, size_t max, const unsigned char *src, size
  * the byte count, or -1 with the offset of the first bad character in
  * *bad_at (n when the length is not a multiple of 4). */
 long long base64_decode(unsigned char *dst, const char *src, size_t n, size_t *bad_at);
+
+/* The same two without vector code (tests and benchmarks compare them). */
+size_t base64_encode_scalar(char *dst, const unsigned char *src, size_t n);
+long long base64_decode_scalar(unsigned char *dst, const char *src, size_t n, size_t *bad_at);
 
 #endif

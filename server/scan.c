@@ -135,6 +135,26 @@ static void to_bytes(struct tensor *t)
     t->u8 = u, t->f = NULL, t->is_bool = 1;
 }
 
+/* The "b64" string at the cursor when "shape" and "dtype" came before it
+ * (as this service and its clients write them), so its length is known:
+ * decoded at once into t, which finds its end too. Returns its length, or
+ * 0 to read it the usual way (any problem: that way names it). */
+static size_t read_sized(struct scan *sc, struct tensor *t, json_t *shape, json_t *dtype,
+                         const char *name)
+{
+    const char *dt = json_string_value(dtype);
+    struct tensor s = {0};
+    struct api_error e;
+    if (!dt || (strcmp(dt, "float32") && strcmp(dt, "bool")) ||
+        tensor_shape_from_json(&s, shape, name, sc->max, &e))
+        return 0;
+    s.is_bool = strcmp(dt, "bool") == 0;
+    const size_t at = sc->pos + 1, n = tensor_read_b64_sized(&s, sc->s + at, sc->len - at, sc->a);
+    if (n)
+        t->f = s.f, t->u8 = s.u8;
+    return n;
+}
+
 /* {shape, data} or {shape, dtype, b64}, the cursor after the '{': 0, 1
  * (doubt) or -1 (refused, with the messages tensor.c's from_object gives). */
 static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
@@ -143,7 +163,7 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
     json_t *shape = NULL, *dtype = NULL;
     const char *b64 = NULL;
     size_t b64_len = 0, have = 0;
-    int have_data = 0, rc = 0;
+    int have_data = 0, rc = 0, decoded = 0;
     if (peek(sc) == '}')
         sc->pos++;
     else
@@ -161,8 +181,12 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
                 /* no escape check here: the base64 decoder refuses '\\' and
                  * every other byte outside its alphabet (then: jansson) */
                 const char *q = NULL;
-                if (peek(sc) == '"')
-                    q = memchr(sc->s + sc->pos + 1, '"', sc->len - sc->pos - 1);
+                if (peek(sc) == '"') {
+                    const size_t got = read_sized(sc, t, shape, dtype, name);
+                    decoded = got > 0;
+                    q = decoded ? sc->s + sc->pos + 1 + got
+                                : memchr(sc->s + sc->pos + 1, '"', sc->len - sc->pos - 1);
+                }
                 rc = q ? 0 : sc->errors ? scan_refuse(sc, ERR_INVALID_TENSOR, "%s.b64 must be "
                                                           "a base64 string", name) : 1;
                 if (q) {
@@ -225,7 +249,7 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
         if (!dt || (!t->is_bool && strcmp(dt, "float32")))
             rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s.dtype must be \"float32\" (or \"bool\" "
                              "for masks) with 'b64'", name);
-        else if (tensor_read_b64(t, b64, b64_len, sc->a, name, &e))
+        else if (!decoded && tensor_read_b64(t, b64, b64_len, sc->a, name, &e))
             /* an escape is for jansson to read; anything else is the answer */
             rc = memchr(b64, '\\', b64_len) ? 1 : scan_refuse(sc, e.code, "%s", e.msg);
     }

@@ -68,6 +68,15 @@ int tensor_check(const struct tensor *t, enum tensor_kind kind, const char *name
 int tensor_read_b64(struct tensor *t, const char *b64, size_t n, struct tensor_arena *a,
                     const char *name, struct api_error *err);
 
+/* The same when the string's end is not known yet: s (avail bytes, a JSON
+ * string's text after its opening quote) is read as base64 of exactly t's
+ * bytes followed by the closing '"'. Returns the characters read, or 0,
+ * keeping nothing, when s is anything else (then find the end and call
+ * tensor_read_b64, which says what is wrong). Decoding finds the end: no
+ * separate search for the quote through megabytes. */
+size_t tensor_read_b64_sized(struct tensor *t, const char *s, size_t avail,
+                             struct tensor_arena *a);
+
 /* t->ndim, t->shape and t->count from a JSON "shape" array of integers. */
 int tensor_shape_from_json(struct tensor *t, json_t *shape, const char *name,
                            long long max_elements, struct api_error *err);

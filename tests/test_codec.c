@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -838,5 +839,102 @@ Test(codec, a_placeholder_key_in_the_body_is_an_unknown_field)
                   "%s: %d %s", large ? "large" : "small", rc, e.msg);
         codec_request_deinit(&r);
         free(b);
+    }
+}
+
+/* tensor_check's scan: every non-finite bit pattern class at every place of
+ * tensors as long as a few vector blocks, against isfinite() per element. */
+Test(codec, tensor_check_finds_the_first_non_finite_at_any_place)
+{
+    const uint32_t specials[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                 0x7f800001u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u,
+                                 0x80000000u};
+    float x[70];
+    for (size_t n = 1; n <= 70; n++) {
+        for (size_t at = 0; at < n; at++) {
+            for (size_t k = 0; k < sizeof specials / sizeof specials[0]; k++) {
+                for (size_t i = 0; i < n; i++)
+                    x[i] = (float)i - 30.5f;
+                memcpy(&x[at], &specials[k], 4);
+                struct tensor t = {.f = x, .count = n, .ndim = 1, .shape = {(long long)n}};
+                struct api_error e;
+                const int fin = isfinite(x[at]), neg_inf = x[at] == -INFINITY;
+                cr_assert_eq(tensor_check(&t, TENSOR_FLOAT, "q", &e), fin ? 0 : -1,
+                             "n=%zu at=%zu bits %08x", n, at, specials[k]);
+                char want[64];
+                snprintf(want, sizeof want, "q element %zu ", at);
+                if (!fin)
+                    cr_assert(strncmp(e.msg, want, strlen(want)) == 0, "%s", e.msg);
+                cr_assert_eq(tensor_check(&t, TENSOR_MASK, "m", &e), fin || neg_inf ? 0 : -1,
+                             "mask n=%zu at=%zu bits %08x", n, at, specials[k]);
+            }
+        }
+    }
+}
+
+/* A big base64 tensor's buffer is kept on the thread when the request is
+ * done, and the next request decoded on that thread writes into it (pages
+ * already mapped); a thread that exits frees what it kept (LSan checks
+ * that under make SANITIZE=address). */
+static void *decode_twice(void *arg)
+{
+    (void)arg;
+    const size_t count = 512 * 768; /* 1.5 MB: above the size kept */
+    float *x = calloc(count, sizeof *x);
+    char *body = malloc(BASE64_LEN(count * 4) + 256);
+    size_t o = (size_t)sprintf(body, "{\"query\": {\"shape\": [512, 768], \"dtype\": \"float32\", "
+                                     "\"b64\": \"");
+    o += base64_encode(body + o, (const unsigned char *)x, count * 4);
+    o += (size_t)sprintf(body + o, "\"}, \"num_heads\": 8}");
+    struct codec_limits lim = default_limits();
+    struct codec_request r;
+    struct api_error e;
+    const float *first = NULL;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(codec_decode_request(&r, body, o, &lim, &e), 0, "%s", e.msg);
+        if (i == 0)
+            first = r.p.query;
+        else
+            cr_assert_eq(r.p.query, first, "the second decode did not reuse the buffer");
+        codec_request_deinit(&r);
+    }
+    free(body);
+    free(x);
+    return NULL;
+}
+
+Test(codec, big_tensor_buffers_are_reused_on_the_same_thread)
+{
+    pthread_attr_t a;
+    pthread_t t;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 4u << 20); /* the decoder wants >= 1 MiB */
+    cr_assert_eq(pthread_create(&t, &a, decode_twice, NULL), 0);
+    pthread_join(t, NULL);
+    pthread_attr_destroy(&a);
+}
+
+/* A "b64" after its "shape" and "dtype" is decoded as its length says, which
+ * also finds its end: every string around that length, with a quote, an
+ * escape or a bad byte inside, is answered as the reference answers it. */
+Test(codec, b64_read_at_its_known_length_fails_as_the_reference)
+{
+    struct codec_limits lim = default_limits();
+    const char *good = "AAAAPwAAoL8AAEBAbxKDOg=="; /* 4 floats */
+    const char *tails[] = {"", "AAAA", "==", "\\u0041", "\\"};
+    for (size_t cut = 0; cut <= strlen(good); cut++) {
+        for (size_t t = 0; t < sizeof tails / sizeof tails[0]; t++) {
+            for (int poke = -1; poke < (int)cut; poke++) {
+                char b64[64], body[256];
+                snprintf(b64, sizeof b64, "%.*s%s", (int)cut, good, tails[t]);
+                if (poke >= 0)
+                    b64[poke] = poke % 2 ? '"' : '*';
+                const int n = snprintf(body, sizeof body, "{\"query\": {\"shape\": [2, 2], "
+                                       "\"dtype\": \"float32\", \"b64\": \"%s\"}, "
+                                       "\"num_heads\": 1}", b64);
+                const char *d = codec_compare_paths(body, (size_t)n, &lim);
+                cr_assert_null(d, "%s: %s", body, d);
+            }
+        }
     }
 }
