@@ -9,7 +9,9 @@
  * element count (dimensions >= 1, overflow, the element limit).
  *
  * Memory: the data of a tensor belongs to a struct tensor_arena, freed
- * whole with tensor_arena_free() when the request is done.
+ * whole with tensor_arena_free() when the request is done; buffers of
+ * 1 MiB or more stay with the thread (up to 8, 48 MiB) for its next base64
+ * tensor (tensor.c, KEEP_*), and go when the thread exits.
  *
  *     struct tensor t;
  *     if (tensor_from_json(&t, v, TENSOR_FLOAT, "query", max, &arena, &err) ||
