@@ -17,7 +17,7 @@ struct server {
 struct answer {
     long status;
     char *body;
-    size_t len;
+    size_t len, cap;
     char headers[2048];
     size_t hlen;
 };
