@@ -32,8 +32,8 @@ endif
 FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o $(BUILD)/model/%.o: WARN += $(FLOAT_WARN)
 
-CORE_SRC  := core/attention.c core/kernels.c core/check.c core/reference.c core/blas.c \
-             core/posenc.c
+CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
+             core/blas.c core/posenc.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c config/values.c
@@ -89,8 +89,8 @@ $(BUILD)/%.o: %.c
 # leaves them scalar); the kernels pick AVX-512/AVX2 at run time. The four
 # files that were one attention.c keep its -O3: the moved loops compile as
 # they did.
-$(BUILD)/core/attention.o $(BUILD)/core/kernels.o $(BUILD)/core/check.o \
-$(BUILD)/core/reference.o: OPT += -O3
+$(BUILD)/core/attention.o $(BUILD)/core/kernels.o $(BUILD)/core/band.o \
+$(BUILD)/core/check.o $(BUILD)/core/reference.o: OPT += -O3
 
 # openapi.yaml is linked into the server (GET /openapi.yaml).
 $(BUILD)/server/embed.o: server/embed.S openapi.yaml
