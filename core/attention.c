@@ -15,6 +15,7 @@
 #include "core/blas.h"
 #include "core/check.h"
 #include "core/kernels.h"
+#include "core/variants.h"
 
 /* Query rows per tile when the scores go to scratch rather than to the
  * caller's weights buffer: up to ATT_TILE rows, fewer for long sources so
@@ -40,7 +41,7 @@ struct fwd {
     int band;              /* causal or a window: blocks of keys are skipped */
     float *scratch;        /* nthreads × rows_per_block × S, or NULL */
     const float *qin, *kin, *vin;
-    const float *rq_cos, *rq_sin, *rk_cos, *rk_sin; /* RoPE tables: (L | S, rd/2) */
+    const float *rope_q, *rope_k; /* RoPE tables (att_rope_table): (L, rd), (S, rd) */
     float scale;           /* custom scale; q is multiplied by it */
     float sqrt_d;          /* default: q is divided by this, as PyTorch does */
     int nthreads, rows_per_block, blocks_per_item;
@@ -105,7 +106,7 @@ static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3
     const int O[3] = {f->Dq, f->Dkv, f->Dkv}, ld[3] = {f->ldq, f->ldk, f->ldv};
     const int heads[3] = {p->H, f->Dkv / f->d, 0};
     float *const base[3] = {f->q, f->k, f->v};
-    const float *const cs[3] = {f->rq_cos, f->rk_cos, NULL}, *const sn[3] = {f->rq_sin, f->rk_sin, NULL};
+    const float *const cs[3] = {f->rope_q, f->rope_k, NULL};
     int lo, hi;
     float qmax = 0.0f, kmax = 0.0f, vmax = 0.0f;
     if (f->fused) {
@@ -123,8 +124,8 @@ static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3
         }
         vmax = kmax;
         for (int s = 0; s < 2 && p->rope_style && !re->stage; s++)
-            note_rope(f, re, att_rope_rows(base[s], ld[s], lo, hi, L, heads[s], f->d, p, cs[s],
-                                           sn[s]), s, L);
+            note_rope(f, re, att_rope_rows(base[s], ld[s], lo, hi, L, heads[s], f->d, p, cs[s]),
+                      s, L);
     } else {
         for (int s = 0; s < 3; s++) {
             const int T = s == 0 ? L : S;
@@ -140,7 +141,7 @@ static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3
                       lo, O[s], s, T);
             if (s < 2 && p->rope_style && !re->stage)
                 note_rope(f, re, att_rope_rows(base[s], ld[s], lo, hi, T, heads[s], f->d, p,
-                                               cs[s], sn[s]), s, T);
+                                               cs[s]), s, T);
         }
         share(p->N * L, t, nt, &lo, &hi);
     }
@@ -171,10 +172,16 @@ static void fwd_block(struct fwd *f, int t, int b, float *scratch, int check_sco
     const int i0 = (b % f->blocks_per_item) * f->rows_per_block;
     const int T = L - i0 < f->rows_per_block ? L - i0 : f->rows_per_block;
     int jlo = 0, jhi = S - 1;
-    if (f->band) {
-        int l1, h0;
-        att_row_band(p, i0, &jlo, &h0);
-        att_row_band(p, i0 + T - 1, &l1, &jhi);
+    if (f->band) { /* the union of the rows' intervals (rows that see none excluded) */
+        jlo = S, jhi = -1;
+        for (int r = 0; r < T; r++) {
+            int lo, hi;
+            att_visible_keys(p, i0 + r, &lo, &hi);
+            if (lo < hi) {
+                jlo = lo < jlo ? lo : jlo;
+                jhi = hi - 1 > jhi ? hi - 1 : jhi;
+            }
+        }
     }
     const int W = jhi >= jlo ? jhi - jlo + 1 : 0;
     float *acc = p->weights_mode == ATT_WEIGHTS_AVERAGE ? f->weights + ((size_t)n * L + i0) * S
@@ -425,8 +432,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         return rc;
 
     const int N = p->N, L = p->L, S = p->S, E = p->E, H = p->H;
-    const int d = p->head_dim ? p->head_dim : E / H, Hkv = p->Hkv ? p->Hkv : H;
-    const int Dq = H * d, Dkv = Hkv * d;
+    const int d = att_head_dim(p), Dq = att_q_width(p), Dkv = att_kv_width(p);
     const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
     const int band = p->mask_kind == ATT_MASK_CAUSAL ||
                      p->mask_kind == ATT_MASK_CAUSAL_LOWER_RIGHT || p->has_window;
@@ -461,7 +467,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     const size_t nqin = p->positional_encoding ? (size_t)N * L * E : 0;
     const size_t nkin = p->positional_encoding ? (size_t)N * S * p->kdim : 0;
     const size_t nvin = p->positional_encoding ? (size_t)N * S * p->vdim : 0;
-    const int rd = p->rope_rotary_dim ? p->rope_rotary_dim : d;
+    const int rd = att_rope_dim(p);
     const long long off = p->query_position_offset;
     const int q_in_k = off + L <= S;
     const size_t nrope = !p->rope_style ? 0 : (size_t)(q_in_k ? S : S + L) * (size_t)rd;
@@ -473,7 +479,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     struct fwd f = {
         .p = p, .out = out, .weights = weights,
         .q = ws, .k = ws + nq, .v = ws + nq + nk, .ldq = Dq, .ldk = Dkv, .ldv = Dkv,
-        .d = d, .Dq = Dq, .Dkv = Dkv, .group = H / Hkv, .band = band,
+        .d = d, .Dq = Dq, .Dkv = Dkv, .group = H / att_kv_heads(p), .band = band,
         .scratch = nscratch ? ws + nq + 2 * nk : NULL,
         .qin = p->query, .kin = p->key, .vin = p->value,
         .scale = p->has_scale ? p->scale : 0.0f,
@@ -481,18 +487,12 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         .rows_per_block = rows, .blocks_per_item = (L + rows - 1) / rows,
     };
     if (p->rope_style) {
-        const size_t half = (size_t)rd / 2;
         float *tab = ws + nq + 2 * nk + nscratch + nqin + nkin + nvin;
-        const double theta = p->rope_theta > 0.0 ? p->rope_theta : 10000.0;
-        att_rope_table(tab, tab + (size_t)S * half, 0, S, rd, theta);
-        f.rk_cos = tab, f.rk_sin = tab + (size_t)S * half;
-        if (q_in_k) {
-            f.rq_cos = f.rk_cos + (size_t)off * half, f.rq_sin = f.rk_sin + (size_t)off * half;
-        } else {
-            float *qt = tab + 2 * (size_t)S * half;
-            att_rope_table(qt, qt + (size_t)L * half, off, L, rd, theta);
-            f.rq_cos = qt, f.rq_sin = qt + (size_t)L * half;
-        }
+        att_rope_table(tab, 0, S, rd, att_rope_theta(p));
+        f.rope_k = tab;
+        f.rope_q = tab + (q_in_k ? (size_t)off * rd : (size_t)S * rd);
+        if (!q_in_k)
+            att_rope_table(tab + (size_t)S * rd, off, L, rd, att_rope_theta(p));
     }
     /* x + PE: into copies for streams with weights, into the projection
      * buffers for identity ones (see encode_inputs) */

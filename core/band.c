@@ -1,46 +1,24 @@
-/* band.c -- the variants of the fast kernel that act on positions: which
- * keys a query row can see (causal by index, a window by position), the
+/* band.c -- the variants of the fast kernel that act on positions: the
  * block of keys a block of query rows needs (everything outside it is never
  * computed), a row's scores finished in place (soft-cap, ALiBi, float mask,
  * blocked keys) in float32 or, where float32 left its range, in double, and
- * RoPE's tables and rotation. attention.c calls them; see kernels.h. */
+ * RoPE on rows of q and k. The definitions (visible keys, RoPE angles) are
+ * variants.c's, shared with the reference. attention.c calls them; see kernels.h. */
 #include "core/kernels.h"
 
 #include <float.h>
 #include <math.h>
 
 #include "core/check.h"
-
-/* Keys that causal (either alignment) and the window let query row i see:
- * [*lo, *hi] within [0, S), empty when *hi < *lo. Both bounds grow with i,
- * so a block of rows i0 … i1 needs keys [lo(i0), hi(i1)] only. */
-void att_row_band(const struct att_params *p, int i, int *lo, int *hi)
-{
-    long long l = 0, h = p->S - 1;
-    if (p->mask_kind == ATT_MASK_CAUSAL && i < h)
-        h = i;
-    else if (p->mask_kind == ATT_MASK_CAUSAL_LOWER_RIGHT && (long long)i + p->S - p->L < h)
-        h = (long long)i + p->S - p->L;
-    if (p->has_window) {
-        const long long pos = p->query_position_offset + i;
-        if (p->window_left >= 0 && pos - p->window_left > l)
-            l = pos - p->window_left;
-        if (p->window_right >= 0 && pos + p->window_right < h)
-            h = pos + p->window_right;
-    }
-    if (l > p->S)
-        l = p->S;
-    if (h < -1)
-        h = -1;
-    *lo = (int)l, *hi = (int)h;
-}
+#include "core/variants.h"
 
 void att_row_init(struct att_row *r, const struct att_params *p, int n, int h, int i, int j0,
                   int W, float slope)
 {
     r->n = n, r->h = h, r->i = i, r->j0 = j0, r->W = W, r->slope = slope;
-    att_row_band(p, i, &r->lo, &r->hi);
-    r->pos = p->query_position_offset + i;
+    att_visible_keys(p, i, &r->lo, &r->hi);
+    r->hi--; /* inclusive */
+    r->pos = att_query_pos(p, i);
     /* ALiBi's bias is -slope·|pos - j|; every key of the row is shifted by
      * slope·dmin (dmin: the least distance in the band), which the softmax
      * does not see, so that a query far from key 0 (offset 1e5) does not
@@ -140,39 +118,18 @@ int att_row_caller_blocks(const struct att_params *p, const struct att_row *r)
 /* ---------------------------------------------------------------------- */
 /* RoPE                                                                    */
 
-void att_rope_table(float *cs, float *sn, long long pos0, int T, int rd, double theta)
-{
-    const int half = rd / 2;
-    for (int r = 0; r < half; r++) {
-        const double freq = pow(theta, -2.0 * r / rd);
-        for (int t = 0; t < T; t++) {
-            /* m·freq in double: exact to 1e-10 rad at m = 1e6 */
-            const double angle = (double)(pos0 + t) * freq;
-            cs[(size_t)t * half + r] = (float)cos(angle);
-            sn[(size_t)t * half + r] = (float)sin(angle);
-        }
-    }
-}
-
 long long att_rope_rows(float *x, int ldx, int lo, int hi, int T, int nh, int d,
-                        const struct att_params *p, const float *cs, const float *sn)
+                        const struct att_params *p, const float *cs)
 {
-    const int rd = p->rope_rotary_dim ? p->rope_rotary_dim : d, half = rd / 2;
-    const int inter = p->rope_style == ATT_ROPE_INTERLEAVED;
+    const int rd = att_rope_dim(p);
     for (int m = lo; m < hi; m++) {
-        const float *c = cs + (size_t)(m % T) * half, *s = sn + (size_t)(m % T) * half;
-        for (int hh = 0; hh < nh; hh++) {
-            float *xh = x + (size_t)m * ldx + (size_t)hh * d;
-            for (int r = 0; r < half; r++) {
-                const int i1 = inter ? 2 * r : r, i2 = inter ? 2 * r + 1 : r + half;
-                const double a = (double)xh[i1], b = (double)xh[i2];
-                const double y1 = a * (double)c[r] - b * (double)s[r];
-                const double y2 = b * (double)c[r] + a * (double)s[r];
-                if (att_out_of_range(y1) || att_out_of_range(y2))
-                    return m;
-                xh[i1] = (float)y1, xh[i2] = (float)y2;
-            }
-        }
+        float *xm = x + (size_t)m * ldx;
+        for (int hh = 0; hh < nh; hh++)
+            att_rope_rotate(xm + (size_t)hh * d, cs + (size_t)(m % T) * rd, rd, p->rope_style);
+        /* |cos|, |sin| <= 1: a product never overflows, a - b·s only when
+         * the exact value is beyond FLT_MAX (up to rounding) */
+        if (!att_all_finite(xm, (size_t)nh * d))
+            return m;
     }
     return -1;
 }

@@ -70,17 +70,13 @@ ATT_CLONED void att_softcap_row(float *x, int n, float c);
 
 /* band.c: the variants that act on positions. */
 
-/* Keys that causal (by index, either alignment) and the window (by
- * position) let query row i see: [*lo, *hi], empty when *hi < *lo. Both
- * grow with i. */
-void att_row_band(const struct att_params *p, int i, int *lo, int *hi);
-
 /* One row of scores in a buffer: query i of batch n, head h; the buffer
  * holds keys j0 … j0 + W - 1. */
 struct att_row {
     int n, h, i;
     int j0, W;
-    int lo, hi;         /* att_row_band() */
+    int lo, hi;         /* the keys causal and window leave (att_visible_keys),
+                           inclusive; hi < lo: none */
     float slope;        /* ALiBi slope of head h, 0 = none */
     long long pos;      /* the query's position */
     long long dmin;     /* ALiBi distance every key is shifted by */
@@ -101,14 +97,11 @@ int att_row_fix(float *row, const float *qrow, const float *kh, int ldk, int d,
 /* Does the caller block every key of row r (band and masks)? */
 int att_row_caller_blocks(const struct att_params *p, const struct att_row *r);
 
-/* cs, sn: (T, rd/2) cos and sin of (pos0 + t)·theta^(-2r/rd). */
-void att_rope_table(float *cs, float *sn, long long pos0, int T, int rd, double theta);
-
-/* x: rows lo … hi - 1 (stride ldx) of nh heads of d, row m at table row
- * m % T: RoPE in place (p's style and rotary_dim), in double. Returns the
- * first row where a value left float32's range, or -1. */
+/* x: rows lo … hi - 1 (stride ldx) of nh heads of d, row m at row m % T of
+ * cs (att_rope_table): RoPE in place (p's style and rotary_dim). Returns
+ * the first row where a value left float32's range, or -1. */
 long long att_rope_rows(float *x, int ldx, int lo, int hi, int T, int nh, int d,
-                        const struct att_params *p, const float *cs, const float *sn);
+                        const struct att_params *p, const float *cs);
 
 /* Whether flushing the softmax's subnormal weights moves no output by more
  * than 1e-6, for S keys, E features, max |v| and max |Wo|. */
