@@ -37,7 +37,7 @@ CORE_SRC  := core/attention.c core/kernels.c core/check.c core/reference.c core/
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c config/values.c
-SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c server/scan.c \
+SVC_SRC   := server/service.c server/codec_request.c server/codec_variants.c server/codec_response.c server/scan.c \
              server/scan_json.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
