@@ -122,7 +122,7 @@ static int set_heads(struct att_params *p, const struct codec_variants *cv,
     if (!cv->v[CV_HEAD_DIM]) {
         if (p->E % p->H)
             return api_fail(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by "
-                            "num_heads %d (or give head_dim)", p->E, p->H);
+                            "num_heads %d", p->E, p->H);
         return 0;
     }
     if (get_int(cv->v[CV_HEAD_DIM], cv->name[CV_HEAD_DIM], 1, LLONG_MAX, "an integer >= 1", &x,
