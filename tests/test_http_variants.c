@@ -16,10 +16,10 @@
 #include "tests/testdata.h"
 
 #define GOLDEN_DIR "tests/golden_variants"
+#define HF_GOLDEN_DIR "tests/models/golden/hf"
 #define MAX_GOLDEN 128
 
 static const char *const repo_flags[] = {"--model-repository", "tests/models/repo", NULL};
-
 
 /* Which variants the golden requests use, so that a variant without a
  * golden case fails the test rather than going untested. */
@@ -80,6 +80,38 @@ Test(http_variants, every_golden_through_attention_and_v2_json_and_binary, .time
     for (int v = 0; v < V_COUNT; v++)
         cr_expect(seen[v], "no golden case in %s uses %s", GOLDEN_DIR, variant_names[v]);
     cr_assert_eq(failed, 0, "%d of %d golden comparisons over HTTP failed", failed, 4 * n);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* The Hugging Face layers of the test repository: POST /attention bodies
+ * naming the model, whose variants come from its config (the model's
+ * defaults), through both protocols. */
+Test(http_variants, hugging_face_layers_through_attention_and_v2, .timeout = 120)
+{
+    char *paths[MAX_GOLDEN];
+    const int n = testdata_list(HF_GOLDEN_DIR, paths, MAX_GOLDEN);
+    if (n == 0) {
+        loud("SKIPPED hugging_face_layers_through_attention_and_v2: no cases in %s",
+             HF_GOLDEN_DIR);
+        cr_skip_test("no Hugging Face layers in the test repository");
+    }
+    struct server s;
+    server_start_ready(&s, repo_flags);
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *g = json_load_file(paths[i], 0, NULL);
+        cr_assert_not_null(g, "%s", paths[i]);
+        char model[128];
+        snprintf(model, sizeof model, "%s",
+                 json_string_value(json_object_get(json_object_get(g, "request"), "model")));
+        json_decref(g);
+        failed += !check_golden(s.port, paths[i], 2, 0);
+        failed += !check_golden(s.port, paths[i], 3, 1);
+        failed += !v2_golden(s.port, paths[i], model, 0);
+        failed += !v2_golden(s.port, paths[i], model, 1);
+        free(paths[i]);
+    }
+    cr_assert_eq(failed, 0, "%d of %d comparisons over HTTP failed", failed, 4 * n);
     cr_assert_eq(server_stop(&s), 0);
 }
 
