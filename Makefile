@@ -44,7 +44,7 @@ SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c ser
              server/pool.c server/inflate.c server/v2.c server/v2_codec.c server/v2_codec_params.c server/v2_scan.c \
              server/v2_codec_answer.c
 # Server-held models: model.safetensors and config.json (model/model.h).
-MODEL_SRC := model/model.c model/safetensors.c model/repo.c
+MODEL_SRC := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
              $(MODEL_SRC:%.c=$(BUILD)/%.o)
 HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/conn.o \
