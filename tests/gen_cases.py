@@ -101,7 +101,6 @@ cases = {
     "shape_in_proj_weight": (400, "shape_mismatch", "weights.in_proj_weight has shape (4, 4), expected (12, 4)", req(weights={"in_proj_weight": Q}), None),
     "shape_out_proj_bias": (400, "shape_mismatch", "weights.out_proj_bias has shape (3,), expected (4,)", req(weights={"out_proj_bias": [0, 0, 0]}), None),
     "shape_attn_mask": (400, "shape_mismatch", "attn_mask has shape (3, 5), expected (4, 4) or (2, 4, 4)", req(attn_mask=[[False] * 5] * 3), None),
-    "shape_causal_needs_square": (400, "shape_mismatch", "causal attn_mask needs target length == source length", req(key=Q[:3], attn_mask="causal"), None),
     "shape_kdim_without_projection": (400, "shape_mismatch", "key has 2 features but embed_dim is 4", req(key=[[1, 2]] * 4), None),
     "shape_padding": (400, "shape_mismatch", "key_padding_mask has shape (3,), expected (4,)", req(key_padding_mask=[True, False, False]), None),
     "shape_mask_rank": (400, "shape_mismatch", "attn_mask must have rank 2", req(attn_mask=[True, False, False, False]), None),
