@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define SHARDS_MAX 8   /* 8 tensors at most: 8 files */
 #define DIMS_MAX 65536 /* H, Hkv, E, d each */
@@ -318,11 +319,11 @@ static int locate(struct ckpt *c, struct load *ld, const char *key, int optional
 /* 3. Open the folder's single file, or read its index. */
 static int ckpt_open(struct ckpt *c, char *err, size_t errlen)
 {
-    char path[sizeof c->dir + 64], msg[sizeof path + 256];
+    char path[sizeof c->dir + 64];
+    struct stat sb;
     snprintf(path, sizeof path, "%s/model.safetensors", c->dir);
-    FILE *single = fopen(path, "rb");
-    if (single) { /* transformers prefers the single file, as here */
-        fclose(single);
+    if (!stat(path, &sb)) { /* transformers prefers the single file, as here */
+        char msg[sizeof path + 256];
         snprintf(c->shard[0].file, sizeof c->shard[0].file, "model.safetensors");
         if (st_open(&c->shard[0].f, path, msg, sizeof msg)) {
             const char *tail = strstr(msg, "model.safetensors: ");
