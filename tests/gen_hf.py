@@ -317,19 +317,16 @@ def broken(g, llama):
          hf_config("llama", 2), two, 1, llama_shard, no_k)
     sd = {k: v for k, v in two.items() if k != "model.layers.1.self_attn.v_proj.weight"}
 
-    def v_listed(index):
-        index["weight_map"]["model.layers.1.self_attn.v_proj.weight"] = \
-            "model-00002-of-00002.safetensors"
+    def relist(proj, file):
+        def patch(index):
+            index["weight_map"][f"model.layers.1.self_attn.{proj}_proj.weight"] = file
+        return patch
     case("hf_shard_lacks_tensor", "model-00002-of-00002.safetensors: missing key "
          "model.layers.1.self_attn.v_proj.weight", hf_config("llama", 2), sd, 1, llama_shard,
-         v_listed)
-
-    def third(index):
-        index["weight_map"]["model.layers.1.self_attn.o_proj.weight"] = \
-            "model-00003-of-00003.safetensors"
+         relist("v", "model-00002-of-00002.safetensors"))
     case("hf_missing_shard", "shard model-00003-of-00003.safetensors (of "
          "model.layers.1.self_attn.o_proj.weight)", hf_config("llama", 2), two, 1, llama_shard,
-         third)
+         relist("o", "model-00003-of-00003.safetensors"))
     case("hf_unknown_field", "field \"attention_chunk_size\" is not known to the hf_llama "
          "loader", hf_config("llama", 1, attention_chunk_size=8192))
     case("hf_partial_rotary", "partial_rotary_factor = 0.5 is not implemented",
