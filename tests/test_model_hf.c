@@ -6,10 +6,13 @@
  * the hf_* cases of tests/models/broken.) */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "model/model.h"
 #include "model/safetensors.h"
@@ -151,4 +154,66 @@ Test(model_hf, needs_a_folder)
     cr_assert_eq(model_parse(&m, "x", cfg, strlen(cfg), "", 0, err, sizeof err), -1);
     cr_assert(strstr(err, "model_load() only"), "%s", err);
     cr_assert_null(m);
+}
+
+/* A temporary repository: model "m" with config.json cfg (%s: the
+ * absolute path of tests/models/hf/mistral), loaded; 0 or -1 with err. */
+static int load_with(const char *cfg_fmt, struct model **m, char *err, size_t errlen)
+{
+    char dir[] = "/tmp/test_model_hf.XXXXXX", path[512], ckpt[PATH_MAX];
+    cr_assert(mkdtemp(dir) && realpath(HF "/mistral", ckpt));
+    snprintf(path, sizeof path, "%s/m", dir);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/m/config.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, cfg_fmt, ckpt);
+    fclose(f);
+    int rc = model_load(m, dir, "m", err, errlen);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/m", dir);
+    rmdir(path);
+    rmdir(dir);
+    return rc;
+}
+
+Test(model_hf, a_users_defaults_are_checked_and_win)
+{
+    struct model *m;
+    char err[512];
+    cr_assert_eq(load_with("{\"format\": \"hf_mistral\", \"checkpoint\": \"%s\", \"layer\": 0, "
+                           "\"defaults\": {\"sliding_window\": 5, \"head_dim\": 8, \"rope\": "
+                           "{\"style\": \"interleaved\", \"rotary_dim\": 4}, \"softcap\": 30}}",
+                           &m, err, sizeof err),
+                 0, "%s", err);
+    has_default(m, "window", "[4,0]"); /* Hugging Face's notation, stored as FA's */
+    has_default(m, "rope", "{\"style\":\"interleaved\",\"rotary_dim\":4}");
+    has_default(m, "softcap", "30");
+    has_default(m, "head_dim", "8");
+    model_free(m);
+    static const struct {
+        const char *defaults, *want;
+    } bad[] = {
+        {"{\"rope\": {\"style\": \"half\", \"rotary_dim\": 10}}", "defaults.rope"},
+        {"{\"rope\": {\"theta\": 10000}}", "defaults.rope"},
+        {"{\"head_dim\": 4}", "defaults.head_dim = 4"},
+        {"{\"window\": [-2, 0]}", "defaults.window"},
+        {"{\"softcap\": 0}", "defaults.softcap"},
+        {"{\"attn_mask\": \"causal_upper\"}", "defaults.attn_mask"},
+        {"{\"num_heads\": 4}", "defaults.num_heads is not an option"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cfg[512];
+        snprintf(cfg, sizeof cfg, "{\"format\": \"hf_mistral\", \"checkpoint\": \"%%s\", "
+                 "\"layer\": 0, \"defaults\": %s}", bad[i].defaults);
+        cr_assert_eq(load_with(cfg, &m, err, sizeof err), -1, "%s loaded", bad[i].defaults);
+        cr_assert(strstr(err, bad[i].want), "%s: got \"%s\", want \"%s\"", bad[i].defaults, err,
+                  bad[i].want);
+    }
+    cr_assert_eq(load_with("{\"format\": \"hf_mistral\", \"checkpoint\": \"%s\", \"layer\": 0, "
+                           "\"num_heads\": 8}", &m, err, sizeof err), -1);
+    cr_assert(strstr(err, "num_heads does not match"), "%s", err);
+    cr_assert_eq(load_with("{\"format\": \"hf_llama\", \"checkpoint\": \"%s\", \"layer\": 0}",
+                           &m, err, sizeof err), -1);
+    cr_assert(strstr(err, "model_type \"mistral\" is not hf_llama's"), "%s", err);
 }
