@@ -33,11 +33,11 @@ FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o $(BUILD)/model/%.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/check.c core/reference.c core/blas.c \
-             core/posenc.c
+             core/posenc.c core/variants.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c config/values.c
-SVC_SRC   := server/service.c server/codec_request.c server/codec_response.c server/scan.c \
+SVC_SRC   := server/service.c server/codec_request.c server/codec_variants.c server/codec_response.c server/scan.c \
              server/scan_json.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
