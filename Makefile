@@ -32,8 +32,8 @@ endif
 FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o $(BUILD)/model/%.o: WARN += $(FLOAT_WARN)
 
-CORE_SRC  := core/attention.c core/kernels.c core/check.c core/reference.c core/blas.c \
-             core/posenc.c core/variants.c
+CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
+             core/blas.c core/posenc.c core/variants.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c config/values.c
@@ -59,7 +59,7 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_posenc.c tests/test_codec.c tests/test_base64.c tests/codec_compare.c tests/test_config.c \
              tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c tests/test_service.c \
-             tests/test_numerics.c tests/test_inflate.c tests/test_model.c tests/test_v2_codec.c tests/test_v2_fast.c tests/golden.c tests/testdata.c tests/check.c
+             tests/test_numerics.c tests/test_inflate.c tests/test_model.c tests/test_v2_codec.c tests/test_v2_fast.c tests/test_variants_fast.c tests/golden.c tests/testdata.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http
@@ -89,8 +89,8 @@ $(BUILD)/%.o: %.c
 # leaves them scalar); the kernels pick AVX-512/AVX2 at run time. The four
 # files that were one attention.c keep its -O3: the moved loops compile as
 # they did.
-$(BUILD)/core/attention.o $(BUILD)/core/kernels.o $(BUILD)/core/check.o \
-$(BUILD)/core/reference.o: OPT += -O3
+$(BUILD)/core/attention.o $(BUILD)/core/kernels.o $(BUILD)/core/band.o \
+$(BUILD)/core/check.o $(BUILD)/core/reference.o: OPT += -O3
 
 # openapi.yaml is linked into the server (GET /openapi.yaml).
 $(BUILD)/server/embed.o: server/embed.S openapi.yaml
