@@ -31,11 +31,7 @@ fi
 
 status=0
 node tests/browser/web.test.mjs || status=1
-# The heatmaps of the variants (the server computing them) wait for the
-# server side of issue 12; until then only the requests the page sends.
-node tests/browser/variants.test.mjs requests || status=1
-echo "browser-test.sh: PENDING: variants.test heatmaps not run (the server does not compute the attention variants yet);" \
-     "run it with: node tests/browser/variants.test.mjs heatmaps" >&2
+node tests/browser/variants.test.mjs || status=1
 # What a sanitizer finds only at exit (LeakSanitizer) does not fail a request:
 # it is in the server's log.
 if grep -n 'Sanitizer\|runtime error:' build/browser/server*.log >&2; then
