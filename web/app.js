@@ -18,7 +18,7 @@
 // Everything is drawn on <canvas> (never one DOM node per cell); the weights
 // come back as base64 float32 and live in Float32Arrays.
 //
-// Test hook, window.attn (used by tests/browser/web.test.mjs), read-only:
+// Test hook, window.attn (used by tests/browser/*.test.mjs), read-only:
 //   attn.state -> a read-only view of the state (js/state.js): response,
 //       title, view {batch, head, threshold, rangeMode, tab}, lastRequest,
 //       runSeq, busy, runCount, lastTiming, lastError. Assigning through it
