@@ -101,8 +101,8 @@ cases = {
     "shape_in_proj_weight": (400, "shape_mismatch", "weights.in_proj_weight has shape (4, 4), expected (12, 4)", req(weights={"in_proj_weight": Q}), None),
     "shape_out_proj_bias": (400, "shape_mismatch", "weights.out_proj_bias has shape (3,), expected (4,)", req(weights={"out_proj_bias": [0, 0, 0]}), None),
     "shape_attn_mask": (400, "shape_mismatch", "attn_mask has shape (3, 5), expected (4, 4) or (2, 4, 4)", req(attn_mask=[[False] * 5] * 3), None),
-    # "causal" takes L != S (upper-left) since the attention variants; a
-    # causal mask still cannot come with a tensor mask in the same field
+    # "causal" takes L != S (upper-left) since the attention variants, so
+    # the case that refused it asks with L != S for a word there is not
     "param_attn_mask_causal_upper_right": (400, "invalid_parameter", 'attn_mask must be "causal", "causal_lower_right" or a tensor, not "causal_upper_right"', req(key=Q[:3], attn_mask="causal_upper_right"), None),
     "shape_kdim_without_projection": (400, "shape_mismatch", "key has 2 features but embed_dim is 4", req(key=[[1, 2]] * 4), None),
     "shape_padding": (400, "shape_mismatch", "key_padding_mask has shape (3,), expected (4,)", req(key_padding_mask=[True, False, False]), None),

@@ -167,11 +167,11 @@ Test(http_variants, a_model_takes_the_options_alike_in_both_protocols, .timeout 
     server_start_ready(&s, repo_flags);
     static const char *const attention =
         "{\"model\": \"bert_f32\", \"query\": " BERT_QUERY ", \"rope\": {\"style\": "
-        "\"interleaved\", \"theta\": 500, \"rotary_dim\": 2}, \"query_position_offset\": 7, "
+        "\"interleaved\", \"theta\": 500, \"rotary_dim\": 2}, \"query_position_offset\": 1, "
         "\"window\": [1, 0], \"softcap\": 2.5, \"alibi\": true, \"need_weights\": false}";
     static const char *const v2 =
         "{\"parameters\": {\"rope_style\": \"interleaved\", \"rope_theta\": 500, "
-        "\"rope_rotary_dim\": 2, \"query_position_offset\": 7, \"window_left\": 1, "
+        "\"rope_rotary_dim\": 2, \"query_position_offset\": 1, \"window_left\": 1, "
         "\"window_right\": 0, \"softcap\": 2.5, \"alibi\": true, \"need_weights\": false}, "
         "\"inputs\": [{\"name\": \"query\", \"datatype\": \"FP32\", \"shape\": [3, 16], "
         "\"data\": " BERT_QUERY "}]}";
