@@ -88,8 +88,9 @@ function projections(E, H, Hkv, seed) {
   const inProj = new Float32Array((E + 2 * Dkv) * E);
   for (let r = 0; r < E; r++) {
     const h = Math.floor(r / d);
-    const g = h % group === 0 ? h / group : -1;   // the KV head this q row seeds, if any
-    const mix = Hkv > 1 ? 0.95 - 0.9 * g / (Hkv - 1) : 0.8;
+    // The KV head whose k rows this q row seeds (the first query head of a group does), or -1.
+    const g = h % group === 0 ? h / group : -1;
+    const mix = g < 0 ? 0 : Hkv > 1 ? 0.95 - 0.9 * g / (Hkv - 1) : 0.8;
     const other = Math.sqrt(1 - mix * mix);
     const kRow = E + g * d + (r % d);
     for (let c = 0; c < E; c++) {
