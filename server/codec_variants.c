@@ -113,7 +113,7 @@ static int set_heads(struct att_params *p, const struct codec_variants *cv,
         if (get_int(cv->v[CV_NUM_KV_HEADS], cv->name[CV_NUM_KV_HEADS], 1, LLONG_MAX,
                     "an integer >= 1", &x, err))
             return -1;
-        if (x > p->H || p->H % x)
+        if (x < 1 || x > p->H || p->H % x)
             return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld, which does not divide "
                             "num_heads %d (each KV head serves num_heads / num_kv_heads query "
                             "heads)", cv->name[CV_NUM_KV_HEADS], x, p->H);
@@ -122,7 +122,7 @@ static int set_heads(struct att_params *p, const struct codec_variants *cv,
     if (!cv->v[CV_HEAD_DIM]) {
         if (p->E % p->H)
             return api_fail(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by "
-                            "num_heads %d (or give head_dim)", p->E, p->H);
+                            "num_heads %d", p->E, p->H);
         return 0;
     }
     if (get_int(cv->v[CV_HEAD_DIM], cv->name[CV_HEAD_DIM], 1, LLONG_MAX, "an integer >= 1", &x,
