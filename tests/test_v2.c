@@ -94,8 +94,13 @@ Test(v2, served_models_agree_with_pytorch, .timeout = 120)
     struct server s;
     start_repo(&s);
     char *paths[64];
-    const int n = testdata_list("tests/models/golden", paths, 64);
+    int n = testdata_list("tests/models/golden", paths, 64);
     cr_assert_geq(n, 9, "only %d model golden cases", n);
+    /* Hugging Face layers (hf_llama, hf_mistral, hf_gemma2): GQA, RoPE,
+     * windows, soft-cap from the checkpoint's config */
+    const int nhf = testdata_list("tests/models/golden/hf", paths + n, 64 - n);
+    cr_assert_geq(nhf, 5, "only %d Hugging Face golden cases", nhf);
+    n += nhf;
     for (int i = 0; i < n; i++) {
         json_t *g = json_load_file(paths[i], 0, NULL);
         const char *model = json_string_value(json_object_get(json_object_get(g, "request"),
