@@ -450,8 +450,9 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
     const int band = p->mask_kind == ATT_MASK_CAUSAL ||
                      p->mask_kind == ATT_MASK_CAUSAL_LOWER_RIGHT || p->has_window;
-    const double macs = (double)N * ((double)L * E * Dq + (double)S * (p->kdim + p->vdim) * Dkv +
-                                     (double)L * Dq * E) + 2.0 * N * L * (double)S * Dq;
+    /* attention.h's N·(L + 2S)·E² + 2·N·L·S·E, with the variants' widths */
+    const double macs = (double)N * ((double)L * E * Dq + (double)S * (p->kdim + p->vdim) * Dkv) +
+                        2.0 * N * L * (double)S * Dq;
     int nt = macs < ATT_PARALLEL_MIN_MACS ? 1 : att_threads_per_call();
     if (nt > N * L)
         nt = N * L;
