@@ -1,8 +1,14 @@
 /* attention.c -- multi-head attention on OpenBLAS: one call's workspace,
  * its split over threads and its steps in PyTorch's order. The loops over
- * rows are in kernels.c, validation and the range rule in check.c, the
+ * rows are in kernels.c and band.c (the variants on a row), validation and
+ * the range rule in check.c, the variants' definitions in variants.c, the
  * OpenBLAS and threading policy in blas.c, the plain reference in
- * reference.c. See attention.h for the contract. */
+ * reference.c. See attention.h for the contract.
+ *
+ * Causal masks and windows: a block of query rows computes only the keys
+ * some row of it can see (att_visible_keys), with one sgemm each way over
+ * that range; the weights outside it are written as zeros. At L = S the
+ * causal work is about half, a window's linear in L. */
 #include "core/attention.h"
 
 #include <cblas.h>
