@@ -52,10 +52,9 @@
  * caller does not block above FLT_MAX is ATT_ERANGE; one below -FLT_MAX
  * takes weight 0 as long as another unblocked score of its row is finite,
  * and a row whose every unblocked score is below -FLT_MAX is ATT_ERANGE (it
- * is not a masked row). The fast kernel computes
- * in float32 and recomputes in double any value float32 made inf or NaN, so
- * it follows the same rule (up to values within float32 rounding of
- * ±FLT_MAX).
+ * is not a masked row). The fast kernel computes in float32 and recomputes
+ * in double any value float32 made inf or NaN, so it follows the same rule
+ * (up to values within float32 rounding of ±FLT_MAX).
  *
  * Subnormals: inputs, projections, scores, weights·v and the out-projection
  * are IEEE (a value of 1e-39 through a weight of 1e38 is 0.1). The softmax
