@@ -582,8 +582,11 @@ static int causal_table(const char *dir)
         const double c = (cpu[0] + cpu[1]) / 2, t = (ms[0] + ms[1]) / 2, per = c * 1024.0 / L;
         const double growth = prev > 0 ? c / prev : NAN;
         worst = L >= 4096 && growth > worst ? growth : worst;
+        char g[16] = "-";
+        if (prev > 0)
+            snprintf(g, sizeof g, "%.2fx", growth);
+        printf("%-42d %9.2f %9.2f %12.3f %9s\n", L, c, t, per, g);
         prev = c;
-        printf("%-42d %9.2f %9.2f %12.3f %8.2fx\n", L, c, t, per, growth);
         fprintf(csv, "%d,%.4f,%.4f,%.4f\n", L, c, t, per);
     }
     fclose(csv);
