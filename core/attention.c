@@ -1,8 +1,14 @@
 /* attention.c -- multi-head attention on OpenBLAS: one call's workspace,
  * its split over threads and its steps in PyTorch's order. The loops over
- * rows are in kernels.c, validation and the range rule in check.c, the
+ * rows are in kernels.c and band.c (the variants on a row), validation and
+ * the range rule in check.c, the variants' definitions in variants.c, the
  * OpenBLAS and threading policy in blas.c, the plain reference in
- * reference.c. See attention.h for the contract. */
+ * reference.c. See attention.h for the contract.
+ *
+ * Causal masks and windows: a block of query rows computes only the keys
+ * some row of it can see (att_visible_keys), with one sgemm each way over
+ * that range; the weights outside it are written as zeros. At L = S the
+ * causal work is about half, a window's linear in L. */
 #include "core/attention.h"
 
 #include <cblas.h>
@@ -450,8 +456,9 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
     const int band = p->mask_kind == ATT_MASK_CAUSAL ||
                      p->mask_kind == ATT_MASK_CAUSAL_LOWER_RIGHT || p->has_window;
-    const double macs = (double)N * ((double)L * E * Dq + (double)S * (p->kdim + p->vdim) * Dkv +
-                                     (double)L * Dq * E) + 2.0 * N * L * (double)S * Dq;
+    /* attention.h's N·(L + 2S)·E² + 2·N·L·S·E, with the variants' widths */
+    const double macs = (double)N * ((double)L * E * Dq + (double)S * (p->kdim + p->vdim) * Dkv) +
+                        2.0 * N * L * (double)S * Dq;
     int nt = macs < ATT_PARALLEL_MIN_MACS ? 1 : att_threads_per_call();
     if (nt > N * L)
         nt = N * L;
