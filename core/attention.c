@@ -1,8 +1,14 @@
 /* attention.c -- multi-head attention on OpenBLAS: one call's workspace,
  * its split over threads and its steps in PyTorch's order. The loops over
- * rows are in kernels.c, validation and the range rule in check.c, the
+ * rows are in kernels.c and band.c (the variants on a row), validation and
+ * the range rule in check.c, the variants' definitions in variants.c, the
  * OpenBLAS and threading policy in blas.c, the plain reference in
- * reference.c. See attention.h for the contract. */
+ * reference.c. See attention.h for the contract.
+ *
+ * Causal masks and windows: a block of query rows computes only the keys
+ * some row of it can see (att_visible_keys), with one sgemm each way over
+ * that range; the weights outside it are written as zeros. At L = S the
+ * causal work is about half, a window's linear in L. */
 #include "core/attention.h"
 
 #include <cblas.h>
@@ -36,6 +42,10 @@ struct fwd {
     float *q, *k, *v;      /* projections; q becomes the context in place */
     int ldq, ldk, ldv;     /* their row strides: Dq, Dkv, Dkv, or Dq + 2·Dkv when fused */
     int fused;             /* one (N·L, Dq + 2·Dkv) projection: self-attention, packed */
+    /* stream s (k, v) is the caller's input as it is (identity, no bias, no
+     * RoPE, no PE): the blocks read it there, not a copy */
+    int borrow[3];
+    const float *kr, *vr;  /* what the blocks read: k and v, or key and value */
     int d, Dq, Dkv;        /* head_dim, H·d, Hkv·d */
     int group;             /* H / Hkv: query heads per KV head */
     int band;              /* causal or a window: blocks of keys are skipped */
@@ -134,6 +144,10 @@ static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3
             share(p->N * T, t, nt, &lo, &hi);
             float *y = base[s] + (size_t)lo * ld[s];
             x += (size_t)lo * K;
+            if (f->borrow[s]) {
+                *(s == 1 ? &kmax : &vmax) = att_max_abs(x, (size_t)(hi - lo) * K);
+                continue;
+            }
             att_linear(y, ld[s], x, K, att_proj_weight(p, s), att_proj_bias(p, s), hi - lo, K, O[s]);
             note_proj(f, re, att_fix_nonfinite(y, ld[s], x, K, att_proj_weight(p, s), (size_t)K, 1,
                                                att_proj_bias(p, s), hi - lo, K, O[s],
@@ -162,8 +176,8 @@ static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3
 /* 3-5. One block of query rows (batch n, rows i0 … i0 + T - 1), every head.
  * With causal or a window only the keys [jlo, jhi] some row of the block
  * sees are computed; the weights outside are written as zeros. */
-static void fwd_block(struct fwd *f, int t, int b, float *scratch, int check_scores,
-                      int check_context, struct range_error *re)
+static void fwd_block(struct fwd *f, int t, int b, int h0, int h1, float *scratch,
+                      int check_scores, int check_context, struct range_error *re)
 {
     const struct att_params *p = f->p;
     const int L = p->L, S = p->S, H = p->H, d = f->d;
@@ -186,12 +200,12 @@ static void fwd_block(struct fwd *f, int t, int b, float *scratch, int check_sco
     const int W = jhi >= jlo ? jhi - jlo + 1 : 0;
     float *acc = p->weights_mode == ATT_WEIGHTS_AVERAGE ? f->weights + ((size_t)n * L + i0) * S
                                                          : NULL;
-    if (acc)
+    if (acc && h0 == 0)
         memset(acc, 0, (size_t)T * S * sizeof *acc);
-    for (int h = 0; h < H && !re->stage; h++) {
+    for (int h = h0; h < h1 && !re->stage; h++) {
         const int g = h / f->group; /* its KV head */
-        const float *kh = f->k + (size_t)n * S * f->ldk + (size_t)g * d;
-        const float *vh = f->v + (size_t)n * S * f->ldv + (size_t)g * d;
+        const float *kh = f->kr + (size_t)n * S * f->ldk + (size_t)g * d;
+        const float *vh = f->vr + (size_t)n * S * f->ldv + (size_t)g * d;
         float *qh = f->q + ((size_t)n * L + i0) * f->ldq + (size_t)h * d;
         float *wh = per_head ? f->weights + (((size_t)n * H + h) * L + i0) * S : NULL;
         if (W == 0) { /* no row of the block sees a key: zeros */
@@ -255,7 +269,7 @@ static void fwd_block(struct fwd *f, int t, int b, float *scratch, int check_sco
         if (bad >= 0)
             note_range(f, re, RANGE_CONTEXT, n, h, i0 + (int)(bad / d));
     }
-    if (acc) {
+    if (acc && h1 == H) {
         const float invh = 1.0f / (float)H;
         for (size_t x = 0; x < (size_t)T * S; x++)
             acc[x] *= invh;
@@ -291,8 +305,14 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
 
     /* 3-5. Blocks of query rows, every head: block b ≡ t (mod nt). */
     float *scratch = f->scratch ? f->scratch + (size_t)t * f->rows_per_block * S : NULL;
-    for (int b = t; b < p->N * f->blocks_per_item && !stop && !re->stage; b += nt)
-        fwd_block(f, t, b, scratch, check_scores, check_context, re);
+    const int nb = p->N * f->blocks_per_item;
+    if (f->band) /* head by head: the keys of a band stay in cache from block to block */
+        for (int h = 0; h < p->H; h++)
+            for (int b = t; b < nb && !stop && !re->stage; b += nt)
+                fwd_block(f, t, b, h, h + 1, scratch, check_scores, check_context, re);
+    else
+        for (int b = t; b < nb && !stop && !re->stage; b += nt)
+            fwd_block(f, t, b, 0, p->H, scratch, check_scores, check_context, re);
     if (nt > 1)
         pthread_barrier_wait(&f->barrier);
     if (__atomic_load_n(&f->any_range, __ATOMIC_RELAXED))
@@ -436,8 +456,9 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
     const int band = p->mask_kind == ATT_MASK_CAUSAL ||
                      p->mask_kind == ATT_MASK_CAUSAL_LOWER_RIGHT || p->has_window;
-    const double macs = (double)N * ((double)L * E * Dq + (double)S * (p->kdim + p->vdim) * Dkv +
-                                     (double)L * Dq * E) + 2.0 * N * L * (double)S * Dq;
+    /* attention.h's N·(L + 2S)·E² + 2·N·L·S·E, with the variants' widths */
+    const double macs = (double)N * ((double)L * E * Dq + (double)S * (p->kdim + p->vdim) * Dkv) +
+                        2.0 * N * L * (double)S * Dq;
     int nt = macs < ATT_PARALLEL_MIN_MACS ? 1 : att_threads_per_call();
     if (nt > N * L)
         nt = N * L;
@@ -462,7 +483,12 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
      *    scratch, copies of the inputs when positional encoding is on, and
      *    RoPE's cos and sin tables for the key positions 0 … S - 1 and the
      *    query positions (a view into the keys' when they are among them). */
+    int borrow[3] = {0, 0, 0};
+    for (int s = 1; s < 3; s++)
+        borrow[s] = !p->positional_encoding && !att_proj_weight(p, s) && !att_proj_bias(p, s) &&
+                    !(s == 1 && p->rope_style);
     const size_t nq = (size_t)N * L * Dq, nk = (size_t)N * S * Dkv;
+    const size_t nkv = (borrow[1] ? 0 : nk) + (borrow[2] ? 0 : nk); /* k | v */
     const size_t nscratch = per_head ? 0 : (size_t)nt * rows * S;
     const size_t nqin = p->positional_encoding ? (size_t)N * L * E : 0;
     const size_t nkin = p->positional_encoding ? (size_t)N * S * p->kdim : 0;
@@ -471,23 +497,24 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     const long long off = p->query_position_offset;
     const int q_in_k = off + L <= S;
     const size_t nrope = !p->rope_style ? 0 : (size_t)(q_in_k ? S : S + L) * (size_t)rd;
-    size_t total = nq + 2 * nk + nscratch + nqin + nkin + nvin + nrope; /* sizes checked */
+    size_t total = nq + nkv + nscratch + nqin + nkin + nvin + nrope; /* sizes checked */
     float *ws = malloc(total * sizeof *ws);
     if (!ws)
         return att_fail(err, ATT_ENOMEM, "out of memory for a %zu-byte workspace",
                         total * sizeof *ws);
     struct fwd f = {
         .p = p, .out = out, .weights = weights,
-        .q = ws, .k = ws + nq, .v = ws + nq + nk, .ldq = Dq, .ldk = Dkv, .ldv = Dkv,
+        .q = ws, .k = ws + nq, .v = ws + nq + (borrow[1] ? 0 : nk),
+        .ldq = Dq, .ldk = Dkv, .ldv = Dkv, .borrow = {0, borrow[1], borrow[2]},
         .d = d, .Dq = Dq, .Dkv = Dkv, .group = H / att_kv_heads(p), .band = band,
-        .scratch = nscratch ? ws + nq + 2 * nk : NULL,
+        .scratch = nscratch ? ws + nq + nkv : NULL,
         .qin = p->query, .kin = p->key, .vin = p->value,
         .scale = p->has_scale ? p->scale : 0.0f,
         .sqrt_d = p->has_scale ? 0.0f : (float)sqrt((double)d),
         .rows_per_block = rows, .blocks_per_item = (L + rows - 1) / rows,
     };
     if (p->rope_style) {
-        float *tab = ws + nq + 2 * nk + nscratch + nqin + nkin + nvin;
+        float *tab = ws + nq + nkv + nscratch + nqin + nkin + nvin;
         att_rope_table(tab, 0, S, rd, att_rope_theta(p));
         f.rope_k = tab;
         f.rope_q = tab + (q_in_k ? (size_t)off * rd : (size_t)S * rd);
@@ -497,7 +524,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     /* x + PE: into copies for streams with weights, into the projection
      * buffers for identity ones (see encode_inputs) */
     float *const proj_bufs[3] = {f.q, f.k, f.v};
-    float *const copy = ws + nq + 2 * nk + nscratch;
+    float *const copy = ws + nq + nkv + nscratch;
     float *const copies[3] = {copy, copy + nqin, copy + nqin + nkin};
     if (p->positional_encoding) {
         const float *in[3];
@@ -511,6 +538,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         f.k = ws + Dq, f.v = ws + Dq + Dkv;
         f.ldq = f.ldk = f.ldv = Dq + 2 * Dkv;
     }
+    f.kr = borrow[1] ? p->key : f.k, f.vr = borrow[2] ? p->value : f.v;
 
     /* 2-6 on nt threads, with the softmax flushing subnormals; again
      * without, in the rare case where that could change the answer (see

@@ -46,15 +46,15 @@
  *   or a window blocks whole are never computed (zeros in the weights).
  *
  * Range: finite inputs can still leave float32's range. The rule, on the
- * values computed in float64 in the order above: a projection, the scaled
- * q, a context or an output beyond ±FLT_MAX is ATT_ERANGE; a score (plus
- * float mask) of a key the caller does not block above FLT_MAX is
- * ATT_ERANGE; one below -FLT_MAX takes weight 0 as long as another unblocked
- * score of its row is finite, and a row whose every unblocked score is below
- * -FLT_MAX is ATT_ERANGE (it is not a masked row). The fast kernel computes
- * in float32 and recomputes in double any value float32 made inf or NaN, so
- * it follows the same rule (up to values within float32 rounding of
- * ±FLT_MAX).
+ * values computed in float64 in the order above: a projection (q and k
+ * also after RoPE), the scaled q, a context or an output beyond ±FLT_MAX is
+ * ATT_ERANGE; a score (soft-capped, plus ALiBi and float mask) of a key the
+ * caller does not block above FLT_MAX is ATT_ERANGE; one below -FLT_MAX
+ * takes weight 0 as long as another unblocked score of its row is finite,
+ * and a row whose every unblocked score is below -FLT_MAX is ATT_ERANGE (it
+ * is not a masked row). The fast kernel computes in float32 and recomputes
+ * in double any value float32 made inf or NaN, so it follows the same rule
+ * (up to values within float32 rounding of ±FLT_MAX).
  *
  * Subnormals: inputs, projections, scores, weights·v and the out-projection
  * are IEEE (a value of 1e-39 through a weight of 1e38 is 0.1). The softmax

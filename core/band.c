@@ -8,6 +8,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "core/check.h"
 #include "core/variants.h"
@@ -35,6 +36,25 @@ static long long alibi_dist(const struct att_row *r, long long key)
     return (dd < 0 ? -dd : dd) - r->dmin;
 }
 
+/* row[j] -= slope·alibi_dist(j0 + j) for the W keys of the buffer. With
+ * B = pos - j0 that distance is |c - j| + e for small ints c and e: the
+ * buffer holds only keys of the rows' bands, so it is below W plus the
+ * band's distance from the buffer, whatever the position. The loop then
+ * runs on ints and vectorizes. The band must not be empty. */
+static void alibi_row(float *row, const struct att_row *r)
+{
+    const long long B = r->pos - r->j0;
+    long long c = B, e = -r->dmin;
+    if (B >= r->W) /* the query after every key: |W - j| = W - j */
+        c = r->W, e = B - r->dmin - r->W;
+    else if (B < 0) /* before every key: |-1 - j| = j + 1 */
+        c = -1, e = -B - r->dmin - 1;
+    const int ci = (int)c, ei = (int)e;
+    const float slope = r->slope;
+    for (int j = 0; j < r->W; j++)
+        row[j] -= slope * (float)(abs(ci - j) + ei);
+}
+
 /* Keys j0 … j0 + W - 1 of row r that the band leaves out become -inf. */
 static void block_outside_band(float *row, const struct att_row *r)
 {
@@ -52,9 +72,8 @@ void att_row_finish(float *row, const struct att_params *p, const struct att_row
     const int W = r->W, j0 = r->j0;
     if (p->softcap > 0.0f)
         att_softcap_row(row, W, p->softcap);
-    if (r->slope != 0.0f)
-        for (int j = 0; j < W; j++)
-            row[j] -= r->slope * (float)alibi_dist(r, (long long)j0 + j);
+    if (r->slope != 0.0f && r->lo <= r->hi)
+        alibi_row(row, r);
     const float *fm = att_float_mask_row(p, r->n, r->h, r->i);
     if (fm)
         for (int j = 0; j < W; j++)

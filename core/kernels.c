@@ -299,7 +299,20 @@ void att_softcap_row(float *x, int n, float c)
             a * (1.0f + a2 * (-1.0f / 3 + a2 * (2.0f / 15 + a2 * (-17.0f / 315 +
                                                                    a2 * (62.0f / 2835)))));
         const float e = exp_nonpos(-2.0f * a);
-        const float t = a < 0.25f ? series : (1.0f - e) / (1.0f + e);
-        x[j] = copysignf(c * t, x[j]);
+        const float quot = (1.0f - e) / (1.0f + e);
+        /* select and sign by bit masks, as exp_nonpos does: the loop vectorizes */
+        const int small = -(int)(a < 0.25f);
+        int sb, qb, xb;
+        memcpy(&sb, &series, sizeof sb);
+        memcpy(&qb, &quot, sizeof qb);
+        memcpy(&xb, &x[j], sizeof xb);
+        const int tb = (sb & small) | (qb & ~small);
+        float t;
+        memcpy(&t, &tb, sizeof t);
+        const float y = c * t;
+        int yb;
+        memcpy(&yb, &y, sizeof yb);
+        yb |= xb & (int)0x80000000u;
+        memcpy(&x[j], &yb, sizeof yb);
     }
 }

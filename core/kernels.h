@@ -2,15 +2,18 @@
  *
  * attention.c organises a call (workspace, threads, steps in PyTorch's
  * order); these do the work on one block of rows: a projection on OpenBLAS
- * (att_linear), the masks and the softmax of a row of scores, the range
- * rule's recomputation in double of whatever float32 made inf or NaN
- * (att_fix_nonfinite, att_fix_scores), and the switch to flush-to-zero the
- * softmax runs under. The vector loops come in one copy per instruction set
- * (AVX-512, AVX2, plain x86-64), picked when the program loads; the
- * Makefile builds this file at -O3, where GCC vectorizes them.
+ * (att_linear), the softmax of a row of scores, the range rule's
+ * recomputation in double of whatever float32 made inf or NaN
+ * (att_fix_nonfinite, att_row_fix), and the switch to flush-to-zero the
+ * softmax runs under (kernels.c); soft-cap, ALiBi, the masks and RoPE on a
+ * row, with the keys a row may see (band.c). The vector loops come in one
+ * copy per instruction set (AVX-512, AVX2, plain x86-64), picked when the
+ * program loads; the Makefile builds both files at -O3, where GCC
+ * vectorizes them.
  *
  * Shapes are row-major with explicit row strides (ld*: floats between rows),
- * so a head's columns of a fused (N·L, 3E) projection are a view, not a copy.
+ * so a head's columns of a fused (N·L, Dq + 2·Dkv) projection are a view,
+ * not a copy, and so are the KV heads a group of query heads shares.
  * Details at each definition in kernels.c. Not a published API: only core/
  * includes this header.
  */

@@ -60,7 +60,8 @@ double att_rope_theta(const struct att_params *p);
  * double (x86-64: 64-bit significand), then cos/sin in double: absolute
  * error about |angle|·2^-62 + 2^-52, i.e. 1e-13 rad at positions of 10^6
  * (a double product would give 1e-10; float32, as Hugging Face computes
- * it, 0.06 rad). Costs one powl per i and one sincos per (pos, i). */
+ * it, 0.06 rad). Costs one expl per i and a remainderl, cos and sin per
+ * (pos, i). */
 void att_rope_angles(double *cosv, double *sinv, long long pos, int rotary_dim,
                      double theta);
 

@@ -43,19 +43,15 @@ struct vin {
 
 static float *randv(size_t n, float amp, unsigned long long *st)
 {
-    float *x = malloc((n ? n : 1) * sizeof *x);
+    float *x = check_randv(n, amp, st);
     cr_assert(x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = amp * check_randf(st);
     return x;
 }
 
 static uint8_t *randb(size_t n, double p_true, unsigned long long *st)
 {
-    uint8_t *x = malloc(n ? n : 1);
+    uint8_t *x = check_randb(n, p_true, st);
     cr_assert(x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = (check_randf(st) + 1.0f) * 0.5f < p_true;
     return x;
 }
 

@@ -303,7 +303,7 @@ Test(variants_ref, softcap_and_alibi_under_the_range_rule)
 {
     /* q·scale·k = 2e57 overflows float32; soft-capped it is 4; an ALiBi slope of
      * 3e38 pushes every key but the query's own position below -FLT_MAX. */
-    float q[2] = {1e19f, 1e19f}, one[2] = {1.0f, 1.0f}, out[2], w[2];
+    float q[4] = {1e19f, 1e19f, 1e19f, 1e19f}, one[4] = {1, 1, 1, 1}, out[2], w[2];
     struct att_params p;
     att_params_init(&p);
     p.N = 1, p.L = 1, p.S = 2, p.E = p.kdim = p.vdim = 2, p.H = 1;
