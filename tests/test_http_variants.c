@@ -255,6 +255,53 @@ Test(http_variants, a_model_takes_the_options_alike_in_both_protocols, .timeout 
 }
 
 /* ---------------------------------------------------------------------- */
+/* v2's ways of writing rope and alibi_slopes give the same answer         */
+
+Test(http_variants, v2_rope_and_slopes_as_text_flat_or_json_values)
+{
+    struct server s;
+    server_start(&s, NULL);
+    static const char *const params[] = {
+        "\"rope\": \"{\\\"style\\\": \\\"interleaved\\\", \\\"theta\\\": 100}\", "
+        "\"alibi_slopes\": \"[0.5]\"",
+        "\"rope_style\": \"interleaved\", \"rope_theta\": 100, \"alibi_slopes\": [0.5]",
+        "\"rope\": {\"style\": \"interleaved\", \"theta\": 100}, "
+        "\"alibi_slopes\": \"{\\\"shape\\\": [1], \\\"data\\\": [0.5]}\"",
+    };
+    float *first = NULL;
+    size_t n0 = 0;
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 1, "
+                 "\"query_position_offset\": 3, %s}, \"inputs\": [{\"name\": \"query\", "
+                 "\"datatype\": \"FP32\", \"shape\": [3, 4], \"data\": [[1, 0, 0.5, 1], "
+                 "[0, 1, 1, -0.5], [0.25, 0.5, -1, 1]]}]}", params[i]);
+        struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+        cr_assert_eq(a.status, 200, "%s: %s", body, a.body);
+        size_t n;
+        float *w = output_of(&a, "attention_weights", &n, NULL);
+        cr_assert_eq(n, 9);
+        if (first)
+            cr_expect(check_tensor(body, w, first, n, 0, 0));
+        else
+            first = w, n0 = n, w = NULL;
+        free(w), free(a.body);
+    }
+    /* and they are not the plain answer */
+    static const char *const plain =
+        "{\"parameters\": {\"num_heads\": 1}, \"inputs\": [{\"name\": \"query\", "
+        "\"datatype\": \"FP32\", \"shape\": [3, 4], \"data\": [[1, 0, 0.5, 1], "
+        "[0, 1, 1, -0.5], [0.25, 0.5, -1, 1]]}]}";
+    struct answer a = infer(s.port, "attention", plain, strlen(plain), -1);
+    size_t n;
+    float *w = output_of(&a, "attention_weights", &n, NULL);
+    cr_assert_eq(n, n0);
+    cr_expect(memcmp(w, first, n * sizeof *w) != 0, "rope and ALiBi changed nothing");
+    free(w), free(first), free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Refusals under v2 (POST /attention's are tests/cases/variant_*.json)    */
 
 Test(http_variants, v2_refusals_name_the_parameter)
