@@ -22,10 +22,12 @@ echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(gr
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 if [ -z "$ONLY" ]; then
-# 1-2. core (1b: positional encoding vs compute)
+# 1-2. core (1b: positional encoding vs compute; 1c: peaked scores; 1d: causal
+# and windows against the unmasked request)
 build/bench/bench_core core "$OUT"
 build/bench/bench_core pe "$OUT"
 build/bench/bench_core peaked "$OUT"
+build/bench/bench_core causal "$OUT"
 build/bench/bench_core scale "$OUT"
 
 # 3. codec
@@ -176,6 +178,11 @@ set logscale xy 2
 set xlabel 'L = S'; set ylabel 'ms'; set key top left; set grid
 plot '$OUT/scaling.csv' using (\$2==0 ? \$1 : 1/0):3 with linespoints lw 2 title 'need\_weights false (tiled)', \
      '' using (\$2==1 ? \$1 : 1/0):3 with linespoints lw 2 title 'need\_weights true (per head)'
+set output '$OUT/window.png'
+unset logscale; set title 'Window [255, 0]: time vs sequence length (E=512, H=8, N=1, 1 thread, no projections)'
+set xlabel 'L = S'; set ylabel 'CPU ms'; set key top left; set grid; set yrange [0:*]
+plot '$OUT/window.csv' using 1:2 with linespoints lw 2 title 'window [255, 0]'
+set yrange [*:*]
 set output '$OUT/stages.png'
 unset logscale; set title 'Large request (L=512, E=768, H=12): where the time goes'
 set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1
@@ -186,6 +193,6 @@ plot '$OUT/stages.csv' every ::1 using 3:xtic(1) title 'receive', '' every ::1 u
      '' every ::1 using (\$8-\$3-\$4-\$5-\$6-\$7) title 'send + client'
 EOF
     echo
-    echo "plots: $OUT/scaling.png $OUT/stages.png; CSV: $OUT/*.csv"
+    echo "plots: $OUT/scaling.png $OUT/window.png $OUT/stages.png; CSV: $OUT/*.csv"
 fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,8 +1,14 @@
 /* attention.c -- multi-head attention on OpenBLAS: one call's workspace,
  * its split over threads and its steps in PyTorch's order. The loops over
- * rows are in kernels.c, validation and the range rule in check.c, the
+ * rows are in kernels.c and band.c (the variants on a row), validation and
+ * the range rule in check.c, the variants' definitions in variants.c, the
  * OpenBLAS and threading policy in blas.c, the plain reference in
- * reference.c. See attention.h for the contract. */
+ * reference.c. See attention.h for the contract.
+ *
+ * Causal masks and windows: a block of query rows computes only the keys
+ * some row of it can see (att_visible_keys), with one sgemm each way over
+ * that range; the weights outside it are written as zeros. At L = S the
+ * causal work is about half, a window's linear in L. */
 #include "core/attention.h"
 
 #include <cblas.h>
@@ -15,6 +21,7 @@
 #include "core/blas.h"
 #include "core/check.h"
 #include "core/kernels.h"
+#include "core/variants.h"
 
 /* Query rows per tile when the scores go to scratch rather than to the
  * caller's weights buffer: up to ATT_TILE rows, fewer for long sources so
@@ -23,16 +30,28 @@
 #define ATT_TILE 256
 #define ATT_TILE_MIN 16
 #define ATT_SCRATCH_FLOATS (1 << 19)
+/* Query rows per block under causal or a window: a block computes the keys
+ * its last row sees from those its first row sees, so the work beyond the
+ * band is about ATT_BAND_ROWS / 2 keys per row. */
+#define ATT_BAND_ROWS 64
 
 /* One call's shared state; every thread runs fwd_part() on its share. */
 struct fwd {
     const struct att_params *p;
     float *out, *weights;
     float *q, *k, *v;      /* projections; q becomes the context in place */
-    int ldq, ldk, ldv;     /* their row strides: E, or 3E when fused */
-    int fused;             /* one (N·L, 3E) projection: self-attention, packed */
+    int ldq, ldk, ldv;     /* their row strides: Dq, Dkv, Dkv, or Dq + 2·Dkv when fused */
+    int fused;             /* one (N·L, Dq + 2·Dkv) projection: self-attention, packed */
+    /* stream s (k, v) is the caller's input as it is (identity, no bias, no
+     * RoPE, no PE): the blocks read it there, not a copy */
+    int borrow[3];
+    const float *kr, *vr;  /* what the blocks read: k and v, or key and value */
+    int d, Dq, Dkv;        /* head_dim, H·d, Hkv·d */
+    int group;             /* H / Hkv: query heads per KV head */
+    int band;              /* causal or a window: blocks of keys are skipped */
     float *scratch;        /* nthreads × rows_per_block × S, or NULL */
     const float *qin, *kin, *vin;
+    const float *rope_q, *rope_k; /* RoPE tables (att_rope_table): (L, rd), (S, rd) */
     float scale;           /* custom scale; q is multiplied by it */
     float sqrt_d;          /* default: q is divided by this, as PyTorch does */
     int nthreads, rows_per_block, blocks_per_item;
@@ -78,150 +97,235 @@ static void note_proj(struct fwd *f, struct range_error *re, long long bad, int 
     note_range(f, re, RANGE_QPROJ + stream, row / T, -1, row % T);
 }
 
-/* Thread t's share of one call, in PyTorch's order: project, scale q,
- * scores, masks, softmax, context, out-projection. Range errors go to *re;
- * a thread stops computing at its first one, but every thread passes every
- * barrier. */
-static void fwd_part(struct fwd *f, int t, struct range_error *re)
+/* A rotated row out of range (att_rope_rows' row, or -1) as a range error
+ * of its projection. */
+static void note_rope(struct fwd *f, struct range_error *re, long long row, int stream, int T)
+{
+    if (row >= 0)
+        note_range(f, re, RANGE_QPROJ + stream, (int)(row / T), -1, (int)(row % T));
+}
+
+/* 2. Projections of thread t's rows of N·L (N·S), RoPE on q and k, then
+ *    q·scale. Self-attention with packed weights is one product with
+ *    Dq + 2·Dkv outputs, as PyTorch does. An inf or NaN is recomputed in
+ *    double (att_fix_nonfinite). mx: max |q·scale|, a bound on |k|, max |v|. */
+static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3])
 {
     const struct att_params *p = f->p;
-    const int L = p->L, S = p->S, E = p->E, H = p->H, d = E / H, nt = f->nthreads;
-    const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
-    const int average = p->weights_mode == ATT_WEIGHTS_AVERAGE;
+    const int L = p->L, S = p->S, E = p->E, nt = f->nthreads;
+    const int O[3] = {f->Dq, f->Dkv, f->Dkv}, ld[3] = {f->ldq, f->ldk, f->ldv};
+    const int heads[3] = {p->H, f->Dkv / f->d, 0};
+    float *const base[3] = {f->q, f->k, f->v};
+    const float *const cs[3] = {f->rope_q, f->rope_k, NULL};
     int lo, hi;
     float qmax = 0.0f, kmax = 0.0f, vmax = 0.0f;
-
-    /* 2. Projections, this thread's rows of N·L (N·S). Self-attention with
-     *    packed weights is one product with 3E outputs, as PyTorch does.
-     *    An inf or NaN is recomputed in double (att_fix_nonfinite). */
-    share(p->N * L, t, nt, &lo, &hi);
     if (f->fused) {
+        const int Of = f->Dq + 2 * f->Dkv;
+        share(p->N * L, t, nt, &lo, &hi);
         float *y = f->q + (size_t)lo * f->ldq;
         att_linear(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight, p->in_proj_bias,
-                   hi - lo, E, 3 * E);
+                   hi - lo, E, Of);
         /* kmax: the largest |q|, |k| or |v|, a bound on |k| */
         long long bad = att_fix_nonfinite(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight,
-                                          (size_t)E, 1, p->in_proj_bias, hi - lo, E, 3 * E, &kmax);
-        if (bad >= 0) /* the stream is the column's third */
-            note_proj(f, re, bad, lo, 3 * E, (int)(bad % (3 * E)) / E, L);
+                                          (size_t)E, 1, p->in_proj_bias, hi - lo, E, Of, &kmax);
+        if (bad >= 0) { /* the stream is the column's block */
+            const int col = (int)(bad % Of);
+            note_proj(f, re, bad, lo, Of, col < f->Dq ? 0 : col < f->Dq + f->Dkv ? 1 : 2, L);
+        }
         vmax = kmax;
+        for (int s = 0; s < 2 && p->rope_style && !re->stage; s++)
+            note_rope(f, re, att_rope_rows(base[s], ld[s], lo, hi, L, heads[s], f->d, p, cs[s]),
+                      s, L);
     } else {
         for (int s = 0; s < 3; s++) {
             const int T = s == 0 ? L : S;
             const int K = s == 0 ? E : s == 1 ? p->kdim : p->vdim;
             const float *x = s == 0 ? f->qin : s == 1 ? f->kin : f->vin;
-            float *y = s == 0 ? f->q : s == 1 ? f->k : f->v;
             share(p->N * T, t, nt, &lo, &hi);
-            y += (size_t)lo * E, x += (size_t)lo * K;
-            att_linear(y, E, x, K, att_proj_weight(p, s), att_proj_bias(p, s), hi - lo, K, E);
-            note_proj(f, re, att_fix_nonfinite(y, E, x, K, att_proj_weight(p, s), (size_t)K, 1,
-                                               att_proj_bias(p, s), hi - lo, K, E,
+            float *y = base[s] + (size_t)lo * ld[s];
+            x += (size_t)lo * K;
+            if (f->borrow[s]) {
+                *(s == 1 ? &kmax : &vmax) = att_max_abs(x, (size_t)(hi - lo) * K);
+                continue;
+            }
+            att_linear(y, ld[s], x, K, att_proj_weight(p, s), att_proj_bias(p, s), hi - lo, K, O[s]);
+            note_proj(f, re, att_fix_nonfinite(y, ld[s], x, K, att_proj_weight(p, s), (size_t)K, 1,
+                                               att_proj_bias(p, s), hi - lo, K, O[s],
                                                s == 1 ? &kmax : s == 2 ? &vmax : NULL),
-                      lo, E, s, T);
+                      lo, O[s], s, T);
+            if (s < 2 && p->rope_style && !re->stage)
+                note_rope(f, re, att_rope_rows(base[s], ld[s], lo, hi, T, heads[s], f->d, p,
+                                               cs[s]), s, T);
         }
         share(p->N * L, t, nt, &lo, &hi);
     }
+    if (p->rope_style) /* a rotated pair is at most √2 times its larger half */
+        kmax *= 1.4143f;
     /* q·scale before q·kᵀ, as PyTorch scales q (q / sqrt(d) by default):
      * scores that only the unscaled product would overflow stay in range */
     for (int m = lo; m < hi && !re->stage; m++) {
         float *qr = f->q + (size_t)m * f->ldq;
-        const float a = att_scale_row(qr, E, f->sqrt_d, f->scale);
+        const float a = att_scale_row(qr, f->Dq, f->sqrt_d, f->scale);
         if (a == INFINITY)
             note_range(f, re, RANGE_QSCALED, m / L, -1, m % L);
         qmax = a > qmax ? a : qmax;
     }
-    f->qmax[t] = qmax, f->kmax[t] = kmax, f->vmax[t] = vmax;
+    mx[0] = qmax, mx[1] = kmax, mx[2] = vmax;
+}
+
+/* 3-5. One block of query rows (batch n, rows i0 … i0 + T - 1), every head.
+ * With causal or a window only the keys [jlo, jhi] some row of the block
+ * sees are computed; the weights outside are written as zeros. */
+static void fwd_block(struct fwd *f, int t, int b, int h0, int h1, float *scratch,
+                      int check_scores, int check_context, struct range_error *re)
+{
+    const struct att_params *p = f->p;
+    const int L = p->L, S = p->S, H = p->H, d = f->d;
+    const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
+    const int n = b / f->blocks_per_item;
+    const int i0 = (b % f->blocks_per_item) * f->rows_per_block;
+    const int T = L - i0 < f->rows_per_block ? L - i0 : f->rows_per_block;
+    int jlo = 0, jhi = S - 1;
+    if (f->band) { /* the union of the rows' intervals (rows that see none excluded) */
+        jlo = S, jhi = -1;
+        for (int r = 0; r < T; r++) {
+            int lo, hi;
+            att_visible_keys(p, i0 + r, &lo, &hi);
+            if (lo < hi) {
+                jlo = lo < jlo ? lo : jlo;
+                jhi = hi - 1 > jhi ? hi - 1 : jhi;
+            }
+        }
+    }
+    const int W = jhi >= jlo ? jhi - jlo + 1 : 0;
+    float *acc = p->weights_mode == ATT_WEIGHTS_AVERAGE ? f->weights + ((size_t)n * L + i0) * S
+                                                         : NULL;
+    if (acc && h0 == 0)
+        memset(acc, 0, (size_t)T * S * sizeof *acc);
+    for (int h = h0; h < h1 && !re->stage; h++) {
+        const int g = h / f->group; /* its KV head */
+        const float *kh = f->kr + (size_t)n * S * f->ldk + (size_t)g * d;
+        const float *vh = f->vr + (size_t)n * S * f->ldv + (size_t)g * d;
+        float *qh = f->q + ((size_t)n * L + i0) * f->ldq + (size_t)h * d;
+        float *wh = per_head ? f->weights + (((size_t)n * H + h) * L + i0) * S : NULL;
+        if (W == 0) { /* no row of the block sees a key: zeros */
+            if (wh)
+                memset(wh, 0, (size_t)T * S * sizeof *wh);
+            for (int r = 0; r < T; r++)
+                memset(qh + (size_t)r * f->ldq, 0, (size_t)d * sizeof *qh);
+            continue;
+        }
+        float *sc = wh ? wh + jlo : scratch;
+        const int lds = wh ? S : W;
+        for (int r = 0; wh && W < S && r < T; r++) {
+            memset(wh + (size_t)r * S, 0, (size_t)jlo * sizeof *wh);
+            memset(wh + (size_t)r * S + jhi + 1, 0, (size_t)(S - 1 - jhi) * sizeof *wh);
+        }
+        /* 3. scores (T, W) = (q_h·scale) · k_gᵀ over keys jlo … jhi, strided views */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, W, d,
+                    1.0f, qh, f->ldq, kh + (size_t)jlo * f->ldk, f->ldk, 0.0f, sc, lds);
+        /* 4. soft-cap, ALiBi, masks and softmax per row; a row with an inf or
+         *    NaN score is recomputed in double, and the range rule applied */
+        const float slope = p->alibi_slopes ? p->alibi_slopes[h] : 0.0f;
+        const unsigned mxcsr = f->flush ? att_fpu_flush_subnormals() : 0;
+        for (int r = 0; r < T; r++) {
+            float *row = sc + (size_t)r * lds;
+            struct att_row ar;
+            att_row_init(&ar, p, n, h, i0 + r, jlo, W, slope);
+            if (check_scores && !att_all_finite(row, (size_t)W)) { /* rare: IEEE here */
+                if (f->flush)
+                    att_fpu_restore(mxcsr);
+                if (att_row_fix(row, qh + (size_t)r * f->ldq, kh, f->ldk, d, p, &ar))
+                    note_range(f, re, RANGE_SCORE, n, h, i0 + r);
+                if (f->flush)
+                    att_fpu_flush_subnormals();
+            } else {
+                att_row_finish(row, p, &ar);
+            }
+            const int st = att_softmax_inplace(row, W, &f->subnormal[t]);
+            if (st == ROW_POS_INF)
+                note_range(f, re, RANGE_SCORE, n, h, i0 + r);
+            else if (st == ROW_NO_FINITE && !att_row_caller_blocks(p, &ar))
+                note_range(f, re, RANGE_ROW, n, h, i0 + r);
+        }
+        if (f->flush)
+            att_fpu_restore(mxcsr);
+        if (re->stage)
+            break;
+        for (int r = 0; acc && r < T; r++) {
+            float *ar = acc + (size_t)r * S + jlo;
+            const float *sr = sc + (size_t)r * lds;
+            for (int j = 0; j < W; j++)
+                ar[j] += sr[j];
+        }
+        /* 5. context_h (T, d) = weights · v_g, written over q_h, which this
+         *    block no longer needs */
+        const float *vj = vh + (size_t)jlo * f->ldv;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, W,
+                    1.0f, sc, lds, vj, f->ldv, 0.0f, qh, f->ldq);
+        long long bad = !check_context ? -1
+                        : att_fix_nonfinite(qh, f->ldq, sc, lds, vj, 1, (size_t)f->ldv, NULL,
+                                            T, W, d, NULL);
+        if (bad >= 0)
+            note_range(f, re, RANGE_CONTEXT, n, h, i0 + (int)(bad / d));
+    }
+    if (acc && h1 == H) {
+        const float invh = 1.0f / (float)H;
+        for (size_t x = 0; x < (size_t)T * S; x++)
+            acc[x] *= invh;
+    }
+}
+
+/* Thread t's share of one call, in PyTorch's order: project, RoPE, scale
+ * q, scores, soft-cap, biases, masks, softmax, context, out-projection.
+ * Range errors go to *re; a thread stops computing at its first one, but
+ * every thread passes every barrier. */
+static void fwd_part(struct fwd *f, int t, struct range_error *re)
+{
+    const struct att_params *p = f->p;
+    const int L = p->L, S = p->S, E = p->E, nt = f->nthreads;
+    float mx[3];
+    fwd_project(f, t, re, mx);
+    f->qmax[t] = mx[0], f->kmax[t] = mx[1], f->vmax[t] = mx[2];
     if (nt > 1)
         pthread_barrier_wait(&f->barrier);
     /* Every thread sees the same projection errors here (they were all
      * written before the barrier) and stops alike. */
     int stop = __atomic_load_n(&f->any_range, __ATOMIC_RELAXED);
+    float qmax = 0.0f, kmax = 0.0f, vmax = 0.0f;
     for (int u = 0; u < nt; u++) {
         qmax = f->qmax[u] > qmax ? f->qmax[u] : qmax;
         kmax = f->kmax[u] > kmax ? f->kmax[u] : kmax;
         vmax = f->vmax[u] > vmax ? f->vmax[u] : vmax;
     }
-    const int check_scores = !((double)d * (double)qmax * (double)kmax <= (double)FLT_MAX / 2.0);
+    const int check_scores =
+        !((double)f->d * (double)qmax * (double)kmax <= (double)FLT_MAX / 2.0);
     /* a context is a weighted mean of v: it overflows only near FLT_MAX */
     const int check_context = !(vmax <= FLT_MAX / 2.0f);
 
     /* 3-5. Blocks of query rows, every head: block b ≡ t (mod nt). */
     float *scratch = f->scratch ? f->scratch + (size_t)t * f->rows_per_block * S : NULL;
-    for (int b = t; b < p->N * f->blocks_per_item && !stop && !re->stage; b += nt) {
-        const int n = b / f->blocks_per_item;
-        const int i0 = (b % f->blocks_per_item) * f->rows_per_block;
-        const int T = L - i0 < f->rows_per_block ? L - i0 : f->rows_per_block;
-        float *acc = average ? f->weights + ((size_t)n * L + i0) * S : NULL;
-        if (acc)
-            memset(acc, 0, (size_t)T * S * sizeof *acc);
-        for (int h = 0; h < H && !re->stage; h++) {
-            const float *kh = f->k + (size_t)n * S * f->ldk + (size_t)h * d;
-            const float *vh = f->v + (size_t)n * S * f->ldv + (size_t)h * d;
-            float *qh = f->q + ((size_t)n * L + i0) * f->ldq + (size_t)h * d;
-            float *sc = per_head ? f->weights + (((size_t)n * H + h) * L + i0) * S : scratch;
-            /* 3. scores (T, S) = (q_h·scale) · k_hᵀ, strided views */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, d,
-                        1.0f, qh, f->ldq, kh, f->ldk, 0.0f, sc, S);
-            /* 4. masks and softmax per row; an inf or NaN score is
-             *    recomputed in double, and the range rule applied */
-            const int masked = p->mask_kind != ATT_MASK_NONE || p->key_padding_mask;
-            const unsigned mxcsr = f->flush ? att_fpu_flush_subnormals() : 0;
-            for (int r = 0; r < T; r++) {
-                float *row = sc + (size_t)r * S;
-                int add_float = 1;
-                if (check_scores && !att_all_finite(row, (size_t)S)) { /* rare: IEEE here */
-                    if (f->flush)
-                        att_fpu_restore(mxcsr);
-                    if (att_fix_scores(row, qh + (size_t)r * f->ldq, kh, f->ldk, d, p, n, h,
-                                       i0 + r))
-                        note_range(f, re, RANGE_SCORE, n, h, i0 + r);
-                    if (f->flush)
-                        att_fpu_flush_subnormals();
-                    add_float = 0; /* att_fix_scores added the float mask */
-                }
-                if (masked)
-                    att_mask_row(row, p, n, h, i0 + r, add_float);
-                const int st = att_softmax_inplace(row, S, &f->subnormal[t]);
-                if (st == ROW_POS_INF)
-                    note_range(f, re, RANGE_SCORE, n, h, i0 + r);
-                else if (st == ROW_NO_FINITE && !att_caller_blocks_row(p, n, h, i0 + r))
-                    note_range(f, re, RANGE_ROW, n, h, i0 + r);
-            }
-            if (f->flush)
-                att_fpu_restore(mxcsr);
-            if (re->stage)
-                break;
-            if (acc)
-                for (size_t x = 0; x < (size_t)T * S; x++)
-                    acc[x] += sc[x];
-            /* 5. context_h (T, d) = weights · v_h, written over q_h, which
-             *    this block no longer needs */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, S,
-                        1.0f, sc, S, vh, f->ldv, 0.0f, qh, f->ldq);
-            long long bad = !check_context ? -1
-                            : att_fix_nonfinite(qh, f->ldq, sc, S, vh, 1, (size_t)f->ldv, NULL,
-                                                T, S, d, NULL);
-            if (bad >= 0)
-                note_range(f, re, RANGE_CONTEXT, n, h, i0 + (int)(bad / d));
-        }
-        if (acc) {
-            const float invh = 1.0f / (float)H;
-            for (size_t x = 0; x < (size_t)T * S; x++)
-                acc[x] *= invh;
-        }
-    }
+    const int nb = p->N * f->blocks_per_item;
+    if (f->band) /* head by head: the keys of a band stay in cache from block to block */
+        for (int h = 0; h < p->H; h++)
+            for (int b = t; b < nb && !stop && !re->stage; b += nt)
+                fwd_block(f, t, b, h, h + 1, scratch, check_scores, check_context, re);
+    else
+        for (int b = t; b < nb && !stop && !re->stage; b += nt)
+            fwd_block(f, t, b, 0, p->H, scratch, check_scores, check_context, re);
     if (nt > 1)
         pthread_barrier_wait(&f->barrier);
     if (__atomic_load_n(&f->any_range, __ATOMIC_RELAXED))
         return;
 
     /* 6. out = context · Woᵀ + bo, this thread's rows */
+    int lo, hi;
     share(p->N * L, t, nt, &lo, &hi);
     float *y = f->out + (size_t)lo * E;
     const float *x = f->q + (size_t)lo * f->ldq;
-    att_linear(y, E, x, f->ldq, p->out_proj_weight, p->out_proj_bias, hi - lo, E, E);
-    long long bad = att_fix_nonfinite(y, E, x, f->ldq, p->out_proj_weight, (size_t)E, 1,
-                                      p->out_proj_bias, hi - lo, E, E, NULL);
+    att_linear(y, E, x, f->ldq, p->out_proj_weight, p->out_proj_bias, hi - lo, f->Dq, E);
+    long long bad = att_fix_nonfinite(y, E, x, f->ldq, p->out_proj_weight, (size_t)f->Dq, 1,
+                                      p->out_proj_bias, hi - lo, f->Dq, E, NULL);
     if (bad >= 0)
         note_range(f, re, RANGE_OUTPUT, (lo + (int)(bad / E)) / L, -1, (lo + (int)(bad / E)) % L);
 }
@@ -347,9 +451,14 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     if (rc != ATT_OK)
         return rc;
 
-    const int N = p->N, L = p->L, S = p->S, E = p->E;
+    const int N = p->N, L = p->L, S = p->S, E = p->E, H = p->H;
+    const int d = att_head_dim(p), Dq = att_q_width(p), Dkv = att_kv_width(p);
     const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
-    const double macs = (double)N * (L + 2.0 * S) * E * E + 2.0 * N * L * (double)S * E;
+    const int band = p->mask_kind == ATT_MASK_CAUSAL ||
+                     p->mask_kind == ATT_MASK_CAUSAL_LOWER_RIGHT || p->has_window;
+    /* attention.h's N·(L + 2S)·E² + 2·N·L·S·E, with the variants' widths */
+    const double macs = (double)N * ((double)L * E * Dq + (double)S * (p->kdim + p->vdim) * Dkv) +
+                        2.0 * N * L * (double)S * Dq;
     int nt = macs < ATT_PARALLEL_MIN_MACS ? 1 : att_threads_per_call();
     if (nt > N * L)
         nt = N * L;
@@ -358,7 +467,8 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
      * caller's buffer, so blocks are big (one per thread and batch item);
      * otherwise they go to scratch, and blocks stay small enough that the
      * scratch is at most ATT_SCRATCH_FLOATS per thread: the (H, L, S)
-     * scores never exist. */
+     * scores never exist. With causal or a window, blocks of ATT_BAND_ROWS
+     * rows, so that the keys a block needs are about those each row sees. */
     int rows = (L + nt - 1) / nt;
     if (!per_head) {
         int cap = ATT_SCRATCH_FLOATS / S;
@@ -366,32 +476,55 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         if (rows > cap)
             rows = cap;
     }
+    if (band && rows > ATT_BAND_ROWS)
+        rows = ATT_BAND_ROWS;
 
     /* 1. One workspace: q (becomes the context in place), k, v, score
-     *    scratch, and copies of the inputs when positional encoding is on. */
-    const size_t nq = (size_t)N * L * E, nk = (size_t)N * S * E;
+     *    scratch, copies of the inputs when positional encoding is on, and
+     *    RoPE's cos and sin tables for the key positions 0 … S - 1 and the
+     *    query positions (a view into the keys' when they are among them). */
+    int borrow[3] = {0, 0, 0};
+    for (int s = 1; s < 3; s++)
+        borrow[s] = !p->positional_encoding && !att_proj_weight(p, s) && !att_proj_bias(p, s) &&
+                    !(s == 1 && p->rope_style);
+    const size_t nq = (size_t)N * L * Dq, nk = (size_t)N * S * Dkv;
+    const size_t nkv = (borrow[1] ? 0 : nk) + (borrow[2] ? 0 : nk); /* k | v */
     const size_t nscratch = per_head ? 0 : (size_t)nt * rows * S;
-    const size_t nqin = p->positional_encoding ? nq : 0;
+    const size_t nqin = p->positional_encoding ? (size_t)N * L * E : 0;
     const size_t nkin = p->positional_encoding ? (size_t)N * S * p->kdim : 0;
     const size_t nvin = p->positional_encoding ? (size_t)N * S * p->vdim : 0;
-    size_t total = nq + 2 * nk + nscratch + nqin + nkin + nvin; /* sizes checked */
+    const int rd = att_rope_dim(p);
+    const long long off = p->query_position_offset;
+    const int q_in_k = off + L <= S;
+    const size_t nrope = !p->rope_style ? 0 : (size_t)(q_in_k ? S : S + L) * (size_t)rd;
+    size_t total = nq + nkv + nscratch + nqin + nkin + nvin + nrope; /* sizes checked */
     float *ws = malloc(total * sizeof *ws);
     if (!ws)
         return att_fail(err, ATT_ENOMEM, "out of memory for a %zu-byte workspace",
                         total * sizeof *ws);
     struct fwd f = {
         .p = p, .out = out, .weights = weights,
-        .q = ws, .k = ws + nq, .v = ws + nq + nk, .ldq = E, .ldk = E, .ldv = E,
-        .scratch = nscratch ? ws + nq + 2 * nk : NULL,
+        .q = ws, .k = ws + nq, .v = ws + nq + (borrow[1] ? 0 : nk),
+        .ldq = Dq, .ldk = Dkv, .ldv = Dkv, .borrow = {0, borrow[1], borrow[2]},
+        .d = d, .Dq = Dq, .Dkv = Dkv, .group = H / att_kv_heads(p), .band = band,
+        .scratch = nscratch ? ws + nq + nkv : NULL,
         .qin = p->query, .kin = p->key, .vin = p->value,
         .scale = p->has_scale ? p->scale : 0.0f,
-        .sqrt_d = p->has_scale ? 0.0f : (float)sqrt((double)(E / p->H)),
+        .sqrt_d = p->has_scale ? 0.0f : (float)sqrt((double)d),
         .rows_per_block = rows, .blocks_per_item = (L + rows - 1) / rows,
     };
+    if (p->rope_style) {
+        float *tab = ws + nq + nkv + nscratch + nqin + nkin + nvin;
+        att_rope_table(tab, 0, S, rd, att_rope_theta(p));
+        f.rope_k = tab;
+        f.rope_q = tab + (q_in_k ? (size_t)off * rd : (size_t)S * rd);
+        if (!q_in_k)
+            att_rope_table(tab + (size_t)S * rd, off, L, rd, att_rope_theta(p));
+    }
     /* x + PE: into copies for streams with weights, into the projection
      * buffers for identity ones (see encode_inputs) */
     float *const proj_bufs[3] = {f.q, f.k, f.v};
-    float *const copy = ws + nq + 2 * nk + nscratch;
+    float *const copy = ws + nq + nkv + nscratch;
     float *const copies[3] = {copy, copy + nqin, copy + nqin + nkin};
     if (p->positional_encoding) {
         const float *in[3];
@@ -402,9 +535,10 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
      * the same pointer with S != L: then the streams are not one product) */
     if (p->in_proj_weight && f.qin == f.kin && f.kin == f.vin && p->L == p->S) {
         f.fused = 1;
-        f.k = ws + E, f.v = ws + 2 * E;
-        f.ldq = f.ldk = f.ldv = 3 * E;
+        f.k = ws + Dq, f.v = ws + Dq + Dkv;
+        f.ldq = f.ldk = f.ldv = Dq + 2 * Dkv;
     }
+    f.kr = borrow[1] ? p->key : f.k, f.vr = borrow[2] ? p->value : f.v;
 
     /* 2-6 on nt threads, with the softmax flushing subnormals; again
      * without, in the rare case where that could change the answer (see
@@ -421,8 +555,8 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         for (int i = 0; i < started; i++)
             vmax = f.vmax[i] > vmax ? f.vmax[i] : vmax;
         const float womax =
-            p->out_proj_weight ? att_max_abs(p->out_proj_weight, (size_t)E * E) : 1.0f;
-        if (!att_flush_is_exact(S, E, vmax, womax)) {
+            p->out_proj_weight ? att_max_abs(p->out_proj_weight, (size_t)E * Dq) : 1.0f;
+        if (!att_flush_is_exact(S, Dq, vmax, womax)) {
             f.flush = 0;
             if (p->positional_encoding) { /* the first run changed them */
                 const float *in[3];

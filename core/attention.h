@@ -37,16 +37,24 @@
  *   context. Averaged weights are the mean over all H heads, a head that
  *   blocks the row adding zeros (the row then sums to live heads / H).
  *
+ * Variants, in this order (each optional): head h of q uses KV head
+ *   h / (H / Hkv) (grouped-query; K and V are never copied per head);
+ *   RoPE rotates q_h and k_h at their positions; q is scaled; scores =
+ *   q_h·k_hᵀ; soft-cap c·tanh(s / c); + ALiBi bias; + float mask; the
+ *   blocked keys (causal by index, bool mask, key padding, window by
+ *   position) take no weight. Blocks of the score matrix that a causal mask
+ *   or a window blocks whole are never computed (zeros in the weights).
+ *
  * Range: finite inputs can still leave float32's range. The rule, on the
- * values computed in float64 in the order above: a projection, the scaled
- * q, a context or an output beyond ±FLT_MAX is ATT_ERANGE; a score (plus
- * float mask) of a key the caller does not block above FLT_MAX is
- * ATT_ERANGE; one below -FLT_MAX takes weight 0 as long as another unblocked
- * score of its row is finite, and a row whose every unblocked score is below
- * -FLT_MAX is ATT_ERANGE (it is not a masked row). The fast kernel computes
- * in float32 and recomputes in double any value float32 made inf or NaN, so
- * it follows the same rule (up to values within float32 rounding of
- * ±FLT_MAX).
+ * values computed in float64 in the order above: a projection (q and k
+ * also after RoPE), the scaled q, a context or an output beyond ±FLT_MAX is
+ * ATT_ERANGE; a score (soft-capped, plus ALiBi and float mask) of a key the
+ * caller does not block above FLT_MAX is ATT_ERANGE; one below -FLT_MAX
+ * takes weight 0 as long as another unblocked score of its row is finite,
+ * and a row whose every unblocked score is below -FLT_MAX is ATT_ERANGE (it
+ * is not a masked row). The fast kernel computes in float32 and recomputes
+ * in double any value float32 made inf or NaN, so it follows the same rule
+ * (up to values within float32 rounding of ±FLT_MAX).
  *
  * Subnormals: inputs, projections, scores, weights·v and the out-projection
  * are IEEE (a value of 1e-39 through a weight of 1e38 is 0.1). The softmax
@@ -112,9 +120,16 @@ const char *att_status_str(int code);
 
 enum att_mask_kind {
     ATT_MASK_NONE = 0,
-    ATT_MASK_CAUSAL, /* key j > query i blocked; needs L == S */
+    ATT_MASK_CAUSAL, /* upper-left: key j > query i blocked (by index; any L, S) */
     ATT_MASK_BOOL,   /* uint8_t, nonzero = blocked */
     ATT_MASK_FLOAT,  /* float added to the scores; -inf blocks */
+    ATT_MASK_CAUSAL_LOWER_RIGHT, /* key j > i + S - L blocked (by index) */
+};
+
+enum att_rope_style {
+    ATT_ROPE_NONE = 0,
+    ATT_ROPE_HALF,        /* GPT-NeoX / HF Llama: pairs (i, i + rotary_dim/2) */
+    ATT_ROPE_INTERLEAVED, /* GPT-J / Meta: pairs (2i, 2i + 1) */
 };
 
 enum att_weights_mode {
@@ -127,19 +142,23 @@ enum att_weights_mode {
 struct att_params {
     int N, L, S;         /* batch, target length, source length */
     int E, kdim, vdim;   /* embed dim, key dim, value dim */
-    int H;               /* number of heads; E % H == 0 */
+    int H;               /* number of (query) heads */
+    int Hkv;             /* key/value heads; 0 = H. H % Hkv == 0; query head h
+                            uses KV head h / (H / Hkv) (contiguous groups) */
+    int head_dim;        /* d; 0 = E / H (then E % H == 0) */
 
     const float *query;  /* (N, L, E) */
     const float *key;    /* (N, S, kdim) */
     const float *value;  /* (N, S, vdim) */
 
-    /* Either packed in_proj_weight, or any of q/k/v_proj_weight, or none. */
-    const float *in_proj_weight; /* (3E, E); needs kdim == vdim == E */
-    const float *q_proj_weight;  /* (E, E) or NULL = identity */
-    const float *k_proj_weight;  /* (E, kdim) or NULL = identity (kdim == E) */
-    const float *v_proj_weight;  /* (E, vdim) or NULL = identity (vdim == E) */
-    const float *in_proj_bias;   /* (3E) or NULL = zero */
-    const float *out_proj_weight;/* (E, E) or NULL = identity */
+    /* Either packed in_proj_weight, or any of q/k/v_proj_weight, or none.
+     * With Dq = H·d and Dkv = Hkv·d (both E when Hkv = H and d = E/H): */
+    const float *in_proj_weight; /* (Dq + 2·Dkv, E); needs kdim == vdim == E */
+    const float *q_proj_weight;  /* (Dq, E) or NULL = identity (Dq == E) */
+    const float *k_proj_weight;  /* (Dkv, kdim) or NULL = identity (Dkv == kdim) */
+    const float *v_proj_weight;  /* (Dkv, vdim) or NULL = identity (Dkv == vdim) */
+    const float *in_proj_bias;   /* (Dq + 2·Dkv): q, k, v blocks; or NULL = zero */
+    const float *out_proj_weight;/* (E, Dq) or NULL = identity (Dq == E) */
     const float *out_proj_bias;  /* (E) or NULL = zero */
 
     int has_scale;       /* 0: scale = 1/sqrt(E/H) */
@@ -155,7 +174,28 @@ struct att_params {
 
     int weights_mode;        /* enum att_weights_mode */
     int positional_encoding; /* 1: add sinusoidal PE to query, key, value */
+
+    /* Variants (README "Attention variants"). Positions: query i is at
+     * query_position_offset + i, key j at j; RoPE, ALiBi and the window use
+     * them; the causal masks are by index. */
+    long long query_position_offset; /* >= 0 */
+    int rope_style;          /* enum att_rope_style: rotate q and k after the
+                                projection, per head */
+    double rope_theta;       /* > 0; 0 = 10000. freq_i = theta^(-2i/rotary_dim) */
+    int rope_rotary_dim;     /* even, 2..d; 0 = d: the first rotary_dim dims rotate */
+    const float *alibi_slopes; /* (H) or NULL: -slope_h·|q_pos - k_pos| added to
+                                  the (soft-capped) scaled scores */
+    int has_window;          /* window_left/right below apply */
+    int window_left, window_right; /* >= -1: the query at position p sees keys
+                                  p - left <= j <= p + right; -1 = unlimited */
+    float softcap;           /* > 0: scores s -> c·tanh(s / c) after scaling, before
+                                any bias or mask; 0 = none */
 };
+
+/* ALiBi slopes for H heads, as the paper (and BLOOM, MPT) define them:
+ * for n = the largest power of two <= H, slope_h = 2^(-8(h+1)/n), h < n;
+ * the remaining heads take the odd-indexed slopes of 2n heads. */
+void att_alibi_slopes(float *slopes, int H);
 
 /* Zero every field: no weights, no masks, default scale, no outputs. */
 void att_params_init(struct att_params *p);

@@ -3,6 +3,8 @@
  * caller wrote them, and the words of the range rule. See check.h. */
 #include "core/check.h"
 
+#include "core/variants.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
@@ -77,6 +79,103 @@ static int check_mask_shape(const struct att_params *p, struct att_error *err)
                     got, p->L, p->S, (long long)p->N * p->H, p->L, p->S);
 }
 
+/* The head layout (attention.h): H, Hkv, head_dim and the widths they give,
+ * each fitting int. */
+static int check_heads(const struct att_params *p, struct att_error *err)
+{
+    if (p->Hkv < 0)
+        return att_fail(err, ATT_EPARAM, "num_kv_heads must not be negative (got %d)", p->Hkv);
+    if (p->H % att_kv_heads(p) != 0)
+        return att_fail(err, ATT_EPARAM, "num_heads %d is not divisible by num_kv_heads %d",
+                        p->H, p->Hkv);
+    if (p->head_dim < 0)
+        return att_fail(err, ATT_EPARAM, "head_dim must not be negative (got %d)", p->head_dim);
+    if (p->head_dim == 0 && p->E % p->H != 0)
+        return att_fail(err, ATT_EPARAM,
+                        "embed_dim %d is not divisible by num_heads %d", p->E, p->H);
+    /* Dq + 2·Dkv <= 3·H·d rows of a packed in_proj_weight */
+    if ((long long)p->H * att_head_dim(p) > INT32_MAX / 3)
+        return att_fail(err, ATT_ETOOBIG, "num_heads %d times head_dim %d is too large",
+                        p->H, p->head_dim);
+    return ATT_OK;
+}
+
+/* An absent projection is the identity: its input and output widths must
+ * agree. The width is named as the caller knows it (embed_dim when it is). */
+static int check_identity(const struct att_params *p, struct att_error *err)
+{
+    const int dq = att_q_width(p), dkv = att_kv_width(p);
+    const char *qname = dq == p->E ? "embed_dim" : "num_heads*head_dim";
+    const char *kvname = dkv == p->E ? "embed_dim" : "num_kv_heads*head_dim";
+    if (p->in_proj_weight) {
+        if (p->q_proj_weight || p->k_proj_weight || p->v_proj_weight)
+            return att_fail(err, ATT_EPARAM,
+                            "in_proj_weight and q/k/v_proj_weight are mutually exclusive");
+        if (p->kdim != p->E || p->vdim != p->E)
+            return att_fail(err, ATT_ESHAPE,
+                            "in_proj_weight needs kdim == vdim == embed_dim %d "
+                            "(got kdim %d, vdim %d); use k_proj_weight and v_proj_weight",
+                            p->E, p->kdim, p->vdim);
+        return ATT_OK;
+    }
+    if (!p->q_proj_weight && dq != p->E)
+        return att_fail(err, ATT_ESHAPE,
+                        "query has %d features but num_heads*head_dim is %d and "
+                        "q_proj_weight is absent", p->E, dq);
+    if (!p->k_proj_weight && p->kdim != dkv)
+        return att_fail(err, ATT_ESHAPE,
+                        "key has %d features but %s is %d and k_proj_weight is absent",
+                        p->kdim, kvname, dkv);
+    if (!p->v_proj_weight && p->vdim != dkv)
+        return att_fail(err, ATT_ESHAPE,
+                        "value has %d features but %s is %d and v_proj_weight is absent",
+                        p->vdim, kvname, dkv);
+    if (!p->out_proj_weight && dq != p->E)
+        return att_fail(err, ATT_ESHAPE,
+                        "out_proj_weight is absent but %s %d differs from embed_dim %d",
+                        qname, dq, p->E);
+    return ATT_OK;
+}
+
+/* RoPE, positions, ALiBi, the window and the soft-cap (attention.h,
+ * "Variants"); each message names the request's field. */
+static int check_variants(const struct att_params *p, struct att_error *err)
+{
+    if (p->rope_style < ATT_ROPE_NONE || p->rope_style > ATT_ROPE_INTERLEAVED)
+        return att_fail(err, ATT_EPARAM, "rope style %d is unknown", p->rope_style);
+    if (p->rope_style != ATT_ROPE_NONE) {
+        const int rd = att_rope_dim(p), d = att_head_dim(p);
+        if (p->rope_rotary_dim < 0 || rd > d || rd % 2 != 0)
+            return att_fail(err, ATT_EPARAM,
+                            "rope rotary_dim must be even and between 2 and head_dim %d "
+                            "(got %d%s)", d, p->rope_rotary_dim,
+                            p->rope_rotary_dim == 0 ? ": head_dim by default" : "");
+        if (!(p->rope_theta >= 0.0 && isfinite(p->rope_theta)))
+            return att_fail(err, ATT_EPARAM, "rope theta must be a finite number > 0 (got %g)",
+                            p->rope_theta);
+    }
+    if (p->query_position_offset < 0)
+        return att_fail(err, ATT_EPARAM, "query_position_offset must be >= 0 (got %lld)",
+                        p->query_position_offset);
+    if (p->query_position_offset > ATT_MAX_POSITION - p->L)
+        return att_fail(err, ATT_EPARAM,
+                        "query_position_offset %lld puts query positions beyond 2^53",
+                        p->query_position_offset);
+    if (p->alibi_slopes)
+        for (int h = 0; h < p->H; h++)
+            if (!isfinite(p->alibi_slopes[h]))
+                return att_fail(err, ATT_EPARAM, "alibi_slopes[%d] is not finite", h);
+    if (p->has_window && (p->window_left < -1 || p->window_right < -1))
+        return att_fail(err, ATT_EPARAM,
+                        "window %s must be >= -1 (-1: unlimited) (got %d)",
+                        p->window_left < -1 ? "left" : "right",
+                        p->window_left < -1 ? p->window_left : p->window_right);
+    if (!(p->softcap >= 0.0f && isfinite(p->softcap)))
+        return att_fail(err, ATT_EPARAM, "softcap must be a finite number >= 0 (got %g)",
+                        (double)p->softcap);
+    return ATT_OK;
+}
+
 int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
               struct att_error *err)
 {
@@ -88,53 +187,32 @@ int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
         if (dims[i] < 1)
             return att_fail(err, ATT_EPARAM, "%s must be >= 1 (got %d)",
                             dim_names[i], dims[i]);
-    if (p->E % p->H != 0)
-        return att_fail(err, ATT_EPARAM,
-                        "embed_dim %d is not divisible by num_heads %d", p->E, p->H);
+    int rc = check_heads(p, err);
+    if (rc != ATT_OK)
+        return rc;
     if (!p->query || !p->key || !p->value)
         return att_fail(err, ATT_EPARAM, "%s is missing",
                         !p->query ? "query" : !p->key ? "key" : "value");
-
-    if (p->in_proj_weight) {
-        if (p->q_proj_weight || p->k_proj_weight || p->v_proj_weight)
-            return att_fail(err, ATT_EPARAM,
-                            "in_proj_weight and q/k/v_proj_weight are mutually exclusive");
-        if (p->kdim != p->E || p->vdim != p->E)
-            return att_fail(err, ATT_ESHAPE,
-                            "in_proj_weight needs kdim == vdim == embed_dim %d "
-                            "(got kdim %d, vdim %d); use k_proj_weight and v_proj_weight",
-                            p->E, p->kdim, p->vdim);
-    } else {
-        if (!p->k_proj_weight && p->kdim != p->E)
-            return att_fail(err, ATT_ESHAPE,
-                            "key has %d features but embed_dim is %d and "
-                            "k_proj_weight is absent", p->kdim, p->E);
-        if (!p->v_proj_weight && p->vdim != p->E)
-            return att_fail(err, ATT_ESHAPE,
-                            "value has %d features but embed_dim is %d and "
-                            "v_proj_weight is absent", p->vdim, p->E);
-    }
+    if ((rc = check_identity(p, err)) != ATT_OK)
+        return rc;
 
     if (p->has_scale && !(p->scale > 0.0f && isfinite(p->scale)))
         return att_fail(err, ATT_EPARAM, "scale must be a finite number > 0 (got %g)",
                         (double)p->scale);
+    if ((rc = check_variants(p, err)) != ATT_OK)
+        return rc;
 
     switch (p->mask_kind) {
     case ATT_MASK_NONE:
-        break;
-    case ATT_MASK_CAUSAL:
-        if (p->L != p->S)
-            return att_fail(err, ATT_ESHAPE,
-                            "causal attn_mask needs target length == source length "
-                            "(got %d and %d)", p->L, p->S);
+    case ATT_MASK_CAUSAL: /* by index, any L and S */
+    case ATT_MASK_CAUSAL_LOWER_RIGHT:
         break;
     case ATT_MASK_BOOL:
     case ATT_MASK_FLOAT: {
         if ((p->mask_kind == ATT_MASK_BOOL ? (const void *)p->bool_mask
                                            : (const void *)p->float_mask) == NULL)
             return att_fail(err, ATT_EPARAM, "attn_mask data is missing");
-        int rc = check_mask_shape(p, err);
-        if (rc != ATT_OK)
+        if ((rc = check_mask_shape(p, err)) != ATT_OK)
             return rc;
         if (p->mask_kind == ATT_MASK_FLOAT) {
             /* -inf blocks a key; NaN or +inf would poison the whole row */
@@ -154,14 +232,19 @@ int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
     if (p->weights_mode < ATT_WEIGHTS_NONE || p->weights_mode > ATT_WEIGHTS_AVERAGE)
         return att_fail(err, ATT_EPARAM, "weights mode %d is unknown", p->weights_mode);
 
-    /* Sizes: every element count must fit size_t, and every BLAS dimension
-     * (rows of a projection: N·L, N·S) must fit int. */
-    size_t o, w = 0, t;
+    /* Sizes: every element count (inputs, projections: (N·L, H·d),
+     * (N·S, Hkv·d)) must fit size_t, and every BLAS dimension (rows of a
+     * projection: N·L, N·S) must fit int. */
+    const int dq = att_q_width(p), dkv = att_kv_width(p);
+    const int qw = p->E > dq ? p->E : dq;
+    int kw = p->kdim > p->vdim ? p->kdim : p->vdim;
+    kw = kw > dkv ? kw : dkv;
+    size_t o, w = 0, t, qn;
     if (!mul3_ok(&o, (size_t)p->N, (size_t)p->L, (size_t)p->E) ||
-        !mul3_ok(&t, (size_t)p->N, (size_t)p->S, (size_t)p->E) ||
-        !mul3_ok(&t, (size_t)p->N, (size_t)p->S, (size_t)(p->kdim > p->vdim ? p->kdim : p->vdim)) ||
+        !mul3_ok(&qn, (size_t)p->N, (size_t)p->L, (size_t)qw) ||
+        !mul3_ok(&t, (size_t)p->N, (size_t)p->S, (size_t)kw) ||
         (size_t)p->N * p->L > INT32_MAX || (size_t)p->N * p->S > INT32_MAX ||
-        o > SIZE_MAX / sizeof(float) / 8 || t > SIZE_MAX / sizeof(float) / 8)
+        qn > SIZE_MAX / sizeof(float) / 8 || t > SIZE_MAX / sizeof(float) / 8)
         return att_fail(err, ATT_ETOOBIG, "tensor sizes overflow (N %d, L %d, S %d, E %d)",
                         p->N, p->L, p->S, p->E);
     if (p->weights_mode != ATT_WEIGHTS_NONE) {
@@ -199,14 +282,19 @@ const float *att_float_mask_row(const struct att_params *p, int n, int h, int i)
 }
 
 /* Does the caller block key j for query i of batch n, head h? Key padding,
- * causal, a bool mask, or -inf in a float mask (a score that overflowed to
+ * either causal mask, the window, a bool mask, or -inf in a float mask (a score that overflowed to
  * -inf is not blocked: the range rule decides about it). */
 int att_blocked(const struct att_params *p, int n, int h, int i, int j)
 {
     if (p->key_padding_mask && p->key_padding_mask[(size_t)n * p->S + j])
         return 1;
-    if (p->mask_kind == ATT_MASK_CAUSAL)
-        return j > i;
+    if (p->has_window || p->mask_kind == ATT_MASK_CAUSAL ||
+        p->mask_kind == ATT_MASK_CAUSAL_LOWER_RIGHT) {
+        int lo, hi;
+        att_visible_keys(p, i, &lo, &hi);
+        if (j < lo || j >= hi)
+            return 1;
+    }
     if (p->mask_kind == ATT_MASK_BOOL) {
         size_t plane = p->mask_ndim == 3 ? (size_t)n * p->H + h : 0;
         return p->bool_mask[(plane * p->L + i) * p->S + j] != 0;
@@ -216,17 +304,24 @@ int att_blocked(const struct att_params *p, int n, int h, int i, int j)
     return 0;
 }
 
+/* First row of stream 0 (q), 1 (k), 2 (v) in the packed (Dq + 2·Dkv, ·)
+ * weight and bias. */
+static size_t proj_row(const struct att_params *p, int which)
+{
+    return which == 0 ? 0 : (size_t)att_q_width(p) + (size_t)(which - 1) * att_kv_width(p);
+}
+
 /* Projection weight and bias for stream 0 (q), 1 (k), 2 (v). */
 const float *att_proj_weight(const struct att_params *p, int which)
 {
     if (p->in_proj_weight)
-        return p->in_proj_weight + (size_t)which * p->E * p->E;
+        return p->in_proj_weight + proj_row(p, which) * p->E;
     return which == 0 ? p->q_proj_weight : which == 1 ? p->k_proj_weight : p->v_proj_weight;
 }
 
 const float *att_proj_bias(const struct att_params *p, int which)
 {
-    return p->in_proj_bias ? p->in_proj_bias + (size_t)which * p->E : NULL;
+    return p->in_proj_bias ? p->in_proj_bias + proj_row(p, which) : NULL;
 }
 
 /* ---------------------------------------------------------------------- */

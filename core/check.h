@@ -32,13 +32,15 @@ int att_check_buffers(const float *out, const float *weights, const struct att_p
 
 /* The caller's masks, for query row i of batch n, head h: the float mask's
  * row (S floats), or NULL without one; and whether key j is blocked (key
- * padding, causal, bool mask, -inf in the float mask). */
+ * padding, either causal mask, the window, bool mask, -inf in the float
+ * mask). */
 const float *att_float_mask_row(const struct att_params *p, int n, int h, int i);
 int att_blocked(const struct att_params *p, int n, int h, int i, int j);
 int att_caller_blocks_row(const struct att_params *p, int n, int h, int i);
 
-/* Projection weight (E, in) and bias (E) of stream 0 (q), 1 (k), 2 (v),
- * packed or separate; NULL when absent (identity, zero). */
+/* Projection weight (out, in) and bias (out) of stream 0 (q), 1 (k), 2 (v),
+ * packed or separate; out is H·d for q, Hkv·d for k and v (variants.h);
+ * NULL when absent (identity, zero). */
 const float *att_proj_weight(const struct att_params *p, int which);
 const float *att_proj_bias(const struct att_params *p, int which);
 

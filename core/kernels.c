@@ -127,33 +127,6 @@ int att_softmax_inplace(float *row, int S, int *subnormal)
     return ROW_OK;
 }
 
-/* Masks of query row i (batch n, head h) applied to its scores in place:
- * the float mask is added (unless add_float is 0: att_fix_scores() did it),
- * blocked keys become -inf. */
-void att_mask_row(float *row, const struct att_params *p, int n, int h, int i,
-                  int add_float)
-{
-    const int S = p->S;
-    const float *fm = add_float ? att_float_mask_row(p, n, h, i) : NULL;
-    if (fm)
-        for (int j = 0; j < S; j++)
-            row[j] += fm[j];
-    if (p->mask_kind == ATT_MASK_CAUSAL) {
-        for (int j = i + 1; j < S; j++)
-            row[j] = -INFINITY;
-    } else if (p->mask_kind == ATT_MASK_BOOL) {
-        size_t plane = p->mask_ndim == 3 ? (size_t)n * p->H + h : 0;
-        const uint8_t *m = p->bool_mask + (plane * p->L + i) * S;
-        for (int j = 0; j < S; j++)
-            row[j] = m[j] ? -INFINITY : row[j];
-    }
-    if (p->key_padding_mask) {
-        const uint8_t *m = p->key_padding_mask + (size_t)n * S;
-        for (int j = 0; j < S; j++)
-            row[j] = m[j] ? -INFINITY : row[j];
-    }
-}
-
 /* Whether every x[i] is finite; x * 0 is 0 unless x is inf or NaN, so one
  * vectorizable sum answers it. */
 __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -257,36 +230,6 @@ long long att_fix_nonfinite(float *y, int ldy, const float *x, int ldx, const fl
     return bad;
 }
 
-/* The same for one row of scores (query i of batch n, head h; S keys),
- * q_row · k_jᵀ for the keys whose float32 score is inf or NaN. The rule
- * is on the score plus the float mask, so the mask is added here, to every
- * key of the row (att_mask_row() then must not add it again): a finite float32
- * score as att_mask_row() would, a recomputed one in double. A key the caller
- * blocks takes no weight whatever its score: it becomes -inf. A sum below
- * -FLT_MAX becomes -inf too (no weight, unless the whole row is so:
- * att_softmax_inplace() tells). Returns 1 when a live sum is above FLT_MAX. */
-int att_fix_scores(float *row, const float *qrow, const float *kh, int ldk, int d,
-                   const struct att_params *p, int n, int h, int i)
-{
-    const float *fm = att_float_mask_row(p, n, h, i);
-    int bad = 0;
-    for (int j = 0; j < p->S; j++) {
-        if (isfinite(row[j])) {
-            if (fm)
-                row[j] += fm[j];
-            continue;
-        }
-        if (att_blocked(p, n, h, i, j)) {
-            row[j] = -INFINITY;
-            continue;
-        }
-        const double s = dot_double(qrow, kh + (size_t)j * ldk, 1, d) + (fm ? (double)fm[j] : 0.0);
-        bad |= s > (double)FLT_MAX;
-        row[j] = s < -(double)FLT_MAX ? -INFINITY : (float)s;
-    }
-    return bad;
-}
-
 /* Subnormals. IEEE arithmetic on subnormal numbers takes microcode assists
  * on these CPUs: measured (make bench, table 5, Xeon model 207) sgemm runs
  * 65-280x slower when half an operand is subnormal, vector loops ~45x; an
@@ -338,4 +281,38 @@ void att_fpu_restore(unsigned old)
 #else
     (void)old;
 #endif
+}
+
+/* Soft-capping in place: x -> c·tanh(x / c) (c > 0), ±inf to ±c. tanh(a)
+ * for a = |x| / c is its odd Taylor series to a^9 below 0.25 (error < 1e-9)
+ * and (1 - e) / (1 + e), e = e^-2a, above (exp_nonpos: relative error
+ * < 2e-7 in e, < 4e-7 in the quotient there); both are computed and one
+ * selected, so the loop vectorizes. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void att_softcap_row(float *x, int n, float c)
+{
+    const float inv = 1.0f / c;
+#pragma omp simd
+    for (int j = 0; j < n; j++) {
+        const float a = fabsf(x[j]) * inv, a2 = a * a;
+        const float series =
+            a * (1.0f + a2 * (-1.0f / 3 + a2 * (2.0f / 15 + a2 * (-17.0f / 315 +
+                                                                   a2 * (62.0f / 2835)))));
+        const float e = exp_nonpos(-2.0f * a);
+        const float quot = (1.0f - e) / (1.0f + e);
+        /* select and sign by bit masks, as exp_nonpos does: the loop vectorizes */
+        const int small = -(int)(a < 0.25f);
+        int sb, qb, xb;
+        memcpy(&sb, &series, sizeof sb);
+        memcpy(&qb, &quot, sizeof qb);
+        memcpy(&xb, &x[j], sizeof xb);
+        const int tb = (sb & small) | (qb & ~small);
+        float t;
+        memcpy(&t, &tb, sizeof t);
+        const float y = c * t;
+        int yb;
+        memcpy(&yb, &y, sizeof yb);
+        yb |= xb & (int)0x80000000u;
+        memcpy(&x[j], &yb, sizeof yb);
+    }
 }

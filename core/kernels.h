@@ -2,15 +2,18 @@
  *
  * attention.c organises a call (workspace, threads, steps in PyTorch's
  * order); these do the work on one block of rows: a projection on OpenBLAS
- * (att_linear), the masks and the softmax of a row of scores, the range
- * rule's recomputation in double of whatever float32 made inf or NaN
- * (att_fix_nonfinite, att_fix_scores), and the switch to flush-to-zero the
- * softmax runs under. The vector loops come in one copy per instruction set
- * (AVX-512, AVX2, plain x86-64), picked when the program loads; the
- * Makefile builds this file at -O3, where GCC vectorizes them.
+ * (att_linear), the softmax of a row of scores, the range rule's
+ * recomputation in double of whatever float32 made inf or NaN
+ * (att_fix_nonfinite, att_row_fix), and the switch to flush-to-zero the
+ * softmax runs under (kernels.c); soft-cap, ALiBi, the masks and RoPE on a
+ * row, with the keys a row may see (band.c). The vector loops come in one
+ * copy per instruction set (AVX-512, AVX2, plain x86-64), picked when the
+ * program loads; the Makefile builds both files at -O3, where GCC
+ * vectorizes them.
  *
  * Shapes are row-major with explicit row strides (ld*: floats between rows),
- * so a head's columns of a fused (N·L, 3E) projection are a view, not a copy.
+ * so a head's columns of a fused (N·L, Dq + 2·Dkv) projection are a view,
+ * not a copy, and so are the KV heads a group of query heads shares.
  * Details at each definition in kernels.c. Not a published API: only core/
  * includes this header.
  */
@@ -48,11 +51,6 @@ enum row_state {
  * *subnormal when a weight fell below 2^-126 (and was flushed). */
 ATT_CLONED int att_softmax_inplace(float *row, int S, int *subnormal);
 
-/* row: (S) scores of query i (batch n, head h): + the float mask (when
- * add_float), -inf for the keys the caller blocks. */
-void att_mask_row(float *row, const struct att_params *p, int n, int h, int i,
-                  int add_float);
-
 /* x: (n). Whether every element is finite; the largest |x[i]| (+inf when
  * one is inf or NaN). */
 ATT_CLONED int att_all_finite(const float *x, size_t n);
@@ -70,12 +68,43 @@ long long att_fix_nonfinite(float *y, int ldy, const float *x, int ldx, const fl
                             size_t wo, size_t wk, const float *b, int M, int K, int O,
                             float *amax);
 
-/* row: (S) scores of query i (batch n, head h) = qrow: (d) · kh: (S, d),
- * row stride ldk, with non-finite ones recomputed in double and the float
- * mask added to all (att_mask_row must then not add it). Returns 1 when an
- * unblocked score is above FLT_MAX. */
-int att_fix_scores(float *row, const float *qrow, const float *kh, int ldk, int d,
-                   const struct att_params *p, int n, int h, int i);
+/* x: (n) scores in place: c·tanh(x / c), c > 0 (soft-capping). */
+ATT_CLONED void att_softcap_row(float *x, int n, float c);
+
+/* band.c: the variants that act on positions. */
+
+/* One row of scores in a buffer: query i of batch n, head h; the buffer
+ * holds keys j0 … j0 + W - 1. */
+struct att_row {
+    int n, h, i;
+    int j0, W;
+    int lo, hi;         /* the keys causal and window leave (att_visible_keys),
+                           inclusive; hi < lo: none */
+    float slope;        /* ALiBi slope of head h, 0 = none */
+    long long pos;      /* the query's position */
+    long long dmin;     /* ALiBi distance every key is shifted by */
+};
+void att_row_init(struct att_row *r, const struct att_params *p, int n, int h, int i, int j0,
+                  int W, float slope);
+
+/* row: (W) scores q·kᵀ of r, in place: soft-cap, ALiBi, + float mask, and
+ * -inf for blocked keys (band, bool mask, key padding). */
+void att_row_finish(float *row, const struct att_params *p, const struct att_row *r);
+
+/* The same in double from qrow: (d) and kh: (S, d), row stride ldk (key 0),
+ * for a row float32 left inf or NaN. Returns 1 when an unblocked score is
+ * above FLT_MAX. */
+int att_row_fix(float *row, const float *qrow, const float *kh, int ldk, int d,
+                const struct att_params *p, const struct att_row *r);
+
+/* Does the caller block every key of row r (band and masks)? */
+int att_row_caller_blocks(const struct att_params *p, const struct att_row *r);
+
+/* x: rows lo … hi - 1 (stride ldx) of nh heads of d, row m at row m % T of
+ * cs (att_rope_table): RoPE in place (p's style and rotary_dim). Returns
+ * the first row where a value left float32's range, or -1. */
+long long att_rope_rows(float *x, int ldx, int lo, int hi, int T, int nh, int d,
+                        const struct att_params *p, const float *cs);
 
 /* Whether flushing the softmax's subnormal weights moves no output by more
  * than 1e-6, for S keys, E features, max |v| and max |Wo|. */

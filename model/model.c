@@ -1,10 +1,11 @@
 /* model.c -- see model.h. model_load() reads config.json, opens
  * model.safetensors (mapped), converts the used tensors to float32 and
  * unmaps the file; model_parse() is the same on two buffers. Each format
- * has its own small mapping function; all of them go through take(), which
- * finds a key, checks its dtype and shape and converts it. */
-#include "model/model.h"
-#include "model/safetensors.h"
+ * has its own small mapping function; all of them go through
+ * model_take(), which finds a key, checks its dtype and shape and converts
+ * it. The hf_llama, hf_mistral and hf_gemma2 formats read a checkpoint
+ * folder instead: hf.c. */
+#include "model/model_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,19 +18,16 @@
 #include <unistd.h>
 
 #define CONFIG_MAX (1u << 20) /* config.json: 1 MiB at most */
-#define PREFIX_MAX 256
 
-static const char *const format_names[] = {"torch_mha", "hf_bert", "hf_gpt2"};
+static const char *const format_names[MODEL_NFORMATS] = {
+    "torch_mha", "hf_bert", "hf_gpt2", "hf_llama", "hf_mistral", "hf_gemma2"};
 
 const char *model_format_name(int format)
 {
-    return format >= 0 && format < 3 ? format_names[format] : "unknown";
+    return format >= 0 && format < MODEL_NFORMATS ? format_names[format] : "unknown";
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int model_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -39,113 +37,52 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-int model_is_default_option(const char *key)
-{
-    static const char *const keys[] = {"need_weights", "average_attn_weights", "attn_mask",
-                                       "scale", "positional_encoding", "output_encoding"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!strcmp(key, keys[i]))
-            return 1;
-    return 0;
-}
-
-/* One "defaults" value against the rules of model.h. */
-static int check_default(const char *key, json_t *v, char *err, size_t errlen)
-{
-    const char *s = json_string_value(v);
-    int ok;
-    if (!strcmp(key, "need_weights") || !strcmp(key, "average_attn_weights")) {
-        ok = json_is_boolean(v);
-    } else if (!strcmp(key, "attn_mask")) {
-        ok = s && !strcmp(s, "causal");
-    } else if (!strcmp(key, "positional_encoding")) {
-        ok = s && !strcmp(s, "sinusoidal");
-    } else if (!strcmp(key, "output_encoding")) {
-        ok = s && (!strcmp(s, "json") || !strcmp(s, "base64"));
-    } else { /* scale: a number > 0 that stays finite and > 0 in float32 */
-        double d = json_number_value(v);
-        ok = json_is_number(v) && d > 0 && isfinite((float)d) && (float)d > 0;
-    }
-    if (ok)
-        return 0;
-    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    fail(err, errlen, "config.json: defaults.%s = %.40s is not allowed (%s)", key,
-         text ? text : "?",
-         !strcmp(key, "attn_mask")             ? "only \"causal\""
-         : !strcmp(key, "positional_encoding") ? "only \"sinusoidal\""
-         : !strcmp(key, "output_encoding")     ? "\"json\" or \"base64\""
-         : !strcmp(key, "scale")               ? "a number > 0, finite in float32"
-                                               : "a boolean");
-    free(text);
-    return -1;
-}
-
-/* config.json's known keys: format, prefix, num_heads, defaults. */
-static int check_config(struct model *m, json_t *cfg, const char **prefix, char *err,
-                        size_t errlen)
+/* config.json's format. */
+static int config_format(struct model *m, json_t *cfg, char *err, size_t errlen)
 {
     if (!json_is_object(cfg))
-        return fail(err, errlen, "config.json: not a JSON object");
+        return model_fail(err, errlen, "config.json: not a JSON object");
     const char *fmt = json_string_value(json_object_get(cfg, "format"));
     m->format = -1;
-    for (int i = 0; fmt && i < 3; i++)
+    for (int i = 0; fmt && i < MODEL_NFORMATS; i++)
         if (!strcmp(fmt, format_names[i]))
             m->format = i;
     if (m->format < 0)
-        return fail(err, errlen, "config.json: format %s%.40s%s is unknown (torch_mha, "
-                    "hf_bert or hf_gpt2)", fmt ? "\"" : "", fmt ? fmt : "missing",
-                    fmt ? "\"" : "");
-    json_t *p = json_object_get(cfg, "prefix");
-    if (p && (!json_is_string(p) || json_string_length(p) > PREFIX_MAX))
-        return fail(err, errlen, "config.json: prefix is not a string of at most %d bytes",
-                    PREFIX_MAX);
-    *prefix = p ? json_string_value(p) : "";
-    json_t *h = json_object_get(cfg, "num_heads");
-    if (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > 65536)
-        return fail(err, errlen, "config.json: num_heads is not an integer in 1..65536");
-    m->H = (int)json_integer_value(h);
-    json_t *d = json_object_get(cfg, "defaults"), *v;
-    if (d && !json_is_object(d))
-        return fail(err, errlen, "config.json: defaults is not an object");
-    const char *key;
-    json_object_foreach (d, key, v) {
-        if (!model_is_default_option(key))
-            return fail(err, errlen, "config.json: defaults.%.64s is not an option a model "
-                        "may set", key);
-        if (check_default(key, v, err, errlen))
-            return -1;
-    }
-    m->defaults = d ? json_deep_copy(d) : json_object();
-    if (!m->defaults)
-        return fail(err, errlen, "out of memory");
+        return model_fail(err, errlen, "config.json: format %s%.40s%s is unknown (torch_mha, "
+                          "hf_bert, hf_gpt2, hf_llama, hf_mistral or hf_gemma2)",
+                          fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "");
     return 0;
 }
 
-/* State of one load: the open file, the prefix, the error buffer. */
-struct load {
-    struct model *m;
-    const struct st_file *f;
-    const char *prefix;
-    char *err;
-    size_t errlen;
-};
-
-/* prefix + key, found, or NULL. */
-static const struct st_tensor *find(const struct load *ld, const char *key)
+/* config.json's known keys for the formats of one file: prefix, num_heads. */
+static int check_config(struct model *m, json_t *cfg, const char **prefix, char *err,
+                        size_t errlen)
 {
-    char full[PREFIX_MAX + 64];
+    json_t *p = json_object_get(cfg, "prefix");
+    if (p && (!json_is_string(p) || json_string_length(p) > MODEL_PREFIX_MAX))
+        return model_fail(err, errlen, "config.json: prefix is not a string of at most %d "
+                          "bytes", MODEL_PREFIX_MAX);
+    *prefix = p ? json_string_value(p) : "";
+    json_t *h = json_object_get(cfg, "num_heads");
+    if (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > 65536)
+        return model_fail(err, errlen, "config.json: num_heads is not an integer in 1..65536");
+    m->H = (int)json_integer_value(h);
+    return 0;
+}
+
+const struct st_tensor *model_find(const struct load *ld, const char *key)
+{
+    char full[MODEL_PREFIX_MAX + 64];
     snprintf(full, sizeof full, "%s%s", ld->prefix, key);
     return st_find(ld->f, full);
 }
 
-/* The tensor prefix + key, checked: present, of shape (d0) or (d0, d1)
- * (d1 < 0: rank 1) and convertible; else NULL with err set. Its element
- * count is then d0·max(d1, 1), backed by bytes of the file. */
-static const struct st_tensor *checked(struct load *ld, const char *key, long d0, long d1)
+/* Its element count is then d0·max(d1, 1), backed by bytes of the file. */
+const struct st_tensor *model_checked(struct load *ld, const char *key, long d0, long d1)
 {
-    const struct st_tensor *t = find(ld, key);
+    const struct st_tensor *t = model_find(ld, key);
     if (!t) {
-        fail(ld->err, ld->errlen, "model.safetensors: missing key %s%s", ld->prefix, key);
+        model_fail(ld->err, ld->errlen, "%s: missing key %s%s", ld->file, ld->prefix, key);
         return NULL;
     }
     uint64_t want[2] = {(uint64_t)d0, (uint64_t)d1};
@@ -154,21 +91,19 @@ static const struct st_tensor *checked(struct load *ld, const char *key, long d0
         char got[96], exp[64];
         st_shape_str(got, sizeof got, t->shape, t->ndim);
         st_shape_str(exp, sizeof exp, want, wnd);
-        fail(ld->err, ld->errlen, "model.safetensors: %s has shape %s, expected %s", t->name,
+        model_fail(ld->err, ld->errlen, "%s: %s has shape %s, expected %s", ld->file, t->name,
              got, exp);
         return NULL;
     }
     if (!st_dtype_convertible(t->dtype)) {
-        fail(ld->err, ld->errlen, "model.safetensors: %s has dtype %s; only F32, F16 and BF16 "
-             "can be loaded", t->name, t->dtype);
+        model_fail(ld->err, ld->errlen, "%s: %s has dtype %s; only F32, F16 and BF16 "
+             "can be loaded", ld->file, t->name, t->dtype);
         return NULL;
     }
     return t;
 }
 
-/* A checked() tensor converted into dst (t->count floats); non-finite
- * values refused. */
-static int convert(struct load *ld, float *dst, const struct st_tensor *t)
+int model_convert(struct load *ld, float *dst, const struct st_tensor *t)
 {
     struct model *m = ld->m;
     if (!m->dtype[0])
@@ -178,25 +113,22 @@ static int convert(struct load *ld, float *dst, const struct st_tensor *t)
     st_to_f32(dst, t);
     for (size_t i = 0; i < (size_t)t->count; i++)
         if (!isfinite(dst[i]))
-            return fail(ld->err, ld->errlen, "model.safetensors: %s[%zu] is not finite",
-                        t->name, i);
+            return model_fail(ld->err, ld->errlen, "%s: %s[%zu] is not finite",
+                        ld->file, t->name, i);
     return 0;
 }
 
-/* checked() and convert() into a new array (*out, malloc'd only once the
- * shape is known to be in the file); an absent optional key leaves *out
- * NULL. */
-static int take(struct load *ld, float **out, const char *key, int optional, long d0, long d1)
+int model_take(struct load *ld, float **out, const char *key, int optional, long d0, long d1)
 {
     *out = NULL;
-    if (optional && !find(ld, key))
+    if (optional && !model_find(ld, key))
         return 0;
-    const struct st_tensor *t = checked(ld, key, d0, d1);
+    const struct st_tensor *t = model_checked(ld, key, d0, d1);
     if (!t)
         return -1;
     if (!(*out = malloc((t->count ? (size_t)t->count : 1) * sizeof **out)))
-        return fail(ld->err, ld->errlen, "out of memory for %s", t->name);
-    return convert(ld, *out, t);
+        return model_fail(ld->err, ld->errlen, "out of memory for %s", t->name);
+    return model_convert(ld, *out, t);
 }
 
 /* E from key, an (E, E) tensor (E in 1..65536), checked against
@@ -204,20 +136,20 @@ static int take(struct load *ld, float **out, const char *key, int optional, lon
  * here cannot make the loader allocate more than it holds. */
 static int embed_dim(struct load *ld, const char *key)
 {
-    const struct st_tensor *t = find(ld, key);
+    const struct st_tensor *t = model_find(ld, key);
     if (!t)
-        return fail(ld->err, ld->errlen, "model.safetensors: missing key %s%s", ld->prefix,
+        return model_fail(ld->err, ld->errlen, "%s: missing key %s%s", ld->file, ld->prefix,
                     key);
     long e = t->ndim >= 1 && t->shape[0] >= 1 && t->shape[0] <= 65536 ? (long)t->shape[0] : 0;
     if (!e)
-        return fail(ld->err, ld->errlen, "model.safetensors: %s has first dimension %llu, "
+        return model_fail(ld->err, ld->errlen, "model.safetensors: %s has first dimension %llu, "
                     "expected E in 1..65536", t->name,
                     t->ndim ? (unsigned long long)t->shape[0] : 0ULL);
-    if (!checked(ld, key, e, e))
+    if (!model_checked(ld, key, e, e))
         return -1;
     ld->m->E = (int)e;
     if (ld->m->E % ld->m->H)
-        return fail(ld->err, ld->errlen, "model.safetensors: E = %d (from %s) is not divisible "
+        return model_fail(ld->err, ld->errlen, "model.safetensors: E = %d (from %s) is not divisible "
                     "by num_heads = %d", ld->m->E, t->name, ld->m->H);
     ld->m->kdim = ld->m->vdim = ld->m->E;
     return 0;
@@ -229,27 +161,27 @@ static int map_torch_mha(struct load *ld)
     if (embed_dim(ld, "out_proj.weight"))
         return -1;
     long E = m->E;
-    if (find(ld, "in_proj_weight") && find(ld, "q_proj_weight"))
-        return fail(ld->err, ld->errlen, "model.safetensors: both %sin_proj_weight and "
+    if (model_find(ld, "in_proj_weight") && model_find(ld, "q_proj_weight"))
+        return model_fail(ld->err, ld->errlen, "model.safetensors: both %sin_proj_weight and "
                     "%sq_proj_weight: one layout only", ld->prefix, ld->prefix);
-    if (find(ld, "in_proj_weight") || !find(ld, "q_proj_weight")) {
-        if (take(ld, &m->in_proj_weight, "in_proj_weight", 0, 3 * E, E))
+    if (model_find(ld, "in_proj_weight") || !model_find(ld, "q_proj_weight")) {
+        if (model_take(ld, &m->in_proj_weight, "in_proj_weight", 0, 3 * E, E))
             return -1;
     } else {
         /* kdim, vdim from the k/v weights' second dimension */
-        const struct st_tensor *k = find(ld, "k_proj_weight"), *v = find(ld, "v_proj_weight");
+        const struct st_tensor *k = model_find(ld, "k_proj_weight"), *v = model_find(ld, "v_proj_weight");
         if (k && k->ndim == 2 && k->shape[1] >= 1 && k->shape[1] <= 65536)
             m->kdim = (int)k->shape[1];
         if (v && v->ndim == 2 && v->shape[1] >= 1 && v->shape[1] <= 65536)
             m->vdim = (int)v->shape[1];
-        if (take(ld, &m->q_proj_weight, "q_proj_weight", 0, E, E) ||
-            take(ld, &m->k_proj_weight, "k_proj_weight", 0, E, m->kdim) ||
-            take(ld, &m->v_proj_weight, "v_proj_weight", 0, E, m->vdim))
+        if (model_take(ld, &m->q_proj_weight, "q_proj_weight", 0, E, E) ||
+            model_take(ld, &m->k_proj_weight, "k_proj_weight", 0, E, m->kdim) ||
+            model_take(ld, &m->v_proj_weight, "v_proj_weight", 0, E, m->vdim))
             return -1;
     }
-    return take(ld, &m->in_proj_bias, "in_proj_bias", 1, 3 * E, -1) ||
-                   take(ld, &m->out_proj_weight, "out_proj.weight", 0, E, E) ||
-                   take(ld, &m->out_proj_bias, "out_proj.bias", 1, E, -1)
+    return model_take(ld, &m->in_proj_bias, "in_proj_bias", 1, 3 * E, -1) ||
+                   model_take(ld, &m->out_proj_weight, "out_proj.weight", 0, E, E) ||
+                   model_take(ld, &m->out_proj_bias, "out_proj.bias", 1, E, -1)
                ? -1
                : 0;
 }
@@ -267,20 +199,20 @@ static int map_hf_bert(struct load *ld)
     size_t E = (size_t)m->E;
     const struct st_tensor *tw[3], *tb[3];
     for (size_t i = 0; i < 3; i++) /* all there before the allocation */
-        if (!(tw[i] = checked(ld, w[i], (long)E, (long)E)) ||
-            !(tb[i] = checked(ld, b[i], (long)E, -1)))
+        if (!(tw[i] = model_checked(ld, w[i], (long)E, (long)E)) ||
+            !(tb[i] = model_checked(ld, b[i], (long)E, -1)))
             return -1;
     m->in_proj_weight = malloc(3 * E * E * sizeof(float));
     m->in_proj_bias = malloc(3 * E * sizeof(float));
     if (!m->in_proj_weight || !m->in_proj_bias)
-        return fail(ld->err, ld->errlen, "out of memory");
+        return model_fail(ld->err, ld->errlen, "out of memory");
     for (size_t i = 0; i < 3; i++)
-        if (convert(ld, m->in_proj_weight + i * E * E, tw[i]) ||
-            convert(ld, m->in_proj_bias + i * E, tb[i]))
+        if (model_convert(ld, m->in_proj_weight + i * E * E, tw[i]) ||
+            model_convert(ld, m->in_proj_bias + i * E, tb[i]))
             return -1;
-    return take(ld, &m->out_proj_weight, "attention.output.dense.weight", 0, (long)E,
+    return model_take(ld, &m->out_proj_weight, "attention.output.dense.weight", 0, (long)E,
                 (long)E) ||
-                   take(ld, &m->out_proj_bias, "attention.output.dense.bias", 0, (long)E, -1)
+                   model_take(ld, &m->out_proj_bias, "attention.output.dense.bias", 0, (long)E, -1)
                ? -1
                : 0;
 }
@@ -290,7 +222,7 @@ static float *transpose(struct load *ld, const float *a, size_t rows, size_t col
 {
     float *t = malloc(rows * cols * sizeof *t);
     if (!t) {
-        fail(ld->err, ld->errlen, "out of memory");
+        model_fail(ld->err, ld->errlen, "out of memory");
         return NULL;
     }
     for (size_t r = 0; r < rows; r++)
@@ -308,10 +240,10 @@ static int map_hf_gpt2(struct load *ld)
     float *cw = NULL, *pw = NULL;
     int rc = -1;
     /* Conv1D stores (in, out) and computes x·W: transposed to Linear's (out, in) */
-    if (take(ld, &cw, "attn.c_attn.weight", 0, (long)E, 3 * (long)E) ||
-        take(ld, &m->in_proj_bias, "attn.c_attn.bias", 0, 3 * (long)E, -1) ||
-        take(ld, &pw, "attn.c_proj.weight", 0, (long)E, (long)E) ||
-        take(ld, &m->out_proj_bias, "attn.c_proj.bias", 0, (long)E, -1))
+    if (model_take(ld, &cw, "attn.c_attn.weight", 0, (long)E, 3 * (long)E) ||
+        model_take(ld, &m->in_proj_bias, "attn.c_attn.bias", 0, 3 * (long)E, -1) ||
+        model_take(ld, &pw, "attn.c_proj.weight", 0, (long)E, (long)E) ||
+        model_take(ld, &m->out_proj_bias, "attn.c_proj.bias", 0, (long)E, -1))
         goto done;
     if ((m->in_proj_weight = transpose(ld, cw, E, 3 * E)) &&
         (m->out_proj_weight = transpose(ld, pw, E, E)))
@@ -324,13 +256,14 @@ done:
 /* Bytes of float32 the model holds (gpt2's temporaries gone). */
 static size_t held_bytes(const struct model *m)
 {
-    size_t E = (size_t)m->E, n = 0;
-    n += m->in_proj_weight ? 3 * E * E : 0;
-    n += m->q_proj_weight ? E * E : 0;
-    n += m->k_proj_weight ? E * (size_t)m->kdim : 0;
-    n += m->v_proj_weight ? E * (size_t)m->vdim : 0;
-    n += m->in_proj_bias ? 3 * E : 0;
-    n += m->out_proj_weight ? E * E : 0;
+    size_t E = (size_t)m->E, dq = (size_t)m->H * (size_t)m->head_dim,
+           dkv = (size_t)m->Hkv * (size_t)m->head_dim, n = 0;
+    n += m->in_proj_weight ? (dq + 2 * dkv) * E : 0;
+    n += m->q_proj_weight ? dq * E : 0;
+    n += m->k_proj_weight ? dkv * (size_t)m->kdim : 0;
+    n += m->v_proj_weight ? dkv * (size_t)m->vdim : 0;
+    n += m->in_proj_bias ? dq + 2 * dkv : 0;
+    n += m->out_proj_weight ? E * dq : 0;
     n += m->out_proj_bias ? E : 0;
     return n * sizeof(float);
 }
@@ -339,44 +272,70 @@ static int name_ok(const char *name, char *err, size_t errlen)
 {
     size_t n = strlen(name);
     if (!n || n >= sizeof ((struct model *)0)->name || name[0] == '.')
-        return fail(err, errlen, "model name \"%.64s\" is not allowed (1..127 characters, "
+        return model_fail(err, errlen, "model name \"%.64s\" is not allowed (1..127 characters, "
                     "not starting with '.')", name);
     for (size_t i = 0; i < n; i++)
         if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-",
                     name[i]))
-            return fail(err, errlen, "model name \"%.64s\" has a character outside "
+            return model_fail(err, errlen, "model name \"%.64s\" has a character outside "
                         "[A-Za-z0-9_.-]", name);
     if (!strcmp(name, "attention"))
-        return fail(err, errlen, "model name \"attention\" is reserved");
+        return model_fail(err, errlen, "model name \"attention\" is reserved");
     return 0;
 }
 
-/* Everything after the files are read: config, then the format's keys. */
-static int build(struct model **out, const char *name, json_t *cfg, const struct st_file *f,
-                 char *err, size_t errlen)
+/* A new model holding cfg (takes ownership), its name and format set. */
+static struct model *model_new(const char *name, json_t *cfg, char *err, size_t errlen)
 {
-    *out = NULL;
     struct model *m = calloc(1, sizeof *m);
     if (!m) {
         json_decref(cfg);
-        return fail(err, errlen, "out of memory");
+        model_fail(err, errlen, "out of memory");
+        return NULL;
     }
-    m->config = cfg; /* takes ownership */
+    m->config = cfg;
+    m->layer = -1;
     snprintf(m->name, sizeof m->name, "%s", name);
-    struct load ld = {m, f, "", err, errlen};
-    if (check_config(m, cfg, &ld.prefix, err, errlen))
-        goto fail;
+    if (config_format(m, cfg, err, errlen)) {
+        model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static int is_hf_decoder(const struct model *m)
+{
+    return m->format == MODEL_HF_LLAMA || m->format == MODEL_HF_MISTRAL ||
+           m->format == MODEL_HF_GEMMA2;
+}
+
+/* The formats of one file, once it is open: config, the format's keys,
+ * the defaults. */
+static int build(struct model *m, const struct st_file *f, char *err, size_t errlen)
+{
+    struct load ld = {m, f, "model.safetensors", "", err, errlen};
+    if (check_config(m, m->config, &ld.prefix, err, errlen))
+        return -1;
     int rc = m->format == MODEL_TORCH_MHA ? map_torch_mha(&ld)
              : m->format == MODEL_HF_BERT ? map_hf_bert(&ld)
                                           : map_hf_gpt2(&ld);
     if (rc)
-        goto fail;
+        return -1;
+    m->Hkv = m->H;
+    m->head_dim = m->E / m->H;
+    return model_set_defaults(m, NULL, json_object_get(m->config, "defaults"), err, errlen);
+}
+
+/* *out = m, or m freed on failure (rc). */
+static int finish(struct model **out, struct model *m, int rc)
+{
+    if (rc) {
+        model_free(m);
+        return -1;
+    }
     m->bytes = held_bytes(m);
     *out = m;
     return 0;
-fail:
-    model_free(m);
-    return -1;
 }
 
 int model_parse(struct model **out, const char *name, const char *config, size_t config_len,
@@ -388,36 +347,40 @@ int model_parse(struct model **out, const char *name, const char *config, size_t
     json_error_t jerr;
     json_t *cfg = json_loadb(config, config_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!cfg)
-        return fail(err, errlen, "config.json: %s (line %d)", jerr.text, jerr.line);
+        return model_fail(err, errlen, "config.json: %s (line %d)", jerr.text, jerr.line);
+    struct model *m = model_new(name, cfg, err, errlen);
+    if (!m)
+        return -1;
+    if (is_hf_decoder(m))
+        return finish(out, m, model_fail(err, errlen, "config.json: format %s reads a "
+                                         "checkpoint folder: model_load() only",
+                                         model_format_name(m->format)));
     struct st_file f;
     char msg[256];
-    if (st_parse(&f, st, st_len, msg, sizeof msg)) {
-        json_decref(cfg);
-        return fail(err, errlen, "model.safetensors: %s", msg);
-    }
-    int rc = build(out, name, cfg, &f, err, errlen);
+    if (st_parse(&f, st, st_len, msg, sizeof msg))
+        return finish(out, m, model_fail(err, errlen, "model.safetensors: %s", msg));
+    int rc = build(m, &f, err, errlen);
     st_close(&f);
-    return rc;
+    return finish(out, m, rc);
 }
 
-/* DIR/NAME/config.json: a regular file of at most CONFIG_MAX bytes. */
-static json_t *read_config(const char *path, char *err, size_t errlen)
+json_t *model_read_json(const char *path, const char *what, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
-        fail(err, errlen, "config.json: %s", strerror(errno));
+        model_fail(err, errlen, "%s: %s", what, strerror(errno));
         return NULL;
     }
     struct stat sb;
     char *buf = NULL;
     json_t *cfg = NULL;
     if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        fail(err, errlen, "config.json: not a regular file");
+        model_fail(err, errlen, "%s: not a regular file", what);
     } else if (sb.st_size > (off_t)CONFIG_MAX) {
-        fail(err, errlen, "config.json: %lld bytes, more than %u", (long long)sb.st_size,
-             CONFIG_MAX);
+        model_fail(err, errlen, "%s: %lld bytes, more than %u", what, (long long)sb.st_size,
+                   CONFIG_MAX);
     } else if (!(buf = malloc((size_t)sb.st_size + 1))) {
-        fail(err, errlen, "out of memory");
+        model_fail(err, errlen, "out of memory");
     } else {
         size_t got = 0;
         ssize_t r = 1;
@@ -425,9 +388,9 @@ static json_t *read_config(const char *path, char *err, size_t errlen)
             got += (size_t)r;
         json_error_t jerr;
         if (r < 0)
-            fail(err, errlen, "config.json: %s", strerror(errno));
+            model_fail(err, errlen, "%s: %s", what, strerror(errno));
         else if (!(cfg = json_loadb(buf, got, JSON_REJECT_DUPLICATES, &jerr)))
-            fail(err, errlen, "config.json: %s (line %d)", jerr.text, jerr.line);
+            model_fail(err, errlen, "%s: %s (line %d)", what, jerr.text, jerr.line);
     }
     free(buf);
     close(fd);
@@ -442,22 +405,28 @@ int model_load(struct model **out, const char *dir, const char *name, char *err,
         return -1;
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s/config.json", dir, name) >= (int)sizeof path)
-        return fail(err, errlen, "model folder path too long");
-    json_t *cfg = read_config(path, err, errlen);
+        return model_fail(err, errlen, "model folder path too long");
+    json_t *cfg = model_read_json(path, "config.json", err, errlen);
     if (!cfg)
         return -1;
+    struct model *m = model_new(name, cfg, err, errlen);
+    if (!m)
+        return -1;
+    if (is_hf_decoder(m)) {
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        return finish(out, m, model_load_hf(m, cfg, path, err, errlen));
+    }
     snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, name);
     struct st_file f;
     char msg[sizeof path + 256];
     if (st_open(&f, path, msg, sizeof msg)) {
-        json_decref(cfg);
         /* st_open names the path; the file's name alone is enough here */
         const char *tail = strstr(msg, "model.safetensors: ");
-        return fail(err, errlen, "%s", tail ? tail : msg);
+        return finish(out, m, model_fail(err, errlen, "%s", tail ? tail : msg));
     }
-    int rc = build(out, name, cfg, &f, err, errlen);
+    int rc = build(m, &f, err, errlen);
     st_close(&f); /* the file's pages leave the process here */
-    return rc;
+    return finish(out, m, rc);
 }
 
 void model_free(struct model *m)
@@ -473,5 +442,6 @@ void model_free(struct model *m)
     free(m->out_proj_bias);
     json_decref(m->defaults);
     json_decref(m->config);
+    json_decref(m->hf_config);
     free(m);
 }

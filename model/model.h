@@ -1,6 +1,7 @@
 /* model.h -- a server-held model: one layer of multi-head attention
  * weights, read from a model repository folder DIR/<name>/ that holds
- * config.json and model.safetensors (model/safetensors.h reads the file).
+ * config.json and model.safetensors (model/safetensors.h reads the file),
+ * or config.json pointing at a Hugging Face checkpoint folder.
  *
  *     struct model *m;
  *     char err[512];
@@ -16,6 +17,31 @@
  *    "defaults": {"attn_mask": "causal", "scale": 0.125}}   (optional)
  *   Any other top-level key is kept (m->config) and ignored.
  *
+ * A Hugging Face decoder layer (README "Hugging Face checkpoints"):
+ *   {"format": "hf_llama" | "hf_mistral" | "hf_gemma2",
+ *    "checkpoint": "/path/to/hf-folder",   (absolute, or relative to DIR/<name>)
+ *    "layer": 3,
+ *    "prefix": "model.layers.3.",          (optional, this default)
+ *    "num_heads": 32,                      (optional: must equal the checkpoint's)
+ *    "hf_ignore": ["some_field"],          (optional: checkpoint config fields the
+ *                                           user declares irrelevant to attention)
+ *    "defaults": {...}}                    (optional: override the derived ones)
+ *   The checkpoint's config.json gives H (num_attention_heads), Hkv
+ *   (num_key_value_heads), E (hidden_size), d (head_dim, else E / H),
+ *   rope_theta, sliding_window, attn_logit_softcapping,
+ *   query_pre_attn_scalar and attention_bias; a field that changes the
+ *   attention and is not implemented (rope_scaling, partial_rotary_factor
+ *   != 1, ...) or that the loader does not know is a load error naming it.
+ *   Its weights come from model.safetensors, or from the shards that
+ *   model.safetensors.index.json names for the layer's tensors:
+ *   self_attn.{q,k,v,o}_proj.weight, and .bias when attention_bias.
+ *   The loader puts what it derived into m->defaults, in POST /attention's
+ *   names: num_kv_heads, head_dim, rope {"style": "half", "theta",
+ *   "rotary_dim"}, attn_mask "causal_lower_right", window [W - 1, 0]
+ *   (sliding_window W; hf_gemma2 on even layers only), softcap, scale
+ *   (hf_gemma2: query_pre_attn_scalar^-1/2). A key of the model config's
+ *   own defaults replaces the derived one; null removes it.
+ *
  * Keys read (after the prefix):
  *   torch_mha: in_proj_weight (3E, E) or q_proj_weight (E, E) +
  *              k_proj_weight (E, kdim) + v_proj_weight (E, vdim);
@@ -26,6 +52,10 @@
  *   hf_gpt2:   attn.c_attn.weight (E, 3E) and attn.c_attn.bias (3E),
  *              attn.c_proj.weight (E, E) and attn.c_proj.bias (E), stored
  *              in x out (applied as x·W): transposed here at load.
+ *   hf_llama, hf_mistral, hf_gemma2: self_attn.q_proj.weight (H·d, E) ->
+ *              q_proj_weight, k_proj / v_proj (Hkv·d, E) -> k/v_proj_weight,
+ *              o_proj (E, H·d) -> out_proj_weight; the q, k, v biases
+ *              stacked into in_proj_bias, o_proj.bias -> out_proj_bias.
  * F32, F16 and BF16 tensors are converted to float32 once, at load; only
  * the tensors above are read from the (mmap'ed) file.
  *
@@ -37,7 +67,11 @@
 #include <jansson.h>
 #include <stddef.h>
 
-enum model_format { MODEL_TORCH_MHA, MODEL_HF_BERT, MODEL_HF_GPT2 };
+enum model_format {
+    MODEL_TORCH_MHA, MODEL_HF_BERT, MODEL_HF_GPT2,
+    MODEL_HF_LLAMA, MODEL_HF_MISTRAL, MODEL_HF_GEMMA2,
+    MODEL_NFORMATS
+};
 
 /* Name of a format as config.json spells it ("torch_mha", ...). */
 const char *model_format_name(int format);
@@ -46,37 +80,51 @@ struct model {
     char name[128];
     int format;           /* enum model_format */
     int E, kdim, vdim, H; /* embed dim, key dim, value dim, num_heads */
+    int Hkv;              /* key/value heads (= H but in the hf_* decoder formats) */
+    int head_dim;         /* d (= E / H but in the hf_* decoder formats) */
+    int layer;            /* hf_* decoder formats: the layer served; else -1 */
     /* float32, owned (malloc'd), PyTorch layout as struct att_params
      * wants it; NULL = absent (identity matrix / zero bias). Either
-     * in_proj_weight, or q/k/v_proj_weight. */
-    float *in_proj_weight;  /* (3E, E) */
-    float *q_proj_weight;   /* (E, E) */
-    float *k_proj_weight;   /* (E, kdim) */
-    float *v_proj_weight;   /* (E, vdim) */
-    float *in_proj_bias;    /* (3E) */
-    float *out_proj_weight; /* (E, E) */
+     * in_proj_weight, or q/k/v_proj_weight. With Dq = H·d and Dkv = Hkv·d
+     * (both E in torch_mha, hf_bert and hf_gpt2; kdim = vdim = E in the
+     * hf_* decoder formats): */
+    float *in_proj_weight;  /* (Dq + 2·Dkv, E) */
+    float *q_proj_weight;   /* (Dq, E) */
+    float *k_proj_weight;   /* (Dkv, kdim) */
+    float *v_proj_weight;   /* (Dkv, vdim) */
+    float *in_proj_bias;    /* (Dq + 2·Dkv): q, k, v blocks */
+    float *out_proj_weight; /* (E, Dq) */
     float *out_proj_bias;   /* (E) */
     json_t *defaults;       /* object of POST /attention options (owned, never NULL) */
     json_t *config;         /* config.json as read (owned, never NULL) */
+    json_t *hf_config;      /* hf_* decoder formats: the checkpoint's config.json
+                               (owned); else NULL */
     size_t bytes;           /* bytes of float32 weights held */
     char dtype[8];          /* dtype of the weights in the file: "F32", "F16", "BF16" */
 };
 
 /* The options "defaults" may set, as POST /attention names them:
- * need_weights, average_attn_weights (booleans), attn_mask ("causal"),
- * scale (number > 0), positional_encoding ("sinusoidal"), output_encoding
- * ("json" or "base64"). */
+ * need_weights, average_attn_weights, alibi (booleans), attn_mask
+ * ("causal" or "causal_lower_right"), scale, softcap (numbers > 0),
+ * positional_encoding ("sinusoidal"), output_encoding ("json" or
+ * "base64"), num_kv_heads and head_dim (the model's own only), rope
+ * ({"style": "half" | "interleaved", "theta", "rotary_dim"}), window
+ * ([left, right], >= -1), query_position_offset (>= 0); and
+ * sliding_window (W >= 1), Hugging Face's notation, stored as window
+ * [W - 1, 0]. */
 int model_is_default_option(const char *key);
 
 /* Load DIR/<name>/ (config.json + model.safetensors). Returns 0 with *out
  * set, or -1 with err naming the problem (the file, the key, the shapes).
- * name "attention" is reserved (a load error). */
+ * name "attention" is reserved (a load error). The hf_* decoder formats
+ * read the checkpoint folder that config.json names. */
 int model_load(struct model **out, const char *dir, const char *name, char *err,
                size_t errlen);
 
 /* model_load() on memory: config (config_len bytes of config.json) and st
  * (st_len bytes of model.safetensors), both borrowed, for tests and the
- * fuzzer. The messages are model_load()'s. */
+ * fuzzer. The messages are model_load()'s. The hf_* decoder formats,
+ * which read a folder, are a load error here. */
 int model_parse(struct model **out, const char *name, const char *config, size_t config_len,
                 const void *st, size_t st_len, char *err, size_t errlen);
 

@@ -168,9 +168,9 @@ int repo_load(const char *name, char *why, size_t whylen)
     pthread_mutex_unlock(&R.loading);
     if (R.log) {
         if (rc == 0)
-            fprintf(R.log, "attention-server: model %s: loaded (%s, E %d, heads %d, %s, "
-                    "%.1f MB)\n", name, model_format_name(m->format), m->E, m->H, m->dtype,
-                    (double)m->bytes / 1e6);
+            fprintf(R.log, "attention-server: model %s: loaded (%s, E %d, heads %d, kv heads "
+                    "%d, head_dim %d, %s, %.1f MB)\n", name, model_format_name(m->format),
+                    m->E, m->H, m->Hkv, m->head_dim, m->dtype, (double)m->bytes / 1e6);
         else
             fprintf(R.log, "attention-server: model %s: NOT loaded: %s\n", name, err);
     }

@@ -29,8 +29,9 @@
  * stack (jansson recurses up to its 2048-deep limit).
  *
  * A server-held model ("model": name, model/repo.h) gives the weights (then
- * "weights" is refused), num_heads (optional then; if given it must agree)
- * and its "defaults" for the options the request does not set; an unknown
+ * "weights" is refused), num_heads (optional then; if given it must agree),
+ * num_kv_heads and head_dim (the same: its weights have those shapes) and
+ * its "defaults" for the options the request does not set; an unknown
  * model is 404 not_found, one not ready 503 model_not_ready. The name of
  * the built-in model, "attention", means the weights are in the request.
  *
@@ -44,6 +45,11 @@
  * is refused, an integral value beyond 2^63 is too large. A float attn_mask
  * may hold -inf, as "-inf" or "-Infinity" or as its base64 bits; no other
  * tensor may, and +inf and NaN are refused everywhere.
+ *
+ * The attention variants' fields (num_kv_heads, head_dim, rope,
+ * query_position_offset, alibi, alibi_slopes, window, softcap) are checked
+ * by codec_variants.c, which v2 shares; the weights' shapes follow from H,
+ * num_kv_heads and head_dim there.
  *
  * Files: codec_request.c (the request schema and limits), codec_response.c
  * (the answer, buffered or streamed), scan.c and scan_json.c (the fast

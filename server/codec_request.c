@@ -3,6 +3,7 @@
  * tensor.c (jansson) or scan.c (the fast decoder), and every one goes
  * through tensor_check() here, whichever read it. */
 #include "server/codec.h"
+#include "server/codec_variants.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,18 +33,6 @@ static int decode_tensor(struct codec_request *r, const struct scan_tensors *fas
         return -1;
     }
     return tensor_check(t, k, name, err);
-}
-
-static int expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
-                        long long d1, struct api_error *err)
-{
-    if (t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1))
-        return 0;
-    char got[96], want[96];
-    long long w[2] = {d0, d1};
-    tensor_shape_str(got, sizeof got, t->shape, t->ndim);
-    tensor_shape_str(want, sizeof want, w, ndim);
-    return api_fail(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
 }
 
 static int check_dim(long long v, int max, const char *what, const char *key,
@@ -125,9 +114,18 @@ static int use_model(struct codec_request *r, json_t *root, json_t *v, const str
     *m = repo_model(r->model); /* NULL: the built-in model, weights inline */
     if (!*m)
         return 0;
+    /* the dimensions its weights have: a request may repeat them only */
+    if (codec_model_dim(*m, "num_kv_heads", json_object_get(root, "num_kv_heads"),
+                        "num_kv_heads", err) ||
+        codec_model_dim(*m, "head_dim", json_object_get(root, "head_dim"), "head_dim", err))
+        return -1;
+    /* alibi and alibi_slopes are one option: the request's either replaces both */
+    const int alibi = json_object_get(root, "alibi") || json_object_get(root, "alibi_slopes");
     const char *k;
     json_t *dv;
     json_object_foreach((*m)->defaults, k, dv) {
+        if (alibi && !strncmp(k, "alibi", 5))
+            continue;
         if (!json_object_get(root, k) && json_object_set(root, k, dv))
             return api_fail(err, ERR_INTERNAL, "out of memory applying defaults");
     }
@@ -151,6 +149,31 @@ static int model_weights(struct att_params *p, const struct model *m, struct api
     p->in_proj_bias = m->in_proj_bias, p->out_proj_weight = m->out_proj_weight;
     p->out_proj_bias = m->out_proj_bias;
     return 0;
+}
+
+/* The variant fields by their names (codec_variants.h), checked and set. */
+static int variants(struct att_params *p, json_t *root, const struct codec_limits *lim,
+                    struct tensor_arena *a, struct api_error *err)
+{
+    static const struct { enum codec_var i; const char *name; } scalars[] = {
+        {CV_NUM_KV_HEADS, "num_kv_heads"},
+        {CV_HEAD_DIM, "head_dim"},
+        {CV_QUERY_POSITION_OFFSET, "query_position_offset"},
+        {CV_ALIBI, "alibi"},
+        {CV_ALIBI_SLOPES, "alibi_slopes"},
+        {CV_SOFTCAP, "softcap"},
+    };
+    struct codec_variants cv;
+    codec_variants_init(&cv);
+    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++)
+        codec_variants_set(&cv, scalars[i].i, json_object_get(root, scalars[i].name),
+                           scalars[i].name);
+    json_t *rope = json_object_get(root, "rope"), *window = json_object_get(root, "window");
+    const int rc = (rope && codec_variants_rope(&cv, rope, "rope", err)) ||
+                   (window && codec_variants_window(&cv, window, "window", err)) ||
+                   codec_variants_apply(p, &cv, lim, a, err);
+    codec_variants_deinit(&cv);
+    return rc ? -1 : 0;
 }
 
 static int decode_fields(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
@@ -223,25 +246,19 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     p->L = (int)q.shape[b], p->E = (int)q.shape[b + 1];
     p->S = (int)kt.shape[b], p->kdim = (int)kt.shape[b + 1], p->vdim = (int)vt.shape[b + 1];
     p->query = q.f, p->key = kt.f, p->value = vt.f;
-    if (p->E % p->H)
-        return api_fail(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by num_heads %d",
-                    p->E, p->H);
-    if (m && model_weights(p, m, err))
+
+    /* 3b. the variants (codec_variants.h): heads, head_dim, RoPE, ALiBi, ... */
+    if (variants(p, root, lim, &r->arena, err) || (m && model_weights(p, m, err)))
         return -1;
 
-    /* 4. weights, each with its exact PyTorch shape */
+    /* 4. weights, each with its exact PyTorch shape (for H, Hkv and d) */
     json_t *w = json_object_get(root, "weights");
     if (w && !json_is_object(w))
         return api_fail(err, ERR_INVALID_PARAMETER, "weights must be an object");
     if (w) {
-        const long long E = p->E;
         /* in the order of the one list of names (scan_weight_index) */
-        const struct { const float **dst; int ndim; long long d0, d1; } ws[] = {
-            {&p->in_proj_weight, 2, 3 * E, E},  {&p->q_proj_weight, 2, E, E},
-            {&p->k_proj_weight, 2, E, p->kdim}, {&p->v_proj_weight, 2, E, p->vdim},
-            {&p->in_proj_bias, 1, 3 * E, 0},    {&p->out_proj_weight, 2, E, E},
-            {&p->out_proj_bias, 1, E, 0},
-        };
+        struct codec_weight_shape ws[7];
+        codec_weight_shapes(ws, p);
         json_object_foreach(w, k, v) {
             const int i = scan_weight_index(k);
             if (i < 0)
@@ -250,19 +267,22 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
             snprintf(name, sizeof name, "weights.%s", k);
             struct tensor t;
             if (decode_tensor(r, fast, &t, v, TENSOR_FLOAT, name, lim, err) ||
-                expect_shape(&t, name, ws[i].ndim, ws[i].d0, ws[i].d1, err))
+                codec_expect_shape(&t, name, ws[i].ndim, ws[i].d0, ws[i].d1, err))
                 return -1;
-            *ws[i].dst = t.f;
+            *codec_weight_field(p, i) = t.f;
         }
     }
+    if (codec_identity_check(p, m ? "the model's " : "weights.", err))
+        return -1;
 
     /* 5. masks */
     if ((v = json_object_get(root, "attn_mask"))) {
         if (json_is_string(v)) {
-            if (strcmp(json_string_value(v), "causal"))
-                return api_fail(err, ERR_INVALID_PARAMETER, "attn_mask must be \"causal\" or a "
-                            "tensor, not \"%s\"", json_string_value(v));
-            p->mask_kind = ATT_MASK_CAUSAL;
+            const char *s = json_string_value(v);
+            if (strcmp(s, "causal") && strcmp(s, "causal_lower_right"))
+                return api_fail(err, ERR_INVALID_PARAMETER, "attn_mask must be \"causal\", "
+                                "\"causal_lower_right\" or a tensor, not \"%.64s\"", s);
+            p->mask_kind = strcmp(s, "causal") ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
         } else {
             struct tensor t;
             if (decode_tensor(r, fast, &t, v, TENSOR_MASK, "attn_mask", lim, err))
@@ -281,8 +301,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         struct tensor t;
         if (decode_tensor(r, fast, &t, v, TENSOR_BOOL, "key_padding_mask", lim, err))
             return -1;
-        if (b ? expect_shape(&t, "key_padding_mask", 2, p->N, p->S, err)
-              : expect_shape(&t, "key_padding_mask", 1, p->S, 0, err))
+        if (b ? codec_expect_shape(&t, "key_padding_mask", 2, p->N, p->S, err)
+              : codec_expect_shape(&t, "key_padding_mask", 1, p->S, 0, err))
             return -1;
         p->key_padding_mask = t.u8;
     }

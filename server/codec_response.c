@@ -151,7 +151,8 @@ static void write_response(struct buf *bp, const struct codec_request *r, const 
         put_tensor(&b, weights, shape, nd, r->base64_out);
     }
     int n = snprintf(s, sizeof s, ",\"num_heads\":%d,\"head_dim\":%d,\"embed_dim\":%d,"
-                     "\"target_len\":%d,\"source_len\":%d,\"batch\":%d", p->H, p->E / p->H,
+                     "\"target_len\":%d,\"source_len\":%d,\"batch\":%d", p->H,
+                     p->head_dim ? p->head_dim : p->E / p->H,
                      p->E, p->L, p->S, p->N);
     put(&b, s, (size_t)n);
     if (r->tokens_json) {

@@ -167,8 +167,14 @@ static json_t *model_meta(const char *name, const struct model *m)
                           "platform", m ? "attention_safetensors" : "attention_builtin",
                           "inputs", in, "outputs", out);
     if (o && m) {
+        /* the dimensions the weights have (defaults, else H and E / H) */
+        json_t *kv = json_object_get(m->defaults, "num_kv_heads");
+        json_t *hd = json_object_get(m->defaults, "head_dim");
+        kv = kv ? json_incref(kv) : json_integer(m->H);
+        hd = hd ? json_incref(hd) : json_integer(m->E / m->H);
         json_object_set_new(o, "parameters",
-                            json_pack("{s:i, s:s, s:s, s:O}", "num_heads", m->H, "format",
+                            json_pack("{s:i, s:o, s:o, s:s, s:s, s:O}", "num_heads", m->H,
+                                      "num_kv_heads", kv, "head_dim", hd, "format",
                                       model_format_name(m->format), "dtype", m->dtype,
                                       "defaults", m->defaults));
     }

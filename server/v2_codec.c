@@ -300,21 +300,24 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     struct v2_options o;
     struct v2_inputs in;
     memset(&in, 0, sizeof in);
-    if (v2_read_options(&o, json_object_get(root, "parameters"), m, lim, err) ||
-        read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, f, err))
-        return -1;
+    const int rc = v2_read_options(&o, json_object_get(root, "parameters"), m, lim, err) ||
+                   read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, f,
+                               err);
     p->H = (int)o.heads;
 
-    /* 3. shapes against each other, weights, masks, outputs */
-    if (v2_set_tensors(r, &in, m, lim, err) ||
-        v2_read_outputs(r, json_object_get(root, "outputs"), &o, err))
+    /* 3. shapes against each other, variants, weights, masks, outputs */
+    if (rc || v2_set_tensors(r, &in, m, &o, lim, err) ||
+        v2_read_outputs(r, json_object_get(root, "outputs"), &o, err)) {
+        v2_options_deinit(&o);
         return -1;
+    }
+    v2_options_deinit(&o);
     if (o.causal) {
         if (in.name[IN_ATTN_MASK] && o.causal_asked)
             return api_fail(err, ERR_INVALID_PARAMETER, "parameters.is_causal is true and the "
                             "request has an attn_mask input: give one or the other");
         if (!in.name[IN_ATTN_MASK]) /* an attn_mask input overrides a default */
-            p->mask_kind = ATT_MASK_CAUSAL;
+            p->mask_kind = o.lower_right ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
     }
     p->has_scale = o.has_scale, p->scale = o.scale;
     p->positional_encoding = o.pe;

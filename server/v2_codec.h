@@ -20,12 +20,17 @@
  *   q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias,
  *   out_proj_weight, out_proj_bias.
  * Request parameters: need_weights, average_attn_weights, is_causal
- *   (booleans), scale (number > 0), positional_encoding ("sinusoidal"),
+ *   (booleans), causal_alignment ("upper_left" or "lower_right", with
+ *   is_causal), the variants (codec_variants.h: num_kv_heads, head_dim,
+ *   rope as JSON text or rope_style / rope_theta / rope_rotary_dim,
+ *   query_position_offset, alibi, alibi_slopes as JSON text, window_left,
+ *   window_right, softcap), scale (number > 0), positional_encoding ("sinusoidal"),
  *   num_heads (integer; required for the built-in model; with a server-held
  *   model optional and, if given, equal to the model's), binary_data_output
  *   (boolean). Unknown parameters are ignored (Triton reserves some names).
  *   A server-held model's "defaults" (model.h) fill the options a request
- *   does not set (attn_mask "causal" there means is_causal).
+ *   does not set (attn_mask "causal" there means is_causal,
+ *   "causal_lower_right" is_causal with causal_alignment "lower_right").
  * Outputs: "output" FP32 (shape of query), "attention_weights" FP32
  *   (N, H, L, S), or (N, L, S) averaged, without N when query has rank 2.
  *   "outputs" given: only those, in that order (unknown or duplicate names

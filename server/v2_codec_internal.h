@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "server/codec_variants.h"
 #include "server/v2_codec.h"
 
 /* The inputs a request may name: five tensors, then (built-in model only)
@@ -59,22 +60,28 @@ struct v2_options {
     int need, avg, causal, pe, has_scale, binary_out;
     int need_asked;   /* need_weights came from the request, not a default */
     int causal_asked; /* is_causal came from the request */
+    int lower_right;  /* causal_alignment "lower_right" */
     float scale;
     long long heads;  /* the model's when the request does not say */
+    struct codec_variants cv; /* the variants' values, checked by v2_set_tensors */
 };
 
 /* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */
 int v2_known_fields(json_t *obj, const char *const *list, const char *what,
                     struct api_error *err);
 
-/* "parameters" (NULL: none) over m's defaults (m NULL: the built-in model). */
+/* "parameters" (NULL: none) over m's defaults (m NULL: the built-in model).
+ * o must be deinit'ed with v2_options_deinit() whatever this returns. */
 int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
                     const struct codec_limits *lim, struct api_error *err);
+void v2_options_deinit(struct v2_options *o);
 
-/* The inputs into r->c.p: ranks, lengths, limits, the model's or the
- * inputs' weights, masks (H and the options are set by the caller). */
+/* The inputs into r->c.p: ranks, lengths, limits, the variants of o (and
+ * the projection shapes they give), the model's or the inputs' weights,
+ * masks (H is set by the caller, the other options after). */
 int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struct model *m,
-                   const struct codec_limits *lim, struct api_error *err);
+                   const struct v2_options *o, const struct codec_limits *lim,
+                   struct api_error *err);
 
 /* "outputs" (NULL: none): r's outputs, binary flags, and the weights mode. */
 int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options *o,

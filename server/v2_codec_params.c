@@ -44,6 +44,116 @@ static int option_bool(json_t *params, const char *key, const struct model *m, i
     return 0;
 }
 
+/* The variants' values (codec_variants.h) under v2's names: the scalars
+ * keep their POST /attention names; rope is a JSON string (or an object)
+ * or the flat rope_style, rope_theta, rope_rotary_dim over the model's
+ * rope; window is window_left and window_right over the model's window;
+ * the request's alibi or alibi_slopes replace both of the model's. */
+static int read_variants(struct codec_variants *cv, json_t *params, const struct model *m,
+                         struct api_error *err)
+{
+    static const struct { enum codec_var i; const char *key; } scalars[] = {
+        {CV_NUM_KV_HEADS, "num_kv_heads"},
+        {CV_HEAD_DIM, "head_dim"},
+        {CV_QUERY_POSITION_OFFSET, "query_position_offset"},
+        {CV_SOFTCAP, "softcap"},
+    };
+    static const char *const flat[3] = {"rope_style", "rope_theta", "rope_rotary_dim"};
+    char from[192];
+    json_t *v;
+    if (m && (codec_model_dim(m, "num_kv_heads", json_object_get(params, "num_kv_heads"),
+                              "parameters.num_kv_heads", err) ||
+              codec_model_dim(m, "head_dim", json_object_get(params, "head_dim"),
+                              "parameters.head_dim", err)))
+        return -1;
+    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {
+        v = option(params, scalars[i].key, m, scalars[i].key, from, sizeof from);
+        codec_variants_set(cv, scalars[i].i, v, from);
+    }
+    const int own_alibi = json_object_get(params, "alibi") || json_object_get(params, "alibi_slopes");
+    for (int k = 0; k < 2; k++) {
+        const char *key = k ? "alibi_slopes" : "alibi";
+        v = option(own_alibi ? params : NULL, key, own_alibi ? NULL : m, key, from, sizeof from);
+        if (k && json_is_string(v) && !(v = codec_variants_parse(cv, v, from, err)))
+            return -1;
+        codec_variants_set(cv, k ? CV_ALIBI_SLOPES : CV_ALIBI, v, from);
+    }
+
+    json_t *rope = json_object_get(params, "rope");
+    for (int k = 0; k < 3; k++) {
+        snprintf(from, sizeof from, "parameters.%s", flat[k]);
+        if (rope && json_object_get(params, flat[k]))
+            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.rope and %s cannot be used "
+                            "together: give the rope object or the flat parameters", from);
+        codec_variants_set(cv, (enum codec_var)(CV_ROPE_STYLE + k), NULL, from);
+    }
+    if (!rope && m && (v = json_object_get(m->defaults, "rope"))) {
+        snprintf(from, sizeof from, "model '%s' defaults.rope", m->name);
+        if (codec_variants_rope(cv, v, from, err))
+            return -1;
+    }
+    if (rope && ((json_is_string(rope) &&
+                  !(rope = codec_variants_parse(cv, rope, "parameters.rope", err))) ||
+                 codec_variants_rope(cv, rope, "parameters.rope", err)))
+        return -1;
+    for (int k = 0; k < 3; k++)
+        if ((v = json_object_get(params, flat[k]))) {
+            snprintf(from, sizeof from, "parameters.%s", flat[k]);
+            codec_variants_set(cv, (enum codec_var)(CV_ROPE_STYLE + k), v, from);
+        }
+
+    if (m && (v = json_object_get(m->defaults, "window"))) {
+        snprintf(from, sizeof from, "model '%s' defaults.window", m->name);
+        if (codec_variants_window(cv, v, from, err))
+            return -1;
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *key = k ? "window_right" : "window_left";
+        if ((v = json_object_get(params, key))) {
+            snprintf(from, sizeof from, "parameters.%s", key);
+            codec_variants_set(cv, (enum codec_var)(CV_WINDOW_LEFT + k), v, from);
+        }
+    }
+    return 0;
+}
+
+/* is_causal over the model's attn_mask "causal" or "causal_lower_right",
+ * and causal_alignment. */
+static int read_causal(struct v2_options *o, json_t *params, const struct model *m,
+                       struct api_error *err)
+{
+    char from[192];
+    json_t *v;
+    if (option_bool(params, "is_causal", NULL, &o->causal, err))
+        return -1;
+    /* a model's default attn_mask "causal" is is_causal's default */
+    if ((v = option(NULL, "is_causal", m, "attn_mask", from, sizeof from))) {
+        const char *s = json_string_value(v);
+        if (!s || (strcmp(s, "causal") && strcmp(s, "causal_lower_right")))
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"causal\" or "
+                            "\"causal_lower_right\"", from);
+        if (!o->causal_asked)
+            o->causal = 1;
+        o->lower_right = strcmp(s, "causal_lower_right") == 0;
+    }
+    if ((v = json_object_get(params, "causal_alignment"))) {
+        const char *s = json_string_value(v);
+        if (!s || (strcmp(s, "upper_left") && strcmp(s, "lower_right")))
+            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.causal_alignment must be "
+                            "\"upper_left\" or \"lower_right\"");
+        if (!o->causal)
+            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.causal_alignment needs "
+                            "is_causal true");
+        o->lower_right = strcmp(s, "lower_right") == 0;
+    }
+    return 0;
+}
+
+void v2_options_deinit(struct v2_options *o)
+{
+    codec_variants_deinit(&o->cv);
+}
+
 int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
                     const struct codec_limits *lim, struct api_error *err)
 {
@@ -57,14 +167,8 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
     if (option_bool(params, "need_weights", m, &o->need, err) ||
         option_bool(params, "average_attn_weights", m, &o->avg, err) ||
         option_bool(params, "binary_data_output", NULL, &o->binary_out, err) ||
-        option_bool(params, "is_causal", NULL, &o->causal, err))
+        read_causal(o, params, m, err) || read_variants(&o->cv, params, m, err))
         return -1;
-    /* a model's default attn_mask "causal" is is_causal's default */
-    if (!o->causal_asked && (v = option(NULL, "is_causal", m, "attn_mask", from, sizeof from))) {
-        if (!json_is_string(v) || strcmp(json_string_value(v), "causal"))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"causal\"", from);
-        o->causal = 1;
-    }
     if ((v = option(params, "scale", m, "scale", from, sizeof from))) {
         const double s = json_number_value(v);
         if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
@@ -99,18 +203,6 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
 
 /* ---------------------------------------------------------------------- */
 /* Shapes against each other, limits, weights: codec_request.c's rules     */
-
-static int expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
-                        long long d1, struct api_error *err)
-{
-    if (t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1))
-        return 0;
-    char got[96], want[96];
-    const long long w[2] = {d0, d1};
-    tensor_shape_str(got, sizeof got, t->shape, t->ndim);
-    tensor_shape_str(want, sizeof want, w, ndim);
-    return api_fail(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
-}
 
 /* query, key, value: ranks, batch, lengths and their limits into r->c.p */
 static int set_sequences(struct v2_request *r, const struct v2_inputs *in,
@@ -169,24 +261,19 @@ static int set_weights(struct att_params *p, const struct v2_inputs *in, const s
         p->k_proj_weight = m->k_proj_weight, p->v_proj_weight = m->v_proj_weight;
         p->in_proj_bias = m->in_proj_bias;
         p->out_proj_weight = m->out_proj_weight, p->out_proj_bias = m->out_proj_bias;
-        return 0;
+        return codec_identity_check(p, "the model's ", err);
     }
-    const long long E = p->E;
-    const struct { const float **dst; int ndim; long long d0, d1; } ws[7] = {
-        {&p->in_proj_weight, 2, 3 * E, E},  {&p->q_proj_weight, 2, E, E},
-        {&p->k_proj_weight, 2, E, p->kdim}, {&p->v_proj_weight, 2, E, p->vdim},
-        {&p->in_proj_bias, 1, 3 * E, 0},    {&p->out_proj_weight, 2, E, E},
-        {&p->out_proj_bias, 1, E, 0},
-    };
+    struct codec_weight_shape ws[7];
+    codec_weight_shapes(ws, p);
     for (int i = 0; i < 7; i++) {
         const struct tensor *t = &in->t[IN_WEIGHT + i];
         if (!in->name[IN_WEIGHT + i])
             continue;
-        if (expect_shape(t, in->name[IN_WEIGHT + i], ws[i].ndim, ws[i].d0, ws[i].d1, err))
+        if (codec_expect_shape(t, in->name[IN_WEIGHT + i], ws[i].ndim, ws[i].d0, ws[i].d1, err))
             return -1;
-        *ws[i].dst = t->f;
+        *codec_weight_field(p, i) = t->f;
     }
-    return 0;
+    return codec_identity_check(p, "input ", err);
 }
 
 static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct api_error *err)
@@ -205,8 +292,8 @@ static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct ap
     }
     if (in->name[IN_KPM]) {
         const struct tensor *t = &in->t[IN_KPM];
-        if (r->c.batched ? expect_shape(t, "key_padding_mask", 2, p->N, p->S, err)
-                         : expect_shape(t, "key_padding_mask", 1, p->S, 0, err))
+        if (r->c.batched ? codec_expect_shape(t, "key_padding_mask", 2, p->N, p->S, err)
+                         : codec_expect_shape(t, "key_padding_mask", 1, p->S, 0, err))
             return -1;
         p->key_padding_mask = t->u8;
     }
@@ -214,9 +301,12 @@ static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct ap
 }
 
 int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struct model *m,
-                   const struct codec_limits *lim, struct api_error *err)
+                   const struct v2_options *o, const struct codec_limits *lim,
+                   struct api_error *err)
 {
-    if (set_sequences(r, in, lim, err) || set_weights(&r->c.p, in, m, err))
+    if (set_sequences(r, in, lim, err) ||
+        codec_variants_apply(&r->c.p, &o->cv, lim, &r->c.arena, err) ||
+        set_weights(&r->c.p, in, m, err))
         return -1;
     return set_masks(r, in, err);
 }

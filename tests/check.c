@@ -72,3 +72,19 @@ long check_peak_kib(void)
 {
     return status_kib("VmHWM:") - peak_base;
 }
+
+float *check_randv(size_t n, float amp, unsigned long long *state)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; x && i < n; i++)
+        x[i] = amp * check_randf(state);
+    return x;
+}
+
+unsigned char *check_randb(size_t n, double p_true, unsigned long long *state)
+{
+    unsigned char *x = malloc(n ? n : 1);
+    for (size_t i = 0; x && i < n; i++)
+        x[i] = (check_randf(state) + 1.0f) * 0.5f < p_true;
+    return x;
+}

@@ -24,6 +24,12 @@ int check_tensor_torch(const char *name, const float *got, const float *want,
 /* Deterministic uniform floats in [-1, 1) from a 64-bit state (xorshift). */
 float check_randf(unsigned long long *state);
 
+/* n (≥ 0) of them times amp, in a malloc'd array (1 element when n is 0);
+ * NULL when out of memory. */
+float *check_randv(size_t n, float amp, unsigned long long *state);
+/* n random bytes, each 1 with probability p_true, else 0; malloc'd, or NULL. */
+unsigned char *check_randb(size_t n, double p_true, unsigned long long *state);
+
 /* Peak resident memory of a piece of work: check_peak_reset() before it
  * (0, or -1 when /proc/self/clear_refs is not writable: no measurement
  * here), check_peak_kib() after it: KiB of the peak (VmHWM) above the

@@ -1,5 +1,7 @@
 #include "tests/codec_compare.h"
 
+#include "server/codec_variants.h"
+
 #include <string.h>
 
 static int same_bytes(const void *x, const void *y, size_t n)
@@ -28,25 +30,34 @@ const char *codec_compare(const struct codec_request *a, const struct codec_requ
         (p->has_scale && memcmp(&p->scale, &q->scale, sizeof p->scale)) ||
         p->positional_encoding != q->positional_encoding)
         return "options";
+    if (p->Hkv != q->Hkv || p->head_dim != q->head_dim ||
+        p->query_position_offset != q->query_position_offset ||
+        p->rope_style != q->rope_style || p->rope_rotary_dim != q->rope_rotary_dim ||
+        memcmp(&p->rope_theta, &q->rope_theta, sizeof p->rope_theta) ||
+        p->has_window != q->has_window || p->window_left != q->window_left ||
+        p->window_right != q->window_right || memcmp(&p->softcap, &q->softcap, sizeof p->softcap))
+        return "variants";
     const size_t E = (size_t)p->E, fl = sizeof(float);
+    if (!same_bytes(p->alibi_slopes, q->alibi_slopes, (size_t)p->H * fl))
+        return "alibi_slopes";
     if (!same_bytes(p->query, q->query, (size_t)p->N * p->L * E * fl))
         return "query";
     if (!same_bytes(p->key, q->key, (size_t)p->N * p->S * p->kdim * fl))
         return "key";
     if (!same_bytes(p->value, q->value, (size_t)p->N * p->S * p->vdim * fl))
         return "value";
-    const struct { const float *x, *y; size_t n; const char *name; } w[] = {
-        {p->in_proj_weight, q->in_proj_weight, 3 * E * E, "in_proj_weight"},
-        {p->q_proj_weight, q->q_proj_weight, E * E, "q_proj_weight"},
-        {p->k_proj_weight, q->k_proj_weight, E * p->kdim, "k_proj_weight"},
-        {p->v_proj_weight, q->v_proj_weight, E * p->vdim, "v_proj_weight"},
-        {p->in_proj_bias, q->in_proj_bias, 3 * E, "in_proj_bias"},
-        {p->out_proj_weight, q->out_proj_weight, E * E, "out_proj_weight"},
-        {p->out_proj_bias, q->out_proj_bias, E, "out_proj_bias"},
-    };
-    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-        if (!same_bytes(w[i].x, w[i].y, w[i].n * fl))
-            return w[i].name;
+    /* the weights, with the shapes num_kv_heads and head_dim give them */
+    static const char *const names[7] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
+                                         "v_proj_weight",  "in_proj_bias",  "out_proj_weight",
+                                         "out_proj_bias"};
+    struct codec_weight_shape ws[7];
+    struct att_params pp = *p, qq = *q;
+    codec_weight_shapes(ws, p);
+    for (int i = 0; i < 7; i++) {
+        const size_t n = (size_t)ws[i].d0 * (size_t)(ws[i].ndim == 2 ? ws[i].d1 : 1);
+        if (!same_bytes(*codec_weight_field(&pp, i), *codec_weight_field(&qq, i), n * fl))
+            return names[i];
+    }
     if (p->mask_kind != q->mask_kind || p->mask_ndim != q->mask_ndim ||
         memcmp(p->mask_shape, q->mask_shape, sizeof p->mask_shape))
         return "attn_mask kind or shape";

@@ -17,6 +17,9 @@ Deterministic: running it again gives byte-identical files.
       does (PyTorch float64, checked against numpy).
   broken/<case>/{config.json,model.safetensors} and broken/expected.json
       (case -> a substring the load error must contain).
+  hf/, repo/llama_l1 ..., golden/hf/, broken/hf_*: the Hugging Face
+      checkpoints of the hf_llama, hf_mistral and hf_gemma2 formats, made by
+      gen_hf.py (see there).
 
 The safetensors files are written here (no safetensors package): header
 keys sorted, padded with spaces to a multiple of 8, as the reference
@@ -346,16 +349,19 @@ def broken_models(files):
     with open(os.path.join(ROOT, "broken", "bad_config_json", "config.json"), "w") as fh:
         fh.write('{"format": "torch_mha", "num_heads": 4,}\n')
     cases["bad_config_json"] = "config.json: "
-    with open(os.path.join(ROOT, "broken", "expected.json"), "w") as fh:
-        fh.write(json.dumps(cases, indent=1, sort_keys=True) + "\n")
+    return cases
 
 
 def main():
     torch.set_num_threads(1)
-    for sub in ("repo", "golden", "broken"):
+    for sub in ("repo", "golden", "broken", "hf"):
         shutil.rmtree(os.path.join(ROOT, sub), ignore_errors=True)
     w, files = good_models()
-    broken_models(files)
+    cases = broken_models(files)
+    import gen_hf  # noqa: E402  (imports this module: after it is loaded)
+    cases.update(gen_hf.main())
+    with open(os.path.join(ROOT, "broken", "expected.json"), "w") as fh:
+        fh.write(json.dumps(cases, indent=1, sort_keys=True) + "\n")
     print("wrote", ROOT)
     return 0
 

@@ -1,4 +1,5 @@
 #include "tests/golden.h"
+#include "tests/check.h"
 #include "tests/testdata.h"
 
 #include <jansson.h>
@@ -46,6 +47,45 @@ static int read_tensor(struct golden *g, json_t *t, int *ndim, int shape[4],
     return 0;
 }
 
+/* The variant fields of request req (attention.h, "Variants"). */
+static int read_variants(struct golden *g, json_t *req, char *errbuf)
+{
+    struct att_params *p = &g->p;
+    json_t *t;
+    p->Hkv = (int)json_integer_value(json_object_get(req, "num_kv_heads"));
+    p->head_dim = (int)json_integer_value(json_object_get(req, "head_dim"));
+    p->query_position_offset = json_integer_value(json_object_get(req, "query_position_offset"));
+    if ((t = json_object_get(req, "rope"))) {
+        const char *style = json_string_value(json_object_get(t, "style"));
+        p->rope_style = !style ? -1 : !strcmp(style, "half") ? ATT_ROPE_HALF
+                      : !strcmp(style, "interleaved") ? ATT_ROPE_INTERLEAVED : -1;
+        if (p->rope_style < 0) {
+            snprintf(errbuf, 256, "rope style %s is unknown", style ? style : "(none)");
+            return -1;
+        }
+        p->rope_theta = json_number_value(json_object_get(t, "theta"));
+        p->rope_rotary_dim = (int)json_integer_value(json_object_get(t, "rotary_dim"));
+    }
+    if (json_is_true(json_object_get(req, "alibi"))) {
+        float *s = keep(g, malloc((size_t)p->H * sizeof *s));
+        att_alibi_slopes(s, p->H);
+        p->alibi_slopes = s;
+    } else if ((t = json_object_get(req, "alibi_slopes"))) {
+        float *s = keep(g, malloc((json_array_size(t) + 1) * sizeof *s));
+        for (size_t h = 0; h < json_array_size(t); h++)
+            s[h] = (float)json_number_value(json_array_get(t, h));
+        p->alibi_slopes = s;
+    }
+    if ((t = json_object_get(req, "window"))) {
+        p->has_window = 1;
+        p->window_left = (int)json_integer_value(json_array_get(t, 0));
+        p->window_right = (int)json_integer_value(json_array_get(t, 1));
+    }
+    if ((t = json_object_get(req, "softcap")))
+        p->softcap = (float)json_number_value(t);
+    return 0;
+}
+
 int golden_load(struct golden *g, const char *path, char *errbuf)
 {
     memset(g, 0, sizeof *g);
@@ -82,6 +122,8 @@ int golden_load(struct golden *g, const char *path, char *errbuf)
         p->value = vf, p->vdim = sh[nd - 1];
     }
     p->H = (int)json_integer_value(json_object_get(req, "num_heads"));
+    if (read_variants(g, req, errbuf))
+        goto done;
 
     json_t *w = json_object_get(req, "weights");
     static const char *const wnames[] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
@@ -101,7 +143,8 @@ int golden_load(struct golden *g, const char *path, char *errbuf)
 
     if ((t = json_object_get(req, "attn_mask"))) {
         if (json_is_string(t)) {
-            p->mask_kind = ATT_MASK_CAUSAL;
+            p->mask_kind = strcmp(json_string_value(t), "causal_lower_right")
+                               ? ATT_MASK_CAUSAL : ATT_MASK_CAUSAL_LOWER_RIGHT;
         } else {
             float *f = NULL;
             uint8_t *u = NULL;
@@ -151,6 +194,38 @@ done:
     return rc;
 }
 
+int golden_check(const struct golden *g, golden_forward_fn forward, const char *label,
+                 double out_atol, double out_rtol, double w_atol)
+{
+    size_t olen, wlen;
+    struct att_error err;
+    if (att_check(&g->p, &olen, &wlen, &err) != ATT_OK) {
+        fprintf(stderr, "%s (%s): att_check: %s\n", g->name, label, err.msg);
+        return 0;
+    }
+    if (olen != g->expected_out_len || wlen != g->expected_weights_len) {
+        fprintf(stderr, "%s (%s): sizes %zu, %zu; PyTorch's %zu, %zu\n", g->name, label, olen,
+                wlen, g->expected_out_len, g->expected_weights_len);
+        return 0;
+    }
+    float *out = malloc(olen * sizeof *out), *w = wlen ? malloc(wlen * sizeof *w) : NULL;
+    char name[160];
+    snprintf(name, sizeof name, "%s (%s)", g->name, label);
+    int ok = out && (w || !wlen);
+    if (ok && forward(out, w, &g->p, &err) != ATT_OK) {
+        fprintf(stderr, "%s: %s\n", name, err.msg);
+        ok = 0;
+    }
+    if (ok)
+        ok = check_tensor_torch(name, out, g->expected_out, g->expected_out32, olen, out_atol,
+                                out_rtol);
+    if (ok && wlen)
+        ok = check_tensor_torch(name, w, g->expected_weights, g->expected_weights32, wlen,
+                                w_atol, 0.0);
+    free(out), free(w);
+    return ok;
+}
+
 void golden_deinit(struct golden *g)
 {
     for (int i = 0; i < g->nbufs; i++)
@@ -162,4 +237,10 @@ int golden_list(char **paths, int max)
 {
     return testdata_list(getenv("GOLDEN_DIR") ? getenv("GOLDEN_DIR") : "tests/golden", paths,
                          max);
+}
+
+int golden_list_variants(char **paths, int max)
+{
+    const char *dir = getenv("GOLDEN_VARIANTS_DIR");
+    return testdata_list(dir ? dir : "tests/golden_variants", paths, max);
 }

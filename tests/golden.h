@@ -15,7 +15,7 @@
 
 #include "core/attention.h"
 
-#define GOLDEN_MAX_BUFS 16
+#define GOLDEN_MAX_BUFS 24
 
 struct golden {
     char name[96];
@@ -35,8 +35,20 @@ struct golden {
 int golden_load(struct golden *g, const char *path, char *errbuf);
 void golden_deinit(struct golden *g);
 
+/* Run forward (att_forward, att_forward_ref, ...) on g's request and compare
+ * with PyTorch's answers by check_tensor_torch() (tests/check.h): outputs
+ * within out_atol + out_rtol·|x|, weights within w_atol. Returns 1 when all
+ * agree; 0 with the reason on stderr (a refusal by att_check() or forward,
+ * sizes that differ, values out of tolerance). label names the path. */
+typedef int (*golden_forward_fn)(float *out, float *weights, const struct att_params *p,
+                                 struct att_error *err);
+int golden_check(const struct golden *g, golden_forward_fn forward, const char *label,
+                 double out_atol, double out_rtol, double w_atol);
+
 /* List tests/golden/NAME.json (or $GOLDEN_DIR): fills up to max paths
  * (caller frees each) and returns how many were found. */
 int golden_list(char **paths, int max);
+/* The same for tests/golden_variants (or $GOLDEN_VARIANTS_DIR). */
+int golden_list_variants(char **paths, int max);
 
 #endif

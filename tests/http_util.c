@@ -234,3 +234,16 @@ void server_still_serves(int port)
     cr_assert_eq(a.status, 200, "server stopped serving");
     free(a.body);
 }
+
+void server_start_ready(struct server *s, const char *const *extra)
+{
+    server_start(s, extra);
+    for (int i = 0; i < 500; i++) {
+        struct answer a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
+        free(a.body);
+        if (a.status == 200)
+            return;
+        usleep(10000);
+    }
+    cr_assert_fail("the server did not become ready");
+}

@@ -33,6 +33,9 @@ void loud(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Start the server with extra flags (NULL-terminated); wait for its port. */
 void server_start(struct server *s, const char *const *extra);
+/* server_start(), then wait until /v2/health/ready answers 200 (the
+ * models of a repository loaded). */
+void server_start_ready(struct server *s, const char *const *extra);
 /* SIGTERM and wait; returns the exit status (or 128 + signal). */
 int server_stop(struct server *s);
 /* Wait for the server to exit (after a signal already sent). */

@@ -396,21 +396,22 @@ static char *slurp(const char *path, size_t *len)
     return s;
 }
 
-Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeout = 120)
+Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeout = 240)
 {
     struct codec_limits lim = default_limits();
-    /* seeds: every golden request, every invalid case, the sample request */
-    char *seeds[128];
-    size_t lens[128];
+    /* seeds: every golden request (the variants' too), every invalid
+     * case, the sample request */
+    char *seeds[256];
+    size_t lens[256];
     int n = 0;
-    const char *dirs[2] = {"tests/golden", "tests/cases"};
-    for (int d = 0; d < 2; d++) {
+    const char *dirs[3] = {"tests/golden", "tests/golden_variants", "tests/cases"};
+    for (int d = 0; d < 3; d++) {
         char *paths[128];
         int k = testdata_list(dirs[d], paths, 128);
         cr_assert_gt(k, 0, "%s is missing", dirs[d]);
         for (int i = 0; i < k; i++) {
             json_t *c = json_load_file(paths[i], JSON_ALLOW_NUL, NULL);
-            if (n < 120)
+            if (n < 248)
                 seeds[n] = testdata_body(c, &lens[n]), n++;
             json_decref(c);
             free(paths[i]);
@@ -546,9 +547,12 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
 Test(codec, fast_decoder_reads_the_golden_requests)
 {
     struct codec_limits lim = default_limits();
-    char *paths[128];
+    char *paths[256];
     int n = testdata_list("tests/golden", paths, 128), fast = 0, failed = 0;
     cr_assert_geq(n, 28, "tests/golden is missing");
+    const int nv = testdata_list("tests/golden_variants", paths + n, 128);
+    cr_assert_geq(nv, 1, "tests/golden_variants is missing");
+    n += nv;
     for (int i = 0; i < n; i++) {
         json_t *c = json_load_file(paths[i], 0, NULL);
         cr_assert_not_null(c, "%s", paths[i]);

@@ -263,7 +263,17 @@ Test(model, maps_the_file_onto_the_layout)
     model_free(b);
 }
 
-/* The model's defaults where the request does not set the option. */
+/* A rope default onto p. */
+static void apply_rope(struct att_params *p, json_t *v)
+{
+    const char *style = json_string_value(json_object_get(v, "style"));
+    p->rope_style = style && !strcmp(style, "interleaved") ? ATT_ROPE_INTERLEAVED : ATT_ROPE_HALF;
+    p->rope_theta = json_number_value(json_object_get(v, "theta"));
+    p->rope_rotary_dim = (int)json_integer_value(json_object_get(v, "rotary_dim"));
+}
+
+/* The model's defaults where the request does not set the option, as
+ * POST /attention reads them (the variants' names as model.h gives them). */
 static void apply_defaults(struct att_params *p, json_t *defaults, json_t *req)
 {
     const char *key;
@@ -271,26 +281,48 @@ static void apply_defaults(struct att_params *p, json_t *defaults, json_t *req)
     json_object_foreach (defaults, key, v) {
         if (json_object_get(req, key))
             continue;
+        const char *s = json_string_value(v);
         if (!strcmp(key, "attn_mask"))
-            p->mask_kind = ATT_MASK_CAUSAL;
+            p->mask_kind = !strcmp(s, "causal_lower_right") ? ATT_MASK_CAUSAL_LOWER_RIGHT
+                                                             : ATT_MASK_CAUSAL;
         else if (!strcmp(key, "scale"))
             p->has_scale = 1, p->scale = (float)json_number_value(v);
         else if (!strcmp(key, "positional_encoding"))
             p->positional_encoding = 1;
-        else if (!strcmp(key, "need_weights") && json_is_false(v))
-            p->weights_mode = ATT_WEIGHTS_NONE;
-        else if (!strcmp(key, "average_attn_weights") && json_is_true(v) &&
-                 p->weights_mode != ATT_WEIGHTS_NONE)
-            p->weights_mode = ATT_WEIGHTS_AVERAGE;
+        else if (!strcmp(key, "need_weights"))
+            p->weights_mode = json_is_false(v) ? ATT_WEIGHTS_NONE : p->weights_mode;
+        else if (!strcmp(key, "average_attn_weights"))
+            p->weights_mode = json_is_true(v) && p->weights_mode != ATT_WEIGHTS_NONE
+                                  ? ATT_WEIGHTS_AVERAGE
+                                  : p->weights_mode;
+        else if (!strcmp(key, "num_kv_heads"))
+            p->Hkv = (int)json_integer_value(v);
+        else if (!strcmp(key, "head_dim"))
+            p->head_dim = (int)json_integer_value(v);
+        else if (!strcmp(key, "rope"))
+            apply_rope(p, v);
+        else if (!strcmp(key, "window"))
+            p->has_window = 1, p->window_left = (int)json_integer_value(json_array_get(v, 0)),
+            p->window_right = (int)json_integer_value(json_array_get(v, 1));
+        else if (!strcmp(key, "softcap"))
+            p->softcap = (float)json_number_value(v);
+        else if (!strcmp(key, "query_position_offset"))
+            p->query_position_offset = json_integer_value(v);
+        else
+            cr_assert_fail("default %s is not mapped by this test", key);
     }
 }
 
-Test(model, matches_the_golden_cases)
+/* Every golden case of dir (count of them) through forward, the model's
+ * weights and defaults in place of the request's. */
+static void run_goldens(const char *dir, int count,
+                        int (*forward)(float *, float *, const struct att_params *,
+                                       struct att_error *))
 {
     att_init(1);
     char *paths[64];
-    int n = testdata_list("tests/models/golden", paths, 64), failed = 0;
-    cr_assert_eq(n, 13, "expected 13 golden cases in tests/models/golden, found %d", n);
+    int n = testdata_list(dir, paths, 64), failed = 0;
+    cr_assert_eq(n, count, "expected %d golden cases in %s, found %d", count, dir, n);
     for (int i = 0; i < n; i++) {
         json_t *doc = json_load_file(paths[i], 0, NULL);
         json_t *req = json_object_get(doc, "request");
@@ -314,7 +346,7 @@ Test(model, matches_the_golden_cases)
         cr_assert_eq(olen, g.expected_out_len, "%s: output length", name);
         cr_assert_eq(wlen, g.expected_weights_len, "%s: weights length", name);
         float *out = malloc(olen * sizeof *out), *w = wlen ? malloc(wlen * sizeof *w) : NULL;
-        cr_assert_eq(att_forward(out, w, p, &err), ATT_OK, "%s: %s", name, err.msg);
+        cr_assert_eq(forward(out, w, p, &err), ATT_OK, "%s: %s", name, err.msg);
         int ok = check_tensor_torch(name, out, g.expected_out, g.expected_out32, olen, OUT_ATOL,
                                     OUT_RTOL);
         if (wlen)
@@ -328,6 +360,20 @@ Test(model, matches_the_golden_cases)
         free(paths[i]);
     }
     cr_assert_eq(failed, 0, "%d golden comparisons failed", failed);
+}
+
+Test(model, matches_the_golden_cases)
+{
+    run_goldens("tests/models/golden", 13, att_forward);
+}
+
+/* The Hugging Face layers (tests/gen_hf.py) against HF's eager attention:
+ * GQA, head_dim, RoPE, window, soft-cap and scale all from the defaults the
+ * loader derived, through the reference (the fast kernel's variants are
+ * checked against it in test_attention.c). */
+Test(model, hf_layers_match_hugging_face)
+{
+    run_goldens("tests/models/golden/hf", 5, att_forward_ref);
 }
 
 Test(model, refuses_every_broken_case)

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "tests/check.h"
+#include "tests/http_golden.h"
 #include "tests/http_util.h"
 #include "tests/testdata.h"
 
@@ -26,15 +27,7 @@ static const char *const repo_flags[] = {"--model-repository", REPO, "--admin-to
 /* Start on the test repository and wait until every model has loaded. */
 static void start_repo(struct server *s)
 {
-    server_start(s, repo_flags);
-    for (int i = 0; i < 500; i++) {
-        struct answer a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
-        free(a.body);
-        if (a.status == 200)
-            return;
-        usleep(10000);
-    }
-    cr_assert_fail("the server did not become ready");
+    server_start_ready(s, repo_flags);
 }
 
 static json_t *get_json(int port, const char *path, long want_status)
@@ -45,242 +38,6 @@ static json_t *get_json(int port, const char *path, long want_status)
     cr_assert_not_null(j, "GET %s: not JSON: %s", path, a.body);
     free(a.body);
     return j;
-}
-
-/* A v2 error: status, {"error": "<message containing text>"} and nothing else. */
-static void expect_v2_error(const struct answer *a, long status, const char *text)
-{
-    cr_assert_eq(a->status, status, "status %ld, want %ld: %s", a->status, status, a->body);
-    json_t *j = json_loadb(a->body ? a->body : "", a->len, 0, NULL);
-    cr_assert(j && json_is_string(json_object_get(j, "error")) && json_object_size(j) == 1,
-              "not a v2 error body: %s", a->body);
-    cr_assert(!text || strstr(json_string_value(json_object_get(j, "error")), text),
-              "message '%s' lacks '%s'", a->body, text);
-    json_decref(j);
-}
-
-/* The value of header name in a, or NULL (static buffer). */
-static const char *header(const struct answer *a, const char *name)
-{
-    static char v[256];
-    const size_t n = strlen(name);
-    for (const char *p = a->headers; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
-            p += n + 1;
-            while (*p == ' ')
-                p++;
-            size_t k = strcspn(p, "\r\n");
-            snprintf(v, sizeof v, "%.*s", (int)(k < sizeof v ? k : sizeof v - 1), p);
-            return v;
-        }
-    return NULL;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Golden requests (POST /attention bodies) as v2 infer requests            */
-
-/* Flat floats of a golden tensor's data (numbers, or "-inf"). */
-static float *floats_of(json_t *data, size_t *n)
-{
-    *n = json_array_size(data);
-    float *f = malloc((*n ? *n : 1) * sizeof *f);
-    for (size_t i = 0; i < *n; i++) {
-        json_t *v = json_array_get(data, i);
-        f[i] = json_is_string(v) ? -INFINITY : (float)json_number_value(v);
-    }
-    return f;
-}
-
-static json_t *input(const char *name, json_t *t, int is_bool)
-{
-    return json_pack("{s:s, s:O, s:s, s:O}", "name", name, "shape", json_object_get(t, "shape"),
-                     "datatype", is_bool ? "BOOL" : "FP32", "data", json_object_get(t, "data"));
-}
-
-static json_t *to_v2(json_t *req)
-{
-    json_t *inputs = json_array(), *params = json_object();
-    static const char *const names[] = {"query", "key", "value", "key_padding_mask"};
-    for (int i = 0; i < 4; i++) {
-        json_t *t = json_object_get(req, names[i]);
-        if (t)
-            json_array_append_new(inputs, input(names[i], t, i == 3));
-    }
-    json_t *m = json_object_get(req, "attn_mask");
-    if (json_is_string(m))
-        json_object_set_new(params, "is_causal", json_true());
-    else if (m)
-        json_array_append_new(inputs, input("attn_mask", m,
-                                            json_is_boolean(json_array_get(
-                                                json_object_get(m, "data"), 0))));
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(req, "weights"), k, v)
-        json_array_append_new(inputs, input(k, v, 0));
-    static const char *const opts[] = {"num_heads", "need_weights", "average_attn_weights",
-                                       "scale", "positional_encoding"};
-    for (int i = 0; i < 5; i++)
-        if ((v = json_object_get(req, opts[i])))
-            json_object_set(params, opts[i], v);
-    return json_pack("{s:o, s:o}", "inputs", inputs, "parameters", params);
-}
-
-/* Turn every input's data into binary data after the JSON. */
-static char *to_binary(json_t *v2, size_t *len, size_t *hlen)
-{
-    size_t cap = 1 << 16, blen = 0;
-    char *bin = malloc(cap);
-    json_t *in;
-    size_t i;
-    json_array_foreach(json_object_get(v2, "inputs"), i, in) {
-        const int is_bool = strcmp(json_string_value(json_object_get(in, "datatype")), "BOOL") == 0;
-        size_t n;
-        float *f = floats_of(json_object_get(in, "data"), &n);
-        const size_t bytes = n * (is_bool ? 1 : 4);
-        while (blen + bytes > cap)
-            bin = realloc(bin, cap *= 2);
-        for (size_t e = 0; e < n; e++) {
-            if (is_bool)
-                bin[blen + e] = json_is_true(json_array_get(json_object_get(in, "data"), e));
-            else
-                memcpy(bin + blen + 4 * e, &f[e], 4);
-        }
-        blen += bytes;
-        free(f);
-        json_object_del(in, "data");
-        json_object_set_new(in, "parameters", json_pack("{s:I}", "binary_data_size",
-                                                        (json_int_t)bytes));
-    }
-    char *head = json_dumps(v2, JSON_COMPACT);
-    *hlen = strlen(head);
-    *len = *hlen + blen;
-    char *body = malloc(*len);
-    memcpy(body, head, *hlen);
-    memcpy(body + *hlen, bin, blen);
-    free(head), free(bin);
-    return body;
-}
-
-static struct answer infer(int port, const char *model, const char *body, size_t len,
-                           long long hlen)
-{
-    char path[200], h[80];
-    snprintf(path, sizeof path, "/v2/models/%s/infer", model);
-    snprintf(h, sizeof h, "Inference-Header-Content-Length: %lld", hlen);
-    const char *headers[] = {h, NULL};
-    return request_with(port, "POST", path, body, len, "application/octet-stream", 0,
-                        hlen >= 0 ? headers : NULL);
-}
-
-/* The JSON part of an infer answer (all of it, or up to its
- * Inference-Header-Content-Length). */
-static json_t *answer_head(const struct answer *a)
-{
-    const char *hl = header(a, "Inference-Header-Content-Length");
-    return json_loadb(a->body ? a->body : "", hl ? (size_t)atoll(hl) : a->len, 0, NULL);
-}
-
-/* The floats of output name in an infer answer (JSON or binary); NULL if absent. */
-static float *output_of(const struct answer *a, const char *name, size_t *n, json_t **shape)
-{
-    const char *hl = header(a, "Inference-Header-Content-Length");
-    const size_t jl = hl ? (size_t)atoll(hl) : a->len;
-    json_t *j = json_loadb(a->body, jl, 0, NULL);
-    cr_assert_not_null(j, "answer JSON: %.300s", a->body);
-    size_t at = jl, i;
-    json_t *o;
-    float *f = NULL;
-    json_array_foreach(json_object_get(j, "outputs"), i, o) {
-        json_t *bs = json_object_get(json_object_get(o, "parameters"), "binary_data_size");
-        const size_t bytes = bs ? (size_t)json_integer_value(bs) : 0;
-        if (strcmp(json_string_value(json_object_get(o, "name")), name) == 0) {
-            if (shape)
-                *shape = json_incref(json_object_get(o, "shape"));
-            if (bs) {
-                cr_assert_leq(at + bytes, a->len, "binary data past the end");
-                *n = bytes / 4;
-                f = malloc(bytes + 4);
-                memcpy(f, a->body + at, bytes);
-            } else {
-                f = floats_of(json_object_get(o, "data"), n);
-            }
-        }
-        at += bytes;
-    }
-    if (hl)
-        cr_assert_eq(at, a->len, "binary outputs do not fill the body");
-    json_decref(j);
-    return f;
-}
-
-/* The numbers of a nested JSON array, in order, into out (at most max). */
-static void flatten_into(json_t *v, float *out, size_t *n, size_t max)
-{
-    if (json_is_number(v) && *n < max)
-        out[(*n)++] = (float)json_number_value(v);
-    size_t i;
-    json_t *e;
-    json_array_foreach(v, i, e)
-        flatten_into(e, out, n, max);
-}
-
-/* The golden case at path through v2 (model: a server-held one, or NULL =
- * the built-in model with the weights as inputs), JSON or binary. */
-static int v2_golden(int port, const char *path, const char *model, int binary)
-{
-    json_t *g = json_load_file(path, 0, NULL);
-    cr_assert_not_null(g, "%s", path);
-    json_t *v2 = to_v2(json_object_get(g, "request"));
-    json_t *id = json_string(path);
-    json_object_set_new(v2, "id", id);
-    char *body;
-    size_t len, hlen;
-    if (binary) {
-        json_object_set_new(json_object_get(v2, "parameters"), "binary_data_output", json_true());
-        body = to_binary(v2, &len, &hlen);
-    } else {
-        body = json_dumps(v2, JSON_COMPACT);
-        len = strlen(body);
-    }
-    struct answer a = infer(port, model ? model : "attention", body, len,
-                            binary ? (long long)hlen : -1);
-    cr_assert_eq(a.status, 200, "%s (%s): %ld %.400s", path, binary ? "binary" : "json",
-                 a.status, a.body);
-    cr_assert(!binary || strstr(a.headers, "application/octet-stream"), "%s", a.headers);
-    json_t *exp = json_object_get(g, "expected"), *exp32 = json_object_get(g, "expected_float32");
-    int ok = 1;
-    const char *names[2] = {"output", "attention_weights"};
-    for (int i = 0; i < 2; i++) {
-        json_t *want = json_object_get(exp, names[i]);
-        size_t ng = 0, nw = 0, n32 = 0;
-        json_t *shape = NULL;
-        float *fg = output_of(&a, names[i], &ng, &shape);
-        if (!want) {
-            ok &= fg == NULL;
-            continue;
-        }
-        cr_assert_not_null(fg, "%s: no %s", path, names[i]);
-        ok &= json_equal(shape, json_object_get(want, "shape"));
-        float *fw = floats_of(json_object_get(want, "data"), &nw);
-        json_t *w32 = json_object_get(json_object_get(exp32, names[i]), "data");
-        float *fw32 = w32 ? floats_of(w32, &n32) : NULL;
-        cr_assert_eq(ng, nw, "%s %s: %zu elements, want %zu", path, names[i], ng, nw);
-        char label[300];
-        snprintf(label, sizeof label, "%s %s (v2 %s)", path, names[i], binary ? "binary" : "json");
-        ok &= i == 0 ? check_tensor_torch(label, fg, fw, fw32, nw, 1e-4, 1e-4)
-                     : check_tensor_torch(label, fg, fw, fw32, nw, 1e-5, 0.0);
-        free(fg), free(fw), free(fw32);
-        json_decref(shape);
-    }
-    /* the id is echoed */
-    json_t *head = answer_head(&a);
-    ok &= head && json_equal(json_object_get(head, "id"), json_object_get(v2, "id"));
-    ok &= head && strcmp(json_string_value(json_object_get(head, "model_name")),
-                         model ? model : "attention") == 0;
-    json_decref(head);
-    json_decref(v2), json_decref(g);
-    free(body), free(a.body);
-    return ok;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -337,8 +94,13 @@ Test(v2, served_models_agree_with_pytorch, .timeout = 120)
     struct server s;
     start_repo(&s);
     char *paths[64];
-    const int n = testdata_list("tests/models/golden", paths, 64);
+    int n = testdata_list("tests/models/golden", paths, 64);
     cr_assert_geq(n, 9, "only %d model golden cases", n);
+    /* Hugging Face layers (hf_llama, hf_mistral, hf_gemma2): GQA, RoPE,
+     * windows, soft-cap from the checkpoint's config */
+    const int nhf = testdata_list("tests/models/golden/hf", paths + n, 64 - n);
+    cr_assert_geq(nhf, 5, "only %d Hugging Face golden cases", nhf);
+    n += nhf;
     for (int i = 0; i < n; i++) {
         json_t *g = json_load_file(paths[i], 0, NULL);
         const char *model = json_string_value(json_object_get(json_object_get(g, "request"),

@@ -886,9 +886,6 @@ static const struct refusal refusals[] = {
     {"{'inputs': [" Q22 ", {'name': 'key', 'shape': [1, 2, 2], 'datatype': 'FP32', "
      "'data': [1, 2, 3, 4]}], " P1 "}", 0, NULL, 0, -1, ERR_SHAPE_MISMATCH,
      "key has rank 3 but query has rank 2"},
-    {"{'inputs': [" Q22 ", {'name': 'key', 'shape': [3, 2], 'datatype': 'FP32', "
-     "'data': [1, 2, 3, 4, 5, 6]}], 'parameters': {'num_heads': 1, 'is_causal': true}}", 0,
-     NULL, 0, -1, ERR_SHAPE_MISMATCH, "causal attn_mask needs target length == source length"},
     {"{'inputs': [" Q22 ", {'name': 'attn_mask', 'shape': [4], 'datatype': 'BOOL', "
      "'data': [false, false, false, false]}], " P1 "}", 0, NULL, 0, -1, ERR_SHAPE_MISMATCH,
      "attn_mask must have rank 2 (L, S) or 3"},

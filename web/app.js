@@ -8,6 +8,7 @@
 //   js/tensor.js     base64 / nested tensors, the decoded response, per-head weights
 //   js/colors.js     viridis and diverging scales, the legend both heatmaps use
 //   js/examples.js   the built-in examples and the requests they make
+//   js/variants.js   the attention-variant fields of a request (Hkv, RoPE, ALiBi, ...)
 //   js/canvas.js     canvas and DOM helpers shared by the views
 //   js/views/*.js    one module per part of the page: grid, heatmap, headview,
 //                    output, status, form, export; maps.js (the per-head images)
@@ -17,7 +18,7 @@
 // Everything is drawn on <canvas> (never one DOM node per cell); the weights
 // come back as base64 float32 and live in Float32Arrays.
 //
-// Test hook, window.attn (used by tests/browser/web.test.mjs), read-only:
+// Test hook, window.attn (used by tests/browser/*.test.mjs), read-only:
 //   attn.state -> a read-only view of the state (js/state.js): response,
 //       title, view {batch, head, threshold, rangeMode, tab}, lastRequest,
 //       runSeq, busy, runCount, lastTiming, lastError. Assigning through it
@@ -49,7 +50,7 @@ import { cellPixel, cellRect, initHeatmap, renderHeatmap } from './js/views/heat
 import { headTokenPoint, initHeadView, renderHeadView } from './js/views/headview.js';
 import { renderOutput } from './js/views/output.js';
 import { renderStatus } from './js/views/status.js';
-import { applyExample, readForm, updateMaskFields } from './js/views/form.js';
+import { applyExample, readForm, updateFormFields } from './js/views/form.js';
 import { exportPng } from './js/views/export.js';
 
 // ---------------------------------------------------------------------------
@@ -158,7 +159,7 @@ const setView = (part) => update({ view: { ...state.view, ...part } });
 function init() {
   applyExample('sentence');
   $('example').addEventListener('change', () => { applyExample($('example').value); run('example'); });
-  $('mask').addEventListener('change', updateMaskFields);
+  for (const id of ['mask', 'heads', 'embed-dim', 'rope']) $(id).addEventListener('change', updateFormFields);
   $('run').addEventListener('click', () => run('example'));
   $('run-json').addEventListener('click', () => run('json'));
   for (const id of ['tokens', 'key-tokens', 'request-json']) {

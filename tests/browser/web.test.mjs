@@ -29,219 +29,14 @@
 //      the first server, which does not;
 //   plus the cross-attention example, a batched own request (batch
 //   selector), the head view, the output view and Export PNG.
-// Screenshots of every view go to build/browser/. Any failure exits 1 with
-// the reason; the server and the browser are stopped in every case.
-//
-// Environment: ATTN_SERVER (default build/attention-server), CHROMIUM
-// (default /usr/bin/chromium), BROWSER_TEST_TIMEOUT (seconds, default 240).
+// Screenshots of every view go to build/browser/. The plumbing (server,
+// browser, steps and report) is tests/browser/harness.mjs.
 
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const SERVER = path.resolve(ROOT, process.env.ATTN_SERVER || 'build/attention-server');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const OUT = path.join(ROOT, 'build', 'browser');
-const TOLERANCE = 2;   // per colour channel, 0..255
-
-let server = null;
-let context = null;
-let userDataDir = null;
-const pageErrors = [];
-const results = [];
-
-// ---------------------------------------------------------------------------
-// Plumbing
-
-function log(msg) {
-  process.stdout.write(`${msg}\n`);
-}
-
-class CheckError extends Error {}
-function check(cond, msg) {
-  if (!cond) throw new CheckError(msg);
-}
-
-function sameColor(got, want, tol = TOLERANCE) {
-  return got.length >= 3 && [0, 1, 2].every((c) => Math.abs(got[c] - want[c]) <= tol);
-}
-const rgb = (c) => `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
-
-async function cleanup() {
-  if (context) {
-    const c = context;
-    context = null;
-    await Promise.race([c.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
-  }
-  if (server && server.exitCode === null && server.signalCode === null) {
-    server.kill('SIGTERM');
-    await Promise.race([new Promise((r) => server.once('exit', r)), new Promise((r) => setTimeout(r, 5000))]);
-    if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
-  }
-  server = null;
-  if (userDataDir) {
-    fs.rmSync(userDataDir, { recursive: true, force: true });
-    userDataDir = null;
-  }
-}
-
-async function die(msg) {
-  process.stderr.write(`web.test: FAIL: ${msg}\n`);
-  await cleanup();
-  process.exit(1);
-}
-
-for (const sig of ['SIGINT', 'SIGTERM']) {
-  process.on(sig, () => { die(`interrupted by ${sig}`); });
-}
-process.on('exit', () => {
-  // Last resort (synchronous): never leave the server behind.
-  if (server && server.exitCode === null) server.kill('SIGKILL');
-});
-
-function startServer() {
-  check(fs.existsSync(SERVER), `${SERVER} does not exist; run \`make build/attention-server\` first`);
-  const logFile = fs.createWriteStream(path.join(OUT, 'server.log'));
-  server = spawn(SERVER, ['--port', '0', '--bind', '127.0.0.1', '--static-dir', 'web'],
-                 { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`the server printed no "listening on" line in 10 s:\n${buf}`)), 10000);
-    server.stderr.on('data', (d) => {
-      logFile.write(d);   // keep draining stderr (access log) so the server never blocks
-      if (buf === null) return;
-      buf += d;
-      const m = buf.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) {
-        buf = null;
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    server.once('exit', (code, sig) => {
-      clearTimeout(timer);
-      reject(new Error(`the server exited (code ${code}, signal ${sig}) before listening:\n${buf || ''}`));
-    });
-  });
-}
-
-// Decodes a response tensor here, independently of the page's decoder.
-function decodeTensor(t) {
-  if (t && typeof t.b64 === 'string') {
-    const b = Buffer.from(t.b64, 'base64');
-    const copy = new Uint8Array(b.length);
-    copy.set(b);
-    return { shape: t.shape, data: Array.from(new Float32Array(copy.buffer)) };
-  }
-  if (t && Array.isArray(t.data)) return { shape: t.shape, data: t.data.slice() };
-  const shape = [];
-  for (let x = t; Array.isArray(x); x = x[0]) shape.push(x.length);
-  return { shape, data: t.flat(shape.length) };
-}
-
-// The weights of one response as w[b][h][i][j] (h = H means the average).
-function weightsOf(json) {
-  const { batch: N, num_heads: H, target_len: L, source_len: S } = json;
-  const w = decodeTensor(json.attention_weights).data;
-  check(w.length === N * H * L * S, `attention_weights has ${w.length} values, expected N*H*L*S = ${N * H * L * S}`);
-  const out = [];
-  for (let b = 0; b < N; b++) {
-    const heads = [];
-    for (let h = 0; h < H; h++) {
-      heads.push(Array.from({ length: L }, (_, i) => w.slice(((b * H + h) * L + i) * S, ((b * H + h) * L + i + 1) * S)));
-    }
-    heads.push(Array.from({ length: L }, (_, i) => Array.from({ length: S },
-      (_, j) => Math.fround(heads.slice(0, H).reduce((a, m) => a + m[i][j], 0) / H))));
-    out.push(heads);
-  }
-  return out;
-}
-
-function argExtremes(m) {
-  let max = { v: -Infinity }, min = { v: Infinity };
-  m.forEach((row, i) => row.forEach((v, j) => {
-    if (v > max.v) max = { v, i, j };
-    if (v < min.v) min = { v, i, j };
-  }));
-  return { max, min };
-}
-
-const isAttention = (r) => new URL(r.url()).pathname === '/attention' && r.request().method() === 'POST';
-
-// Performs `action`, waits until the page has finished the run it starts and
-// returns the /attention response it got (status and JSON body).
-async function runAndWait(page, action, timeout = 60000) {
-  const before = await page.evaluate(() => window.attn.state.runCount);
-  const respP = page.waitForResponse(isAttention, { timeout });
-  const t0 = Date.now();
-  await action();
-  const resp = await respP;
-  await page.waitForFunction((n) => window.attn.state.runCount > n && !window.attn.state.busy, before, { timeout });
-  const ms = Date.now() - t0;
-  // Chromium's inspector drops big bodies (the 22 MB of L = 512) from its
-  // cache; then send the page's very request again from here (the answer is
-  // deterministic) and read that.
-  let body = await resp.json().catch(() => undefined);
-  if (body === undefined) {
-    const again = await fetch(resp.url(), { method: 'POST', headers: { 'Content-Type': 'application/json' },
-                                            body: resp.request().postData() });
-    check(again.status === resp.status(), `the request sent again got HTTP ${again.status}, the page got ${resp.status()}`);
-    body = await again.json().catch(() => null);
-  }
-  return { status: resp.status(), body, ms, sent: resp.request().postData() };
-}
-
-async function pixels(page, cells) {
-  return page.evaluate((cells) => {
-    const c = document.getElementById('heatmap');
-    const ctx = c.getContext('2d');
-    return cells.map(([i, j]) => {
-      const p = window.attn.cellPixel(i, j);
-      return Array.from(ctx.getImageData(p.x, p.y, 1, 1).data.slice(0, 3));
-    });
-  }, cells);
-}
-
-// Every cell of the large heatmap against colorFor(value, view.max) for the
-// matrix `m` (values below the view's threshold are expected as zero).
-async function checkHeatmapShows(page, m, what) {
-  const view = await viewOf(page);
-  const cells = [];
-  m.forEach((row, i) => row.forEach((_, j) => cells.push([i, j])));
-  const got = await pixels(page, cells);
-  const want = await page.evaluate(({ vals, max, thr }) => vals.map((v) => window.attn.colorFor(v < thr ? 0 : v, max)),
-                                   { vals: cells.map(([i, j]) => m[i][j]), max: view.max, thr: view.threshold });
-  const bad = [];
-  cells.forEach(([i, j], k) => { if (!sameColor(got[k], want[k])) bad.push(`(${i},${j}) w=${m[i][j]}: drawn ${rgb(got[k])}, expected ${rgb(want[k])}`); });
-  check(bad.length === 0, `${what}: ${bad.length} of ${cells.length} cells have the wrong colour, e.g. ${bad.slice(0, 3).join('; ')}`);
-  return { view, cells: cells.length };
-}
-
-// What the large heatmap shows: the state's view and the top of its colour range.
-async function viewOf(page) {
-  return page.evaluate(() => {
-    const v = window.attn.state.view;
-    return { ...v, max: window.attn.colorMax(v.batch, v.head) };
-  });
-}
-
-async function shot(page, name) {
-  await page.screenshot({ path: path.join(OUT, name), fullPage: true });
-}
-
-async function selectHead(page, head) {
-  await page.click(`[data-testid="head-thumb-${head}"]`);
-  await page.waitForFunction((h) => String(window.attn.state.view.head) === String(h), head);
-}
-
-async function selectTab(page, tab) {
-  await page.click(`[data-testid="tab-${tab}"]`);
-  await page.waitForFunction((t) => window.attn.state.view.tab === t, tab);
-}
+import { CheckError, OUT, ROOT, SERVER, argExtremes, check, checkHeatmapShows, isAttention, log, pixels, rgb, runAndWait,
+         runSuite, sameColor, selectHead, selectTab, shot, viewOf, weightsOf } from './harness.mjs';
 
 // ---------------------------------------------------------------------------
 // The steps
@@ -640,67 +435,17 @@ async function stepLong(page) {
 
 // ---------------------------------------------------------------------------
 
-async function main() {
-  fs.mkdirSync(OUT, { recursive: true });
-  for (const f of fs.readdirSync(OUT)) if (/\.png$/.test(f)) fs.rmSync(path.join(OUT, f));
-  const watchdog = setTimeout(() => die(`timed out after ${process.env.BROWSER_TEST_TIMEOUT || 240} s`),
-                              1000 * Number(process.env.BROWSER_TEST_TIMEOUT || 240));
-  check(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (apt-get install chromium)`);
-  const port = await startServer();
-  const base = `http://127.0.0.1:${port}/`;
-  log(`web.test: server on ${base}, browser ${CHROMIUM}`);
-  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'attn-browser-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-           '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'],
-    viewport: { width: 1280, height: 900 },
-    deviceScaleFactor: 1,
-    acceptDownloads: true,
-  });
-  const page = context.pages()[0] || await context.newPage();
-  page.setDefaultTimeout(15000);
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  page.on('console', (m) => { if (m.type() === 'error' && !/status of 4\d\d/.test(m.text())) log(`  [browser console] ${m.text()}`); });
-  log(`web.test: ${(await page.evaluate(() => navigator.userAgent)).match(/HeadlessChrome\/[\d.]+/)}`);
-
-  const steps = [
-    ['sentence example: extreme cells have the scale\'s colours', stepSentence],
-    ['hover: tooltip shows query, key and exact weight', stepHover],
-    ['switch heads: heatmap shows that head; threshold hides', stepSwitchHeads],
-    ['test hook is read-only; the page keeps working', stepReadOnlyHook],
-    ['head view, output view, Export PNG', stepViews],
-    ['causal example: nothing above the diagonal', stepCausal],
-    ['cross-attention example', stepCross],
-    ['own batched request: batch selector', stepOwnBatched],
-    ['malformed request: server message in #error', stepMalformed],
-    ['pasted request with a duplicate key: sent as typed, server error shown', stepPastedAsTyped],
-    ['cross-origin page: allowed by cors_allow_origin, refused without', stepCrossOrigin],
-    ['L = 512, H = 16 renders (time printed)', stepLong],
-  ];
-  for (const [name, fn] of steps) {
-    const t = Date.now();
-    try {
-      await fn(page, base);
-      if (pageErrors.length) throw new CheckError(`uncaught error in the page: ${pageErrors.splice(0).join(' | ')}`);
-      results.push([name, null]);
-      log(`ok   ${name} (${Date.now() - t} ms)`);
-    } catch (e) {
-      results.push([name, e]);
-      log(`FAIL ${name}: ${e instanceof CheckError ? e.message : e.stack}`);
-      await page.screenshot({ path: path.join(OUT, `failed-${results.length}.png`), fullPage: true }).catch(() => {});
-      if (!ctx.first) break;   // nothing else can work without the first page
-    }
-  }
-  clearTimeout(watchdog);
-  await cleanup();
-  const failed = results.filter(([, e]) => e);
-  log(`web.test: ${results.length - failed.length} passed, ${failed.length} failed; screenshots in ${path.relative(ROOT, OUT)}/`);
-  if (failed.length) {
-    for (const [name, e] of failed) process.stderr.write(`web.test: FAIL: ${name}: ${e.message}\n`);
-    process.exit(1);
-  }
-}
-
-main().catch((e) => die(e instanceof CheckError ? e.message : (e && e.stack) || String(e)));
+runSuite('web.test', [
+  ['sentence example: extreme cells have the scale\'s colours', stepSentence, { essential: true }],
+  ['hover: tooltip shows query, key and exact weight', stepHover],
+  ['switch heads: heatmap shows that head; threshold hides', stepSwitchHeads],
+  ['test hook is read-only; the page keeps working', stepReadOnlyHook],
+  ['head view, output view, Export PNG', stepViews],
+  ['causal example: nothing above the diagonal', stepCausal],
+  ['cross-attention example', stepCross],
+  ['own batched request: batch selector', stepOwnBatched],
+  ['malformed request: server message in #error', stepMalformed],
+  ['pasted request with a duplicate key: sent as typed, server error shown', stepPastedAsTyped],
+  ['cross-origin page: allowed by cors_allow_origin, refused without', stepCrossOrigin],
+  ['L = 512, H = 16 renders (time printed)', stepLong],
+]);

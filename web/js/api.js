@@ -13,6 +13,7 @@
 
 import { EXAMPLES, buildExampleRequest } from './examples.js';
 import { decodeResponse } from './tensor.js';
+import { variantSummary } from './variants.js';
 
 const fail = (message, status = 0, code = '') => ({ error: { status, code, message } });
 
@@ -20,8 +21,10 @@ const fail = (message, status = 0, code = '') => ({ error: { status, code, messa
 // {body, askedAverage, title, pasted: false} or {error}.
 export function requestFromForm(form) {
   try {
-    const body = JSON.stringify(buildExampleRequest(form));
-    return { body, askedAverage: false, title: EXAMPLES[form.example].title, pasted: false };
+    const req = buildExampleRequest(form);
+    const variants = variantSummary(req);
+    return { body: JSON.stringify(req), askedAverage: false, pasted: false,
+             title: EXAMPLES[form.example].title + (variants ? ` · ${variants}` : '') };
   } catch (e) {
     return fail(e.message);
   }

@@ -7,6 +7,7 @@
 // draws gaussians. No DOM.
 
 import { f32Tensor } from './tensor.js';
+import { numberFrom, variantFields } from './variants.js';
 
 function fnv1a(str) {
   let h = 0x811c9dc5;
@@ -71,35 +72,44 @@ function embed(tokens, E, gain = 1) {
   return x;
 }
 
-// Random projections from the seed. Head h's key projection is partly its
-// query projection (mix from 0.95 down to 0.05 across heads), so the first
-// heads attend to similar tokens and nearby positions, the last more freely.
-function projections(E, H, seed) {
+// Random projections from the seed, packed as in_proj_weight (E + 2·Hkv·d,
+// E): the q block (H·d = E rows), then the k and v blocks of the Hkv KV
+// heads (Hkv·d rows each). KV head g's key projection is partly the query
+// projection of the first query head of its group, g·H/Hkv (mix from 0.95
+// down to 0.05 across KV heads), so the first heads attend to similar
+// tokens and nearby positions, the last more freely. With Hkv = H every
+// head is its own group and the numbers are those of plain multi-head
+// attention.
+function projections(E, H, Hkv, seed) {
   const rng = mulberry32((seed >>> 0) ^ 0x85ebca6b);
-  const d = E / H;
+  const d = E / H, group = H / Hkv, Dkv = Hkv * d;
   const gain = 1.6 / Math.sqrt(E);
   const rand = () => gaussian(rng) * gain;
-  const inProj = new Float32Array(3 * E * E);
+  const inProj = new Float32Array((E + 2 * Dkv) * E);
   for (let r = 0; r < E; r++) {
     const h = Math.floor(r / d);
-    const mix = H > 1 ? 0.95 - 0.9 * h / (H - 1) : 0.8;
+    // The KV head whose k rows this q row seeds (the first query head of a group does), or -1.
+    const g = h % group === 0 ? h / group : -1;
+    const mix = g < 0 ? 0 : Hkv > 1 ? 0.95 - 0.9 * g / (Hkv - 1) : 0.8;
     const other = Math.sqrt(1 - mix * mix);
+    const kRow = E + g * d + (r % d);
     for (let c = 0; c < E; c++) {
       const q = rand();
       inProj[r * E + c] = q;
-      inProj[(E + r) * E + c] = mix * q + other * rand();
+      if (g >= 0) inProj[kRow * E + c] = mix * q + other * rand();
     }
   }
-  for (let k = 2 * E * E; k < 3 * E * E; k++) inProj[k] = gaussian(rng) / Math.sqrt(E);
+  for (let k = (E + Dkv) * E; k < (E + 2 * Dkv) * E; k++) inProj[k] = gaussian(rng) / Math.sqrt(E);
   const outProj = new Float32Array(E * E);
   for (let k = 0; k < E * E; k++) outProj[k] = gaussian(rng) / Math.sqrt(E);
-  return { in_proj_weight: f32Tensor(inProj, [3 * E, E]), out_proj_weight: f32Tensor(outProj, [E, E]) };
+  return { in_proj_weight: f32Tensor(inProj, [E + 2 * Dkv, E]), out_proj_weight: f32Tensor(outProj, [E, E]) };
 }
 
 // The request for the sidebar's form: {example (a key of EXAMPLES), tokens,
 // keyTokens (text, words separated by white space), cross (key tokens
-// given), E, H, mask ('none', 'causal', 'padding'), padK (padded keys),
-// scale (text, '' for the default), seed}.
+// given), E, H, mask ('none', 'causal', 'causal_lower_right', 'padding'),
+// padK (padded keys), scale (text, '' for the default), seed, and the
+// variant controls variants.js reads (hkv: KV heads, 0 = H, ...)}.
 export function buildExampleRequest(form) {
   const gain = EXAMPLES[form.example].embedGain || 1;
   const tokens = splitTokens(form.tokens);
@@ -107,10 +117,12 @@ export function buildExampleRequest(form) {
   const cross = form.cross && splitTokens(form.keyTokens).length > 0;
   const keyTokens = cross ? splitTokens(form.keyTokens) : tokens;
   const { E, H } = form;
+  const Hkv = form.hkv || H;
+  if (H % Hkv !== 0) throw new RangeError(`${Hkv} KV heads do not divide ${H} heads.`);
   const req = {
     query: f32Tensor(embed(tokens, E, gain), [tokens.length, E]),
     num_heads: H,
-    weights: projections(E, H, form.seed),
+    weights: projections(E, H, Hkv, form.seed),
     positional_encoding: 'sinusoidal',
     output_encoding: 'base64',
     tokens,
@@ -119,15 +131,12 @@ export function buildExampleRequest(form) {
     req.key = f32Tensor(embed(keyTokens, E, gain), [keyTokens.length, E]);
     req.key_tokens = keyTokens;
   }
-  if (form.mask === 'causal') req.attn_mask = 'causal';
+  if (form.mask === 'causal' || form.mask === 'causal_lower_right') req.attn_mask = form.mask;
   if (form.mask === 'padding') {
     const k = Math.max(0, Math.min(keyTokens.length, form.padK | 0));
     req.key_padding_mask = keyTokens.map((_, j) => j >= keyTokens.length - k);
   }
-  if (form.scale !== '') {
-    const s = Number(form.scale);
-    if (!Number.isFinite(s)) throw new RangeError(`Scale "${form.scale}" is not a number.`);
-    req.scale = s;   // the server names the problem if it is not > 0
-  }
-  return req;
+  const scale = numberFrom(form.scale, 'Scale');
+  if (scale !== undefined) req.scale = scale;   // the server names the problem if it is not > 0
+  return Object.assign(req, variantFields(form));
 }

@@ -1,5 +1,8 @@
 // The sidebar's example form: filled in from a built-in example, read back
-// as the form examples.js builds a request from.
+// as the form examples.js builds a request from. The attention-variant
+// controls keep their values across examples; the KV-head choices follow
+// the number of heads (its divisors), and the RoPE parameters and the
+// padding count show only when they apply.
 
 import { $ } from '../canvas.js';
 import { EXAMPLES } from '../examples.js';
@@ -16,6 +19,15 @@ export function readForm() {
     padK: Number($('pad-k').value),
     scale: $('scale').value.trim(),
     seed: Number($('seed').value) | 0,
+    hkv: Number($('kv-heads').value),
+    rope: $('rope').value,
+    ropeTheta: $('rope-theta').value.trim(),
+    ropeDim: $('rope-dim').value.trim(),
+    offset: $('pos-offset').value.trim(),
+    alibi: $('alibi').checked,
+    windowLeft: $('window-left').value.trim(),
+    windowRight: $('window-right').value.trim(),
+    softcap: $('softcap').value.trim(),
   };
 }
 
@@ -31,9 +43,28 @@ export function applyExample(name) {
   $('mask').value = ex.mask;
   $('scale').value = '';
   $('seed').value = String(ex.seed);
-  updateMaskFields();
+  updateFormFields();
 }
 
-export function updateMaskFields() {
+// The KV-head choices for H heads: H itself (value '', sent as nothing),
+// then every smaller divisor, down to 1 (multi-query). A choice that still
+// divides H is kept.
+function fillKvHeads() {
+  const sel = $('kv-heads'), H = Number($('heads').value), was = sel.value;
+  sel.textContent = '';
+  sel.add(new Option(`${H} (= H)`, ''));
+  for (let k = H - 1; k >= 1; k--) {
+    if (H % k === 0) sel.add(new Option(k === 1 ? '1 (multi-query)' : String(k), String(k)));
+  }
+  sel.value = was && H % Number(was) === 0 && Number(was) < H ? was : '';
+}
+
+// Everything in the form that depends on other fields: the KV-head choices,
+// the head dimension d as the rotary dims' default, and which optional
+// fields show.
+export function updateFormFields() {
+  fillKvHeads();
+  $('rope-dim').placeholder = `d = ${Number($('embed-dim').value) / Number($('heads').value)}`;
+  $('rope-fields').hidden = $('rope').value === 'off';
   $('pad-k-field').style.visibility = $('mask').value === 'padding' ? 'visible' : 'hidden';
 }
