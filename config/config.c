@@ -269,6 +269,9 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
         }
     }
 
+    int workers_default = c->workers;
+    c->workers = 0; /* out of range: still 0 at the end if no source set it */
+
     /* 2. Check the shape of every flag before reading anything, and find
      *    --config (the last one wins, as for every flag). */
     for (int i = 1; i < argc; i++) {
@@ -308,6 +311,9 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
             return -1;
         }
     }
+    c->workers_explicit = c->workers != 0;
+    if (c->workers == 0)
+        c->workers = workers_default;
     return 0;
 }
 
@@ -344,8 +350,10 @@ void cfg_usage(FILE *out)
         usage_flag(flag, sizeof flag, o->key, o->type);
         env_name(env, sizeof env, o->key);
         cfg_fmt_range(range, sizeof range, o);
-        fprintf(out, "  %-25s %-26s %s (default %s; %s)\n", flag, env, o->help,
-                o->def[0] ? o->def : "empty", range);
+        const char *def = o->def[0] ? o->def : "empty";
+        if (strcmp(o->key, "workers") == 0)
+            def = "the CPUs this process may use / threads_per_request";
+        fprintf(out, "  %-25s %-26s %s (default %s; %s)\n", flag, env, o->help, def, range);
     }
     for (size_t a = 0; a < NALIASES; a++) {
         char key_flag[64];

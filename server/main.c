@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/cpus.h"
 #include "core/attention.h"
 #include "model/repo.h"
 #include "server/http.h"
@@ -54,6 +55,20 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* workers: as set, else the CPUs this process may use (config/cpus.h) */
+    char workers_from[96] = "set";
+    if (!c.workers_explicit) {
+        struct cfg_cpus cpus;
+        cfg_cpus_detect(c.threads_per_request, &cpus);
+        c.workers = cpus.workers > 64 ? 64 : cpus.workers;
+        char quota[16] = "none";
+        if (cpus.quota > 0)
+            snprintf(quota, sizeof quota, "%d", cpus.quota);
+        snprintf(workers_from, sizeof workers_from, "%d CPU%s: affinity %d, cgroup quota %s%s",
+                 cpus.cpus, cpus.cpus == 1 ? "" : "s", cpus.affinity, quota,
+                 c.threads_per_request > 1 ? ", / threads_per_request" : "");
+    }
+
     att_init(c.threads_per_request);
     if (c.workers * c.threads_per_request > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN))
         fprintf(stderr, "attention-server: warning: workers %d x threads_per_request %d "
@@ -78,9 +93,9 @@ int main(int argc, char **argv)
     }
     if (c.log_level >= CFG_LOG_DEBUG)
         cfg_dump(&c, stderr);
-    fprintf(stderr, "attention-server: listening on http://%s:%d (workers %d, queue %d, "
+    fprintf(stderr, "attention-server: listening on http://%s:%d (workers %d (%s), queue %d, "
                     "threads_per_request %d, OpenBLAS kernels %s)\n", c.bind, http_port(srv),
-            c.workers, c.queue_depth, c.threads_per_request, blas_core);
+            c.workers, workers_from, c.queue_depth, c.threads_per_request, blas_core);
 
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -3,7 +3,9 @@
  *
  * $ATTN_SERVER names the binary (the Makefile sets it). Each test starts its
  * own server with --port 0 and reads the bound port from its log. */
+#define _GNU_SOURCE /* CPU_COUNT, sched_getaffinity */
 #include <arpa/inet.h>
+#include <sched.h>
 #include <criterion/criterion.h>
 #include <curl/curl.h>
 #include <jansson.h>
@@ -1913,4 +1915,59 @@ Test(http, framing_libmicrohttpd_refuses_itself_is_bounded, .timeout = 60)
                     r.len ? "an answer" : "no answer, a close,", r.secs);
     server_still_serves(s.port);
     cr_assert_eq(server_stop(&s), 0);
+}
+
+/* The "listening on" line of a server started with extra, and the CPUs the
+ * test process may use (the server inherits its affinity). */
+static void startup_line(const char *const *extra, char *line, size_t len)
+{
+    struct server s;
+    server_start(&s, extra);
+    FILE *f = fopen(s.log, "r");
+    cr_assert(f != NULL);
+    line[0] = '\0';
+    char buf[512];
+    while (fgets(buf, sizeof buf, f))
+        if (strstr(buf, "listening on http://"))
+            snprintf(line, len, "%s", buf);
+    fclose(f);
+    cr_expect_eq(server_stop(&s), 0);
+    cr_assert(line[0] != '\0', "no start-up line");
+}
+
+/* workers defaults to the CPUs this process may use (affinity and cgroup
+ * quota) over threads_per_request, and the start-up line says so; a
+ * workers setting wins and the line says it was set. */
+Test(http, startup_line_says_where_workers_came_from, .timeout = 60)
+{
+    cpu_set_t set;
+    cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    int affinity = CPU_COUNT(&set);
+    char line[512];
+
+    startup_line(NULL, line, sizeof line);
+    int n = 0, cpus = 0, aff = 0;
+    char quota[16] = "";
+    const char *at = strstr(line, "(workers ");
+    cr_assert(at != NULL, "%s", line);
+    cr_assert_eq(sscanf(at, "(workers %d (%d CPU", &n, &cpus), 2, "line: %s", line);
+    const char *from = strstr(at, "affinity ");
+    cr_assert(from != NULL && sscanf(from, "affinity %d, cgroup quota %15[^)]", &aff, quota) == 2,
+              "line: %s", line);
+    cr_expect_eq(aff, affinity, "line: %s", line);
+    int q = strcmp(quota, "none") == 0 ? 0 : atoi(quota);
+    cr_expect_eq(cpus, q > 0 && q < aff ? q : aff, "line: %s", line);
+    cr_expect_eq(n, cpus, "line: %s", line);
+    cr_expect(strstr(line, "), queue 64, threads_per_request 1,") != NULL, "line: %s", line);
+
+    const char *tpr[] = {"--threads-per-request", "2", NULL};
+    startup_line(tpr, line, sizeof line);
+    at = strstr(line, "(workers ");
+    cr_assert(at != NULL && sscanf(at, "(workers %d (%d CPU", &n, &cpus) == 2, "%s", line);
+    cr_expect_eq(n, cpus / 2 < 1 ? 1 : cpus / 2, "line: %s", line);
+    cr_expect(strstr(line, "/ threads_per_request") != NULL, "line: %s", line);
+
+    const char *set3[] = {"--workers", "3", NULL};
+    startup_line(set3, line, sizeof line);
+    cr_expect(strstr(line, "(workers 3 (set), queue 64,") != NULL, "line: %s", line);
 }
