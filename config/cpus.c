@@ -1,5 +1,5 @@
 /* cpus.c -- the CPUs this process may use: affinity and cgroup quota. See cpus.h. */
-#define _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */ /* NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 #include "config/cpus.h"
 
 #include <errno.h>
