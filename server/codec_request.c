@@ -135,19 +135,15 @@ static int use_model(struct codec_request *r, json_t *root, json_t *v, const str
 /* The model's weights, after its dimensions are checked against the request's. */
 static int model_weights(struct att_params *p, const struct model *m, struct api_error *err)
 {
-    const struct { const char *what; int got, want; } dims[] = {
-        {"embed_dim (query's last dimension)", p->E, m->E},
-        {"kdim (key's last dimension)", p->kdim, m->kdim},
-        {"vdim (value's last dimension)", p->vdim, m->vdim},
-    };
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if (dims[i].got != dims[i].want)
-            return api_fail(err, ERR_SHAPE_MISMATCH, "%s is %d but model '%s' takes %d",
-                            dims[i].what, dims[i].got, m->name, dims[i].want);
-    p->in_proj_weight = m->in_proj_weight, p->q_proj_weight = m->q_proj_weight;
-    p->k_proj_weight = m->k_proj_weight, p->v_proj_weight = m->v_proj_weight;
-    p->in_proj_bias = m->in_proj_bias, p->out_proj_weight = m->out_proj_weight;
-    p->out_proj_bias = m->out_proj_bias;
+    static const char *const what[3] = {"embed_dim (query's last dimension)",
+                                        "kdim (key's last dimension)",
+                                        "vdim (value's last dimension)"};
+    int got, want;
+    const int i = codec_model_mismatch(p, m, &got, &want);
+    if (i >= 0)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s is %d but model '%s' takes %d", what[i],
+                        got, m->name, want);
+    codec_model_weights(p, m);
     return 0;
 }
 

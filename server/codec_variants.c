@@ -283,6 +283,26 @@ int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long 
     return api_fail(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
 }
 
+int codec_model_mismatch(const struct att_params *p, const struct model *m, int *got,
+                         int *want)
+{
+    const int g[3] = {p->E, p->kdim, p->vdim}, w[3] = {m->E, m->kdim, m->vdim};
+    for (int i = 0; i < 3; i++)
+        if (g[i] != w[i]) {
+            *got = g[i], *want = w[i];
+            return i;
+        }
+    return -1;
+}
+
+void codec_model_weights(struct att_params *p, const struct model *m)
+{
+    p->in_proj_weight = m->in_proj_weight, p->q_proj_weight = m->q_proj_weight;
+    p->k_proj_weight = m->k_proj_weight, p->v_proj_weight = m->v_proj_weight;
+    p->in_proj_bias = m->in_proj_bias, p->out_proj_weight = m->out_proj_weight;
+    p->out_proj_bias = m->out_proj_bias;
+}
+
 int codec_identity_check(const struct att_params *p, const char *prefix,
                          struct api_error *err)
 {

@@ -100,6 +100,15 @@ const float **codec_weight_field(struct att_params *p, int i);
 int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
                        long long d1, struct api_error *err);
 
+struct model;
+/* A server-held model's dimensions against the request's: the first that
+ * differs, 0 (E), 1 (kdim) or 2 (vdim), its values in *got and *want; or
+ * -1 when they agree. Each protocol words the refusal itself. */
+int codec_model_mismatch(const struct att_params *p, const struct model *m, int *got,
+                         int *want);
+/* The model's weights into p (after codec_model_mismatch() found none). */
+void codec_model_weights(struct att_params *p, const struct model *m);
+
 /* An absent matrix is the identity only where its dimensions allow it:
  * shape_mismatch naming it (prefix + its name) otherwise. The cases
  * without num_kv_heads or head_dim are left to att_check(). */

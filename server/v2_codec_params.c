@@ -248,19 +248,14 @@ static int set_weights(struct att_params *p, const struct v2_inputs *in, const s
                        struct api_error *err)
 {
     if (m) {
-        const struct { const char *what; int got, want; } dims[] = {
-            {"query (embed_dim)", p->E, m->E},
-            {"key (kdim)", p->kdim, m->kdim},
-            {"value (vdim)", p->vdim, m->vdim},
-        };
-        for (int i = 0; i < 3; i++)
-            if (dims[i].got != dims[i].want)
-                return api_fail(err, ERR_SHAPE_MISMATCH, "%s has %d features but model '%s' "
-                                "takes %d", dims[i].what, dims[i].got, m->name, dims[i].want);
-        p->in_proj_weight = m->in_proj_weight, p->q_proj_weight = m->q_proj_weight;
-        p->k_proj_weight = m->k_proj_weight, p->v_proj_weight = m->v_proj_weight;
-        p->in_proj_bias = m->in_proj_bias;
-        p->out_proj_weight = m->out_proj_weight, p->out_proj_bias = m->out_proj_bias;
+        static const char *const what[3] = {"query (embed_dim)", "key (kdim)",
+                                            "value (vdim)"};
+        int got, want;
+        const int i = codec_model_mismatch(p, m, &got, &want);
+        if (i >= 0)
+            return api_fail(err, ERR_SHAPE_MISMATCH, "%s has %d features but model '%s' "
+                            "takes %d", what[i], got, m->name, want);
+        codec_model_weights(p, m);
         return codec_identity_check(p, "the model's ", err);
     }
     struct codec_weight_shape ws[7];
