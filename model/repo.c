@@ -177,16 +177,11 @@ int repo_load(const char *name, char *why, size_t whylen)
     return rc == 0 ? REPO_OK : REPO_ENOTREADY;
 }
 
-int repo_unload(const char *name, char *why, size_t whylen)
+/* Stop serving e: new requests are refused at once; returns (lock held,
+ * released while waiting) when its requests in flight are done, and frees
+ * the model. */
+static void take_down(struct entry *e)
 {
-    pthread_mutex_lock(&R.lock);
-    struct entry *e = find(name);
-    if (!e || e->builtin) {
-        pthread_mutex_unlock(&R.lock);
-        snprintf(why, whylen, e ? "the built-in model '%s' cannot be unloaded"
-                                : "unknown model '%.128s'", name);
-        return e ? REPO_EINVAL : REPO_ENOTFOUND;
-    }
     struct repo_ref *ref = e->cur;
     e->cur = NULL;
     e->state = REPO_UNLOADED;
@@ -198,6 +193,19 @@ int repo_unload(const char *name, char *why, size_t whylen)
         model_free(ref->m);
         free(ref);
     }
+}
+
+int repo_unload(const char *name, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&R.lock);
+    struct entry *e = find(name);
+    if (!e || e->builtin) {
+        pthread_mutex_unlock(&R.lock);
+        snprintf(why, whylen, e ? "the built-in model '%s' cannot be unloaded"
+                                : "unknown model '%.128s'", name);
+        return e ? REPO_EINVAL : REPO_ENOTFOUND;
+    }
+    take_down(e);
     pthread_mutex_unlock(&R.lock);
     return REPO_OK;
 }
@@ -278,18 +286,8 @@ void repo_stop(void)
         pthread_join(R.loader, NULL);
     R.loader_started = 0;
     pthread_mutex_lock(&R.lock);
-    for (struct entry *e = R.head ? R.head->next : NULL; e; e = e->next) {
-        struct repo_ref *ref = e->cur;
-        e->cur = NULL;
-        e->state = REPO_UNLOADED;
-        if (ref) { /* as repo_unload: wait for its requests */
-            ref->retired = 2;
-            while (ref->refs > 0)
-                pthread_cond_wait(&R.released, &R.lock);
-            model_free(ref->m);
-            free(ref);
-        }
-    }
+    for (struct entry *e = R.head ? R.head->next : NULL; e; e = e->next)
+        take_down(e);
     struct entry *e = R.head ? R.head->next : NULL;
     if (R.head)
         R.head->next = NULL;
