@@ -72,6 +72,12 @@ static int answers_over_budget(const struct http_server *s)
     return atomic_load(&s->answer_bytes) >= s->cfg.max_answer_bytes;
 }
 
+/* r's answer is an error, in the form of its endpoint (/v2: {"error": msg}). */
+static void job_error(struct req *r, int code, const char *msg)
+{
+    (r->v2 ? service_v2_error : service_error)(&r->ans, code, msg);
+}
+
 static void run_job(void *arg)
 {
     struct req *r = arg;
@@ -80,14 +86,12 @@ static void run_job(void *arg)
     if (r->fd >= 0 && client_gone(r->fd)) {
         /* nobody to answer: not computed (the access log says 499) */
         body_release(r);
-        (r->v2 ? service_v2_error : service_error)(&r->ans, ERR_OVERLOADED,
-                                                   "the client has gone away");
+        job_error(r, ERR_OVERLOADED, "the client has gone away");
         r->client_gone = 1;
     } else if (answers_over_budget(s)) {
         body_release(r);
-        (r->v2 ? service_v2_error : service_error)(&r->ans, ERR_OVERLOADED,
-                                                   "answers not yet read by their clients hold "
-                                                   "max_answer_bytes; retry later");
+        job_error(r, ERR_OVERLOADED, "answers not yet read by their clients hold "
+                                     "max_answer_bytes; retry later");
     } else if (r->ep == EP_V2_INFER) {
         if (r->header_len > (long long)r->len) {
             char msg[160];
@@ -358,11 +362,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     MHD_suspend_connection(conn);
     int rc = pool_submit(s->pool, run_job, r);
     if (rc != POOL_OK) {
-        (r->v2 ? service_v2_error : service_error)(
-                      &r->ans, rc == POOL_EFULL ? ERR_OVERLOADED : ERR_SHUTTING_DOWN,
-                      rc == POOL_EFULL ? "every worker is busy and the queue is full; retry "
-                                         "later"
-                                       : "the server is shutting down");
+        job_error(r, rc == POOL_EFULL ? ERR_OVERLOADED : ERR_SHUTTING_DOWN,
+                  rc == POOL_EFULL ? "every worker is busy and the queue is full; retry later"
+                                   : "the server is shutting down");
         r->done = 1;
         MHD_resume_connection(conn);
     }
