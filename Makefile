@@ -77,7 +77,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean
-.PHONY: lint readme-check soak
+.PHONY: lint readme-check soak deploy-check
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -163,7 +163,7 @@ browser-test: deps-build
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/browser-test.sh
 
 test: deps-test
-	$(MAKE) unit http-test lint-openapi browser-test readme-check
+	$(MAKE) unit http-test lint-openapi browser-test deploy-check readme-check
 	$(MAKE) soak SOAK_SECONDS=10
 
 # A mixed load (valid, invalid, aborted and slow clients) for SOAK_SECONDS
@@ -195,6 +195,13 @@ fuzz:
 lint:
 	@scripts/deps.sh lint
 	scripts/lint.sh
+
+# The manifests of deploy/ rendered (kubectl kustomize), validated offline
+# (tests/deploy/), and checked against $(SERVER): their ConfigMap's file
+# starts it, every probe and scrape path answers 200, the drain fits in the
+# grace period. Fails with how to install kubectl when it is missing.
+deploy-check: $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/deploy-check.sh
 
 # The README's layout table against the tree, and no issue numbers in it.
 readme-check:

@@ -1,0 +1,207 @@
+#!/bin/sh
+# deploy-check.sh -- `make deploy-check` (part of `make test`): the Kubernetes
+# and KServe manifests under deploy/, checked offline against the schemas and
+# against the real server.
+# Usage: scripts/deploy-check.sh   (from anywhere; works on the repo root)
+#
+#   1. Renders deploy/base, deploy/overlays/production and deploy/kserve with
+#      `kubectl kustomize` into build/deploy/<name>.yaml.
+#   2. Validates them (tests/deploy/validate.mjs: the kubernetes-models
+#      schemas, unknown fields, the InferenceService schema of tests/deploy/),
+#      and checks that the deliberately broken set tests/deploy/broken/ fails
+#      with exactly the findings it lists.
+#   3. For each rendering: starts the server with the configuration file of
+#      its ConfigMap (a key the server does not know stops it: the check
+#      fails), on a free loopback port, with tests/models/repo as the model
+#      repository (/models does not exist here); then every probe and every
+#      Prometheus scrape path must answer 200, and every probe, scrape and
+#      Service target port must be the port the file sets.
+#   4. The drain fits in the grace period: terminationGracePeriodSeconds of
+#      every pod must exceed its preStop sleep plus drain_timeout (from the
+#      file, else the server's default as `--help` prints it).
+#   5. SIGTERM: the server must exit 0 within drain_timeout + 10 s.
+#
+# ATTN_SERVER=path checks that binary (`make deploy-check` passes the one it
+# built, build/san/attention-server under SANITIZE=...); default
+# build/attention-server. Needs kubectl (not installed here: see the message
+# below) and the npm packages of package-lock.json (installed when missing).
+# The servers' logs go to build/deploy/<name>/server.log.
+set -eu
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+SERVER=${ATTN_SERVER:-build/attention-server}
+OUT=build/deploy
+RENDERINGS="base overlays/production kserve"
+MODELS=tests/models/repo
+
+if ! command -v kubectl >/dev/null 2>&1; then
+    cat >&2 <<'EOF'
+deploy-check.sh: kubectl is missing; it renders the manifests (kubectl kustomize).
+  Install the package kubectl from the Kubernetes apt repository
+  (https://pkgs.k8s.io, see kubernetes.io/docs/tasks/tools/install-kubectl-linux),
+  any version from 1.27 on. Debian's own kubernetes-client (1.20) is too old for
+  the kustomizations here (labels:) and conflicts with that package.
+EOF
+    exit 1
+fi
+[ -x "$SERVER" ] || { echo "deploy-check.sh: no server at $SERVER (make $SERVER)" >&2; exit 1; }
+npm_ci kubernetes-models @kubernetes-models/prometheus-operator yaml ajv
+
+status=0
+fail() {
+    echo "deploy-check.sh: $*" >&2
+    status=1
+}
+
+# 1. Render.
+mkdir -p "$OUT"
+rendered=""
+for k in $RENDERINGS; do
+    name=${k##*/}
+    kubectl kustomize "deploy/$k" > "$OUT/$name.yaml"
+    rendered="$rendered $OUT/$name.yaml"
+done
+
+# 2. Schemas: ours must pass, the broken set must fail as expected.
+# shellcheck disable=SC2086 # a list of file names without blanks
+node tests/deploy/validate.mjs $rendered || fail "the manifests do not validate (above)"
+node tests/deploy/validate.mjs --expect tests/deploy/broken/expected.txt tests/deploy/broken/manifests.yaml ||
+    fail "the broken manifests were not rejected as tests/deploy/broken/expected.txt says"
+
+# The server's default of a setting, as --help prints it: "(default 20; ...".
+default_of() {
+    "$SERVER" --help | sed -n "s/^ *--$1 [A-Z]* .*(default \([0-9]*\);.*/\1/p"
+}
+# A setting's value in a config file (the last line that sets it), else its
+# default.
+setting() {
+    v=$(sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\([^[:space:]]*\)[[:space:]]*$/\1/p" "$2" | tail -n 1)
+    [ -n "$v" ] || v=$(default_of "$(echo "$1" | tr _ -)")
+    echo "$v"
+}
+
+pid=""
+cleanup() { [ -z "$pid" ] || kill "$pid" 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+for k in $RENDERINGS; do
+    name=${k##*/}
+    dir=$OUT/$name
+    facts=$(node tests/deploy/facts.mjs "$OUT/$name.yaml" "$dir") ||
+        { fail "deploy/$k: cannot read its facts"; continue; }
+    conf=$dir/attention.conf
+    want_port=$(setting port "$conf")
+    drain=$(setting drain_timeout "$conf")
+    case "$want_port$drain" in
+    *[!0-9]* | "") fail "deploy/$k: cannot tell port ($want_port) or drain_timeout ($drain)"; continue ;;
+    esac
+    echo "deploy/$k: port $want_port, drain_timeout $drain s"
+
+    # 3. The server with this file.
+    log=$dir/server.log
+    : >"$log" # before the server starts: the loop below must not read the last run's
+    "$SERVER" --config "$conf" --bind 127.0.0.1 --port 0 --model-repository "$MODELS" \
+        2>"$log" &
+    pid=$!
+    port=""
+    i=0
+    while [ $i -lt 100 ] && kill -0 "$pid" 2>/dev/null; do
+        port=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$log")
+        [ -z "$port" ] || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if [ -z "$port" ]; then
+        sed 's/^/  server: /' "$log" >&2
+        fail "deploy/$k: the server did not start with $conf (its log above)"
+        cleanup
+        pid=""
+        continue
+    fi
+    url=http://127.0.0.1:$port
+    # Ready once the models have loaded (the startup probe's job).
+    i=0
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url/v2/health/ready")" = 200 ]; do
+        i=$((i + 1))
+        [ $i -lt 120 ] || { fail "deploy/$k: not ready after 60 s"; break; }
+        sleep 0.5
+    done
+
+    # Every probe and scrape path answers 200; every port is the file's.
+    echo "$facts" | {
+        s=0
+        while read -r what id a b c d; do
+            case $what in
+            probe) path=$c port_=$d label="$id $a $b" ;;
+            scrape) path=$a port_=$b label="$id scrape" ;;
+            target) path="" port_=$b label="$id port $a" ;;
+            override) echo "deploy-check.sh: deploy/$k: $id $a sets $b outside attention.conf, where this check reads it" >&2
+                s=1; continue ;;
+            *) continue ;;
+            esac
+            if [ "$port_" != "$want_port" ]; then
+                echo "deploy-check.sh: deploy/$k: $label: port $port_, but attention.conf says $want_port" >&2
+                s=1
+            fi
+            if [ -z "$path" ]; then
+                echo "  $label: $port_"
+                continue
+            fi
+            code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url$path") || true
+            if [ "$code" = 200 ]; then
+                echo "  $label: GET $path 200"
+            else
+                echo "deploy-check.sh: deploy/$k: $label: GET $path answered $code, not 200" >&2
+                s=1
+            fi
+        done
+        exit $s
+    } || status=1
+    [ "$(echo "$facts" | grep -c '^probe ')" -gt 0 ] || fail "deploy/$k: no probes found"
+
+    # 4. The drain fits in the grace period.
+    echo "$facts" | {
+        s=0
+        n=0
+        while read -r what id grace stop; do
+            [ "$what" = pod ] || continue
+            n=$((n + 1))
+            if [ "$stop" = "?" ]; then
+                echo "deploy-check.sh: deploy/$k: $id: a preStop hook other than a sleep; cannot time it" >&2
+                s=1
+            elif [ "$grace" -le $((stop + drain)) ]; then
+                echo "deploy-check.sh: deploy/$k: $id: terminationGracePeriodSeconds $grace <= preStop $stop s + drain_timeout $drain s: the drain would be cut short" >&2
+                s=1
+            else
+                echo "  $id: grace $grace s > preStop $stop s + drain_timeout $drain s"
+            fi
+        done
+        [ $n -gt 0 ] || { echo "deploy-check.sh: deploy/$k: no pod spec found" >&2; s=1; }
+        exit $s
+    } || status=1
+
+    # 5. SIGTERM: drained and gone with status 0.
+    kill -TERM "$pid"
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt $(((drain + 10) * 10)) ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    rc=0
+    if kill -0 "$pid" 2>/dev/null; then
+        fail "deploy/$k: the server still runs $((drain + 10)) s after SIGTERM"
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" || rc=$?
+    pid=""
+    [ "$rc" -eq 0 ] || fail "deploy/$k: the server exited $rc after SIGTERM, not 0 (log: $log)"
+    if grep -n 'Sanitizer\|runtime error:' "$log" >&2; then
+        fail "deploy/$k: the server's sanitizers reported the lines above"
+    fi
+done
+
+if [ $status -eq 0 ]; then
+    echo "deploy-check.sh: the manifests render, validate, and agree with the server"
+fi
+exit $status
