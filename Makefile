@@ -205,7 +205,7 @@ readme-check:
 # checked to write nothing outside /tmp (a read-only root filesystem holds);
 # prints the image sizes and timings. Not part of make test: it needs root,
 # podman and buildah and a local debian:bookworm-slim image (made once with
-# debootstrap when missing), and takes a minute or more.
+# debootstrap when missing), and takes a few minutes.
 container-test:
 	scripts/container-test.sh
 

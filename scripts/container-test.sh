@@ -11,7 +11,7 @@
 #   CONTAINER_TEST_PORT   the port the server listens on (default 18080)
 #
 # Not part of `make test`: it needs root, podman and buildah, a local
-# debian:bookworm-slim image, and takes a minute or more. Made for a machine
+# debian:bookworm-slim image, and takes a few minutes. Made for a machine
 # without a Docker engine or registry access, as ../shared/tools/container-check
 # is (whose way it follows: podman build with chroot isolation, the image's own
 # ENTRYPOINT, user and working directory started with `buildah run` on the host
@@ -50,9 +50,7 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (podman and buildah with chroot isolation, mount)"
 . scripts/lib.sh
-for t in podman buildah curl; do
-    command -v "$t" >/dev/null || apt_install podman buildah curl
-done
+apt_install podman buildah curl iproute2 # only those missing (ss is iproute2's)
 if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
     fail "something already listens on port $port (set CONTAINER_TEST_PORT)"
 fi
@@ -297,7 +295,8 @@ t=$(now)
 run_ro "$logs/run2.pid" "${cmd[@]}" >"$logs/run2.log" 2>&1 &
 run_pid=$!
 for _ in $(seq 1 100); do [ -s "$logs/run2.pid" ] && break; sleep 0.05; done
-srv_pid=$(cat "$logs/run2.pid")
+srv_pid=$(cat "$logs/run2.pid" 2>/dev/null || true)
+[ -n "$srv_pid" ] || { cat "$logs/run2.log"; fail "run 2: no server process"; }
 wait_ready "$srv_pid" || { cat "$logs/run2.log"; fail "run 2: not ready"; }
 say "  ready $(secs "$t" "$(now)") s after the start"
 exercise run2.log
@@ -308,5 +307,6 @@ if grep -i 'read-only file system' "$logs/run2.log" >&2; then
 fi
 check_no_writes "$c2" "run 2"
 
+rm -rf "$logs"
 say "OK: $base_tag $(mib "$base_tag"), $models_tag $(mib "$models_tag");" \
     "builds $(secs "$t0" "$t1") s and $(secs "$t1" "$t2") s; total $(secs "$t0" "$(now)") s"
