@@ -3,16 +3,21 @@
 #
 #   docker build -t attention-service .
 #   docker run --rm -p 8080:8080 attention-service
+#   docker run --rm -p 8080:8080 -v /srv/models:/models:ro attention-service
 #
 # Configure with ATTN_* environment variables or flags after the image name
 # (`docker run ... attention-service --workers 4`); see `--help`.
+# The model repository is /models (ATTN_MODEL_REPOSITORY): empty here, so only
+# the built-in model is served; mount one there (a Kubernetes volume) or bake
+# one in with deploy/image/Dockerfile.models. The server writes nothing
+# outside /tmp, so the root filesystem may be read-only (make container-test).
 
 # ---- build stage ------------------------------------------------------------
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev zlib1g-dev \
-        libopenblas-dev \
+        gcc make pkg-config libc6-dev libmicrohttpd-dev libgnutls28-dev \
+        libjansson-dev zlib1g-dev libopenblas-dev \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 WORKDIR /src
@@ -26,16 +31,19 @@ RUN make build/attention-server && mkdir -p web
 # ---- runtime stage ----------------------------------------------------------
 FROM debian:bookworm-slim
 # The pthread build of OpenBLAS, as linked in the build stage (the serial
-# build has given wrong sgemm results under concurrent calls). The official
-# slim image already drops apt's caches; `apt-get clean` and removing the
-# *.bin caches keeps the layer small on other bookworm bases too (80 MB here).
+# build has given wrong sgemm results under concurrent calls). libgnutls30 is
+# named because the server links -lgnutls itself (libmicrohttpd12 pulls it in
+# too). The official slim image already drops apt's caches; `apt-get clean`
+# and removing the *.bin caches keeps the layer small on other bookworm bases
+# too (80 MB here). /models is the model repository's mount point.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libjansson4 zlib1g libopenblas0-pthread \
+        libmicrohttpd12 libgnutls30 libjansson4 zlib1g libopenblas0-pthread \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && useradd --user-group --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin --uid 10001 attention
+        --shell /usr/sbin/nologin --uid 10001 attention \
+ && mkdir -m 0755 /models
 WORKDIR /app
 # openapi.yaml is built into the binary (server/embed.S); the web client is
 # read from static_dir, "web" relative to this working directory.
@@ -44,4 +52,7 @@ COPY --from=build /src/web /app/web
 USER attention:attention
 EXPOSE 8080
 ENV ATTN_BIND=0.0.0.0
+# The model repository: one folder per model (config.json, model.safetensors).
+# Empty and owned by root here; the server only reads it.
+ENV ATTN_MODEL_REPOSITORY=/models
 ENTRYPOINT ["/app/attention-server"]

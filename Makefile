@@ -77,7 +77,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean
-.PHONY: lint readme-check soak deploy-check
+.PHONY: lint readme-check soak deploy-check container-test
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -206,6 +206,15 @@ deploy-check: $(SERVER)
 # The README's layout table against the tree, and no issue numbers in it.
 readme-check:
 	tests/check_readme.sh
+
+# The image and the image with the test models baked in
+# (deploy/image/Dockerfile.models), built with podman, run, exercised and
+# checked to write nothing outside /tmp (a read-only root filesystem holds);
+# prints the image sizes and timings. Not part of make test: it needs root,
+# podman and buildah and a local debian:bookworm-slim image (made once with
+# debootstrap when missing), and takes a few minutes.
+container-test:
+	scripts/container-test.sh
 
 # make print-VAR prints a variable (the scripts read source lists this way).
 print-%:
