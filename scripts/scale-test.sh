@@ -1,0 +1,372 @@
+#!/bin/bash
+# scale-test.sh -- `make scale-test`: three replicas of the server behind
+# Debian's nginx, all on loopback, under a steady wrk load; a rolling
+# restart (each replica in turn: SIGTERM, drain, exit 0, start again, ready)
+# must not cost a single request. `make test` runs the short version.
+#
+#   scripts/scale-test.sh [SHORT]
+#
+#   SHORT (SHORT=1 or the argument): one roll of the three replicas under
+#       load, then a steady period of the same length (about 30 s).
+#   Otherwise, also: the same load for SCALE_SECONDS (20) each against 1, 2
+#       and 3 replicas behind nginx, and their requests a second.
+#
+# Settings (environment):
+#   ATTN_SERVER          the server binary (build/attention-server)
+#   SCALE_SECONDS        seconds of each throughput run (20)
+#   SCALE_CONNECTIONS    wrk's connections (16); SCALE_THREADS its threads (2)
+#   SCALE_BODY           the request body (examples/request.json)
+#   SCALE_DRAIN_TIMEOUT  the replicas' drain_timeout (10)
+#   SCALE_KEEPALIVE      nginx's upstream keepalive_timeout (4s)
+#   SCALE_NEXT_UPSTREAM  nginx's proxy_next_upstream ("error timeout"); an
+#                        experiment: "error timeout non_idempotent" retries
+#                        POSTs already sent, and so hides lost requests
+#
+# Each replica runs with --workers 1: the machine this was written on has 2
+# cores for 3 replicas, nginx and wrk, so more workers would only queue on
+# the same cores; one worker is also what a pod with a 1-CPU limit gets.
+#
+# It fails (exit 1) on any answer other than 200 (wrk's count and nginx's
+# access log), any socket error wrk sees, any 5xx in nginx's log, any
+# replica that does not exit 0 after SIGTERM within drain_timeout + 15 s, or
+# does not become ready again within 60 s. Timing is only printed, never
+# checked: the machines are shared and noisy.
+#
+# Everything goes to build/scale/: nginx.conf, nginx's pid, error.log and
+# access.log (one '|'-separated line per request: time, status, upstream
+# addresses, upstream statuses, ...) and temp folders, replica-N.log (each
+# replica's log across its restarts), wrk-PHASE.txt. Every process started
+# here is stopped on exit, whatever the outcome.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SERVER=${ATTN_SERVER:-build/attention-server}
+case "${1:-}" in
+SHORT | short) SHORT=1 ;;
+"") SHORT=${SHORT:-0} ;;
+*) echo "usage: scripts/scale-test.sh [SHORT]" >&2; exit 2 ;;
+esac
+[ "$SHORT" = 0 ] || SHORT=1
+TPUT_SECONDS=${SCALE_SECONDS:-20}
+CONNS=${SCALE_CONNECTIONS:-16}
+THREADS=${SCALE_THREADS:-2}
+export SCALE_BODY=${SCALE_BODY:-examples/request.json}
+DRAIN=${SCALE_DRAIN_TIMEOUT:-10}
+KEEPALIVE=${SCALE_KEEPALIVE:-4s}
+NEXT_UPSTREAM=${SCALE_NEXT_UPSTREAM:-error timeout}
+CONN_TIMEOUT=30 # the server's default conn_timeout, given explicitly
+FAIL_TIMEOUT=2  # nginx's fail_timeout (s) for a replica
+PAUSE=3         # after a replica is ready again, before the next: > FAIL_TIMEOUT
+REPLICAS=3
+OUT=build/scale
+DIR=$PWD/$OUT
+
+for tool in nginx wrk curl ss; do
+    command -v "$tool" >/dev/null ||
+        { echo "scale-test: $tool is missing (scripts/deps.sh scale installs it)" >&2; exit 1; }
+done
+[ -x "$SERVER" ] || { echo "scale-test: no server at $SERVER" >&2; exit 1; }
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+# A sanitized server keeps freed memory in ASan's quarantine (256 MB by
+# default): three of them, bound it.
+if grep -q __asan_init "$SERVER" 2>/dev/null; then
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=32"
+    echo "scale-test: sanitized server: ASan quarantine 32 MB each"
+fi
+
+declare -a RPID RPORT
+NGINX_PID="" WRK_PID="" NPORT=""
+cleanup() {
+    local p
+    [ -z "$WRK_PID" ] || kill -KILL "$WRK_PID" 2>/dev/null || true
+    # SIGTERM: nginx's fast shutdown; its master stops its worker
+    [ -z "$NGINX_PID" ] || kill -TERM "$NGINX_PID" 2>/dev/null || true
+    # two signals: the server stops at once (exit 1), no drain
+    for p in "${RPID[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    sleep 0.1
+    for p in "${RPID[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+FAIL=0
+fail() { echo "scale-test: FAIL: $*"; FAIL=1; }
+now() { echo "$EPOCHREALTIME"; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+http_code() { curl -s -o /dev/null -m 1 -w '%{http_code}' "$1" 2>/dev/null || true; }
+
+# A loopback port nothing listens on (for nginx; the replicas take port 0
+# the first time and keep the port they got).
+free_port() {
+    local p
+    for _ in $(seq 50); do
+        p=$((20000 + RANDOM % 30000))
+        [ -n "$(ss -Hltn "sport = :$p")" ] || { echo "$p"; return 0; }
+    done
+    return 1
+}
+
+# start_replica I PORT: replica I on PORT (0: a free one, read from its log)
+start_replica() {
+    local i=$1 port=$2 log=$OUT/replica-$1.log n
+    n=$(grep -c 'listening on' "$log" 2>/dev/null || true)
+    echo "=== scale-test: $(date -u +%T.%N) start on port $port ===" >>"$log"
+    "$SERVER" --bind 127.0.0.1 --port "$port" --workers 1 --drain-timeout "$DRAIN" \
+        --conn-timeout "$CONN_TIMEOUT" >>"$log" 2>&1 &
+    RPID[i]=$!
+    for _ in $(seq 600); do # 60 s: a sanitized server starts slowly
+        [ "$(grep -c 'listening on' "$log" || true)" -gt "${n:-0}" ] && break
+        kill -0 "${RPID[i]}" 2>/dev/null || break
+        sleep 0.1
+    done
+    RPORT[i]=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$log" | tail -1)
+    [ -n "${RPORT[i]}" ] && kill -0 "${RPID[i]}" 2>/dev/null ||
+        { echo "scale-test: replica $i did not start (see $log)" >&2; exit 1; }
+}
+
+# wait_ready I: until GET /v2/health/ready answers 200 (60 s at most)
+wait_ready() {
+    local i=$1
+    for _ in $(seq 600); do
+        [ "$(http_code "http://127.0.0.1:${RPORT[i]}/v2/health/ready")" = 200 ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# wait_exit I SECONDS: waits for replica I to exit; RC is its exit status,
+# or "timeout" (then it is killed)
+wait_exit() {
+    local pid=${RPID[$1]} st
+    RC=0
+    for _ in $(seq $(($2 * 10))); do
+        st=$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null || true)
+        if [ -z "$st" ] || [ "$st" = Z ]; then
+            wait "$pid" || RC=$?
+            return
+        fi
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    RC=timeout
+}
+
+# start_nginx N: nginx in front of replicas 1..N, on NPORT (picked once)
+start_nginx() {
+    local n=$1 servers="" i user_line=""
+    for ((i = 1; i <= n; i++)); do
+        servers+="server 127.0.0.1:${RPORT[i]} max_fails=1 fail_timeout=${FAIL_TIMEOUT}s;
+        "
+    done
+    # as root, nginx's workers would run as nobody: keep them as this user
+    [ "$(id -u)" != 0 ] || user_line="user $(id -un) $(id -gn);"
+    for attempt in 1 2 3 4 5; do
+        [ -n "$NPORT" ] || NPORT=$(free_port)
+        awk -v dir="$DIR" -v port="$NPORT" -v servers="$servers" -v user="$user_line" \
+            -v ka="$KEEPALIVE" -v ct="$CONN_TIMEOUT" -v dt="$DRAIN" -v nu="$NEXT_UPSTREAM" '
+            { gsub(/@DIR@/, dir); gsub(/@PORT@/, port); gsub(/@USER_LINE@/, user)
+              gsub(/@KEEPALIVE_TIMEOUT@/, ka); gsub(/@CONN_TIMEOUT@/, ct)
+              gsub(/@DRAIN_TIMEOUT@/, dt); gsub(/@MAX_BODY@/, "64m")
+              sub(/proxy_next_upstream error timeout;/, "proxy_next_upstream " nu ";")
+              if ($1 == "@SERVERS@") { printf "%s\n", servers; next }
+              print }' tests/scale/nginx.conf.in >"$OUT/nginx.conf"
+        nginx -p "$DIR/" -c "$DIR/nginx.conf" -e "$DIR/error.log" &
+        NGINX_PID=$!
+        for _ in $(seq 100); do
+            [ "$(http_code "http://127.0.0.1:$NPORT/v2/health/ready")" = 200 ] && return 0
+            kill -0 "$NGINX_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        # the port was taken in between, most likely: another one
+        kill -TERM "$NGINX_PID" 2>/dev/null || true
+        wait "$NGINX_PID" 2>/dev/null || true
+        NGINX_PID="" NPORT=""
+        echo "scale-test: nginx did not start (attempt $attempt; see $OUT/error.log)" >&2
+    done
+    exit 1
+}
+
+stop_nginx() {
+    kill -QUIT "$NGINX_PID" 2>/dev/null || true # graceful: lets requests finish
+    wait "$NGINX_PID" 2>/dev/null || true
+    NGINX_PID=""
+}
+
+# wrk_start NAME SECONDS: the load, in the background (WRK_PID)
+wrk_start() {
+    wrk -t "$THREADS" -c "$CONNS" -d "${2}s" --timeout 10s --latency \
+        -s tests/scale/post.lua "http://127.0.0.1:$NPORT" >"$OUT/wrk-$1.txt" 2>&1 &
+    WRK_PID=$!
+}
+# wrk_wait [stop]: waits for it (at most its duration + 30 s; "stop": SIGINT
+# first, which makes wrk stop and print its figures)
+wrk_wait() {
+    [ "${1:-}" != stop ] || kill -INT "$WRK_PID" 2>/dev/null || true
+    local t=0
+    while kill -0 "$WRK_PID" 2>/dev/null && [ "$(awk '{ print $3 }' "/proc/$WRK_PID/stat")" != Z ]; do
+        sleep 0.2
+        t=$((t + 1))
+        [ "$t" -lt $((5 * (MAX_WRK + 30))) ] || { kill -KILL "$WRK_PID"; break; }
+    done
+    wait "$WRK_PID" || true
+    WRK_PID=""
+}
+MAX_WRK=600
+
+# The figures of one phase, appended to $OUT/phases: wrk's line and what
+# nginx logged between two line counts of access.log and error.log.
+#   phase NAME ACCESS0 ERROR0
+declare -a PHASES
+phase() {
+    local name=$1 a0=$2 e0=$3 w
+    sleep 0.5 # nginx logs a request when it ends
+    w=$(grep '^WRK ' "$OUT/wrk-$name.txt" ||
+        echo "WRK requests=0 seconds=0 connect=0 read=0 write=0 status=0 timeout=0 p50_ms=- p99_ms=- max_ms=-")
+    local acc err
+    acc=$(tail -n "+$((a0 + 1))" "$OUT/access.log" | awk -F'|' '
+        { n++; s[$2]++
+          if ($2 != 200 && $2 != 499) bad++
+          if ($2 >= 500) x5++
+          if ($5 ~ /,/) retried++
+          m = split($5, u, /, /); for (k = 1; k <= m; k++) if (u[k] != 200) up++ }
+        END { for (k in s) st = st (st == "" ? "" : ",") k ":" s[k]
+              printf "logged=%d ok=%d other=%d s499=%d s5xx=%d retried=%d upstream_non200=%d statuses=%s",
+                     n, s[200], bad, s[499], x5, retried, up, st == "" ? "-" : st }')
+    err=$(tail -n "+$((e0 + 1))" "$OUT/error.log" | awk '
+        /Connection refused/ { refused++ } /prematurely closed/ { closed++ }
+        /reset by peer/ { reset++ } /no live upstreams/ { nolive++ } /timed out/ { tout++ }
+        END { printf "refused=%d closed=%d reset=%d nolive=%d timedout=%d",
+                     refused, closed, reset, nolive, tout }')
+    PHASES+=("$name $w $acc $err")
+    echo "PHASE $name $w $acc $err" >>"$OUT/phases"
+    # the checks: every request a 200, no socket error, no 5xx
+    local kv
+    kv=" $w $acc "
+    get() { sed -n "s/.* $1=\([^ ]*\) .*/\1/p" <<<"$kv"; }
+    [ "$(get status)" = 0 ] || fail "$name: wrk saw $(get status) answers that were not 2xx/3xx"
+    local se=$(($(get connect) + $(get read) + $(get write) + $(get timeout)))
+    [ "$se" = 0 ] || fail "$name: wrk saw $se socket errors"
+    [ "$(get other)" = 0 ] || fail "$name: nginx logged $(get other) answers that were not 200"
+    [ "$(get s5xx)" = 0 ] || fail "$name: nginx logged $(get s5xx) answers 5xx"
+    # 499: wrk closing its connections at its end with requests in flight
+    [ "$(get s499)" -le "$CONNS" ] || fail "$name: nginx logged $(get s499) clients gone (499)"
+    [ "$(get requests)" -gt 0 ] || fail "$name: wrk got no answers"
+}
+counts() { echo "$(wc -l <"$OUT/access.log") $(wc -l <"$OUT/error.log")"; }
+
+# --- start: 3 replicas, nginx in front -----------------------------------
+for ((i = 1; i <= REPLICAS; i++)); do start_replica "$i" 0; done
+for ((i = 1; i <= REPLICAS; i++)); do
+    wait_ready "$i" || { echo "scale-test: replica $i not ready" >&2; exit 1; }
+done
+: >"$OUT/access.log"
+: >"$OUT/error.log"
+start_nginx "$REPLICAS"
+echo "scale-test: replicas on ports ${RPORT[*]} (workers 1, drain_timeout $DRAIN s," \
+    "conn_timeout $CONN_TIMEOUT s); nginx on $NPORT (upstream keepalive_timeout $KEEPALIVE," \
+    "proxy_next_upstream $NEXT_UPSTREAM); wrk -t $THREADS -c $CONNS"
+# warm up: nginx opens its kept-alive connections to every replica
+wrk_start warmup 2
+wrk_wait
+
+# --- the roll under load ---------------------------------------------------
+read -r A0 E0 < <(counts)
+wrk_start roll "$MAX_WRK"
+T_ROLL=$(now)
+sleep 1
+declare -a ROLL
+for ((i = 1; i <= REPLICAS; i++)); do
+    t0=$(now)
+    kill -TERM "${RPID[i]}"
+    wait_exit "$i" $((DRAIN + 15))
+    rc=$RC
+    t_exit=$(since "$t0")
+    cut=$(sed -n 's/.*stopped (\([0-9]*\) requests cut off.*/\1/p' "$OUT/replica-$i.log" | tail -1)
+    [ "$rc" = 0 ] || fail "replica $i: exit status $rc after SIGTERM"
+    start_replica "$i" "${RPORT[i]}"
+    wait_ready "$i" || fail "replica $i: not ready again within 60 s"
+    ROLL+=("replica $i: SIGTERM -> exit $rc after $t_exit s (${cut:-?} cut off at drain_timeout), ready again after $(since "$t0") s")
+    sleep "$PAUSE"
+done
+wrk_wait stop
+ROLL_SECONDS=$(since "$T_ROLL")
+phase roll "$A0" "$E0"
+
+# --- a steady period as long as the roll -----------------------------------
+STEADY=$(awk -v s="$ROLL_SECONDS" 'BEGIN { printf "%d", s + 0.999 }')
+read -r A0 E0 < <(counts)
+wrk_start steady "$STEADY"
+wrk_wait
+phase steady "$A0" "$E0"
+
+# --- throughput with 1, 2 and 3 replicas (long mode) -----------------------
+if [ "$SHORT" = 0 ]; then
+    for n in 1 2 3; do
+        stop_nginx
+        start_nginx "$n"
+        wrk_start "warmup-$n" 2
+        wrk_wait
+        read -r A0 E0 < <(counts)
+        wrk_start "replicas-$n" "$TPUT_SECONDS"
+        wrk_wait
+        phase "replicas-$n" "$A0" "$E0"
+    done
+fi
+
+# --- the replicas stop cleanly at the end too ------------------------------
+stop_nginx
+for ((i = 1; i <= REPLICAS; i++)); do kill -TERM "${RPID[i]}"; done
+for ((i = 1; i <= REPLICAS; i++)); do
+    wait_exit "$i" $((DRAIN + 15))
+    [ "$RC" = 0 ] || fail "replica $i: exit status $RC at the end"
+done
+RPID=()
+
+# --- the summary --------------------------------------------------------------
+echo
+echo "scale-test: the roll (load throughout, ${ROLL_SECONDS} s):"
+for l in "${ROLL[@]}"; do echo "  $l"; done
+echo
+printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s\n' phase seconds requests 'req/s' \
+    'non-2xx' sockerr 'p50 ms' 'p99 ms' 'max ms' non-200 retried
+BASE=""
+for p in "${PHASES[@]}"; do
+    kv=" $p "
+    g() { sed -n "s/.* $1=\([^ ]*\) .*/\1/p" <<<"$kv"; }
+    name=${p%% *}
+    rps=$(awk -v r="$(g requests)" -v s="$(g seconds)" 'BEGIN { printf "%.0f", (s > 0 ? r / s : 0) }')
+    printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s\n' "$name" "$(g seconds)" \
+        "$(g requests)" "$rps" "$(g status)" \
+        "$(($(g connect) + $(g read) + $(g write) + $(g timeout)))" \
+        "$(g p50_ms)" "$(g p99_ms)" "$(g max_ms)" "$(g other)" "$(g retried)"
+    case $name in replicas-1) BASE=$rps ;; esac
+    case $name in replicas-*) TPUT+=("${name#replicas-} $rps $(g p99_ms)") ;; esac
+done
+echo "(wrk's figures: requests, non-2xx (and 3xx) answers, socket errors (connect, read,"
+echo " write, timeout), latency; nginx's access log: non-200 answers but 499 (wrk closing"
+echo " its connections at its end), retried: requests nginx sent on to another replica)"
+echo
+for p in "${PHASES[@]}"; do
+    kv=" $p "
+    printf '%-11s statuses %s; nginx error.log: refused %s, upstream closed %s, reset %s, no live upstreams %s, timed out %s\n' \
+        "${p%% *}" "$(g statuses)" "$(g refused)" "$(g closed)" "$(g reset)" "$(g nolive)" "$(g timedout)"
+done
+if [ -n "$BASE" ]; then
+    echo
+    echo "scale-test: throughput, ${TPUT_SECONDS} s each, the same load (wrk -c $CONNS):"
+    for t in "${TPUT[@]}"; do
+        read -r n rps p99 <<<"$t"
+        awk -v n="$n" -v r="$rps" -v b="$BASE" -v p="$p99" \
+            'BEGIN { printf "  %d replica(s): %6d req/s  x%.2f of 1 replica  p99 %s ms\n", n, r, r / b, p }'
+    done
+fi
+echo
+if [ "$FAIL" = 0 ]; then
+    echo "scale-test: OK: every request answered 200, no socket error, every replica exited 0"
+else
+    echo "scale-test: FAILED (above; logs in $OUT/)"
+fi
+exit "$FAIL"
