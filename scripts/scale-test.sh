@@ -28,6 +28,8 @@
 #
 # It fails (exit 1) on any answer other than 200 (wrk's count and nginx's
 # access log), any socket error wrk sees, any 5xx in nginx's log, any
+# upstream connection that nginx's error.log says was closed or reset under
+# a request (even one nginx then sent elsewhere), any
 # replica that does not exit 0 after SIGTERM within drain_timeout + 15 s, or
 # does not become ready again within 60 s. Timing is only printed, never
 # checked: the machines are shared and noisy.
@@ -244,13 +246,18 @@ phase() {
     echo "PHASE $name $w $acc $err" >>"$OUT/phases"
     # the checks: every request a 200, no socket error, no 5xx
     local kv
-    kv=" $w $acc "
+    kv=" $w $acc $err "
     get() { sed -n "s/.* $1=\([^ ]*\) .*/\1/p" <<<"$kv"; }
     [ "$(get status)" = 0 ] || fail "$name: wrk saw $(get status) answers that were not 2xx/3xx"
     local se=$(($(get connect) + $(get read) + $(get write) + $(get timeout)))
     [ "$se" = 0 ] || fail "$name: wrk saw $se socket errors"
     [ "$(get other)" = 0 ] || fail "$name: nginx logged $(get other) answers that were not 200"
     [ "$(get s5xx)" = 0 ] || fail "$name: nginx logged $(get s5xx) answers 5xx"
+    # a replica that closed or reset a connection with a request in it,
+    # even one that nginx then sent elsewhere (proxy_next_upstream
+    # non_idempotent would): the server dropped that request
+    local lost=$(($(get closed) + $(get reset)))
+    [ "$lost" = 0 ] || fail "$name: nginx's error.log: $lost upstream connections closed or reset under a request"
     # 499: wrk closing its connections at its end with requests in flight
     [ "$(get s499)" -le "$CONNS" ] || fail "$name: nginx logged $(get s499) clients gone (499)"
     [ "$(get requests)" -gt 0 ] || fail "$name: wrk got no answers"
