@@ -58,7 +58,7 @@ static const struct opt opts[] = {
     BYTES(max_answer_bytes, 1LL << 20, 1LL << 40, "1G",
           "answer bytes computed and not yet sent, all connections together (503 above)"),
     INT(drain_timeout, 1, 3600, "20",
-        "seconds SIGTERM waits for requests before closing the ones still uploading"),
+        "seconds SIGTERM waits for connections to close before cutting uploads"),
     LEVEL(log_level, "info", "least severe messages logged"),
     STR(static_dir, OPT_PATH, "web", "directory of the browser client's static files"),
     STR(tls_cert_file, OPT_FILE, "", "PEM certificate (chain) for HTTPS; empty: plain HTTP"),

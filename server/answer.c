@@ -49,7 +49,10 @@ enum MHD_Result send_response(struct req *r, int status, struct MHD_Response *re
         MHD_add_response_header(resp, "Server-Timing", r->ans.timing);
     if (r->request_id[0])
         MHD_add_response_header(resp, "X-Request-Id", r->request_id);
-    if ((status >= 400 && req_is_job(r) && !r->done) || (r->c && r->c->refused))
+    /* draining: this connection's last answer (a request already on its
+     * way into it is not cut off, http_drain) */
+    if ((status >= 400 && req_is_job(r) && !r->done) || (r->c && r->c->refused) ||
+        atomic_load(&r->srv->draining))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (r->c) {
         pthread_mutex_lock(&r->srv->lock);

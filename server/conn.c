@@ -152,6 +152,8 @@ void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context
             s->conns->prev = c;
         s->conns = c;
         s->live++;
+        if (atomic_load(&s->draining))
+            s->started_draining++; /* handed over from the backlog (http_drain) */
         if (s->live > s->cfg.max_connections && make_room(s, c, c->t_phase) != 0)
             c->refused = 1;
         pthread_mutex_unlock(&s->lock);

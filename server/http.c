@@ -20,10 +20,12 @@
  *   completed      NOTIFY_COMPLETED (also for aborted requests): log, count,
  *                  free.
  */
+#define _GNU_SOURCE /* accept4 */ /* NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 #include "server/http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -250,10 +252,9 @@ body:; /* like Triton, /v2 takes any Content-Type */
                  cl, s->cfg.max_body_bytes);
         return ERR_PAYLOAD_TOO_LARGE;
     }
-    if (atomic_load(&s->draining)) {
-        snprintf(msg, msglen, "the server is shutting down");
-        return ERR_SHUTTING_DOWN;
-    }
+    /* while draining, a request on a connection already open is still
+     * answered (with Connection: close, answer.c): one arriving on a
+     * kept-alive connection was sent before the client could know */
     return -1;
 }
 
@@ -501,17 +502,61 @@ int http_port(const struct http_server *s)
     return s->port;
 }
 
+/* Connections the kernel had accepted into the listening socket's backlog
+ * when it was taken from libmicrohttpd: handed to it, to be answered like
+ * the others, rather than reset by the close (a client may already have
+ * written its request into one). Returns how many were handed over. */
+static int adopt_backlog(struct http_server *s, MHD_socket fd)
+{
+    int n = 0;
+    for (;;) {
+        struct sockaddr_storage addr;
+        socklen_t alen = sizeof addr;
+        const int c = accept4(fd, (struct sockaddr *)&addr, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return n; /* EAGAIN: the backlog is empty */
+        }
+        if (MHD_add_connection(s->daemon, c, (struct sockaddr *)&addr, alen) == MHD_YES)
+            n++; /* (on failure libmicrohttpd has closed c) */
+    }
+}
+
 int http_drain(struct http_server *s, int timeout_s)
 {
+    pthread_mutex_lock(&s->lock);
+    s->started_draining = 0;
+    pthread_mutex_unlock(&s->lock);
     atomic_store(&s->draining, 1);
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET)
+    int adopted = 0;
+    if (fd != MHD_INVALID_SOCKET) {
+        /* no longer polled by libmicrohttpd: new connections wait in the
+         * backlog until taken here, or are refused once it is closed */
+        const int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        adopted = adopt_backlog(s, fd);
         close(fd);
+    }
+    /* Until every connection has closed: requests arriving on them are
+     * answered with Connection: close; idle kept-alive ones are left for
+     * the client (or the idle timeouts) to close, since a request may be on
+     * its way into one (a proxy's upstream keepalive_timeout below
+     * header_timeout and conn_timeout makes the proxy close them first). */
     const double deadline = service_now() + timeout_s;
-    while (atomic_load(&s->active) > 0 && service_now() < deadline)
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        const int pending = s->started_draining < adopted; /* not yet seen */
+        pthread_mutex_unlock(&s->lock);
+        if ((!pending && atomic_load(&s->open) == 0 && atomic_load(&s->active) == 0) ||
+            service_now() >= deadline)
+            break;
         usleep(10000);
+    }
     int cut = 0;
-    if (atomic_load(&s->active) > 0) {
+    if (atomic_load(&s->open) > 0 || atomic_load(&s->active) > 0) {
         /* the deadline: the watchdog closes uploads (503) and idle
          * connections; requests being computed are answered, and answers
          * being sent finish at min_send_rate or better, however long that

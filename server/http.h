@@ -12,7 +12,8 @@
  *
  *     struct http_server *s = http_start(&cfg, pool, err, sizeof err);
  *     ... wait for SIGTERM ...
- *     http_drain(s, 20);    readiness 503, stop accepting, answer the rest
+ *     http_drain(s, 20);    readiness 503, stop accepting, answer the rest,
+ *                           wait for the connections to close
  *     pool_close(pool);     run what is queued (those jobs resume connections)
  *     http_stop(s);         no more calls into the pool after this
  *     pool_free(pool);
@@ -35,12 +36,14 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
 /* The port actually bound (useful with port 0). */
 int http_port(const struct http_server *s);
 
-/* Readiness goes to 503, the listening socket closes, and this waits up to
- * timeout_s seconds for every accepted request to be answered. At the
- * deadline, requests still uploading get 503 shutting_down and every
- * connection is closed except those whose request is being computed; this
- * then waits for those to be answered. Returns the number of requests cut
- * off at the deadline (0 when all were answered in time). */
+/* Readiness goes to 503 and the listening socket closes (connections
+ * already in its backlog are served). Requests on connections already open
+ * are answered, with Connection: close; idle kept-alive connections are
+ * left for their clients to close. Returns when no connection remains, or
+ * at timeout_s seconds: then requests still uploading get 503
+ * shutting_down and every connection is closed except those whose request
+ * is being computed, which this waits for. Returns the number of requests
+ * cut off at the deadline (0 when all were answered in time). */
 int http_drain(struct http_server *s, int timeout_s);
 
 /* Stop the daemon and free s. NULL is a no-op. */

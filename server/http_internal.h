@@ -69,6 +69,7 @@ struct http_server {
     struct conn *conns; /* every open connection */
     int live;           /* of them, not cut */
     double t_cut_all;   /* drain deadline passed at this time, or 0 */
+    int started_draining; /* connections started since the drain began */
 };
 
 struct req {

@@ -1,10 +1,11 @@
 /* main.c -- attention-server: configuration, start-up, signal-driven drain.
  *
  * SIGTERM or SIGINT: readiness turns 503, the listening socket closes, and
- * accepted requests are answered for up to drain_timeout seconds; then the
- * ones still uploading are closed with 503, those being computed are still
- * answered, and the process exits 0. A second SIGTERM or SIGINT exits at
- * once, with status 1. */
+ * requests on connections already open are answered (Connection: close)
+ * until no connection remains or drain_timeout has passed; then the ones
+ * still uploading are closed with 503, those being computed are still
+ * answered, and the process exits 0 (server/http.h). A second SIGTERM or
+ * SIGINT exits at once, with status 1. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

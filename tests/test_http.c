@@ -12,6 +12,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -367,38 +368,52 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
             break;
         usleep(5000);
     }
-    /* A connection opened before the signal stays open while draining:
-     * on it, readiness and new work get 503 shutting_down. */
-    CURL *keep = curl_easy_init();
+    /* Connections opened before the signal stay open while draining: on
+     * them, readiness gets 503 shutting_down and new work is still
+     * answered, each with Connection: close (a request sent into a
+     * kept-alive connection is never refused or cut off). */
     char url[128];
     struct answer ka = {0};
+    CURL *ready = curl_easy_init(), *work = curl_easy_init();
     snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
-    curl_easy_setopt(keep, CURLOPT_URL, url);
-    curl_easy_setopt(keep, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(keep, CURLOPT_WRITEDATA, &ka);
-    cr_assert_eq(curl_easy_perform(keep), CURLE_OK);
-    free(ka.body);
+    for (int i = 0; i < 2; i++) {
+        CURL *k = i ? work : ready;
+        curl_easy_setopt(k, CURLOPT_URL, url);
+        curl_easy_setopt(k, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(k, CURLOPT_WRITEDATA, &ka);
+        cr_assert_eq(curl_easy_perform(k), CURLE_OK);
+        free(ka.body);
+        ka = (struct answer){0};
+    }
     kill(s.pid, SIGTERM);
     usleep(100000); /* the heavy requests keep the drain going for far longer */
-    ka = (struct answer){0};
     snprintf(url, sizeof url, "http://127.0.0.1:%d/readyz", s.port);
-    curl_easy_setopt(keep, CURLOPT_URL, url);
-    cr_assert_eq(curl_easy_perform(keep), CURLE_OK);
-    curl_easy_getinfo(keep, CURLINFO_RESPONSE_CODE, &ka.status);
+    curl_easy_setopt(ready, CURLOPT_URL, url);
+    cr_assert_eq(curl_easy_perform(ready), CURLE_OK);
+    curl_easy_getinfo(ready, CURLINFO_RESPONSE_CODE, &ka.status);
     expect_error(&ka, 503, "shutting_down", "draining");
     free(ka.body);
     ka = (struct answer){0};
     snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(keep, CURLOPT_URL, url);
-    curl_easy_setopt(keep, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(keep, CURLOPT_POSTFIELDS, "{\"query\": [[1]], \"num_heads\": 1}");
-    cr_assert_eq(curl_easy_perform(keep), CURLE_OK);
-    curl_easy_getinfo(keep, CURLINFO_RESPONSE_CODE, &ka.status);
-    expect_error(&ka, 503, "shutting_down", "shutting down");
+    curl_easy_setopt(work, CURLOPT_URL, url);
+    curl_easy_setopt(work, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(work, CURLOPT_POSTFIELDS, "{\"query\": [[1]], \"num_heads\": 1}");
+    cr_assert_eq(curl_easy_perform(work), CURLE_OK);
+    long fresh = -1;
+    curl_easy_getinfo(work, CURLINFO_RESPONSE_CODE, &ka.status);
+    curl_easy_getinfo(work, CURLINFO_NUM_CONNECTS, &fresh);
+    cr_assert_eq(ka.status, 200, "work on an open connection while draining got %ld: %s",
+                 ka.status, ka.body ? ka.body : "");
+    cr_assert_eq(fresh, 0, "the request did not go over the connection already open");
     free(ka.body);
+    ka = (struct answer){0};
+    /* that answer said Connection: close, and nothing listens any more */
+    cr_assert_eq(curl_easy_perform(work), CURLE_COULDNT_CONNECT,
+                 "after a draining answer the connection should be closed and new ones refused");
     curl_slist_free_all(hdr);
-    curl_easy_cleanup(keep);
+    curl_easy_cleanup(ready);
+    curl_easy_cleanup(work);
     int code = server_wait(&s); /* a second SIGTERM would stop it at once */
     for (int i = 0; i < NCLIENTS; i++) {
         pthread_join(th[i], NULL);
@@ -1148,6 +1163,95 @@ Test(http, a_request_whose_client_left_is_not_computed, .timeout = 240)
     cr_assert_eq(server_stop(&s), 0);
 }
 
+/* Read one answer (headers and a Content-Length body) from fd into buf,
+ * waiting up to 5 s; then whether the server closed the connection after
+ * it (an end of stream within wait_ms). Returns the bytes read. */
+static size_t raw_answer(int fd, char *buf, size_t size, int wait_ms, int *closed)
+{
+    size_t got = 0;
+    const double t0 = check_now();
+    buf[0] = '\0';
+    for (;;) {
+        const char *end = strstr(buf, "\r\n\r\n");
+        const char *cl = strcasestr(buf, "\r\nContent-Length: ");
+        if (end && cl && got >= (size_t)(end + 4 - buf) + (size_t)atol(cl + 18))
+            break;
+        cr_assert(check_now() - t0 < 5, "no complete answer in 5 s; got: %s", buf);
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        const ssize_t k = recv(fd, buf + got, size - 1 - got, 0);
+        cr_assert_gt(k, 0, "the connection closed before the answer was complete: %s", buf);
+        got += (size_t)k;
+        buf[got] = '\0';
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    char b;
+    *closed = poll(&p, 1, wait_ms) == 1 && recv(fd, &b, 1, 0) == 0;
+    return got;
+}
+
+/* Finding: behind a load balancer, a rolling restart lost requests. A
+ * draining replica answered 503 to requests arriving on connections the
+ * proxy already held, and closed idle kept-alive connections into which a
+ * request may just have been written. Now, after SIGTERM, a request on an
+ * open connection is answered (Connection: close), an idle kept-alive
+ * connection is left to its client until drain_timeout, and the process
+ * exits as soon as no connection remains. Old code: the POST below got 503
+ * shutting_down, and the idle connection was closed at once. */
+Test(http, drain_answers_open_connections_and_leaves_idle_ones_to_the_client, .timeout = 40)
+{
+    const char *flags[] = {"--drain-timeout", "3", NULL};
+    const char *post = "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                       "application/json\r\nContent-Length: 32\r\n\r\n"
+                       "{\"query\": [[1]], \"num_heads\": 1}";
+    const char *get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[4096];
+    int closed = 0, st = 0;
+    for (int round = 0; round < 2; round++) {
+        /* round 0: the client closes its idle connection; 1: it keeps it */
+        struct server s;
+        server_start(&s, flags);
+        int busy = raw_connect(s.port, 0), idle = raw_connect(s.port, 0);
+        raw_send(busy, get);
+        raw_answer(busy, buf, sizeof buf, 100, &closed);
+        cr_assert(strstr(buf, "HTTP/1.1 200 ") && !closed, "got: %s", buf);
+        raw_send(idle, get);
+        raw_answer(idle, buf, sizeof buf, 100, &closed);
+        cr_assert(!closed);
+        const double t0 = check_now();
+        kill(s.pid, SIGTERM);
+        usleep(500000);
+        cr_assert_eq(waitpid(s.pid, &st, WNOHANG), 0, "exited with connections open");
+        raw_send(busy, post);
+        raw_answer(busy, buf, sizeof buf, 2000, &closed);
+        cr_assert(strncmp(buf, "HTTP/1.1 200 ", 13) == 0, "while draining: %s", buf);
+        cr_assert(strcasestr(buf, "\r\nConnection: close\r\n"), "no Connection: close: %s",
+                  buf);
+        cr_assert(closed, "the server kept the connection open after Connection: close");
+        close(busy);
+        usleep(300000);
+        cr_assert_eq(waitpid(s.pid, &st, WNOHANG), 0, "exited while a kept-alive connection "
+                                                     "was still open");
+        struct pollfd p = {idle, POLLIN, 0};
+        cr_assert_eq(poll(&p, 1, 0), 0, "the idle connection was closed before drain_timeout");
+        if (round == 0)
+            close(idle);
+        waitpid(s.pid, &st, 0);
+        const double dt = check_now() - t0;
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+        if (round == 0) {
+            cr_assert(dt < 2.5, "exit %.1f s after SIGTERM though no connection remained", dt);
+        } else {
+            cr_assert(dt > 2.5 && dt < 6, "exit %.1f s after SIGTERM, drain_timeout 3", dt);
+            char b;
+            cr_assert_eq(recv(idle, &b, 1, 0), 0, "the idle connection was not closed at exit");
+            close(idle);
+        }
+        unlink(s.log);
+    }
+}
+
 /* Finding (9): SIGTERM while a client dribbles a body waited 120 s and
  * exited 1. Now the drain ends at drain_timeout: the upload gets 503
  * shutting_down, and the process exits 0. A second signal stops at once.
@@ -1561,8 +1665,6 @@ Test(http, cors_star_answers_any_origin)
 /* Raw loopback sockets, each exchange bounded in time. The write side is  */
 /* left open: "answered at once" means the server answers and closes       */
 /* without the client's help.                                              */
-
-#include <poll.h>
 
 struct reply {
     char buf[16384];
