@@ -9,7 +9,10 @@
 #   SHORT (SHORT=1 or the argument): one roll of the three replicas under
 #       load, then a steady period of the same length (about 30 s).
 #   Otherwise, also: the same load for SCALE_SECONDS (20) each against 1, 2
-#       and 3 replicas behind nginx, and their requests a second.
+#       and 3 replicas behind nginx, and their requests a second; twice:
+#       with the small request (HTTP and proxying cost more than the
+#       attention) and with one that computes for ~2 ms (L 512, E 32, 4
+#       heads, base64 in and out, no weights; an 87 KB body and answer).
 #
 # Settings (environment):
 #   ATTN_SERVER          the server binary (build/attention-server)
@@ -53,6 +56,7 @@ TPUT_SECONDS=${SCALE_SECONDS:-20}
 CONNS=${SCALE_CONNECTIONS:-16}
 THREADS=${SCALE_THREADS:-2}
 export SCALE_BODY=${SCALE_BODY:-examples/request.json}
+SCALE_SMALL=$SCALE_BODY
 DRAIN=${SCALE_DRAIN_TIMEOUT:-10}
 KEEPALIVE=${SCALE_KEEPALIVE:-4s}
 NEXT_UPSTREAM=${SCALE_NEXT_UPSTREAM:-error timeout}
@@ -78,7 +82,7 @@ if grep -q __asan_init "$SERVER" 2>/dev/null; then
     echo "scale-test: sanitized server: ASan quarantine 32 MB each"
 fi
 
-declare -a RPID RPORT
+RPID=() RPORT=()
 NGINX_PID="" WRK_PID="" NPORT=""
 cleanup() {
     local p
@@ -221,7 +225,7 @@ MAX_WRK=600
 # The figures of one phase, appended to $OUT/phases: wrk's line and what
 # nginx logged between two line counts of access.log and error.log.
 #   phase NAME ACCESS0 ERROR0
-declare -a PHASES
+PHASES=() TPUT=()
 phase() {
     local name=$1 a0=$2 e0=$3 w
     sleep 0.5 # nginx logs a request when it ends
@@ -242,6 +246,9 @@ phase() {
         /reset by peer/ { reset++ } /no live upstreams/ { nolive++ } /timed out/ { tout++ }
         END { printf "refused=%d closed=%d reset=%d nolive=%d timedout=%d",
                      refused, closed, reset, nolive, tout }')
+    # the machine's 1-minute load average: this test's own processes make
+    # about 5; much more says something else ran on the same cores
+    w+=" load=$(cut -d' ' -f1 /proc/loadavg)"
     PHASES+=("$name $w $acc $err")
     echo "PHASE $name $w $acc $err" >>"$OUT/phases"
     # the checks: every request a 200, no socket error, no 5xx
@@ -284,7 +291,7 @@ read -r A0 E0 < <(counts)
 wrk_start roll "$MAX_WRK"
 T_ROLL=$(now)
 sleep 1
-declare -a ROLL
+ROLL=()
 for ((i = 1; i <= REPLICAS; i++)); do
     t0=$(now)
     kill -TERM "${RPID[i]}"
@@ -310,16 +317,26 @@ wrk_wait
 phase steady "$A0" "$E0"
 
 # --- throughput with 1, 2 and 3 replicas (long mode) -----------------------
+# The compute-bound request: 0x3c3c3c3c is 0.0115 in every element.
+COMPUTE=$OUT/compute.json
+{
+    printf '{"query": {"shape": [512, 32], "dtype": "float32", "b64": "'
+    head -c $((512 * 32 * 4)) /dev/zero | tr '\0' '\074' | base64 -w0
+    printf '"}, "num_heads": 4, "need_weights": false, "output_encoding": "base64"}'
+} >"$COMPUTE"
 if [ "$SHORT" = 0 ]; then
-    for n in 1 2 3; do
-        stop_nginx
-        start_nginx "$n"
-        wrk_start "warmup-$n" 2
-        wrk_wait
-        read -r A0 E0 < <(counts)
-        wrk_start "replicas-$n" "$TPUT_SECONDS"
-        wrk_wait
-        phase "replicas-$n" "$A0" "$E0"
+    for load in small compute; do
+        [ "$load" = small ] || SCALE_BODY=$COMPUTE
+        for n in 1 2 3; do
+            stop_nginx
+            start_nginx "$n"
+            wrk_start "warmup-$load-$n" 2
+            wrk_wait
+            read -r A0 E0 < <(counts)
+            wrk_start "$load-$n" "$TPUT_SECONDS"
+            wrk_wait
+            phase "$load-$n" "$A0" "$E0"
+        done
     done
 fi
 
@@ -337,37 +354,38 @@ echo
 echo "scale-test: the roll (load throughout, ${ROLL_SECONDS} s):"
 for l in "${ROLL[@]}"; do echo "  $l"; done
 echo
-printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s\n' phase seconds requests 'req/s' \
-    'non-2xx' sockerr 'p50 ms' 'p99 ms' 'max ms' non-200 retried
-BASE=""
+printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s %5s\n' phase seconds requests 'req/s' \
+    'non-2xx' sockerr 'p50 ms' 'p99 ms' 'max ms' non-200 retried load
 for p in "${PHASES[@]}"; do
     kv=" $p "
     g() { sed -n "s/.* $1=\([^ ]*\) .*/\1/p" <<<"$kv"; }
     name=${p%% *}
     rps=$(awk -v r="$(g requests)" -v s="$(g seconds)" 'BEGIN { printf "%.0f", (s > 0 ? r / s : 0) }')
-    printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s\n' "$name" "$(g seconds)" \
+    printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s %5s\n' "$name" "$(g seconds)" \
         "$(g requests)" "$rps" "$(g status)" \
         "$(($(g connect) + $(g read) + $(g write) + $(g timeout)))" \
-        "$(g p50_ms)" "$(g p99_ms)" "$(g max_ms)" "$(g other)" "$(g retried)"
-    case $name in replicas-1) BASE=$rps ;; esac
-    case $name in replicas-*) TPUT+=("${name#replicas-} $rps $(g p99_ms)") ;; esac
+        "$(g p50_ms)" "$(g p99_ms)" "$(g max_ms)" "$(g other)" "$(g retried)" "$(g load)"
+    case $name in small-* | compute-*) TPUT+=("${name%-*} ${name##*-} $rps $(g p99_ms)") ;; esac
 done
 echo "(wrk's figures: requests, non-2xx (and 3xx) answers, socket errors (connect, read,"
 echo " write, timeout), latency; nginx's access log: non-200 answers but 499 (wrk closing"
-echo " its connections at its end), retried: requests nginx sent on to another replica)"
+echo " its connections at its end), retried: requests nginx sent on to another replica;"
+echo " load: the 1-minute load average at the end, about 5 from this test alone)"
 echo
 for p in "${PHASES[@]}"; do
     kv=" $p "
     printf '%-11s statuses %s; nginx error.log: refused %s, upstream closed %s, reset %s, no live upstreams %s, timed out %s\n' \
         "${p%% *}" "$(g statuses)" "$(g refused)" "$(g closed)" "$(g reset)" "$(g nolive)" "$(g timedout)"
 done
-if [ -n "$BASE" ]; then
+if [ "${#TPUT[@]}" -gt 0 ]; then
     echo
-    echo "scale-test: throughput, ${TPUT_SECONDS} s each, the same load (wrk -c $CONNS):"
+    echo "scale-test: throughput, ${TPUT_SECONDS} s each, wrk -c $CONNS (small: $SCALE_SMALL;"
+    echo "  compute: $COMPUTE, ~2 ms of attention each); only printed, never checked:"
     for t in "${TPUT[@]}"; do
-        read -r n rps p99 <<<"$t"
-        awk -v n="$n" -v r="$rps" -v b="$BASE" -v p="$p99" \
-            'BEGIN { printf "  %d replica(s): %6d req/s  x%.2f of 1 replica  p99 %s ms\n", n, r, r / b, p }'
+        read -r load n rps p99 <<<"$t"
+        [ "$n" != 1 ] || base=$rps
+        awk -v l="$load" -v n="$n" -v r="$rps" -v b="$base" -v p="$p99" \
+            'BEGIN { printf "  %-8s %d replica(s): %6d req/s  x%.2f of 1 replica  p99 %s ms\n", l, n, r, r / b, p }'
     done
 fi
 echo
