@@ -233,14 +233,16 @@ phase() {
         echo "WRK requests=0 seconds=0 connect=0 read=0 write=0 status=0 timeout=0 p50_ms=- p99_ms=- max_ms=-")
     local acc err
     acc=$(tail -n "+$((a0 + 1))" "$OUT/access.log" | awk -F'|' '
-        { n++; s[$2]++
+        { n++; s[$2]++; if ($1 > last) last = $1
+          if ($2 == 499) t499[n] = $1
           if ($2 != 200 && $2 != 499) bad++
           if ($2 >= 500) x5++
           if ($5 ~ /,/) retried++
           m = split($5, u, /, /); for (k = 1; k <= m; k++) if (u[k] != 200) up++ }
         END { for (k in s) st = st (st == "" ? "" : ",") k ":" s[k]
-              printf "logged=%d ok=%d other=%d s499=%d s5xx=%d retried=%d upstream_non200=%d statuses=%s",
-                     n, s[200], bad, s[499], x5, retried, up, st == "" ? "-" : st }')
+              for (k in t499) if (t499[k] < last - 1) early++
+              printf "logged=%d ok=%d other=%d s499=%d early499=%d s5xx=%d retried=%d upstream_non200=%d statuses=%s",
+                     n, s[200], bad, s[499], early, x5, retried, up, st == "" ? "-" : st }')
     err=$(tail -n "+$((e0 + 1))" "$OUT/error.log" | awk '
         /Connection refused/ { refused++ } /prematurely closed/ { closed++ }
         /reset by peer/ { reset++ } /no live upstreams/ { nolive++ } /timed out/ { tout++ }
@@ -265,8 +267,11 @@ phase() {
     # non_idempotent would): the server dropped that request
     local lost=$(($(get closed) + $(get reset)))
     [ "$lost" = 0 ] || fail "$name: nginx's error.log: $lost upstream connections closed or reset under a request"
-    # 499: wrk closing its connections at its end with requests in flight
+    # 499: wrk closing its connections at its end with requests in flight;
+    # not before its last second
     [ "$(get s499)" -le "$CONNS" ] || fail "$name: nginx logged $(get s499) clients gone (499)"
+    [ "$(get early499)" = 0 ] ||
+        fail "$name: nginx logged $(get early499) clients gone (499) before the load's last second"
     [ "$(get requests)" -gt 0 ] || fail "$name: wrk got no answers"
 }
 counts() { echo "$(wc -l <"$OUT/access.log") $(wc -l <"$OUT/error.log")"; }
