@@ -17,6 +17,7 @@
 # Settings (environment):
 #   ATTN_SERVER          the server binary (build/attention-server)
 #   SCALE_SECONDS        seconds of each throughput run (20)
+#   SCALE_ROLLS          rolls of the three replicas, one after the other (1)
 #   SCALE_CONNECTIONS    wrk's connections (16); SCALE_THREADS its threads (2)
 #   SCALE_BODY           the request body (examples/request.json)
 #   SCALE_DRAIN_TIMEOUT  the replicas' drain_timeout (10)
@@ -53,6 +54,7 @@ SHORT | short) SHORT=1 ;;
 esac
 [ "$SHORT" = 0 ] || SHORT=1
 TPUT_SECONDS=${SCALE_SECONDS:-20}
+ROLLS=${SCALE_ROLLS:-1}
 CONNS=${SCALE_CONNECTIONS:-16}
 THREADS=${SCALE_THREADS:-2}
 export SCALE_BODY=${SCALE_BODY:-examples/request.json}
@@ -297,7 +299,8 @@ wrk_start roll "$MAX_WRK"
 T_ROLL=$(now)
 sleep 1
 ROLL=()
-for ((i = 1; i <= REPLICAS; i++)); do
+for ((k = 0; k < ROLLS * REPLICAS; k++)); do
+    i=$((k % REPLICAS + 1))
     t0=$(now)
     kill -TERM "${RPID[i]}"
     wait_exit "$i" $((DRAIN + 15))
@@ -356,7 +359,7 @@ RPID=()
 
 # --- the summary --------------------------------------------------------------
 echo
-echo "scale-test: the roll (load throughout, ${ROLL_SECONDS} s):"
+echo "scale-test: $ROLLS roll(s) of the $REPLICAS replicas, the load throughout (${ROLL_SECONDS} s):"
 for l in "${ROLL[@]}"; do echo "  $l"; done
 echo
 printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s %5s\n' phase seconds requests 'req/s' \
