@@ -324,6 +324,44 @@ wrk_start steady "$STEADY"
 wrk_wait
 phase steady "$A0" "$E0"
 
+# --- a drain with idle kept-alive connections, at a trickle -----------------
+# Under wrk every upstream connection is busy and a replica drains in a
+# moment. Here nginx holds idle connections to replica 1 when it gets
+# SIGTERM; requests keep coming one at a time (some through those idle
+# connections); the replica must answer them, wait for nginx to close the
+# rest (its upstream keepalive_timeout, below drain_timeout) and exit 0.
+read -r A0 E0 < <(counts)
+post() {
+    curl -s -o /dev/null -m 10 -w '%{http_code}\n' -H 'Content-Type: application/json' \
+        --data-binary @"$SCALE_BODY" "http://127.0.0.1:$NPORT/attention" || true
+}
+for _ in $(seq 12); do post; done >"$OUT/idle.codes"
+IDLE_CONNS=$(ss -Htn state established "dport = :${RPORT[1]}" | wc -l)
+t0=$(now)
+kill -TERM "${RPID[1]}"
+for _ in $(seq 20); do post; sleep 0.1; done >>"$OUT/idle.codes" &
+TRICKLE=$!
+wait_exit 1 $((DRAIN + 15))
+IDLE_EXIT=$(since "$t0")
+wait "$TRICKLE"
+# requests replica 1 answered after SIGTERM (its access lines after the line
+# that says it drains)
+IDLE_SERVED=$(awk '/draining/ { n = 0; on = 1; next } on && /^POST / { n++ } END { print n + 0 }' \
+    "$OUT/replica-1.log")
+cut=$(sed -n 's/.*stopped (\([0-9]*\) requests cut off.*/\1/p' "$OUT/replica-1.log" | tail -1)
+[ "$RC" = 0 ] || fail "idle drain: replica 1 exit status $RC after SIGTERM"
+start_replica 1 "${RPORT[1]}"
+wait_ready 1 || fail "replica 1: not ready again within 60 s"
+sleep "$PAUSE"
+IDLE_BAD=$(grep -vc '^200$' "$OUT/idle.codes" || true)
+[ "$IDLE_BAD" = 0 ] || fail "idle drain: $IDLE_BAD of 32 requests not answered 200"
+IDLE_LOST=$(tail -n "+$((E0 + 1))" "$OUT/error.log" | grep -c -e 'prematurely closed' -e 'reset by peer' || true)
+[ "$IDLE_LOST" = 0 ] ||
+    fail "idle drain: nginx's error.log: $IDLE_LOST upstream connections closed or reset under a request"
+IDLE_LINE="replica 1 with $IDLE_CONNS idle connections from nginx; 20 requests in 2-3 s from its"
+IDLE_LINE+=" SIGTERM, $IDLE_SERVED of them answered by it: exit $RC after $IDLE_EXIT s (drain_timeout"
+IDLE_LINE+=" $DRAIN s; ${cut:-?} cut off); $IDLE_BAD of 32 requests not 200"
+
 # --- throughput with 1, 2 and 3 replicas (long mode) -----------------------
 # The compute-bound request: 0x3c3c3c3c is 0.0115 in every element.
 COMPUTE=$OUT/compute.json
@@ -361,6 +399,7 @@ RPID=()
 echo
 echo "scale-test: $ROLLS roll(s) of the $REPLICAS replicas, the load throughout (${ROLL_SECONDS} s):"
 for l in "${ROLL[@]}"; do echo "  $l"; done
+echo "scale-test: a drain at a trickle: $IDLE_LINE"
 echo
 printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s %5s\n' phase seconds requests 'req/s' \
     'non-2xx' sockerr 'p50 ms' 'p99 ms' 'max ms' non-200 retried load
