@@ -7,7 +7,8 @@
 #   scripts/scale-test.sh [SHORT]
 #
 #   SHORT (SHORT=1 or the argument): one roll of the three replicas under
-#       load, then a steady period of the same length (about 30 s).
+#       load, a steady period of the same length, then a drain while nginx
+#       holds idle connections to the replica, at a trickle (about 35 s).
 #   Otherwise, also: the same load for SCALE_SECONDS (20) each against 1, 2
 #       and 3 replicas behind nginx, and their requests a second; twice:
 #       with the small request (HTTP and proxying cost more than the
@@ -95,6 +96,11 @@ cleanup() {
     for p in "${RPID[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     sleep 0.1
     for p in "${RPID[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for _ in $(seq 50); do # 5 s, then SIGKILL to what is left
+        [ -n "$(jobs -pr)" ] || break
+        sleep 0.1
+    done
+    for p in $(jobs -pr); do kill -KILL "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -105,18 +111,21 @@ now() { echo "$EPOCHREALTIME"; }
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 http_code() { curl -s -o /dev/null -m 1 -w '%{http_code}' "$1" 2>/dev/null || true; }
 
-# A loopback port nothing listens on (for nginx; the replicas take port 0
-# the first time and keep the port they got).
+# A loopback port no socket uses, below the kernel's range of ephemeral
+# ports: a replica restarts on its port, which an outgoing connection
+# (nginx's to another replica) could otherwise have taken in between.
 free_port() {
-    local p
+    local p lo
+    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    [ "$lo" -gt 12000 ] || lo=32768
     for _ in $(seq 50); do
-        p=$((20000 + RANDOM % 30000))
-        [ -n "$(ss -Hltn "sport = :$p")" ] || { echo "$p"; return 0; }
+        p=$((lo - 10000 + RANDOM % 10000))
+        [ -n "$(ss -Htan "sport = :$p")" ] || { echo "$p"; return 0; }
     done
     return 1
 }
 
-# start_replica I PORT: replica I on PORT (0: a free one, read from its log)
+# start_replica I PORT: replica I on PORT; 1 when it did not start
 start_replica() {
     local i=$1 port=$2 log=$OUT/replica-$1.log n
     n=$(grep -c 'listening on' "$log" 2>/dev/null || true)
@@ -129,9 +138,8 @@ start_replica() {
         kill -0 "${RPID[i]}" 2>/dev/null || break
         sleep 0.1
     done
-    RPORT[i]=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$log" | tail -1)
-    [ -n "${RPORT[i]}" ] && kill -0 "${RPID[i]}" 2>/dev/null ||
-        { echo "scale-test: replica $i did not start (see $log)" >&2; exit 1; }
+    RPORT[i]=$port
+    kill -0 "${RPID[i]}" 2>/dev/null && [ "$(grep -c 'listening on' "$log" || true)" -gt "${n:-0}" ]
 }
 
 # wait_ready I: until GET /v2/health/ready answers 200 (60 s at most)
@@ -279,7 +287,13 @@ phase() {
 counts() { echo "$(wc -l <"$OUT/access.log") $(wc -l <"$OUT/error.log")"; }
 
 # --- start: 3 replicas, nginx in front -----------------------------------
-for ((i = 1; i <= REPLICAS; i++)); do start_replica "$i" 0; done
+for ((i = 1; i <= REPLICAS; i++)); do
+    for attempt in 1 2 3 4 5; do # a port taken in between: another one
+        start_replica "$i" "$(free_port)" && break
+        wait "${RPID[i]}" || true
+        [ "$attempt" -lt 5 ] || { echo "scale-test: replica $i did not start (see its log)" >&2; exit 1; }
+    done
+done
 for ((i = 1; i <= REPLICAS; i++)); do
     wait_ready "$i" || { echo "scale-test: replica $i not ready" >&2; exit 1; }
 done
@@ -308,7 +322,7 @@ for ((k = 0; k < ROLLS * REPLICAS; k++)); do
     t_exit=$(since "$t0")
     cut=$(sed -n 's/.*stopped (\([0-9]*\) requests cut off.*/\1/p' "$OUT/replica-$i.log" | tail -1)
     [ "$rc" = 0 ] || fail "replica $i: exit status $rc after SIGTERM"
-    start_replica "$i" "${RPORT[i]}"
+    start_replica "$i" "${RPORT[i]}" || { echo "scale-test: replica $i did not start again" >&2; exit 1; }
     wait_ready "$i" || fail "replica $i: not ready again within 60 s"
     ROLL+=("replica $i: SIGTERM -> exit $rc after $t_exit s (${cut:-?} cut off at drain_timeout), ready again after $(since "$t0") s")
     sleep "$PAUSE"
@@ -350,7 +364,7 @@ IDLE_SERVED=$(awk '/draining/ { n = 0; on = 1; next } on && /^POST / { n++ } END
     "$OUT/replica-1.log")
 cut=$(sed -n 's/.*stopped (\([0-9]*\) requests cut off.*/\1/p' "$OUT/replica-1.log" | tail -1)
 [ "$RC" = 0 ] || fail "idle drain: replica 1 exit status $RC after SIGTERM"
-start_replica 1 "${RPORT[1]}"
+start_replica 1 "${RPORT[1]}" || { echo "scale-test: replica 1 did not start again" >&2; exit 1; }
 wait_ready 1 || fail "replica 1: not ready again within 60 s"
 sleep "$PAUSE"
 IDLE_BAD=$(grep -vc '^200$' "$OUT/idle.codes" || true)
