@@ -222,7 +222,7 @@ wrk_start() {
 wrk_wait() {
     [ "${1:-}" != stop ] || kill -INT "$WRK_PID" 2>/dev/null || true
     local t=0
-    while kill -0 "$WRK_PID" 2>/dev/null && [ "$(awk '{ print $3 }' "/proc/$WRK_PID/stat")" != Z ]; do
+    while kill -0 "$WRK_PID" 2>/dev/null && [ "$(awk '{ print $3 }' "/proc/$WRK_PID/stat" 2>/dev/null)" != Z ]; do
         sleep 0.2
         t=$((t + 1))
         [ "$t" -lt $((5 * (MAX_WRK + 30))) ] || { kill -KILL "$WRK_PID"; break; }
