@@ -176,8 +176,9 @@ soak: $(SERVER)
 
 # Three replicas of $(SERVER) behind Debian's nginx on loopback, under wrk:
 # a rolling restart must cost no request (scripts/scale-test.sh); then the
-# same load against 1, 2 and 3 replicas. scale-test-short (part of make
-# test): the roll only, about 30 s.
+# same load against 1, 2 and 3 replicas (about 3.5 min). scale-test-short
+# (part of make test): the roll, a steady period as long, and a drain at a
+# trickle, about 35 s.
 scale-test:
 	@scripts/deps.sh scale
 	$(MAKE) $(SERVER)
