@@ -4,6 +4,7 @@
 #   make run             install what is missing, build, start the service
 #   make test            install what is missing, build, run every test
 #   make SANITIZE=address,undefined test   the same under sanitizers (build/san/)
+#   make scale-test      3 replicas behind nginx: a rolling restart under load
 #   make lint            clang-tidy and cppcheck over core/, server/, config/, model/
 #   make clean
 
@@ -77,7 +78,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean
-.PHONY: lint readme-check soak deploy-check container-test
+.PHONY: lint readme-check soak deploy-check container-test scale-test scale-test-short
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -165,12 +166,26 @@ browser-test: deps-build
 test: deps-test
 	$(MAKE) unit http-test lint-openapi browser-test deploy-check readme-check
 	$(MAKE) soak SOAK_SECONDS=10
+	$(MAKE) scale-test-short
 
 # A mixed load (valid, invalid, aborted and slow clients) for SOAK_SECONDS
 # (60 by default); RSS and open descriptors before and after.
 SOAK_SECONDS ?= 60
 soak: $(SERVER)
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) SOAK_SECONDS=$(SOAK_SECONDS) tests/soak.sh
+
+# Three replicas of $(SERVER) behind Debian's nginx on loopback, under wrk:
+# a rolling restart must cost no request (scripts/scale-test.sh); then the
+# same load against 1, 2 and 3 replicas (about 3.5 min). scale-test-short
+# (part of make test): the roll, a steady period as long, and a drain at a
+# trickle, about 35 s.
+scale-test:
+	@scripts/deps.sh scale
+	$(MAKE) $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/scale-test.sh
+
+scale-test-short: $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/scale-test.sh SHORT
 
 # Benchmarks: tables on stdout, CSV and plots under build/bench/.
 bench:

@@ -1,6 +1,6 @@
 #!/bin/sh
 # deps.sh -- install the Debian packages a target needs, only if missing.
-# Usage: scripts/deps.sh build|test|bench|fuzz|lint
+# Usage: scripts/deps.sh build|test|scale|bench|fuzz|lint
 # Runs apt-get (as root, or through sudo) only when something is absent, so
 # `make run`, `make test` and the rest work on a brand-new Debian 12 machine.
 set -eu
@@ -8,16 +8,23 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 build="gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev zlib1g-dev libopenblas-dev"
+# nginx, wrk, curl: scale-test.sh (curl: soak.sh too). Debian 12's nginx
+# package holds the binary (nginx-light only adds a module to it).
+scale="nginx wrk curl"
 case "${1:-build}" in
 build) pkgs="$build" ;;
 # openssl: the HTTPS test makes a self-signed certificate with it
-test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl" ;;
+test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl $scale" ;;
+scale) pkgs="$build $scale" ;;
 bench) pkgs="$build libcurl4-openssl-dev python3-torch python3-numpy gnuplot-nox wrk curl bc" ;;
 # libFuzzer's runtime is only a Recommends of clang in Debian 12
 fuzz)  pkgs="$build clang libclang-rt-14-dev" ;;
 lint)  pkgs="$build clang-tidy cppcheck" ;;
-*) echo "deps.sh: unknown target '$1' (build, test, bench, fuzz or lint)" >&2; exit 2 ;;
+*) echo "deps.sh: unknown target '$1' (build, test, scale, bench, fuzz or lint)" >&2; exit 2 ;;
 esac
 
 # shellcheck disable=SC2086
-apt_install $pkgs
+case " $(pkgs_missing $pkgs) " in
+*" nginx "*) no_service_start apt_install $pkgs ;; # see lib.sh
+*) apt_install $pkgs ;;
+esac
