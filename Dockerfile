@@ -7,9 +7,9 @@
 #
 # Configure with ATTN_* environment variables or flags after the image name
 # (`docker run ... attention-service --workers 4`); see `--help`.
-# The model repository is /models (ATTN_MODEL_REPOSITORY): empty here, so only
-# the built-in model is served; mount one there (a Kubernetes volume) or bake
-# one in with deploy/image/Dockerfile.models. The server writes nothing
+# The model repository is /models (ATTN_MODEL_REPOSITORY): the trained model
+# digits-reverse here; mount another there (a Kubernetes volume, which hides
+# it) or bake one in with deploy/image/Dockerfile.models. The server writes nothing
 # outside /tmp, so the root filesystem may be read-only (make container-test).
 
 # ---- build stage ------------------------------------------------------------
@@ -43,16 +43,20 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && useradd --user-group --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin --uid 10001 attention \
- && mkdir -m 0755 /models
+
 WORKDIR /app
 # openapi.yaml is built into the binary (server/embed.S); the web client is
 # read from static_dir, "web" relative to this working directory.
 COPY --from=build /src/build/attention-server /app/attention-server
 COPY --from=build /src/web /app/web
+# The model repository, /models: the trained model the web client's first
+# example runs (models/ in the source tree), owned by root; a volume mounted
+# at /models replaces it, and deploy/image/Dockerfile.models bakes another.
+COPY --from=build /src/models/digits-reverse /models/digits-reverse
 USER attention:attention
 EXPOSE 8080
 ENV ATTN_BIND=0.0.0.0
 # The model repository: one folder per model (config.json, model.safetensors).
-# Empty and owned by root here; the server only reads it.
+# Owned by root; the server only reads it.
 ENV ATTN_MODEL_REPOSITORY=/models
 ENTRYPOINT ["/app/attention-server"]
