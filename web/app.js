@@ -10,8 +10,10 @@
 //   js/examples.js   the built-in examples and the requests they make
 //   js/variants.js   the attention-variant fields of a request (Hkv, RoPE, ALiBi, ...)
 //   js/canvas.js     canvas and DOM helpers shared by the views
-//   js/views/*.js    one module per part of the page: grid, heatmap, headview,
-//                    output, status, form, export; maps.js (the per-head images)
+//   js/stats.js      per-head entropy and mean attention distance, differences
+//   js/views/*.js    one module per part of the page: grid, summary, heatmap,
+//                    headview, output, status, form, export; maps.js (the
+//                    per-head images)
 //
 // A run: build the request -> api call -> an error goes into state.lastError
 // -> else the response goes into the state -> the subscriber below draws.
@@ -21,7 +23,7 @@
 // Test hook, window.attn (used by tests/browser/*.test.mjs), read-only:
 //   attn.state -> a read-only view of the state (js/state.js): response,
 //       title, view {batch, head, threshold, rangeMode, tab}, lastRequest,
-//       runSeq, busy, runCount, lastTiming, lastError. Assigning through it
+//       lastExchange, runSeq, busy, runCount, lastTiming, lastError. Assigning through it
 //       throws; typed arrays in it are copies.
 //   attn.colorFor(value, max) -> [r, g, b]  the colour a weight `value` is
 //       drawn with when the colour range is 0..max (viridis, 256 steps).
@@ -38,6 +40,12 @@
 //       canvas's own pixels (for getImageData on #heatmap).
 //   attn.headTokenPoint(side, k) -> {x, y}: viewport point of query token k
 //       (side "query") or key token k (side "key") in the head view.
+//   attn.svgOfView() -> the text Export SVG downloads; attn.exchangeJson()
+//       -> the text Export JSON downloads.
+//   attn.highlightedCell() -> {i, j}: the heatmap cell the keyboard or the
+//       pointer highlights, or null.
+//   attn.headSummary(batch) -> [{entropy, distance}] per head, as the head
+//       summary chart shows them (null for averaged weights).
 
 import { state, update, subscribe, readOnlyView } from './js/state.js';
 import { postAttention, requestFromForm, requestFromText } from './js/api.js';
@@ -46,12 +54,13 @@ import { colorFor } from './js/colors.js';
 import { $ } from './js/canvas.js';
 import { mapImage, mapLabel } from './js/views/maps.js';
 import { initGrid, markSelectedThumb, renderGrid } from './js/views/grid.js';
-import { cellPixel, cellRect, initHeatmap, renderHeatmap } from './js/views/heatmap.js';
+import { cellPixel, cellRect, highlightedCell, initHeatmap, renderHeatmap } from './js/views/heatmap.js';
+import { markSelectedBars, renderSummary, summaryStats } from './js/views/summary.js';
 import { headTokenPoint, initHeadView, renderHeadView } from './js/views/headview.js';
 import { renderOutput } from './js/views/output.js';
 import { renderStatus } from './js/views/status.js';
 import { applyExample, readForm, updateFormFields } from './js/views/form.js';
-import { exportPng } from './js/views/export.js';
+import { exchangeJson, exportJson, exportPng, exportSvg, svgOfView } from './js/views/export.js';
 
 // ---------------------------------------------------------------------------
 // Drawing what the state says
@@ -66,6 +75,7 @@ function renderView() {
 
 function renderAll() {
   renderGrid();
+  renderSummary();
   renderView();
 }
 
@@ -108,7 +118,7 @@ subscribe((changed, before) => {
     if (was.batch !== now.batch) renderAll();
     else if (was.threshold !== now.threshold || was.rangeMode !== now.rangeMode) renderAllSoon();
     else if (was.tab !== now.tab) { showTab(); if (state.response) renderView(); }
-    else if (was.head !== now.head) { markSelectedThumb(); renderView(); }
+    else if (was.head !== now.head) { markSelectedThumb(); markSelectedBars(); renderView(); }
   }
 });
 
@@ -143,7 +153,8 @@ async function run(kind) {
   if (res.aborted || seq !== state.runSeq) return;
   if (res.error) return finish(seq, { lastError: res.error });
   const t2 = performance.now();
-  update({ response: res.response, title: req.title, view: fitView(state.view, res.response), lastError: null });
+  update({ response: res.response, title: req.title, view: fitView(state.view, res.response), lastError: null,
+           lastExchange: { endpoint: 'POST /attention', request: req.body, response: res.text } });
   const t3 = performance.now();
   await nextFrame();
   const t4 = performance.now();
@@ -191,6 +202,8 @@ function init() {
   for (const b of document.querySelectorAll('.tabs [role="tab"]'))
     b.addEventListener('click', () => setView({ tab: b.dataset.view }));
   $('export').addEventListener('click', exportPng);
+  $('export-svg').addEventListener('click', exportSvg);
+  $('export-json').addEventListener('click', exportJson);
   initGrid();
   initHeatmap();
   initHeadView();
@@ -219,6 +232,10 @@ function init() {
     cellRect,
     cellPixel,
     headTokenPoint,
+    highlightedCell,
+    svgOfView,
+    exchangeJson,
+    headSummary: (b) => (state.response && state.response.perHead ? summaryStats(b).map((s) => ({ ...s })) : null),
   });
 
   run('example');

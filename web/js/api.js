@@ -45,8 +45,9 @@ export function requestFromText(text) {
 // The request in flight; sending another aborts it.
 let inflight = null;
 
-// Sends req.body and decodes the answer: {response, bytes, serverTiming,
-// timing: {fetch, decode} in ms}, {error} or {aborted: true}.
+// Sends req.body and decodes the answer: {response, text (the body as
+// received), bytes, serverTiming, timing: {fetch, decode} in ms}, {error}
+// or {aborted: true}.
 export async function postAttention(req) {
   if (inflight) inflight.abort();
   const controller = new AbortController();
@@ -78,6 +79,6 @@ export async function postAttention(req) {
   } catch (e) {
     return fail(`Could not read the service's answer: ${e.message}`);
   }
-  return { response, bytes: text.length, serverTiming: res.headers.get('Server-Timing') || '',
+  return { response, text, bytes: text.length, serverTiming: res.headers.get('Server-Timing') || '',
            timing: { fetch: t1 - t0, decode: performance.now() - t1 } };
 }

@@ -24,6 +24,7 @@ export const state = {
     tab: 'heatmap',   // 'heatmap', 'headview' or 'output'
   },
   lastRequest: null,  // {body, pasted}: the last body sent, and whether the user typed it
+  lastExchange: null, // {endpoint, request, response}: the texts of the last successful run (Export JSON)
   runSeq: 0,          // number of the latest run; an older run's answer is dropped
   busy: false,        // a run is under way
   runCount: 0,        // finished runs, successful or not

@@ -2,6 +2,9 @@
 // across, the colour legend beside it, a tooltip with the exact weight
 // under the pointer. The map is drawn from its offscreen image scaled up
 // without smoothing; hovering only redraws a transparent overlay.
+// Keyboard: the overlay takes the focus; the arrow keys move the
+// highlighted cell (clamped at the edges), Home / End go to the row's first
+// / last key, and each move is announced in #heatmap-live (aria-live).
 
 import { state } from '../state.js';
 import { $, COLORS, FONT, availableWidth, clearOverlay, drawCaption, drawRowLabels, ellipsize, sizeCanvas,
@@ -130,7 +133,9 @@ function drawHover() {
   ctx.strokeRect(g.left + j * g.cell - pad, g.top + i * g.cell - pad, g.cell + 2 * pad, g.cell + 2 * pad);
 }
 
-function showTooltip(ev, i, j) {
+// The tooltip for cell (i, j) near the viewport point (x, y); the same
+// words go to the aria-live region.
+function showTooltip(at, i, j) {
   const r = state.response, { batch, head, threshold } = state.view;
   const w = matrixOf(r, batch, head)[i * r.S + j];
   $('tip-query').textContent = r.tokens[i];
@@ -139,12 +144,13 @@ function showTooltip(ev, i, j) {
   $('tip-kj').textContent = `#${j}`;
   $('tip-weight').textContent = String(w);    // the float32 exactly, shortest round-trip form
   $('tip-head').textContent = mapLabel() + (w < threshold ? ' · below threshold (hidden)' : '');
+  $('heatmap-live').textContent = `query ${i} "${r.tokens[i]}", key ${j} "${r.keyTokens[j]}", weight ${w}`;
   const tip = $('tooltip');
   tip.hidden = false;
   const tw = tip.offsetWidth, th = tip.offsetHeight;
-  let x = ev.clientX + 16, y = ev.clientY + 16;
-  if (x + tw > window.innerWidth - 8) x = ev.clientX - tw - 16;
-  if (y + th > window.innerHeight - 8) y = ev.clientY - th - 16;
+  let x = at.x + 16, y = at.y + 16;
+  if (x + tw > window.innerWidth - 8) x = at.x - tw - 16;
+  if (y + th > window.innerHeight - 8) y = at.y - th - 16;
   tip.style.left = `${Math.max(4, x)}px`;
   tip.style.top = `${Math.max(4, y)}px`;
 }
@@ -167,7 +173,34 @@ export function initHeatmap() {
       local.hover = at;
       drawHover();
     }
-    showTooltip(ev, at.i, at.j);
+    showTooltip({ x: ev.clientX, y: ev.clientY }, at.i, at.j);
   });
   overlay.addEventListener('mouseleave', () => { local.hover = null; drawHover(); hideTooltip(); });
+  overlay.addEventListener('focus', () => { if (!local.hover) moveKeyboard(0, 0, null); });
+  overlay.addEventListener('blur', () => { local.hover = null; drawHover(); hideTooltip(); });
+  overlay.addEventListener('keydown', (ev) => {
+    const step = KEYS[ev.key];
+    if (!step || !local.layout) return;
+    ev.preventDefault();
+    moveKeyboard(step[0], step[1], ev.key);
+  });
 }
+
+// Key -> [row step, column step]; Home / End are handled in moveKeyboard.
+const KEYS = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1], Home: [0, 0], End: [0, 0] };
+
+function moveKeyboard(di, dj, key) {
+  const g = local.layout;
+  if (!g) return;
+  const h = local.hover || { i: 0, j: 0 };
+  const clamp = (v, n) => Math.max(0, Math.min(n - 1, v));
+  const i = clamp(h.i + di, g.L);
+  const j = key === 'Home' ? 0 : key === 'End' ? g.S - 1 : clamp(h.j + dj, g.S);
+  local.hover = { i, j };
+  drawHover();
+  const c = cellRect(i, j);
+  showTooltip({ x: c.x + c.w, y: c.y + c.h }, i, j);
+}
+
+// The cell the keyboard or the pointer highlights ({i, j}), or null.
+export const highlightedCell = () => (local.hover ? { ...local.hover } : null);
