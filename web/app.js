@@ -28,6 +28,8 @@
 //   attn.colorFor(value, max) -> [r, g, b]  the colour a weight `value` is
 //       drawn with when the colour range is 0..max (viridis, 256 steps).
 //       A weight below the threshold is drawn as colorFor(0, max).
+//   attn.diffColor(value, max) -> [r, g, b]  the colour of a difference on
+//       -max … max in the Compare tab (blue - white - red, 0 white).
 //   attn.colorMax(batch, head) -> the top of that map's colour range (null
 //       without weights); the large heatmap shows state.view's map.
 //   attn.matrix(batch, head) -> plain L x S array of arrays of the weights
@@ -42,6 +44,10 @@
 //       (side "query") or key token k (side "key") in the head view.
 //   attn.svgOfView() -> the text Export SVG downloads; attn.exchangeJson()
 //       -> the text Export JSON downloads.
+//   attn.compareMaps() -> the Compare tab's maps {a, b, diff (flat L x S
+//       arrays), max, L, S} or {error}; attn.comparePixel(k, i, j) -> {x, y}
+//       the centre of cell (i, j) of panel k (0 A, 1 B, 2 B − A) in
+//       #compare-canvas's pixels; attn.compareRanges() -> {a, b, diff}.
 //   attn.highlightedCell() -> {i, j}: the heatmap cell the keyboard or the
 //       pointer highlights, or null.
 //   attn.headSummary(batch) -> [{entropy, distance}] per head, as the head
@@ -50,7 +56,7 @@
 import { state, update, subscribe, readOnlyView } from './js/state.js';
 import { postAttention, requestFromForm, requestFromText } from './js/api.js';
 import { AVG, matrixOf } from './js/tensor.js';
-import { colorFor } from './js/colors.js';
+import { colorFor, diffColor } from './js/colors.js';
 import { $ } from './js/canvas.js';
 import { mapImage, mapLabel } from './js/views/maps.js';
 import { initGrid, markSelectedThumb, renderGrid } from './js/views/grid.js';
@@ -60,6 +66,7 @@ import { headTokenPoint, initHeadView, renderHeadView } from './js/views/headvie
 import { renderOutput } from './js/views/output.js';
 import { renderStatus } from './js/views/status.js';
 import { applyExample, readForm, updateFormFields } from './js/views/form.js';
+import { compareMaps, comparePixel, compareRanges, initCompare, renderCompare } from './js/views/compare.js';
 import { exchangeJson, exportJson, exportPng, exportSvg, svgOfView } from './js/views/export.js';
 
 // ---------------------------------------------------------------------------
@@ -69,6 +76,7 @@ function renderView() {
   const tab = state.view.tab;
   if (tab === 'heatmap') renderHeatmap();
   else if (tab === 'headview') renderHeadView();
+  else if (tab === 'compare') renderCompare();
   else renderOutput();
   $('view-title').textContent = state.response ? mapLabel() : '';
 }
@@ -92,7 +100,7 @@ function showTab() {
   const tab = state.view.tab;
   for (const b of document.querySelectorAll('.tabs [role="tab"]'))
     b.setAttribute('aria-selected', String(b.dataset.view === tab));
-  for (const v of ['heatmap', 'headview', 'output']) $(`view-${v}`).hidden = v !== tab;
+  for (const v of ['heatmap', 'headview', 'output', 'compare']) $(`view-${v}`).hidden = v !== tab;
 }
 
 function showResponse() {
@@ -112,13 +120,15 @@ subscribe((changed, before) => {
   if ('busy' in changed || 'lastError' in changed || 'lastTiming' in changed) renderStatus();
   if ('response' in changed) {
     showResponse();
+  } else if ('compare' in changed || 'second' in changed) {
+    if (state.view.tab === 'compare') renderCompare();
   } else if ('view' in changed) {
     const was = before.view, now = state.view;
     $('threshold-value').textContent = now.threshold.toFixed(3);
     if (was.batch !== now.batch) renderAll();
     else if (was.threshold !== now.threshold || was.rangeMode !== now.rangeMode) renderAllSoon();
     else if (was.tab !== now.tab) { showTab(); if (state.response) renderView(); }
-    else if (was.head !== now.head) { markSelectedThumb(); markSelectedBars(); renderView(); }
+    else if (was.head !== now.head) { markSelectedThumb(); markSelectedBars(); if (now.tab !== 'compare') renderView(); }
   }
 });
 
@@ -154,6 +164,7 @@ async function run(kind) {
   if (res.error) return finish(seq, { lastError: res.error });
   const t2 = performance.now();
   update({ response: res.response, title: req.title, view: fitView(state.view, res.response), lastError: null,
+           second: null,
            lastExchange: { endpoint: 'POST /attention', request: req.body, response: res.text } });
   const t3 = performance.now();
   await nextFrame();
@@ -207,6 +218,8 @@ function init() {
   initGrid();
   initHeatmap();
   initHeadView();
+  initCompare({ buildRequest: (text) => requestFromForm({ ...readForm(), tokens: text }),
+                post: (req) => postAttention(req, 'second') });
 
   // Lay out again only when the width changed (a full-page screenshot, for
   // one, resizes the window's height; that must not drop the hover).
@@ -224,6 +237,7 @@ function init() {
   window.attn = Object.freeze({
     state: readOnlyView(state),
     colorFor,
+    diffColor,
     colorMax: (b, h) => (state.response && state.response.weights ? mapImage(b, h).max : null),
     matrix(b, h) {
       const r = state.response, w = matrixOf(r, b, h);
@@ -234,6 +248,9 @@ function init() {
     headTokenPoint,
     highlightedCell,
     svgOfView,
+    compareMaps: () => { const m = compareMaps(); return m.error ? m : { ...m, a: Array.from(m.a), b: Array.from(m.b), diff: Array.from(m.diff) }; },
+    comparePixel,
+    compareRanges,
     exchangeJson,
     headSummary: (b) => (state.response && state.response.perHead ? summaryStats(b).map((s) => ({ ...s })) : null),
   });

@@ -11,6 +11,11 @@
 //   keyboard: the focused heatmap moves its highlighted cell with the arrow
 //       keys (clamped at the edges; Home / End), and the aria-live region
 //       announces query, key and the exact weight of the response;
+//   compare: heads A and B of the causal example side by side and B − A:
+//       the maps equal the response's heads, the difference's pixels are
+//       red where B is larger, blue where A is, white where both are zero
+//       (above the diagonal); then B from a second input run in the view:
+//       its heads are the second answer's;
 //   export: the SVG download has a <rect> per weight whose fill is the
 //       colour of that weight (window.attn.colorFor) and the tokens as
 //       labels; the JSON download holds the request as sent and the
@@ -19,7 +24,8 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { OUT, check, log, runAndWait, runSuite, selectHead, shot, weightsOf } from './harness.mjs';
+import { OUT, check, isAttention, log, rgb, runAndWait, runSuite, sameColor, selectHead, selectTab, shot,
+         weightsOf } from './harness.mjs';
 
 const ctx = { json: null, w: null, sent: null };
 
@@ -144,9 +150,88 @@ async function stepExport(page) {
   await selectHead(page, 0);
 }
 
+async function comparePixels(page, cells) {
+  return page.evaluate((cells) => {
+    const ctx = document.getElementById('compare-canvas').getContext('2d');
+    return cells.map(([k, i, j]) => {
+      const p = window.attn.comparePixel(k, i, j);
+      return Array.from(ctx.getImageData(p.x, p.y, 1, 1).data.slice(0, 3));
+    });
+  }, cells);
+}
+
+// The page's compare maps equal wa, wb (L x S), and the difference panel's
+// pixels at its largest, smallest and (if any) zero cells have the colours
+// of the diverging scale.
+async function checkCompare(page, wa, wb, what) {
+  const m = await page.evaluate(() => window.attn.compareMaps());
+  check(!m.error, `${what}: the compare view says "${m.error}"`);
+  const L = wa.length, S = wa[0].length;
+  const d = wa.map((row, i) => row.map((v, j) => Math.fround(wb[i][j] - v)));
+  check(JSON.stringify(m.a) === JSON.stringify(wa.flat()) && JSON.stringify(m.b) === JSON.stringify(wb.flat()),
+        `${what}: the compared maps are not the response's heads`);
+  check(JSON.stringify(m.diff) === JSON.stringify(d.flat()), `${what}: the difference is not B − A`);
+  let hi = [0, 0], lo = [0, 0], zero = null;
+  d.forEach((row, i) => row.forEach((v, j) => {
+    if (v > d[hi[0]][hi[1]]) hi = [i, j];
+    if (v < d[lo[0]][lo[1]]) lo = [i, j];
+    if (v === 0 && !zero) zero = [i, j];
+  }));
+  const max = Math.max(d[hi[0]][hi[1]], -d[lo[0]][lo[1]]);
+  check(Math.abs(m.max - max) < 1e-12, `${what}: the scale's range is ±${m.max}, max |B − A| is ${max}`);
+  const cells = [hi, lo, ...(zero ? [zero] : [])];
+  const got = await comparePixels(page, cells.map(([i, j]) => [2, i, j]));
+  const want = await page.evaluate(({ vals, max }) => vals.map((v) => window.attn.diffColor(v, max)), { vals: cells.map(([i, j]) => d[i][j]), max });
+  cells.forEach(([i, j], k) => check(sameColor(got[k], want[k]), `${what}: B − A at (${i},${j}) = ${d[i][j]} drawn ${rgb(got[k])}, expected ${rgb(want[k])}`));
+  check(got[0][0] > got[0][2] + 80, `${what}: the largest B − A (${d[hi[0]][hi[1]]}) is drawn ${rgb(got[0])}, not red`);
+  check(got[1][2] > got[1][0] + 80, `${what}: the smallest B − A (${d[lo[0]][lo[1]]}) is drawn ${rgb(got[1])}, not blue`);
+  if (zero) check(sameColor(got[2], [255, 255, 255], 0), `${what}: B − A = 0 at (${zero}) is drawn ${rgb(got[2])}, not white`);
+  // A and B panels: the extreme cells of A in viridis on A's range.
+  const ranges = await page.evaluate(() => window.attn.compareRanges());
+  const [pa] = await comparePixels(page, [[0, hi[0], hi[1]]]);
+  const [ca] = await page.evaluate(([v, mx]) => [window.attn.colorFor(v, mx)], [wa[hi[0]][hi[1]], ranges.a]);
+  check(sameColor(pa, ca), `${what}: A at (${hi}) drawn ${rgb(pa)}, expected ${rgb(ca)}`);
+  return { L, S, hi: d[hi[0]][hi[1]], lo: d[lo[0]][lo[1]], zero: !!zero };
+}
+
+async function stepCompare(page) {
+  const { body: json, status } = await runAndWait(page, () => page.selectOption('[data-testid="example"]', 'causal'));
+  check(status === 200, `the causal example got HTTP ${status}`);
+  const w = weightsOf(json);
+  await selectTab(page, 'compare');
+  await page.selectOption('[data-testid="cmp-a"]', '0');
+  await page.selectOption('[data-testid="cmp-b"]', '2');
+  await page.waitForFunction(() => window.attn.state.compare.a === 0 && window.attn.state.compare.b === 2);
+  const r1 = await checkCompare(page, w[0][0], w[0][2], 'heads 0 and 2');
+  check(r1.zero, 'the causal example should have cells where both heads are zero');
+  await shot(page, 'views-compare-heads.png');
+
+  // B from a second input: as many tokens, other words.
+  const tokens = json.tokens.slice();
+  tokens[1] = 'twice';
+  tokens[tokens.length - 1] = 'sing';
+  await page.selectOption('[data-testid="cmp-input"]', 'second');
+  await page.fill('[data-testid="cmp-tokens"]', tokens.join(' '));
+  const respP = page.waitForResponse(isAttention);
+  await page.click('[data-testid="cmp-run"]');
+  const second = await (await respP).json();
+  await page.waitForFunction(() => window.attn.state.second && !window.attn.compareMaps().error, null, { timeout: 15000 });
+  check(JSON.stringify(second.tokens) === JSON.stringify(tokens), 'the second input was not sent with its tokens');
+  await page.selectOption('[data-testid="cmp-b"]', '0');
+  await page.waitForFunction(() => window.attn.state.compare.b === 0);
+  const w2 = weightsOf(second);
+  const r2 = await checkCompare(page, w[0][0], w2[0][0], 'head 0 of two inputs');
+  await shot(page, 'views-compare-inputs.png');
+  log(`  heads 0 vs 2: B − A from ${r1.lo.toFixed(3)} (blue) to ${r1.hi.toFixed(3)} (red), zeros white; ` +
+      `head 0, "${json.tokens.join(' ')}" vs "${tokens.join(' ')}": ${r2.lo.toFixed(3)} … ${r2.hi.toFixed(3)}`);
+  await page.selectOption('[data-testid="cmp-input"]', 'same');
+  await selectTab(page, 'heatmap');
+}
+
 runSuite('views.test', [
   ['open the page', stepOpen, { essential: true }],
   ['head summary: entropy and distance per head match the weights', stepSummary],
   ['keyboard: arrow keys move the cell, aria-live announces the weight', stepKeyboard],
   ['export: SVG cells have the weights\' colours; JSON is the exchange', stepExport],
+  ['compare: two heads, two inputs; B − A in blue-white-red', stepCompare],
 ], { prefix: 'views-', logName: 'server-views.log' });

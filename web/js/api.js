@@ -42,16 +42,17 @@ export function requestFromText(text) {
   return { body: text, askedAverage, title: 'Your request', pasted: true };
 }
 
-// The request in flight; sending another aborts it.
-let inflight = null;
+// The request in flight per slot ('main', or 'second' for Compare's second
+// input); sending another in the same slot aborts it.
+const inflight = {};
 
 // Sends req.body and decodes the answer: {response, text (the body as
 // received), bytes, serverTiming, timing: {fetch, decode} in ms}, {error}
 // or {aborted: true}.
-export async function postAttention(req) {
-  if (inflight) inflight.abort();
+export async function postAttention(req, slot = 'main') {
+  if (inflight[slot]) inflight[slot].abort();
   const controller = new AbortController();
-  inflight = controller;
+  inflight[slot] = controller;
   const t0 = performance.now();
   let res, text;
   try {
@@ -62,7 +63,7 @@ export async function postAttention(req) {
     if (controller.signal.aborted) return { aborted: true };
     return fail(`Could not reach the attention service: ${e.message}`);
   } finally {
-    if (inflight === controller) inflight = null;
+    if (inflight[slot] === controller) inflight[slot] = null;
   }
   const t1 = performance.now();
   let json = null;

@@ -11,8 +11,9 @@ import { AVG, matrixOf } from '../tensor.js';
 import { heatmapSvg, legendSvg, svgDocument } from '../svg.js';
 import { mapImage, mapLabel } from './maps.js';
 
-const PARTS = { heatmap: ['heatmap', 'legend'], headview: ['headview'], output: ['output-canvas', 'output-legend'] };
-const WHAT = { heatmap: 'attention weights', headview: 'head view', output: 'output' };
+const PARTS = { heatmap: ['heatmap', 'legend'], headview: ['headview'], output: ['output-canvas', 'output-legend'],
+                compare: ['compare-canvas', 'compare-legend'] };
+const WHAT = { heatmap: 'attention weights', headview: 'head view', output: 'output', compare: 'comparison' };
 
 function download(blob, name) {
   const url = URL.createObjectURL(blob);
