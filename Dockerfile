@@ -41,6 +41,9 @@ WORKDIR /app
 # read from static_dir, "web" relative to this working directory.
 COPY --from=build /src/build/attention-server /app/attention-server
 COPY --from=build /src/web /app/web
+# the default model_repository, "models" in this working directory: the
+# trained model the web client's first example runs
+COPY --from=build /src/models/digits-reverse /app/models/digits-reverse
 USER attention:attention
 EXPOSE 8080
 ENV ATTN_BIND=0.0.0.0

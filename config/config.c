@@ -65,7 +65,7 @@ static const struct opt opts[] = {
     STR(tls_key_file, OPT_FILE, "", "PEM private key of tls_cert_file"),
     STR(cors_allow_origin, OPT_ORIGINS, "",
         "origins whose pages may call the service (CORS); empty: none"),
-    STR(model_repository, OPT_FILE, "",
+    STR(model_repository, OPT_FILE, "models",
         "directory of server-held models, one subdirectory each; empty: none"),
     STR(admin_token, OPT_SECRET, "",
         "bearer token of the model repository endpoints; empty: they answer 403"),
@@ -110,6 +110,17 @@ void cfg_defaults(struct cfg *c)
     }
 }
 
+/* A value from a source (the file, the environment, a flag), not a default:
+ * cfg_set_opt, noting the settings whose default is treated apart. */
+static int set_from_source(struct cfg *c, const struct opt *o, const char *value, char *err,
+                           size_t errlen)
+{
+    int rc = cfg_set_opt(c, o, value, err, errlen);
+    if (rc == 0 && o->off == offsetof(struct cfg, model_repository))
+        c->model_repository_explicit = 1;
+    return rc;
+}
+
 int cfg_set(struct cfg *c, const char *key, const char *value, char *err, size_t errlen)
 {
     const struct opt *o = find_opt(key);
@@ -117,7 +128,7 @@ int cfg_set(struct cfg *c, const char *key, const char *value, char *err, size_t
         cfg_errf(err, errlen, "unknown key '%.64s'", key);
         return -1;
     }
-    return cfg_set_opt(c, o, value, err, errlen);
+    return set_from_source(c, o, value, err, errlen);
 }
 
 /* Trim blanks (and the '\r' of CRLF files) at both ends, in place. */
@@ -296,7 +307,7 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
                 env_name(name, sizeof name, aliases[a].name);
                 v = env_get(envp, name);
             }
-        if (v != NULL && cfg_set_opt(c, &opts[k], v, msg, sizeof msg) != 0) {
+        if (v != NULL && set_from_source(c, &opts[k], v, msg, sizeof msg) != 0) {
             cfg_errf(err, errlen, "%s: %s", name, msg);
             return -1;
         }
@@ -306,7 +317,7 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
     for (int i = 1; i < argc; i++) {
         if (next_flag(argc, argv, &i, &fl, err, errlen) != 0)
             return -1;
-        if (fl.opt != NULL && cfg_set_opt(c, fl.opt, fl.value, msg, sizeof msg) != 0) {
+        if (fl.opt != NULL && set_from_source(c, fl.opt, fl.value, msg, sizeof msg) != 0) {
             cfg_errf(err, errlen, "%.*s: %s", (int)fl.namelen, fl.name, msg);
             return -1;
         }

@@ -76,7 +76,9 @@ struct cfg {
     char tls_cert_file[256];        /* ""; PEM certificate (chain); "" = plain HTTP */
     char tls_key_file[256];         /* ""; PEM private key (both or neither: server/tls.h) */
     char cors_allow_origin[1024];   /* ""; "" = no CORS, "*", or "https://a.example,..." */
-    char model_repository[256];     /* ""; DIR/<name>/{config.json,model.safetensors}; "" = none */
+    char model_repository[256];     /* "models"; DIR/<name>/{config.json,model.safetensors}; "" = none */
+    int model_repository_explicit;  /* 1 if the file, environment or a flag set model_repository
+                                     * (cfg_set, cfg_parse): only the default may be missing */
     char admin_token[128];          /* ""; Bearer token of /v2/repository; "" = disabled (403) */
 };
 

@@ -6,11 +6,13 @@
  * still uploading are closed with 503, those being computed are still
  * answered, and the process exits 0 (server/http.h). A second SIGTERM or
  * SIGINT exits at once, with status 1. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -85,6 +87,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "attention-server: %s\n", err);
         pool_free(pool);
         return 1;
+    }
+    /* The default repository, "models" beside the working directory, may be
+     * missing (the binary run from elsewhere): then only the built-in model.
+     * One set explicitly must be there. */
+    struct stat repo_st;
+    if (!c.model_repository_explicit && c.model_repository[0] &&
+        stat(c.model_repository, &repo_st) != 0 && errno == ENOENT) {
+        fprintf(stderr, "attention-server: no model repository at '%s' (the default "
+                        "model_repository): serving the built-in model only\n",
+                c.model_repository);
+        c.model_repository[0] = '\0';
     }
     /* models load in the background: live at once, ready when loaded */
     if (repo_start(c.model_repository, stderr) != 0) {

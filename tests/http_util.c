@@ -33,15 +33,16 @@ void loud(const char *fmt, ...)
 /* Server process                                                          */
 
 
-/* Start the server with extra flags (NULL-terminated); wait for its port. */
-void server_start(struct server *s, const char *const *extra)
+/* The server with extra flags; without a model repository unless
+ * default_repo (or a flag in extra names one: the later flag wins). */
+static void start(struct server *s, const char *const *extra, int default_repo)
 {
     const char *bin = getenv("ATTN_SERVER") ? getenv("ATTN_SERVER") : "build/attention-server";
     snprintf(s->log, sizeof s->log, "/tmp/attn-test-XXXXXX");
     int fd = mkstemp(s->log);
     cr_assert_geq(fd, 0);
-    const char *argv[32] = {bin, "--port", "0", "--bind", "127.0.0.1"};
-    int argc = 5;
+    const char *argv[32] = {bin, "--port", "0", "--bind", "127.0.0.1", "--model-repository", ""};
+    int argc = default_repo ? 5 : 7;
     for (int i = 0; extra && extra[i] && argc < 30; i++)
         argv[argc++] = extra[i];
     argv[argc] = NULL;
@@ -76,6 +77,16 @@ void server_start(struct server *s, const char *const *extra)
             cr_assert_fail("server exited during start-up (log %s)", s->log);
     }
     cr_assert_gt(s->port, 0, "server did not report its port (log %s)", s->log);
+}
+
+void server_start(struct server *s, const char *const *extra)
+{
+    start(s, extra, 0);
+}
+
+void server_start_default(struct server *s, const char *const *extra)
+{
+    start(s, extra, 1);
 }
 
 /* SIGTERM and wait; returns the exit status (or 128 + signal). */
@@ -235,9 +246,8 @@ void server_still_serves(int port)
     free(a.body);
 }
 
-void server_start_ready(struct server *s, const char *const *extra)
+void server_wait_ready(struct server *s)
 {
-    server_start(s, extra);
     for (int i = 0; i < 500; i++) {
         struct answer a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
         free(a.body);
@@ -246,4 +256,10 @@ void server_start_ready(struct server *s, const char *const *extra)
         usleep(10000);
     }
     cr_assert_fail("the server did not become ready");
+}
+
+void server_start_ready(struct server *s, const char *const *extra)
+{
+    server_start(s, extra);
+    server_wait_ready(s);
 }

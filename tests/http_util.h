@@ -31,10 +31,17 @@ struct src {
  * cr_log_warn (which makes Criterion exit 1), does not fail the run. */
 void loud(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Start the server with extra flags (NULL-terminated); wait for its port. */
+/* Start the server with extra flags (NULL-terminated); wait for its port.
+ * It runs without a model repository (--model-repository "" before the
+ * extra flags, which may name one), so that the default, the models/
+ * folder of the working directory, does not change what a test sees. */
 void server_start(struct server *s, const char *const *extra);
-/* server_start(), then wait until /v2/health/ready answers 200 (the
- * models of a repository loaded). */
+/* The same with model_repository left at its default, as `make run`. */
+void server_start_default(struct server *s, const char *const *extra);
+/* Wait until /v2/health/ready answers 200 (the models of a repository
+ * loaded). */
+void server_wait_ready(struct server *s);
+/* server_start(), then server_wait_ready(). */
 void server_start_ready(struct server *s, const char *const *extra);
 /* SIGTERM and wait; returns the exit status (or 128 + signal). */
 int server_stop(struct server *s);

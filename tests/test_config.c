@@ -121,6 +121,33 @@ Test(config, defaults)
     cr_expect_str_eq(c.tls_cert_file, "");
     cr_expect_str_eq(c.tls_key_file, "");
     cr_expect_str_eq(c.cors_allow_origin, "");
+    cr_expect_str_eq(c.model_repository, "models");
+    cr_expect_eq(c.model_repository_explicit, 0);
+}
+
+/* model_repository's default may be missing at start-up (server/main.c),
+ * a value from any source may not: each source marks it as set, even to
+ * the default's own value, and even to empty. */
+Test(config, model_repository_set_by_a_source_is_explicit)
+{
+    struct cfg c;
+    char err[256] = "", path[64];
+    cr_assert_eq(parse(&c, NULL, err, sizeof err, NULL), 0, "%s", err);
+    cr_expect_str_eq(c.model_repository, "models");
+    cr_expect_eq(c.model_repository_explicit, 0, "the default is not explicit");
+    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--model-repository", "models", NULL), 0);
+    cr_expect_eq(c.model_repository_explicit, 1, "a flag, even with the default's value");
+    char *envp[] = {"ATTN_MODEL_REPOSITORY=", NULL};
+    cr_assert_eq(parse(&c, envp, err, sizeof err, NULL), 0);
+    cr_expect_str_eq(c.model_repository, "");
+    cr_expect_eq(c.model_repository_explicit, 1, "the environment, even empty");
+    write_temp(path, "model_repository = /srv/models\n");
+    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--config", path, NULL), 0, "%s", err);
+    unlink(path);
+    cr_expect_str_eq(c.model_repository, "/srv/models");
+    cr_expect_eq(c.model_repository_explicit, 1, "the file");
+    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--port", "1", NULL), 0);
+    cr_expect_eq(c.model_repository_explicit, 0, "another key leaves it unset");
 }
 
 Test(config, log_level_names)
