@@ -1,7 +1,8 @@
-// Attention viewer: builds /attention requests, sends them, draws the weights.
+// Attention viewer: builds /attention and v2 infer requests, sends them,
+// draws the weights.
 //
 // Plain ES modules, no dependencies, nothing fetched but this service's own
-// files and POST /attention. This file wires them together:
+// files, POST /attention and /v2. This file wires them together:
 //
 //   js/state.js      the one state object: update(), subscribe(), readOnlyView()
 //   js/api.js        requests (from the form or pasted text), POST, errors as data
@@ -10,12 +11,17 @@
 //   js/examples.js   the built-in examples and the requests they make
 //   js/variants.js   the attention-variant fields of a request (Hkv, RoPE, ALiBi, ...)
 //   js/canvas.js     canvas and DOM helpers shared by the views
+//   js/models.js     served models over v2: list, metadata and config, their
+//                    input (vocabulary and embedding table), binary infer
 //   js/stats.js      per-head entropy and mean attention distance, differences
+//   js/svg.js        heatmaps as SVG text (Export SVG)
 //   js/views/*.js    one module per part of the page: grid, summary, heatmap,
-//                    headview, output, status, form, export; maps.js (the
-//                    per-head images)
+//                    headview, output, compare, status, form, modelpicker,
+//                    export; maps.js (the per-head images)
 //
-// A run: build the request -> api call -> an error goes into state.lastError
+// A run: build the request (the served model chosen in the picker: v2
+// infer with binary tensors; else POST /attention) -> the call -> an error
+// goes into state.lastError
 // -> else the response goes into the state -> the subscriber below draws.
 // Everything is drawn on <canvas> (never one DOM node per cell); the weights
 // come back as base64 float32 and live in Float32Arrays.
@@ -65,7 +71,9 @@ import { markSelectedBars, renderSummary, summaryStats } from './js/views/summar
 import { headTokenPoint, initHeadView, renderHeadView } from './js/views/headview.js';
 import { renderOutput } from './js/views/output.js';
 import { renderStatus } from './js/views/status.js';
-import { applyExample, readForm, updateFormFields } from './js/views/form.js';
+import { applyExample, applyModelInput, readForm, updateFormFields } from './js/views/form.js';
+import { initModelPicker, modelOf, showModelMeta, trainedModel } from './js/views/modelpicker.js';
+import { inferV2, modelInput } from './js/models.js';
 import { compareMaps, comparePixel, compareRanges, initCompare, renderCompare } from './js/views/compare.js';
 import { exchangeJson, exportJson, exportPng, exportSvg, svgOfView } from './js/views/export.js';
 
@@ -151,26 +159,91 @@ function finish(seq, changed) {
   if (seq === state.runSeq) update({ ...changed, busy: false, runCount: state.runCount + 1 });
 }
 
+// The tokens of the form as a served model's input and the v2 parameters
+// of the mask control (none: the model's own default).
+async function sendToModel(form, slot) {
+  const info = modelOf(form.model);
+  let input;
+  try {
+    input = modelInput(info, form.tokens, form.cross ? form.keyTokens : '');
+  } catch (e) {
+    return { error: { status: 0, code: '', message: e.message } };
+  }
+  const params = {};
+  if (form.mask === 'causal' || form.mask === 'causal_lower_right') params.is_causal = true;
+  if (form.mask === 'causal_lower_right') params.causal_alignment = 'lower_right';
+  const built = performance.now();
+  const res = await inferV2(info, input, params, slot);
+  const title = `${info.name} (served model${info.trained ? ', trained' : ', on the page\'s embeddings'})`;
+  return { res, built, title, exchange: res.response &&
+           { endpoint: `POST /v2/models/${info.name}/infer`, request: res.request, response: res.answer } };
+}
+
+// One run's request and its answer: {res (api.js's answer), built (time
+// the request was ready), title, sent ({body, pasted} of a POST /attention
+// body), exchange (for Export JSON)} or {error}. tokensText replaces the
+// form's tokens (Compare's second input).
+async function send(kind, slot, tokensText) {
+  const form = kind === 'example' ? readForm() : null;
+  if (form && tokensText !== undefined) form.tokens = tokensText;
+  if (form && form.model) return sendToModel(form, slot);
+  const req = form ? requestFromForm(form) : requestFromText($('request-json').value);
+  if (req.error) return req;
+  const built = performance.now();
+  if (slot === 'main') update({ lastRequest: { body: req.body, pasted: req.pasted } });
+  const res = await postAttention(req, slot);
+  return { res, built, title: req.title,
+           exchange: res.response && { endpoint: 'POST /attention', request: req.body, response: res.text } };
+}
+
 async function run(kind) {
   const seq = state.runSeq + 1;
   update({ runSeq: seq, busy: true });
   const t0 = performance.now();
-  const req = kind === 'example' ? requestFromForm(readForm()) : requestFromText($('request-json').value);
-  if (req.error) return finish(seq, { lastError: req.error });
-  update({ lastRequest: { body: req.body, pasted: req.pasted } });
-  const t1 = performance.now();
-  const res = await postAttention(req);
+  const sent = await send(kind, 'main');
+  if (sent.error) return finish(seq, { lastError: sent.error });
+  const res = sent.res;
   if (res.aborted || seq !== state.runSeq) return;
   if (res.error) return finish(seq, { lastError: res.error });
   const t2 = performance.now();
-  update({ response: res.response, title: req.title, view: fitView(state.view, res.response), lastError: null,
-           second: null,
-           lastExchange: { endpoint: 'POST /attention', request: req.body, response: res.text } });
+  update({ response: res.response, title: sent.title, view: fitView(state.view, res.response), lastError: null,
+           second: null, lastExchange: sent.exchange });
   const t3 = performance.now();
   await nextFrame();
   const t4 = performance.now();
-  finish(seq, { lastTiming: { build: t1 - t0, ...res.timing, render: t3 - t2, total: t4 - t0,
+  finish(seq, { lastTiming: { build: sent.built - t0, ...res.timing, render: t3 - t2, total: t4 - t0,
                               serverTiming: res.serverTiming, bytes: res.bytes } });
+}
+
+// The Example list: the trained model (its example input, the model chosen
+// in the picker) or an untrained example (no model).
+function pickExample(name) {
+  const t = trainedModel();
+  $('example').value = name;
+  if (name === 'trained' && t) {
+    $('model').value = t.name;
+    applyModelInput(t);
+  } else {
+    $('model').value = '';
+    applyExample(name);
+  }
+  showModelMeta($('model').value);
+  updateFormFields();
+  run('example');
+}
+
+// The picker: a model with a vocabulary gets its example input when the
+// tokens are not in its vocabulary; no model goes back to the untrained
+// sentence example when the trained one was shown.
+function pickModel(name) {
+  const info = modelOf(name), t = trainedModel();
+  if (info && info.trained) {
+    try { modelInput(info, $('tokens').value); } catch { applyModelInput(info); }
+  }
+  if (name === '' && $('example').value === 'trained') { $('example').value = 'sentence'; applyExample('sentence'); }
+  else if (t && name === t.name) $('example').value = 'trained';
+  updateFormFields();
+  run('example');
 }
 
 // ---------------------------------------------------------------------------
@@ -178,9 +251,8 @@ async function run(kind) {
 
 const setView = (part) => update({ view: { ...state.view, ...part } });
 
-function init() {
-  applyExample('sentence');
-  $('example').addEventListener('change', () => { applyExample($('example').value); run('example'); });
+async function init() {
+  $('example').addEventListener('change', () => pickExample($('example').value));
   for (const id of ['mask', 'heads', 'embed-dim', 'rope']) $(id).addEventListener('change', updateFormFields);
   $('run').addEventListener('click', () => run('example'));
   $('run-json').addEventListener('click', () => run('json'));
@@ -218,8 +290,10 @@ function init() {
   initGrid();
   initHeatmap();
   initHeadView();
-  initCompare({ buildRequest: (text) => requestFromForm({ ...readForm(), tokens: text }),
-                post: (req) => postAttention(req, 'second') });
+  initCompare(async (text) => {
+    const sent = await send('example', 'second', text);
+    return sent.error ? sent : sent.res;
+  });
 
   // Lay out again only when the width changed (a full-page screenshot, for
   // one, resizes the window's height; that must not drop the hover).
@@ -255,7 +329,9 @@ function init() {
     headSummary: (b) => (state.response && state.response.perHead ? summaryStats(b).map((s) => ({ ...s })) : null),
   });
 
-  run('example');
+  // The first example: the served trained model when there is one.
+  await initModelPicker(pickModel);
+  pickExample(trainedModel() ? 'trained' : 'sentence');
 }
 
 init();

@@ -24,7 +24,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { OUT, check, isAttention, log, rgb, runAndWait, runSuite, sameColor, selectHead, selectTab, shot,
+import { OUT, check, isAttention, log, openPage, rgb, runAndWait, runSuite, sameColor, selectHead, selectTab, shot,
          weightsOf } from './harness.mjs';
 
 const ctx = { json: null, w: null, sent: null };
@@ -40,13 +40,10 @@ async function downloaded(page, testid) {
 }
 
 async function stepOpen(page, base) {
-  const respP = page.waitForResponse((r) => new URL(r.url()).pathname === '/attention', { timeout: 30000 });
-  await page.goto(base, { waitUntil: 'domcontentloaded' });
-  await page.waitForFunction(() => window.attn && window.attn.state.runCount > 0 && !window.attn.state.busy, null, { timeout: 30000 });
-  const resp = await respP;
-  ctx.json = await resp.json();
-  ctx.sent = resp.request().postData();
-  check(resp.status() === 200, `the first example got HTTP ${resp.status()}`);
+  const { status, body, sent } = await openPage(page, base, 'sentence');
+  check(status === 200, `the sentence example got HTTP ${status}`);
+  ctx.json = body;
+  ctx.sent = sent;
   ctx.w = weightsOf(ctx.json);
 }
 

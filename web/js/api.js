@@ -46,25 +46,33 @@ export function requestFromText(text) {
 // input); sending another in the same slot aborts it.
 const inflight = {};
 
-// Sends req.body and decodes the answer: {response, text (the body as
-// received), bytes, serverTiming, timing: {fetch, decode} in ms}, {error}
-// or {aborted: true}.
-export async function postAttention(req, slot = 'main') {
+// fetch(url, init) as the one request in flight of `slot` (a newer one in
+// the same slot aborts it), its body read as `read` ('text' or
+// 'arrayBuffer'): {res, body}, {aborted: true} or {error}.
+export async function fetchInSlot(slot, url, init, read) {
   if (inflight[slot]) inflight[slot].abort();
   const controller = new AbortController();
   inflight[slot] = controller;
-  const t0 = performance.now();
-  let res, text;
   try {
-    res = await fetch('attention', { method: 'POST', headers: { 'Content-Type': 'application/json' },
-                                     body: req.body, signal: controller.signal });
-    text = await res.text();
+    const res = await fetch(url, { ...init, signal: controller.signal });
+    return { res, body: await res[read]() };
   } catch (e) {
     if (controller.signal.aborted) return { aborted: true };
     return fail(`Could not reach the attention service: ${e.message}`);
   } finally {
     if (inflight[slot] === controller) inflight[slot] = null;
   }
+}
+
+// Sends req.body and decodes the answer: {response, text (the body as
+// received), bytes, serverTiming, timing: {fetch, decode} in ms}, {error}
+// or {aborted: true}.
+export async function postAttention(req, slot = 'main') {
+  const t0 = performance.now();
+  const sent = await fetchInSlot(slot, 'attention', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                                      body: req.body }, 'text');
+  if (sent.aborted || sent.error) return sent;
+  const { res, body: text } = sent;
   const t1 = performance.now();
   let json = null;
   try { json = JSON.parse(text); } catch { /* reported below */ }

@@ -63,7 +63,7 @@ const splitTokens = (text) => text.trim().split(/\s+/).filter(Boolean);
 // The embedding of a token: a gaussian vector (variance gain²) seeded by the
 // token's hash (case-folded, so "The" and "the" agree). The sinusoidal
 // positional encoding is added by the server (positional_encoding).
-function embed(tokens, E, gain = 1) {
+export function embed(tokens, E, gain = 1) {
   const x = new Float32Array(tokens.length * E);
   tokens.forEach((tok, i) => {
     const rng = mulberry32(fnv1a(tok.toLowerCase()) ^ 0x9e3779b9);

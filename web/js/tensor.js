@@ -38,7 +38,8 @@ export function f32Tensor(data, shape) {
 const product = (shape) => shape.reduce((a, b) => a * b, 1);
 const isObject = (t) => t && typeof t === 'object' && !Array.isArray(t);
 
-// Any of the three forms -> {shape, data: Float32Array}; `name` is for errors.
+// Any of the three forms, or {shape, data: Float32Array} already decoded
+// (a v2 binary answer) -> {shape, data: Float32Array}; `name` is for errors.
 function decodeTensor(t, name) {
   if (isObject(t) && typeof t.b64 === 'string') {
     if (t.dtype !== 'float32') throw new Error(`${name}: dtype ${t.dtype}, expected float32`);
@@ -54,6 +55,7 @@ function decodeTensor(t, name) {
     }
     return { shape: t.shape.slice(), data };
   }
+  if (isObject(t) && t.data instanceof Float32Array) return { shape: t.shape.slice(), data: t.data };
   if (isObject(t) && Array.isArray(t.data)) {
     return { shape: t.shape.slice(), data: Float32Array.from(t.data) };
   }

@@ -99,9 +99,9 @@ export const compareRanges = () => (local.layout ? { a: local.layout.ma, b: loca
 
 const setCompare = (part) => update({ compare: { ...state.compare, ...part } });
 
-// buildRequest(tokensText) -> a request as api.js makes them, for the
-// second input; post(req) -> api.js's answer.
-export function initCompare({ buildRequest, post }) {
+// runSecond(tokensText) -> the answer for the second input, as api.js's
+// postAttention gives it ({response}, {error} or {aborted}).
+export function initCompare(runSecond) {
   $('cmp-a').addEventListener('change', () => setCompare({ a: headValue($('cmp-a').value) }));
   $('cmp-b').addEventListener('change', () => setCompare({ b: headValue($('cmp-b').value) }));
   $('cmp-input').addEventListener('change', () => {
@@ -109,10 +109,8 @@ export function initCompare({ buildRequest, post }) {
     setCompare({ input: $('cmp-input').value });
   });
   $('cmp-run').addEventListener('click', async () => {
-    const req = buildRequest($('cmp-tokens').value);
-    if (req.error) { $('cmp-message').textContent = req.error.message; return; }
     $('cmp-message').textContent = 'computing…';
-    const res = await post(req);
+    const res = await runSecond($('cmp-tokens').value);
     if (res.aborted) return;
     if (res.error) { $('cmp-message').textContent = `Error: ${res.error.message}`; return; }
     update({ second: { response: res.response }, compare: { ...state.compare, input: 'second' } });

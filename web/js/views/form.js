@@ -6,6 +6,7 @@
 
 import { $ } from '../canvas.js';
 import { EXAMPLES } from '../examples.js';
+import { modelExample } from '../models.js';
 
 export function readForm() {
   return {
@@ -28,6 +29,7 @@ export function readForm() {
     windowLeft: $('window-left').value.trim(),
     windowRight: $('window-right').value.trim(),
     softcap: $('softcap').value.trim(),
+    model: $('model').value,
   };
 }
 
@@ -44,6 +46,17 @@ export function applyExample(name) {
   $('scale').value = '';
   $('seed').value = String(ex.seed);
   updateFormFields();
+}
+
+// The form for a served model with a vocabulary (models.js): its example
+// input, no key tokens, the vocabulary named in the label.
+export function applyModelInput(info) {
+  $('tokens').value = modelExample(info);
+  $('key-tokens').value = '';
+  $('key-tokens-field').hidden = true;
+  $('tokens-label').textContent = `Input (${info.name}'s tokens: ${info.config.vocab.join(' ')})`;
+  $('tokens').rows = 2;
+  $('mask').value = 'none';
 }
 
 // The KV-head choices for H heads: H itself (value '', sent as nothing),
@@ -67,4 +80,8 @@ export function updateFormFields() {
   $('rope-dim').placeholder = `d = ${Number($('embed-dim').value) / Number($('heads').value)}`;
   $('rope-fields').hidden = $('rope').value === 'off';
   $('pad-k-field').style.visibility = $('mask').value === 'padding' ? 'visible' : 'hidden';
+  // A served model brings its own widths, heads, weights and variants.
+  const model = $('model').value !== '';
+  for (const id of ['embed-dim', 'heads', 'seed', 'scale']) $(id).disabled = model;
+  $('variants').disabled = model;
 }
