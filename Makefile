@@ -37,7 +37,7 @@ CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/refer
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c config/values.c config/cpus.c
-SVC_SRC   := server/service.c server/codec_request.c server/codec_variants.c server/codec_response.c server/scan.c \
+SVC_SRC   := server/service.c server/codec_request.c server/codec_variants.c server/codec_reduce.c server/codec_response.c server/scan.c \
              server/scan_json.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
@@ -63,7 +63,7 @@ UNIT_SRC  := tests/test_attention.c tests/test_reduce.c tests/test_variants_ref.
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http
-HTTPTEST_SRC := tests/test_http.c tests/test_v2.c tests/test_http_variants.c tests/http_util.c tests/http_golden.c tests/testdata.c tests/check.c
+HTTPTEST_SRC := tests/test_http.c tests/test_v2.c tests/test_http_reduce.c tests/test_http_variants.c tests/http_util.c tests/http_golden.c tests/testdata.c tests/check.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \

@@ -79,28 +79,6 @@ static void rin_make(struct att_params *p, struct rin *r, int N, int L, int S, i
     }
 }
 
-/* Is (va, ja) before (vb, jb) in the top-k order: larger, or equal and lower? */
-static int before(float va, int ja, float vb, int jb)
-{
-    return va > vb || (va == vb && ja < jb);
-}
-
-/* The k best of a row of S by repeated selection of the best not yet taken. */
-static void naive_topk(float *vals, int32_t *idx, const float *row, int S, int k)
-{
-    for (int x = 0; x < k; x++) {
-        int best = -1;
-        for (int j = 0; j < S; j++) {
-            int taken = 0;
-            for (int y = 0; y < x && !taken; y++)
-                taken = idx[y] == j;
-            if (!taken && (best < 0 || before(row[j], j, row[best], best)))
-                best = j;
-        }
-        vals[x] = row[best], idx[x] = best;
-    }
-}
-
 /* p0 twice: with full weights, and reduced (top-k k or pool pl); both
  * checked, with their output and weights sizes. */
 struct twin {
@@ -132,16 +110,18 @@ static int topk_vs_full(const struct att_params *p0, int k,
     float *o1 = malloc(ol * sizeof *o1), *o2 = malloc(ol * sizeof *o2);
     float *wf = malloc(fl * sizeof *wf), *wr = malloc(rl * sizeof *wr);
     float *ev = malloc(rows * kk * sizeof *ev);
-    int32_t *ei = malloc(rows * kk * sizeof *ei);
+    int *ei = malloc(rows * kk * sizeof *ei);
     cr_assert(o1 && o2 && wf && wr && ev && ei);
     cr_assert_eq(fwd(o1, wf, &x.full, &err), ATT_OK, "%s", err.msg);
     cr_assert_eq(fwd(o2, wr, &x.red, &err), ATT_OK, "%s", err.msg);
     const int32_t *gi = (const int32_t *)(wr + rows * kk);
     int bad = 0;
     for (size_t r = 0; r < rows; r++) {
-        naive_topk(ev + r * kk, ei + r * kk, wf + r * S, S, kk);
+        check_topk_row(ev + r * kk, ei + r * kk, wf + r * S, S, kk);
         const int vbad = memcmp(ev + r * kk, wr + r * kk, (size_t)kk * sizeof *ev) != 0;
-        const int ibad = memcmp(ei + r * kk, gi + r * kk, (size_t)kk * sizeof *ei) != 0;
+        int ibad = 0;
+        for (int s = 0; s < kk; s++)
+            ibad |= ei[r * kk + s] != gi[r * kk + s];
         if ((vbad || ibad) && bad++ < 3)
             fprintf(stderr, "top-k row %zu (S %d, k %d): got [%g @%d, ...], want [%g @%d, ...]%s\n",
                     r, S, kk, (double)wr[r * kk], gi[r * kk], (double)ev[r * kk], ei[r * kk],
@@ -169,16 +149,7 @@ static int pool_vs_full(const struct att_params *p0, int pl,
     cr_assert(o && wf && wr && want);
     cr_assert_eq(fwd(o, wf, &x.full, &err), ATT_OK, "%s", err.msg);
     cr_assert_eq(fwd(o, wr, &x.red, &err), ATT_OK, "%s", err.msg);
-    for (size_t pn = 0; pn < planes; pn++)
-        for (int ti = 0; ti < LT; ti++)
-            for (int tj = 0; tj < ST; tj++) {
-                double s = 0.0;
-                int cells = 0;
-                for (int i = ti * pl; i < L && i < ti * pl + pl; i++)
-                    for (int j = tj * pl; j < S && j < tj * pl + pl; j++, cells++)
-                        s += (double)wf[(pn * L + i) * S + j];
-                want[(pn * LT + ti) * ST + tj] = (float)(s / cells);
-            }
+    check_pool(want, wf, planes, L, S, pl);
     const int ok = check_tensor("pooled", wr, want, rl, POOL_ATOL, POOL_RTOL);
     free(o), free(wf), free(wr), free(want);
     return ok;
