@@ -1,7 +1,7 @@
 /* test_http_reduce.c -- the reduced attention weights over HTTP
- * (weights_top_k, weights_pool), POST /attention, JSON and base64,
- * against the full weights the same server answers for the same request;
- * the refusals and max_weights_elements; and L = S = 4096 with 16
+ * (weights_top_k, weights_pool), POST /attention and v2, JSON, base64 and
+ * binary, against the full weights the same server answers for the same
+ * request; the refusals and max_weights_elements; and L = S = 4096 with 16
  * heads under the default limits, with its time and the server's peak
  * memory. */
 #include <criterion/criterion.h>
@@ -291,6 +291,170 @@ Test(http_reduce, attention_refusals_and_max_weights_elements, .timeout = 60)
         json_decref(x);
     }
     json_decref(r);
+    hcase_free(&c);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* v2                                                                      */
+
+static json_t *v2_input(const char *name, const char *dtype, const float *x, const uint8_t *b,
+                        const long long *shape, int nd)
+{
+    json_t *sh = json_array(), *data = json_array();
+    size_t n = 1;
+    for (int d = 0; d < nd; d++)
+        n *= (size_t)shape[d], json_array_append_new(sh, json_integer(shape[d]));
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(data, x ? json_real((double)x[i]) : json_boolean(b[i]));
+    return json_pack("{s:s, s:s, s:o, s:o}", "name", name, "datatype", dtype, "shape", sh,
+                     "data", data);
+}
+
+/* c as a v2 infer request to the built-in model; params and outputs added. */
+static json_t *v2_body(const struct hcase *c, json_t *params, json_t *outputs)
+{
+    const int b = c->batched;
+    const long long qs[3] = {c->N, c->L, c->E}, ks[3] = {c->N, c->S, c->E};
+    const long long ws[2] = {3LL * c->E, c->E}, ps[2] = {c->N, c->S};
+    json_t *in = json_array();
+    json_array_append_new(in, v2_input("query", "FP32", c->q, NULL, qs + !b, 3 - !b));
+    json_array_append_new(in, v2_input("key", "FP32", c->k, NULL, ks + !b, 3 - !b));
+    json_array_append_new(in, v2_input("value", "FP32", c->v, NULL, ks + !b, 3 - !b));
+    json_array_append_new(in, v2_input("in_proj_weight", "FP32", c->w, NULL, ws, 2));
+    if (c->mask == HM_PAD)
+        json_array_append_new(in, v2_input("key_padding_mask", "BOOL", NULL, c->pad, ps + !b,
+                                           2 - !b));
+    json_object_set_new(params, "num_heads", json_integer(c->H));
+    json_object_set_new(params, "average_attn_weights", json_boolean(c->avg));
+    if (c->mask == HM_CAUSAL)
+        json_object_set_new(params, "is_causal", json_true());
+    json_t *r = json_pack("{s:o, s:o}", "parameters", params, "inputs", in);
+    if (outputs)
+        json_object_set_new(r, "outputs", outputs);
+    return r;
+}
+
+static struct answer v2_post(int port, json_t *r)
+{
+    char *body = json_dumps(r, JSON_COMPACT);
+    struct answer a = infer(port, "attention", body, strlen(body), -1);
+    free(body);
+    json_decref(r);
+    return a;
+}
+
+/* Output name of a (JSON or binary), its element count checked. */
+static float *v2_out(const struct answer *a, const char *name, size_t want, const char *dtype)
+{
+    size_t n = 0;
+    json_t *shape = NULL;
+    float *f = output_of(a, name, &n, &shape);
+    cr_assert_not_null(f, "no output %s: %.300s", name, a->body);
+    cr_assert_eq(n, want, "%s: %zu elements, want %zu", name, n, want);
+    json_decref(shape);
+    json_t *h = answer_head(a);
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(h, "outputs"), i, o)
+        if (!strcmp(json_string_value(json_object_get(o, "name")), name))
+            cr_assert_str_eq(json_string_value(json_object_get(o, "datatype")), dtype);
+    json_decref(h);
+    return f;
+}
+
+Test(http_reduce, v2_topk_and_pool_json_and_binary_match_the_full_weights, .timeout = 120)
+{
+    struct server s;
+    server_start(&s, NULL);
+    for (int v = 0; v < 4; v++) {
+        struct hcase c = {.batched = v % 2, .N = 1 + v % 2, .L = 9, .S = 6 + v, .H = 2,
+                          .E = 4, .mask = v % 3, .avg = v == 2};
+        hcase_make(&c, 100 + (unsigned long long)v);
+        struct answer a = v2_post(s.port, v2_body(&c, json_object(), NULL));
+        cr_assert_eq(a.status, 200, "%.300s", a.body);
+        const size_t planes = (size_t)c.N * (c.avg ? 1 : c.H), rows = planes * c.L;
+        float *full = v2_out(&a, "attention_weights", rows * c.S, "FP32");
+        free(a.body);
+        for (int bin = 0; bin < 2; bin++) {
+            const int k = 4;
+            json_t *pr = json_pack("{s:i, s:b}", "weights_top_k", k, "binary_data_output", bin);
+            a = v2_post(s.port, v2_body(&c, pr, NULL));
+            cr_assert_eq(a.status, 200, "%.300s", a.body);
+            float *vals = v2_out(&a, "attention_weights_top_k_values", rows * k, "FP32");
+            float *idx = v2_out(&a, "attention_weights_top_k_indices", rows * k, "INT32");
+            cr_assert_eq(check_topk(full, rows, c.S, k, vals, idx, bin), 0, "v %d bin %d", v, bin);
+            cr_assert(strstr(a.body, "\"attention_weights\"") == NULL);
+            free(vals), free(idx), free(a.body);
+
+            pr = json_pack("{s:i, s:b}", "weights_pool", 4, "binary_data_output", bin);
+            a = v2_post(s.port, v2_body(&c, pr, NULL));
+            cr_assert_eq(a.status, 200, "%.300s", a.body);
+            const size_t np = planes * ((c.L - 1) / 4 + 1) * ((c.S - 1) / 4 + 1);
+            float *got = v2_out(&a, "attention_weights_pooled", np, "FP32");
+            float *want = naive_pool(full, planes, c.L, c.S, 4);
+            cr_assert(check_tensor("pooled", got, want, np, POOL_ATOL, POOL_RTOL));
+            free(got), free(want), free(a.body);
+        }
+        /* outputs: the indices alone, as binary */
+        json_t *outs = json_pack("[{s:s, s:{s:b}}]", "name", "attention_weights_top_k_indices",
+                                 "parameters", "binary_data", 1);
+        a = v2_post(s.port, v2_body(&c, json_pack("{s:i}", "weights_top_k", 2), outs));
+        cr_assert_eq(a.status, 200, "%.300s", a.body);
+        json_t *h = answer_head(&a);
+        cr_assert_eq(json_array_size(json_object_get(h, "outputs")), 1);
+        json_decref(h);
+        float *idx = v2_out(&a, "attention_weights_top_k_indices", rows * 2, "INT32");
+        float *vals = malloc(rows * 2 * sizeof *vals); /* the values from the full weights */
+        for (size_t r = 0; r < rows; r++)
+            for (int x = 0; x < 2; x++) {
+                int32_t j;
+                memcpy(&j, &idx[r * 2 + x], sizeof j);
+                cr_assert(j >= 0 && j < c.S);
+                vals[r * 2 + x] = full[r * c.S + j];
+            }
+        cr_assert_eq(check_topk(full, rows, c.S, 2, vals, idx, 1), 0);
+        free(idx), free(vals), free(a.body), free(full);
+        hcase_free(&c);
+    }
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(http_reduce, v2_refusals_and_outputs_the_parameters_do_not_make, .timeout = 60)
+{
+    struct server s;
+    server_start(&s, NULL);
+    struct hcase c = {.batched = 1, .N = 1, .L = 4, .S = 4, .H = 1, .E = 2};
+    hcase_make(&c, 9);
+    static const struct {
+        const char *params, *outputs, *text;
+    } cases[] = {
+        {"{\"weights_top_k\": 2, \"weights_pool\": 2}", NULL,
+         "parameters.weights_top_k and parameters.weights_pool cannot be used together"},
+        {"{\"weights_top_k\": 2, \"need_weights\": false}", NULL, "need_weights is false"},
+        {"{\"weights_pool\": 2.0}", NULL, "parameters.weights_pool must be an integer >= 1"},
+        {"{\"weights_top_k\": 0}", NULL, "parameters.weights_top_k must be an integer >= 1"},
+        {"{\"weights_top_k\": 2}", "[{\"name\": \"attention_weights\"}]",
+         "the full weights are never made"},
+        {"{}", "[{\"name\": \"attention_weights_pooled\"}]", "needs parameters.weights_pool"},
+        {"{\"weights_pool\": 2}", "[{\"name\": \"attention_weights_top_k_values\"}]",
+         "needs parameters.weights_top_k"},
+        {"{\"weights_top_k\": 2}", "[{\"name\": \"attention_weights_topk\"}]", "unknown output"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *pr = json_loads(cases[i].params, 0, NULL);
+        json_t *outs = cases[i].outputs ? json_loads(cases[i].outputs, 0, NULL) : NULL;
+        struct answer a = v2_post(s.port, v2_body(&c, pr, outs));
+        expect_v2_error(&a, 400, cases[i].text);
+        free(a.body);
+    }
+    /* the metadata lists the reduced outputs */
+    struct answer a = request(s.port, "GET", "/v2/models/attention", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    cr_assert(strstr(a.body, "\"attention_weights_top_k_indices\",\"datatype\":\"INT32\""),
+              "%.600s", a.body);
+    cr_assert(strstr(a.body, "\"attention_weights_pooled\""));
+    free(a.body);
     hcase_free(&c);
     cr_assert_eq(server_stop(&s), 0);
 }
