@@ -118,7 +118,10 @@ function showResponse() {
   $('batch-field').hidden = !(r.N > 1);
   for (let b = 0; b < r.N; b++) sel.add(new Option(String(b), String(b)));
   sel.value = String(state.view.batch);
-  $('heads-sub').textContent = `${state.title} · L = ${r.L}, S = ${r.S}, H = ${r.H}, E = ${r.E}` +
+  const x = r.reduced;
+  const sizes = !x ? `L = ${r.L}, S = ${r.S}` : x.kind === 'pool'
+    ? `L = ${x.L}, S = ${x.S}, pooled p = ${x.p}: ${r.L} × ${r.S} tiles` : `L = ${r.L}, S = ${r.S}, top ${x.k} of each row`;
+  $('heads-sub').textContent = `${state.title} · ${sizes}, H = ${r.H}, E = ${r.E}` +
     (r.N > 1 ? `, N = ${r.N}` : '');
   showTab();
   renderAll();
@@ -253,7 +256,7 @@ const setView = (part) => update({ view: { ...state.view, ...part } });
 
 async function init() {
   $('example').addEventListener('change', () => pickExample($('example').value));
-  for (const id of ['mask', 'heads', 'embed-dim', 'rope']) $(id).addEventListener('change', updateFormFields);
+  for (const id of ['mask', 'heads', 'embed-dim', 'rope', 'weights-mode']) $(id).addEventListener('change', updateFormFields);
   $('run').addEventListener('click', () => run('example'));
   $('run-json').addEventListener('click', () => run('json'));
   for (const id of ['tokens', 'key-tokens', 'request-json']) {

@@ -15,6 +15,10 @@ import { EXAMPLES, buildExampleRequest } from './examples.js';
 import { decodeResponse } from './tensor.js';
 import { variantSummary } from './variants.js';
 
+// What a request asks for instead of the full weights: {pool: p}, {topK: k} or null.
+const reduceOf = (req) => (Number.isInteger(req.weights_pool) ? { pool: req.weights_pool }
+                         : Number.isInteger(req.weights_top_k) ? { topK: req.weights_top_k } : null);
+
 const fail = (message, status = 0, code = '') => ({ error: { status, code, message } });
 
 // A request for the sidebar's form (examples.js buildExampleRequest):
@@ -23,7 +27,7 @@ export function requestFromForm(form) {
   try {
     const req = buildExampleRequest(form);
     const variants = variantSummary(req);
-    return { body: JSON.stringify(req), askedAverage: false, pasted: false,
+    return { body: JSON.stringify(req), askedAverage: false, pasted: false, reduce: reduceOf(req),
              title: EXAMPLES[form.example].title + (variants ? ` · ${variants}` : '') };
   } catch (e) {
     return fail(e.message);
@@ -38,8 +42,9 @@ export function requestFromText(text) {
   if (!text.trim()) return fail('Paste a request JSON into the box (or upload a file) first.');
   let parsed;
   try { parsed = JSON.parse(text); } catch { parsed = undefined; }
-  const askedAverage = !!parsed && typeof parsed === 'object' && parsed.average_attn_weights === true;
-  return { body: text, askedAverage, title: 'Your request', pasted: true };
+  const obj = !!parsed && typeof parsed === 'object';
+  const askedAverage = obj && parsed.average_attn_weights === true;
+  return { body: text, askedAverage, title: 'Your request', pasted: true, reduce: obj ? reduceOf(parsed) : null };
 }
 
 // The request in flight per slot ('main', or 'second' for Compare's second
@@ -84,7 +89,7 @@ export async function postAttention(req, slot = 'main') {
   let response;
   try {
     if (!json) throw new Error('the body is not JSON');
-    response = decodeResponse(json, req.askedAverage);
+    response = decodeResponse(json, req.askedAverage, req.reduce);
   } catch (e) {
     return fail(`Could not read the service's answer: ${e.message}`);
   }

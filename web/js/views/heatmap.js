@@ -10,7 +10,8 @@ import { state } from '../state.js';
 import { $, COLORS, FONT, availableWidth, clearOverlay, drawCaption, drawRowLabels, ellipsize, sizeCanvas,
          tickStep } from '../canvas.js';
 import { VIRIDIS, drawLegend, formatValue } from '../colors.js';
-import { matrixOf } from '../tensor.js';
+import { AVG, matrixOf } from '../tensor.js';
+import { reducedNote } from '../reduced.js';
 import { mapImage, mapLabel } from './maps.js';
 
 // What this view alone knows: the layout of its last drawing ({left, top,
@@ -47,7 +48,10 @@ export function renderHeatmap() {
   const right = labels ? Math.ceil(colW * Math.SQRT1_2) + 8 : 10;
   cell = Math.max(1, Math.min(cell, Math.floor((avail - left - right) / S) || 1));
   const gw = S * cell, gh = L * cell;
-  const caption = `rows: query (L = ${L})   columns: key (S = ${S})`;
+  const x = r.reduced;
+  const caption = x && x.kind === 'pool'
+    ? `rows: query tiles (L = ${x.L} in ${L})   columns: key tiles (S = ${x.S} in ${S}); each cell the mean of ${x.p} × ${x.p} weights`
+    : `rows: query (L = ${L})   columns: key (S = ${S})` + (x ? `; each row's top ${x.k}, the rest drawn as 0` : '');
   measure.font = `11px ${FONT}`;
   const W = Math.max(left + gw + right, left + Math.ceil(measure.measureText(caption).width) + 8), Hh = top + gh + 28;
   const ctx = sizeCanvas(canvas, W, Hh);
@@ -144,7 +148,12 @@ function showTooltip(at, i, j) {
   $('tip-kj').textContent = `#${j}`;
   $('tip-weight').textContent = String(w);    // the float32 exactly, shortest round-trip form
   $('tip-head').textContent = mapLabel() + (w < threshold ? ' · below threshold (hidden)' : '');
-  $('heatmap-live').textContent = `query ${i} "${r.tokens[i]}", key ${j} "${r.keyTokens[j]}", weight ${w}`;
+  const note = head === AVG && r.reduced && r.reduced.kind === 'topk' ? 'the mean over heads of their top-k maps'
+             : reducedNote(r, (r.perHead ? batch * r.H + (head === AVG ? 0 : head) : batch) * r.L, i, j);
+  $('tip-note').textContent = note;
+  $('tip-note').hidden = !note;
+  $('heatmap-live').textContent = `query ${i} "${r.tokens[i]}", key ${j} "${r.keyTokens[j]}", weight ${w}` +
+                                  (note ? ` (${note})` : '');
   const tip = $('tooltip');
   tip.hidden = false;
   const tw = tip.offsetWidth, th = tip.offsetHeight;

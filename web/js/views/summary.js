@@ -57,7 +57,7 @@ function chart(svg, y0, bw, { key, title, unit, values }) {
 export function renderSummary() {
   const r = state.response, box = $('head-summary');
   box.textContent = '';
-  box.hidden = !(r && r.weights && r.perHead);
+  box.hidden = !(r && r.weights && r.perHead && !r.reduced);   // entropy and distance need the full rows
   if (box.hidden) return;
   const stats = summaryStats(state.view.batch);
   const n = stats.length;
