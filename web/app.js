@@ -74,6 +74,7 @@ import { renderStatus } from './js/views/status.js';
 import { applyExample, applyModelInput, readForm, updateFormFields } from './js/views/form.js';
 import { initModelPicker, modelOf, showModelMeta, trainedModel } from './js/views/modelpicker.js';
 import { inferV2, modelInput } from './js/models.js';
+import { reduceFor } from './js/reduced.js';
 import { compareMaps, comparePixel, compareRanges, initCompare, renderCompare } from './js/views/compare.js';
 import { exchangeJson, exportJson, exportPng, exportSvg, svgOfView } from './js/views/export.js';
 
@@ -175,8 +176,9 @@ async function sendToModel(form, slot) {
   const params = {};
   if (form.mask === 'causal' || form.mask === 'causal_lower_right') params.is_causal = true;
   if (form.mask === 'causal_lower_right') params.causal_alignment = 'lower_right';
+  const reduce = reduceFor(input.tokens.length, input.keyTokens.length, info.H, form.weightsMode);
   const built = performance.now();
-  const res = await inferV2(info, input, params, slot);
+  const res = await inferV2(info, input, params, slot, reduce);
   const title = `${info.name} (served model${info.trained ? ', trained' : ', on the page\'s embeddings'})`;
   return { res, built, title, exchange: res.response &&
            { endpoint: `POST /v2/models/${info.name}/infer`, request: res.request, response: res.answer } };

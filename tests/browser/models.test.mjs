@@ -12,7 +12,10 @@
 // differ), shows the model's metadata, and draws weights that equal the
 // same request made here in v2's JSON form, every head, and every cell of
 // the large heatmap has the colour of its weight. Export JSON of a v2
-// exchange holds the inputs and outputs with their data.
+// exchange holds the inputs and outputs with their data. Pooled (p = 2)
+// and top-k (k = 2) weights of a model through v2 (weights_pool /
+// weights_top_k, binary FP32 and INT32 outputs) equal the tile means and
+// the rows' largest of the full weights the page drew for the same input.
 // Screenshots: build/browser/models-*.png. Plumbing: tests/browser/harness.mjs.
 
 import { check, checkHeatmapShows, log, openPage, parseV2Body, runAndWait, runSuite, shot } from './harness.mjs';
@@ -93,11 +96,60 @@ async function stepExportJson(page) {
   const pm = await page.evaluate(() => window.attn.matrix(0, 0));
   check(pm.every((row, i) => row.every((v, j) => v === w.data[i * S + j])), 'Export JSON: the weights differ from the drawn ones');
   log(`  Export JSON of a v2 exchange: the query (${q.shape}) and the weights (${w.shape}) with their data`);
-  await page.selectOption('[data-testid="model"]', '');
+}
+
+// Pooled and top-k weights of a served model through v2 (binary INT32
+// indices too), against the full weights the page drew for the same input.
+async function stepReduced(page) {
+  const name = ctx.names.find((n) => n === 'mha_f32') || ctx.names[0];
+  await page.selectOption('[data-testid="weights-mode"]', 'full');
+  const full = await runAndWait(page, () => page.selectOption('[data-testid="model"]', name), 60000, { v2: true });
+  check(full.status === 200, `${name}: HTTP ${full.status}`);
+  const H = await page.evaluate(() => window.attn.state.response.H);
+  const fm = [];
+  for (let h = 0; h < H; h++) fm.push(await page.evaluate((h) => window.attn.matrix(0, h), h));
+  const L = fm[0].length, S = fm[0][0].length;
+  const runAs = async (mode, n) => {
+    await page.selectOption('[data-testid="weights-mode"]', mode);
+    await page.fill('[data-testid="weights-param"]', String(n));
+    const r = await runAndWait(page, () => page.click('[data-testid="run"]'), 60000, { v2: true });
+    check(r.status === 200, `${name} ${mode} ${n}: HTTP ${r.status}`);
+    const req = r.resp.request();
+    return parseV2Body(req.postDataBuffer(), Number((await req.allHeaders())['inference-header-content-length'])).header;
+  };
+  const p = 2;
+  const hp = await runAs('pool', p);
+  check(hp.parameters.weights_pool === p && hp.outputs.some((o) => o.name === 'attention_weights_pooled'),
+        `${name}: the pooled request is ${JSON.stringify(hp)}`);
+  let worst = 0;
+  for (let h = 0; h < H; h++) {
+    const got = await page.evaluate((h) => window.attn.matrix(0, h), h);
+    check(got.length === Math.ceil(L / p) && got[0].length === Math.ceil(S / p), `${name}: pooled head ${h} is ${got.length} x ${got[0].length}`);
+    got.forEach((row, a) => row.forEach((v, b) => {
+      let sum = 0, n = 0;
+      for (let i = a * p; i < Math.min(L, (a + 1) * p); i++) for (let j = b * p; j < Math.min(S, (b + 1) * p); j++) { sum += fm[h][i][j]; n++; }
+      worst = Math.max(worst, Math.abs(v - sum / n));
+    }));
+  }
+  check(worst <= 1e-6, `${name}: pooled tiles differ from the full weights' means by up to ${worst}`);
+  await checkHeatmapShows(page, await page.evaluate(() => window.attn.matrix(0, window.attn.state.view.head === 'avg' ? 0 : window.attn.state.view.head)), `${name} pooled`);
+  const k = 2;
+  const hk = await runAs('topk', k);
+  check(hk.parameters.weights_top_k === k, `${name}: the top-k request is ${JSON.stringify(hk.parameters)}`);
+  for (let h = 0; h < H; h++) {
+    const got = await page.evaluate((h) => window.attn.matrix(0, h), h);
+    fm[h].forEach((row, i) => {
+      const top = row.map((v, j) => [v, j]).sort((x, y) => y[0] - x[0] || x[1] - y[1]).slice(0, k).map(([, j]) => j);
+      got[i].forEach((v, j) => check(v === (top.includes(j) ? row[j] : 0), `${name} top-${k} head ${h} (${i},${j}): ${v}`));
+    });
+  }
+  log(`  ${name} through v2: pooled p = ${p} = the full weights' tile means (max |Δ| ${worst.toExponential(1)}), top-${k} = each row's largest`);
+  await page.selectOption('[data-testid="weights-mode"]', 'auto');
 }
 
 runSuite('models.test', [
   ['the picker lists the served models', stepOpen, { essential: true }],
   ['each served model: v2 binary infer, drawn weights = the direct request\'s', stepEachModel],
   ['Export JSON of a v2 exchange', stepExportJson],
+  ['pooled and top-k weights of a served model through v2', stepReduced],
 ], { prefix: 'models-', logName: 'server-models.log', serverArgs: ['--model-repository', 'tests/models/repo'] });

@@ -7,7 +7,9 @@
 //   const names = await listModels();                  // ['digits-reverse', ...] (not the built-in)
 //   const info = await modelInfo('digits-reverse');    // {name, meta, config, E, kdim, vdim, H, trained}
 //   const input = modelInput(info, text, keyText);     // {tokens, keyTokens, query, key?, value?} or throws RangeError
-//   const res = await inferV2(info, input, params);    // {response, request, answer, bytes, timing} or {error} / {aborted}
+//   const res = await inferV2(info, input, params, slot, reduce);
+//                       // {response, request, answer, bytes, timing} or {error} / {aborted};
+//                       // reduce (reduced.js): pooled or top-k outputs instead of the weights
 //
 // Binary tensors (README "Infer, binary tensors"): the request body is the
 // JSON header, then each input's little-endian float32 bytes in the order
@@ -113,15 +115,16 @@ function leBytes(f32) {
   return out;
 }
 
-function floatsAt(buf, offset, n) {
-  const dv = new DataView(buf, offset, n * 4), out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = dv.getFloat32(4 * i, true);
+// n little-endian float32s (or int32s) at byte `offset` of buf.
+function numbersAt(buf, offset, n, int32) {
+  const dv = new DataView(buf, offset, n * 4), out = int32 ? new Int32Array(n) : new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = int32 ? dv.getInt32(4 * i, true) : dv.getFloat32(4 * i, true);
   return out;
 }
 
-// The v2 request for `input` with extra `params`: {header (object),
+// The v2 request for `input` with extra `params`, asking for `outputs`: {header (object),
 // headerLength (its bytes), body (Uint8Array: the header, then the tensors), tensors}.
-export function v2Request(input, params = {}) {
+export function v2Request(input, params = {}, outputs = ['output', 'attention_weights']) {
   const tensors = [['query', input.query, input.tokens.length, input.query.length / input.tokens.length]];
   if (input.key) tensors.push(['key', input.key, input.keyTokens.length, input.key.length / input.keyTokens.length]);
   if (input.value) tensors.push(['value', input.value, input.keyTokens.length, input.value.length / input.keyTokens.length]);
@@ -129,7 +132,7 @@ export function v2Request(input, params = {}) {
     parameters: { ...params, binary_data_output: true },
     inputs: tensors.map(([name, data, rows, cols]) => ({ name, shape: [rows, cols], datatype: 'FP32',
                                                          parameters: { binary_data_size: data.byteLength } })),
-    outputs: [{ name: 'output' }, { name: 'attention_weights' }],
+    outputs: outputs.map((name) => ({ name })),
   };
   const headerBytes = new TextEncoder().encode(JSON.stringify(header));
   const body = new Uint8Array(headerBytes.length + tensors.reduce((a, t) => a + t[1].byteLength, 0));
@@ -143,8 +146,11 @@ export function v2Request(input, params = {}) {
 // decoded as tensor.js decodeResponse does a POST /attention answer, the
 // tokens as labels. `request` and `answer` are JSON texts of the exchange
 // with the binary tensors written as "data" (for Export JSON).
-export async function inferV2(info, input, params = {}, slot = 'main') {
-  const req = v2Request(input, params);
+export async function inferV2(info, input, params = {}, slot = 'main', reduce = null) {
+  const weightsOut = !reduce ? ['attention_weights'] : reduce.pool ? ['attention_weights_pooled']
+                   : ['attention_weights_top_k_values', 'attention_weights_top_k_indices'];
+  const req = v2Request(input, { ...params, ...(reduce && reduce.pool ? { weights_pool: reduce.pool } : {}),
+                                 ...(reduce && reduce.topK ? { weights_top_k: reduce.topK } : {}) }, ['output', ...weightsOut]);
   const t0 = performance.now();
   const sent = await fetchInSlot(slot, `v2/models/${encodeURIComponent(info.name)}/infer`, {
     method: 'POST', body: req.body,
@@ -166,20 +172,23 @@ export async function inferV2(info, input, params = {}, slot = 'main') {
       const n = o.shape.reduce((a, b) => a * b, 1);
       if (o.parameters && o.parameters.binary_data_size !== undefined) {
         if (o.parameters.binary_data_size !== 4 * n || off + 4 * n > buf.byteLength) throw new Error(`output ${o.name}: bad binary size`);
-        out[o.name] = { shape: o.shape, data: floatsAt(buf, off, n) };
+        out[o.name] = { shape: o.shape, data: numbersAt(buf, off, n, o.datatype === 'INT32') };
         off += 4 * n;
       } else {
-        out[o.name] = { shape: o.shape, data: Float32Array.from(o.data.flat(Infinity)) };
+        out[o.name] = { shape: o.shape, data: (o.datatype === 'INT32' ? Int32Array : Float32Array).from(o.data.flat(Infinity)) };
       }
     }
-    const w = out.attention_weights, o = out.output;
-    if (!w || !o) throw new Error('the answer lacks output or attention_weights');
-    const r4 = w.shape.length === 4;
+    const o = out.output;
+    const weights = !reduce ? { attention_weights: out.attention_weights }
+      : reduce.pool ? { attention_weights_pooled: out.attention_weights_pooled }
+      : { attention_weights_top_k: { values: out.attention_weights_top_k_values, indices: out.attention_weights_top_k_indices } };
+    if (!o || Object.values(weights).some((w) => !w || (w.values === undefined && !w.data) || (w.values !== undefined && !(w.values && w.indices))))
+      throw new Error(`the answer lacks output or ${weightsOut.join(' / ')}`);
     const response = decodeResponse({
-      batch: r4 ? w.shape[0] : 1, num_heads: w.shape[r4 ? 1 : 0], target_len: w.shape[r4 ? 2 : 1],
-      source_len: w.shape[r4 ? 3 : 2], embed_dim: o.shape[o.shape.length - 1], head_dim: info.meta.parameters.head_dim,
-      output: o, attention_weights: w, tokens: input.tokens, key_tokens: input.keyTokens, model: info.name,
-    }, false);
+      batch: 1, num_heads: info.H, target_len: input.tokens.length, source_len: input.keyTokens.length,
+      embed_dim: o.shape[o.shape.length - 1], head_dim: info.meta.parameters.head_dim,
+      output: o, ...weights, tokens: input.tokens, key_tokens: input.keyTokens, model: info.name,
+    }, false, reduce);
     const withData = (h, arrays) => ({ ...h, [h.inputs ? 'inputs' : 'outputs']: (h.inputs || h.outputs).map((t, k) => {
       const { parameters, ...rest } = t;
       const p = { ...(parameters || {}) };
