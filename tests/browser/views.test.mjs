@@ -9,7 +9,8 @@
 //       bars' heights are in the values' order, clicking a bar selects its
 //       head;
 //   keyboard: the focused heatmap moves its highlighted cell with the arrow
-//       keys (clamped at the edges; Home / End), and the aria-live region
+//       keys (clamped at the edges; Home / End; Page Down / Up change the
+//       head on the same cell), and the aria-live region
 //       announces query, key and the exact weight of the response;
 //   compare: heads A and B of the causal example side by side and B − A:
 //       the maps equal the response's heads, the difference's pixels are
@@ -110,6 +111,15 @@ async function stepKeyboard(page) {
     check(w === m[i][j], `announced weight ${w}, the response has ${m[i][j]}`);
     check(await page.isVisible('[data-testid="tooltip"]'), 'the tooltip is not shown for the keyboard cell');
   }
+  // Page Down: the next head, the same cell, announced with that head's weight.
+  await page.keyboard.press('PageDown');
+  await page.waitForFunction(() => window.attn.state.view.head === 1);
+  const cell = await page.evaluate(() => window.attn.highlightedCell());
+  const said = await page.textContent('[data-testid="heatmap-live"]');
+  check(cell && cell.i === L - 2 && cell.j === 0, `after Page Down the highlighted cell is ${JSON.stringify(cell)}`);
+  check(said.endsWith(`weight ${ctx.w[0][1][L - 2][0]}`), `after Page Down the live region says "${said}", head 1 has ${ctx.w[0][1][L - 2][0]}`);
+  await page.keyboard.press('PageUp');
+  await page.waitForFunction(() => window.attn.state.view.head === 0);
   await shot(page, 'views-keyboard.png');
   log(`  ${moves.reduce((a, [k]) => a + k.length, 0)} key presses: cell clamped at the edges, each announced with the response's weight`);
   await page.keyboard.press('Tab');

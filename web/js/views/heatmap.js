@@ -4,15 +4,16 @@
 // without smoothing; hovering only redraws a transparent overlay.
 // Keyboard: the overlay takes the focus; the arrow keys move the
 // highlighted cell (clamped at the edges), Home / End go to the row's first
-// / last key, and each move is announced in #heatmap-live (aria-live).
+// / last key, Page Down / Page Up to the next / previous head on the same
+// cell, and each move is announced in #heatmap-live (aria-live).
 
 import { state } from '../state.js';
 import { $, COLORS, FONT, availableWidth, clearOverlay, drawCaption, drawRowLabels, ellipsize, sizeCanvas,
          tickStep } from '../canvas.js';
 import { VIRIDIS, drawLegend, formatValue } from '../colors.js';
-import { AVG, matrixOf } from '../tensor.js';
+import { AVG, headsOf, matrixOf } from '../tensor.js';
 import { reducedNote } from '../reduced.js';
-import { mapImage, mapLabel } from './maps.js';
+import { mapImage, mapLabel, selectHead } from './maps.js';
 
 // What this view alone knows: the layout of its last drawing ({left, top,
 // cell, L, S} in CSS pixels) and the cell under the pointer ({i, j}).
@@ -21,6 +22,9 @@ const local = { layout: null, hover: null };
 export function renderHeatmap() {
   const r = state.response;
   const canvas = $('heatmap'), overlay = $('heatmap-overlay');
+  // The keyboard's cell survives a redraw (another head, the threshold)
+  // while the map has the focus; the pointer's does not.
+  const kept = document.activeElement === overlay ? local.hover : null;
   local.hover = null;
   hideTooltip();
   if (!r || !r.weights) {
@@ -80,6 +84,7 @@ export function renderHeatmap() {
   }
   drawCaption(ctx, caption, left, top + gh + 10);
   local.layout = { left, top, cell, L, S };
+  if (kept && kept.i < L && kept.j < S) moveKeyboard(0, 0, null, kept);
 
   const thr = state.view.threshold;
   drawLegend($('legend'), {
@@ -188,6 +193,13 @@ export function initHeatmap() {
   overlay.addEventListener('focus', () => { if (!local.hover) moveKeyboard(0, 0, null); });
   overlay.addEventListener('blur', () => { local.hover = null; drawHover(); hideTooltip(); });
   overlay.addEventListener('keydown', (ev) => {
+    if ((ev.key === 'PageDown' || ev.key === 'PageUp') && state.response && state.response.weights) {
+      ev.preventDefault();
+      const heads = headsOf(state.response);
+      const k = heads.indexOf(state.view.head) + (ev.key === 'PageDown' ? 1 : -1);
+      selectHead(heads[(k + heads.length) % heads.length]);   // the redraw keeps and announces the cell
+      return;
+    }
     const step = KEYS[ev.key];
     if (!step || !local.layout) return;
     ev.preventDefault();
@@ -198,10 +210,10 @@ export function initHeatmap() {
 // Key -> [row step, column step]; Home / End are handled in moveKeyboard.
 const KEYS = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1], Home: [0, 0], End: [0, 0] };
 
-function moveKeyboard(di, dj, key) {
+function moveKeyboard(di, dj, key, from = local.hover) {
   const g = local.layout;
   if (!g) return;
-  const h = local.hover || { i: 0, j: 0 };
+  const h = from || { i: 0, j: 0 };
   const clamp = (v, n) => Math.max(0, Math.min(n - 1, v));
   const i = clamp(h.i + di, g.L);
   const j = key === 'Home' ? 0 : key === 'End' ? g.S - 1 : clamp(h.j + dj, g.S);

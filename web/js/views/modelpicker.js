@@ -53,7 +53,14 @@ export async function initModelPicker(onPick) {
   const sel = $('model');
   let names = [];
   try { names = await listModels(); } catch { names = []; }
-  const got = await Promise.all(names.map((n) => modelInfo(n).catch(() => null)));
+  // A model still loading at start-up may not answer yet: a few tries.
+  const tryInfo = async (n) => {
+    for (let k = 0; k < 4; k++) {
+      try { return await modelInfo(n); } catch { await new Promise((r) => setTimeout(r, 250 * (k + 1))); }
+    }
+    return null;
+  };
+  const got = await Promise.all(names.map(tryInfo));
   for (const info of got) {
     if (!info) continue;
     infos.set(info.name, info);
