@@ -48,7 +48,7 @@
 //       canvas's own pixels (for getImageData on #heatmap).
 //   attn.headTokenPoint(side, k) -> {x, y}: viewport point of query token k
 //       (side "query") or key token k (side "key") in the head view.
-//   attn.svgOfView() -> the text Export SVG downloads; attn.exchangeJson()
+//   attn.svgOfTab() -> the text Export SVG downloads; attn.exchangeJson()
 //       -> the text Export JSON downloads.
 //   attn.compareMaps() -> the Compare tab's maps {a, b, diff (flat L x S
 //       arrays), max, L, S} or {error}; attn.comparePixel(k, i, j) -> {x, y}
@@ -76,7 +76,7 @@ import { initModelPicker, modelOf, showModelMeta, trainedModel } from './js/view
 import { inferV2, modelInput } from './js/models.js';
 import { reduceFor } from './js/reduced.js';
 import { compareMaps, comparePixel, compareRanges, initCompare, renderCompare } from './js/views/compare.js';
-import { exchangeJson, exportJson, exportPng, exportSvg, svgOfView } from './js/views/export.js';
+import { exchangeJson, exportJson, exportPng, exportSvg, svgOfTab } from './js/views/export.js';
 
 // ---------------------------------------------------------------------------
 // Drawing what the state says
@@ -326,7 +326,7 @@ async function init() {
     cellPixel,
     headTokenPoint,
     highlightedCell,
-    svgOfView,
+    svgOfTab,
     compareMaps: () => { const m = compareMaps(); return m.error ? m : { ...m, a: Array.from(m.a), b: Array.from(m.b), diff: Array.from(m.diff) }; },
     comparePixel,
     compareRanges,

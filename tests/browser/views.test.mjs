@@ -16,7 +16,8 @@
 //       the maps equal the response's heads, the difference's pixels are
 //       red where B is larger, blue where A is, white where both are zero
 //       (above the diagonal); then B from a second input run in the view:
-//       its heads are the second answer's;
+//       its heads are the second answer's; Export SVG there has the three
+//       maps, the difference's cells filled with its colours;
 //   export: the SVG download has a <rect> per weight whose fill is the
 //       colour of that weight (window.attn.colorFor) and the tokens as
 //       labels; the JSON download holds the request as sent and the
@@ -212,6 +213,21 @@ async function stepCompare(page) {
   const r1 = await checkCompare(page, w[0][0], w[0][2], 'heads 0 and 2');
   check(r1.zero, 'the causal example should have cells where both heads are zero');
   await shot(page, 'views-compare-heads.png');
+  // Export SVG on this tab: the three maps; the difference's cells filled as drawn.
+  const svg = await downloaded(page, 'export-svg');
+  const groups = await page.evaluate((text) => {
+    const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
+    return [...doc.querySelectorAll('g.heatmap')].map((g) => Object.fromEntries(
+      [...g.querySelectorAll('rect[data-i]')].map((r) => [`${r.getAttribute('data-i')},${r.getAttribute('data-j')}`, r.getAttribute('fill')])));
+  }, svg.text);
+  check(groups.length === 3, `the comparison's SVG has ${groups.length} maps, expected A, B and B − A`);
+  const m = await page.evaluate(() => window.attn.compareMaps());
+  const hex = (c) => '#' + c.map((v) => v.toString(16).padStart(2, '0')).join('');
+  const L = w[0][0].length;
+  const wantDiff = await page.evaluate(({ d, max }) => d.map((v) => window.attn.diffColor(v, max)), { d: m.diff, max: m.max });
+  const bad = m.diff.map((_, k) => [Math.floor(k / L), k % L, k]).filter(([i, j, k]) => groups[2][`${i},${j}`] !== hex(wantDiff[k]));
+  check(bad.length === 0, `${bad.length} cells of B − A in the SVG have the wrong fill, e.g. ${JSON.stringify(bad.slice(0, 3))}`);
+  check(groups[2]['0,1'] === '#ffffff', `B − A = 0 at (0, 1) is filled ${groups[2]['0,1']} in the SVG`);
 
   // B from a second input: as many tokens, other words.
   const tokens = json.tokens.slice();

@@ -32,7 +32,7 @@ export function heatmapSvg({ x, y, cell, L, S, rows, cols, values, rgbOf, image,
   const left = labels ? 8 + 6.5 * Math.min(16, Math.max(...rows.map((s) => s.length))) : 36;
   const top = labels ? 8 + 4.6 * Math.min(16, Math.max(...cols.map((s) => s.length))) : 20;
   const gx = x + left, gy = y + top;
-  const out = [`<g class="heatmap" data-rows="${L}" data-cols="${S}">`];
+  const out = [`<g class="heatmap" data-rows="${L}" data-cols="${S}" shape-rendering="crispEdges">`];
   if (caption) out.push(`<text x="${gx}" y="${y + 2}" font-size="12">${esc(caption)}</text>`);
   if (L * S <= MAX_RECT_CELLS) {
     for (let i = 0; i < L; i++) {

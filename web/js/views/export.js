@@ -1,12 +1,13 @@
 // Export: the current view as PNG (its canvases side by side under a title
 // line), the large heatmap as SVG (svg.js: a <rect> per weight, labels, a
-// legend), and the last exchange with the service as JSON ({endpoint,
+// legend; on the Compare tab its three maps), and the last exchange with the service as JSON ({endpoint,
 // request, response}, the texts as sent and received), each downloaded as
 // a file named after the view, head and batch item.
 
 import { state } from '../state.js';
 import { $, COLORS, FONT } from '../canvas.js';
-import { colorFor, formatValue } from '../colors.js';
+import { DIFF, VIRIDIS, cellImage, colorFor, diffColor, diffIndex, formatValue, lutIndex } from '../colors.js';
+import { compareMaps, compareRanges } from './compare.js';
 import { AVG, matrixOf } from '../tensor.js';
 import { heatmapSvg, legendSvg, svgDocument } from '../svg.js';
 import { mapImage, mapLabel } from './maps.js';
@@ -82,9 +83,44 @@ export function svgOfView() {
                      `${state.title} — attention weights, ${mapLabel(', ')}`, [map.text, legend]);
 }
 
+// The Compare tab as SVG: A, B and B − A side by side, each with its
+// legend, the cells as the tab draws them.
+function svgOfCompare() {
+  const r = state.response, m = compareMaps(), rg = compareRanges();
+  if (m.error || !rg) return null;
+  const cell = Math.max(1, Math.min(20, Math.floor(300 / Math.max(m.L, m.S))));
+  const panels = [
+    [m.a, (v) => colorFor(v, rg.a), VIRIDIS, (v) => lutIndex(v, rg.a), `A: ${$('cmp-a').selectedOptions[0].text}`],
+    [m.b, (v) => colorFor(v, rg.b), VIRIDIS, (v) => lutIndex(v, rg.b), `B: ${$('cmp-b').selectedOptions[0].text}` +
+      (state.compare.input === 'second' ? ', second input' : '')],
+    [m.diff, (v) => diffColor(v, m.max), DIFF, (v) => diffIndex(v, m.max), `B − A (±${formatValue(m.max)})`],
+  ];
+  const rowsB = state.compare.input === 'second' && state.second ? state.second.response.tokens : r.tokens;
+  let x = 12, height = 0;
+  const parts = panels.map(([values, rgbOf, scale, indexOf, caption], k) => {
+    const map = heatmapSvg({ x, y: 40, cell, L: m.L, S: m.S, rows: k === 1 ? rowsB : r.tokens,
+                             cols: k === 1 && state.compare.input === 'second' && state.second ? state.second.response.keyTokens : r.keyTokens,
+                             values, rgbOf, caption, image: cellImage(m.S, m.L, values, scale, indexOf) });
+    x += map.width + 24;
+    height = Math.max(height, map.height);
+    return map.text;
+  });
+  const stops = Array.from({ length: 17 }, (_, k) => diffColor(k / 8 - 1, 1));
+  parts.push(legendSvg({ x, y: 64, height: 160, stops, title: 'B − A', id: 'diverging',
+                         ticks: [1, 0.5, 0, -0.5, -1].map((f) => ({ at: (f + 1) / 2, label: formatValue(f * m.max) })) }));
+  return svgDocument(x + 80, Math.max(60 + height, 250), `${state.title} — comparison`, parts);
+}
+
+// What Export SVG writes for the current tab: the comparison on the Compare
+// tab, else the selected map.
+export function svgOfTab() {
+  return state.view.tab === 'compare' ? svgOfCompare() : svgOfView();
+}
+
 export function exportSvg() {
-  const text = svgOfView();
-  if (text) download(new Blob([text], { type: 'image/svg+xml' }), `${baseName('heatmap')}.svg`);
+  const text = svgOfTab();
+  const what = state.view.tab === 'compare' ? 'compare' : 'heatmap';
+  if (text) download(new Blob([text], { type: 'image/svg+xml' }), `${baseName(what)}.svg`);
 }
 
 // The last exchange: {"endpoint", "request", "response"}, the request and
