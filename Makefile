@@ -34,11 +34,11 @@ FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o $(BUILD)/model/%.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
-             core/blas.c core/posenc.c core/variants.c
+             core/blas.c core/posenc.c core/variants.c core/reduce.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 CONFIG_SRC := config/config.c config/values.c config/cpus.c
-SVC_SRC   := server/service.c server/codec_request.c server/codec_variants.c server/codec_response.c server/scan.c \
+SVC_SRC   := server/service.c server/codec_request.c server/codec_variants.c server/codec_reduce.c server/codec_response.c server/scan.c \
              server/scan_json.c \
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
@@ -58,13 +58,13 @@ DEMO      := $(BUILD)/attention-demo
 DEMO_SRC  := examples/demo.c
 
 UNIT      := $(BUILD)/tests/unit
-UNIT_SRC  := tests/test_attention.c tests/test_variants_ref.c tests/test_posenc.c tests/test_codec.c tests/test_base64.c tests/codec_compare.c tests/test_config.c tests/test_cpus.c \
+UNIT_SRC  := tests/test_attention.c tests/test_reduce.c tests/test_variants_ref.c tests/test_posenc.c tests/test_codec.c tests/test_base64.c tests/codec_compare.c tests/test_config.c tests/test_cpus.c \
              tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c tests/test_service.c \
              tests/test_numerics.c tests/test_inflate.c tests/test_model.c tests/test_model_hf.c tests/test_v2_codec.c tests/test_v2_fast.c tests/test_variants_fast.c tests/golden.c tests/testdata.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http
-HTTPTEST_SRC := tests/test_http.c tests/test_v2.c tests/test_trained.c tests/test_http_variants.c tests/http_util.c tests/http_golden.c tests/testdata.c tests/check.c
+HTTPTEST_SRC := tests/test_http.c tests/test_v2.c tests/test_trained.c tests/test_http_reduce.c tests/test_http_variants.c tests/http_util.c tests/http_golden.c tests/testdata.c tests/check.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \

@@ -21,6 +21,7 @@
 #include "core/blas.h"
 #include "core/check.h"
 #include "core/kernels.h"
+#include "core/reduce.h"
 #include "core/variants.h"
 
 /* Query rows per tile when the scores go to scratch rather than to the
@@ -50,6 +51,9 @@ struct fwd {
     int group;             /* H / Hkv: query heads per KV head */
     int band;              /* causal or a window: blocks of keys are skipped */
     float *scratch;        /* nthreads × rows_per_block × S, or NULL */
+    int whead;             /* per-head weights go straight to the caller's buffer */
+    struct att_reduce red; /* top-k or pooled weights (reduce.h), or none */
+    float *avg;            /* reduced averages: nthreads × rows_per_block × S, or NULL */
     const float *qin, *kin, *vin;
     const float *rope_q, *rope_k; /* RoPE tables (att_rope_table): (L, rd), (S, rd) */
     float scale;           /* custom scale; q is multiplied by it */
@@ -173,18 +177,18 @@ static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3
     mx[0] = qmax, mx[1] = kmax, mx[2] = vmax;
 }
 
-/* 3-5. One block of query rows (batch n, rows i0 … i0 + T - 1), every head.
- * With causal or a window only the keys [jlo, jhi] some row of the block
- * sees are computed; the weights outside are written as zeros. */
-static void fwd_block(struct fwd *f, int t, int b, int h0, int h1, float *scratch,
-                      int check_scores, int check_context, struct range_error *re)
+/* 3-5. One block of query rows (batch n, rows i0 … i0 + T - 1), heads
+ * h0 … h1 - 1. With causal or a window only the keys [jlo, jhi] some row
+ * of the block sees are computed; the weights outside are written as zeros.
+ * Reduced weights take each row as it is made (per head), or each averaged
+ * row once the block has every head. */
+static void fwd_block(struct fwd *f, int t, int n, int i0, int T, int h0, int h1,
+                      float *scratch, int check_scores, int check_context, struct range_error *re)
 {
     const struct att_params *p = f->p;
     const int L = p->L, S = p->S, H = p->H, d = f->d;
-    const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
-    const int n = b / f->blocks_per_item;
-    const int i0 = (b % f->blocks_per_item) * f->rows_per_block;
-    const int T = L - i0 < f->rows_per_block ? L - i0 : f->rows_per_block;
+    struct att_reduce *red = f->red.kind ? &f->red : NULL;
+    const int red_head = red && p->weights_mode == ATT_WEIGHTS_PER_HEAD;
     int jlo = 0, jhi = S - 1;
     if (f->band) { /* the union of the rows' intervals (rows that see none excluded) */
         jlo = S, jhi = -1;
@@ -198,8 +202,9 @@ static void fwd_block(struct fwd *f, int t, int b, int h0, int h1, float *scratc
         }
     }
     const int W = jhi >= jlo ? jhi - jlo + 1 : 0;
-    float *acc = p->weights_mode == ATT_WEIGHTS_AVERAGE ? f->weights + ((size_t)n * L + i0) * S
-                                                         : NULL;
+    float *acc = p->weights_mode != ATT_WEIGHTS_AVERAGE ? NULL
+                 : red ? f->avg + (size_t)t * f->rows_per_block * S
+                       : f->weights + ((size_t)n * L + i0) * S;
     if (acc && h0 == 0)
         memset(acc, 0, (size_t)T * S * sizeof *acc);
     for (int h = h0; h < h1 && !re->stage; h++) {
@@ -207,10 +212,12 @@ static void fwd_block(struct fwd *f, int t, int b, int h0, int h1, float *scratc
         const float *kh = f->kr + (size_t)n * S * f->ldk + (size_t)g * d;
         const float *vh = f->vr + (size_t)n * S * f->ldv + (size_t)g * d;
         float *qh = f->q + ((size_t)n * L + i0) * f->ldq + (size_t)h * d;
-        float *wh = per_head ? f->weights + (((size_t)n * H + h) * L + i0) * S : NULL;
+        float *wh = f->whead ? f->weights + (((size_t)n * H + h) * L + i0) * S : NULL;
         if (W == 0) { /* no row of the block sees a key: zeros */
             if (wh)
                 memset(wh, 0, (size_t)T * S * sizeof *wh);
+            for (int r = 0; red_head && r < T; r++)
+                att_reduce_row(red, t, n, h, i0 + r, NULL, 0, 0);
             for (int r = 0; r < T; r++)
                 memset(qh + (size_t)r * f->ldq, 0, (size_t)d * sizeof *qh);
             continue;
@@ -252,6 +259,8 @@ static void fwd_block(struct fwd *f, int t, int b, int h0, int h1, float *scratc
             att_fpu_restore(mxcsr);
         if (re->stage)
             break;
+        for (int r = 0; red_head && r < T; r++)
+            att_reduce_row(red, t, n, h, i0 + r, sc + (size_t)r * lds, jlo, W);
         for (int r = 0; acc && r < T; r++) {
             float *ar = acc + (size_t)r * S + jlo;
             const float *sr = sc + (size_t)r * lds;
@@ -273,6 +282,37 @@ static void fwd_block(struct fwd *f, int t, int b, int h0, int h1, float *scratc
         const float invh = 1.0f / (float)H;
         for (size_t x = 0; x < (size_t)T * S; x++)
             acc[x] *= invh;
+        for (int r = 0; red && !re->stage && r < T; r++)
+            att_reduce_row(red, t, n, 0, i0 + r, acc + (size_t)r * S, 0, S);
+    }
+}
+
+/* 3-5 over block b of the call's N · blocks_per_item. */
+static void fwd_block_b(struct fwd *f, int t, int b, int h0, int h1, float *scratch,
+                        int check_scores, int check_context, struct range_error *re)
+{
+    const int n = b / f->blocks_per_item, i0 = (b % f->blocks_per_item) * f->rows_per_block;
+    const int T = f->p->L - i0 < f->rows_per_block ? f->p->L - i0 : f->rows_per_block;
+    fwd_block(f, t, n, i0, T, h0, h1, scratch, check_scores, check_context, re);
+}
+
+/* 3-5 for pooled weights: work items of whole tile rows (red.span query
+ * rows), per head when the weights are, item it ≡ t (mod nthreads); the
+ * thread that owns an item owns its tiles. */
+static void fwd_pool(struct fwd *f, int t, float *scratch, int check_scores, int check_context,
+                     struct range_error *re)
+{
+    struct att_reduce *r = &f->red;
+    const int L = f->p->L, H = f->p->H, R = f->rows_per_block;
+    const int items = att_reduce_items(r), heads = r->heads;
+    for (int it = t; it < f->p->N * heads * items && !re->stage; it += f->nthreads) {
+        const int n = it / (heads * items), h = it / items % heads, i0 = it % items * r->span;
+        const int i1 = L - i0 < r->span ? L : i0 + r->span;
+        att_reduce_item_begin(r, t, i0);
+        for (int i = i0; i < i1 && !re->stage; i += R)
+            fwd_block(f, t, n, i, i1 - i < R ? i1 - i : R, heads > 1 ? h : 0,
+                      heads > 1 ? h + 1 : H, scratch, check_scores, check_context, re);
+        att_reduce_item_end(r, t, n, h, i0, i1);
     }
 }
 
@@ -306,13 +346,18 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
     /* 3-5. Blocks of query rows, every head: block b ≡ t (mod nt). */
     float *scratch = f->scratch ? f->scratch + (size_t)t * f->rows_per_block * S : NULL;
     const int nb = p->N * f->blocks_per_item;
-    if (f->band) /* head by head: the keys of a band stay in cache from block to block */
+    /* head by head, the keys of a band stay in cache from block to block;
+     * not for reduced averages, whose scratch holds one block */
+    const int by_head = f->band && !(f->red.kind && p->weights_mode == ATT_WEIGHTS_AVERAGE);
+    if (f->red.kind == ATT_REDUCE_POOL && !stop)
+        fwd_pool(f, t, scratch, check_scores, check_context, re);
+    else if (by_head)
         for (int h = 0; h < p->H; h++)
             for (int b = t; b < nb && !stop && !re->stage; b += nt)
-                fwd_block(f, t, b, h, h + 1, scratch, check_scores, check_context, re);
+                fwd_block_b(f, t, b, h, h + 1, scratch, check_scores, check_context, re);
     else
         for (int b = t; b < nb && !stop && !re->stage; b += nt)
-            fwd_block(f, t, b, 0, p->H, scratch, check_scores, check_context, re);
+            fwd_block_b(f, t, b, 0, p->H, scratch, check_scores, check_context, re);
     if (nt > 1)
         pthread_barrier_wait(&f->barrier);
     if (__atomic_load_n(&f->any_range, __ATOMIC_RELAXED))
@@ -390,40 +435,6 @@ static int fwd_made_subnormals(const struct fwd *f, int started)
     return 0;
 }
 
-/* x + PE for the three inputs of p (positional encoding), in[s] = what
- * stream s projects: in one pass, once per distinct input (self-attention
- * encodes one, and keeps the fused projection). A stream whose projection
- * is the identity gets it straight in its projection buffer proj[s], which
- * step 2 would only have copied the input to (step 2 adds the bias there,
- * in PyTorch's order: (x + PE) + b); a stream with weights reads an encoded
- * copy (copies[s]), shared by streams with the same input. Step 2 changes
- * the projection buffers, so a second run calls this again. */
-static void encode_inputs(const struct att_params *p, float *const proj[3],
-                          float *const copies[3], const float *in[3])
-{
-    const float *src[3] = {p->query, p->key, p->value};
-    const int T[3] = {p->L, p->S, p->S}, D[3] = {p->E, p->kdim, p->vdim};
-    for (int st = 0; st < 3; st++) {
-        const size_t cnt = (size_t)p->N * T[st] * D[st];
-        int same_id = -1, same_copy = -1; /* an earlier stream of this input */
-        for (int r = st - 1; r >= 0; r--)
-            if (src[r] == src[st] && T[r] == T[st] && D[r] == D[st]) {
-                if (att_proj_weight(p, r))
-                    same_copy = r;
-                else
-                    same_id = r;
-            }
-        float *dst = att_proj_weight(p, st) ? copies[st] : proj[st];
-        if (att_proj_weight(p, st) && same_copy >= 0)
-            dst = (float *)in[same_copy];
-        else if (same_id >= 0 || same_copy >= 0)
-            memcpy(dst, same_id >= 0 ? proj[same_id] : copies[same_copy], cnt * sizeof *dst);
-        else
-            att_positional_encoding_from(dst, src[st], p->N, T[st], D[st]);
-        in[st] = dst;
-    }
-}
-
 /* What att_last_call_threads() reports: one per thread. */
 static _Thread_local int last_call_threads;
 
@@ -453,7 +464,8 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
 
     const int N = p->N, L = p->L, S = p->S, E = p->E, H = p->H;
     const int d = att_head_dim(p), Dq = att_q_width(p), Dkv = att_kv_width(p);
-    const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD;
+    /* per-head weights, in full: the scores go to the caller's buffer */
+    const int per_head = p->weights_mode == ATT_WEIGHTS_PER_HEAD && !att_reduce_kind(p);
     const int band = p->mask_kind == ATT_MASK_CAUSAL ||
                      p->mask_kind == ATT_MASK_CAUSAL_LOWER_RIGHT || p->has_window;
     /* attention.h's N·(L + 2S)·E² + 2·N·L·S·E, with the variants' widths */
@@ -490,6 +502,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     const size_t nq = (size_t)N * L * Dq, nk = (size_t)N * S * Dkv;
     const size_t nkv = (borrow[1] ? 0 : nk) + (borrow[2] ? 0 : nk); /* k | v */
     const size_t nscratch = per_head ? 0 : (size_t)nt * rows * S;
+    const size_t navg = att_reduce_kind(p) && p->weights_mode == ATT_WEIGHTS_AVERAGE ? nscratch : 0;
     const size_t nqin = p->positional_encoding ? (size_t)N * L * E : 0;
     const size_t nkin = p->positional_encoding ? (size_t)N * S * p->kdim : 0;
     const size_t nvin = p->positional_encoding ? (size_t)N * S * p->vdim : 0;
@@ -497,11 +510,14 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     const long long off = p->query_position_offset;
     const int q_in_k = off + L <= S;
     const size_t nrope = !p->rope_style ? 0 : (size_t)(q_in_k ? S : S + L) * (size_t)rd;
-    size_t total = nq + nkv + nscratch + nqin + nkin + nvin + nrope; /* sizes checked */
-    float *ws = malloc(total * sizeof *ws);
-    if (!ws)
+    size_t total = nq + nkv + nscratch + nqin + nkin + nvin + nrope + navg; /* sizes checked */
+    struct att_reduce red; /* its scratch: a heap of k, or the tile sums of a span */
+    float *ws = att_reduce_init(&red, p, weights, nt, rows) ? NULL : malloc(total * sizeof *ws);
+    if (!ws) {
+        att_reduce_deinit(&red);
         return att_fail(err, ATT_ENOMEM, "out of memory for a %zu-byte workspace",
                         total * sizeof *ws);
+    }
     struct fwd f = {
         .p = p, .out = out, .weights = weights,
         .q = ws, .k = ws + nq, .v = ws + nq + (borrow[1] ? 0 : nk),
@@ -512,6 +528,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         .scale = p->has_scale ? p->scale : 0.0f,
         .sqrt_d = p->has_scale ? 0.0f : (float)sqrt((double)d),
         .rows_per_block = rows, .blocks_per_item = (L + rows - 1) / rows,
+        .whead = per_head, .red = red, .avg = navg ? ws + (total - navg) : NULL,
     };
     if (p->rope_style) {
         float *tab = ws + nq + nkv + nscratch + nqin + nkin + nvin;
@@ -522,13 +539,13 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
             att_rope_table(tab + (size_t)S * rd, off, L, rd, att_rope_theta(p));
     }
     /* x + PE: into copies for streams with weights, into the projection
-     * buffers for identity ones (see encode_inputs) */
+     * buffers for identity ones (see att_encode_inputs) */
     float *const proj_bufs[3] = {f.q, f.k, f.v};
     float *const copy = ws + nq + nkv + nscratch;
     float *const copies[3] = {copy, copy + nqin, copy + nqin + nkin};
     if (p->positional_encoding) {
         const float *in[3];
-        encode_inputs(p, proj_bufs, copies, in);
+        att_encode_inputs(p, proj_bufs, copies, in);
         f.qin = in[0], f.kin = in[1], f.vin = in[2];
     }
     /* one tensor for query, key and value, of one length (a caller may pass
@@ -560,7 +577,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
             f.flush = 0;
             if (p->positional_encoding) { /* the first run changed them */
                 const float *in[3];
-                encode_inputs(p, proj_bufs, copies, in);
+                att_encode_inputs(p, proj_bufs, copies, in);
             }
             started = fwd_run(&f, nt, ft);
         }
@@ -568,6 +585,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     att_fpu_restore(mxcsr);
     att_gate_leave(nt);
     free(ws);
+    att_reduce_deinit(&f.red);
     last_call_threads = started;
     /* The first range error in (stage, batch, row, head) order among the
      * threads' first ones: the same answer for the same configuration. */

@@ -173,6 +173,20 @@ struct att_params {
     const uint8_t *key_padding_mask; /* (N, S), nonzero = ignored; or NULL */
 
     int weights_mode;        /* enum att_weights_mode */
+    /* Reduced weights, instead of the (N, H, L, S) or (N, L, S) rows (at
+     * most one; weights_mode must not be NONE; 0 = none). The full weights
+     * are never made: each softmax row (or head-averaged row) is reduced as
+     * it is computed, with O(rows of a block × S) scratch per thread.
+     * weights_top_k = k: per row, the min(k, S) largest weights in
+     *   descending order, equal values by the lower key index, as
+     *   (N, H, L, k) floats followed by the same count of int32_t key
+     *   indices in the same buffer (att_check's weights_len counts both);
+     *   the values are bit for bit those the full weights would hold.
+     * weights_pool = p: the mean of each p × p tile of every (L, S) plane,
+     *   (N, H, ⌈L/p⌉, ⌈S/p⌉) floats; an edge tile averages the cells it has
+     *   (summed in double, one float32 rounding).
+     * H is 1 with ATT_WEIGHTS_AVERAGE: the heads are averaged first. */
+    int weights_top_k, weights_pool;
     int positional_encoding; /* 1: add sinusoidal PE to query, key, value */
 
     /* Variants (README "Attention variants"). Positions: query i is at

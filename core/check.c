@@ -231,6 +231,13 @@ int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
     }
     if (p->weights_mode < ATT_WEIGHTS_NONE || p->weights_mode > ATT_WEIGHTS_AVERAGE)
         return att_fail(err, ATT_EPARAM, "weights mode %d is unknown", p->weights_mode);
+    if (p->weights_top_k < 0 || p->weights_pool < 0 ||
+        (p->weights_top_k > 0 && p->weights_pool > 0))
+        return att_fail(err, ATT_EPARAM, "weights_top_k (%d) and weights_pool (%d): at most "
+                        "one, >= 1", p->weights_top_k, p->weights_pool);
+    if ((p->weights_top_k > 0 || p->weights_pool > 0) && p->weights_mode == ATT_WEIGHTS_NONE)
+        return att_fail(err, ATT_EPARAM, "%s needs the weights (need_weights)",
+                        p->weights_top_k > 0 ? "weights_top_k" : "weights_pool");
 
     /* Sizes: every element count (inputs, projections: (N·L, H·d),
      * (N·S, Hkv·d)) must fit size_t, and every BLAS dimension (rows of a
@@ -248,8 +255,15 @@ int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
         return att_fail(err, ATT_ETOOBIG, "tensor sizes overflow (N %d, L %d, S %d, E %d)",
                         p->N, p->L, p->S, p->E);
     if (p->weights_mode != ATT_WEIGHTS_NONE) {
+        /* a row of S, k (values and indices: 2k) or ⌈S/p⌉ tiles of ⌈L/p⌉ rows */
         size_t heads = p->weights_mode == ATT_WEIGHTS_PER_HEAD ? (size_t)p->H : 1;
-        if (!mul3_ok(&t, (size_t)p->N, heads, (size_t)p->L) || !mul_ok(&w, t, (size_t)p->S) ||
+        size_t rows = (size_t)p->L, cols = (size_t)p->S;
+        if (p->weights_top_k > 0)
+            cols = 2 * (size_t)(p->weights_top_k < p->S ? p->weights_top_k : p->S);
+        else if (p->weights_pool > 0)
+            rows = (size_t)(p->L - 1) / (size_t)p->weights_pool + 1,
+            cols = (size_t)(p->S - 1) / (size_t)p->weights_pool + 1;
+        if (!mul3_ok(&t, (size_t)p->N, heads, rows) || !mul_ok(&w, t, cols) ||
             w > SIZE_MAX / sizeof(float))
             return att_fail(err, ATT_ETOOBIG, "attention weights size overflows "
                             "(N %d, H %d, L %d, S %d)", p->N, p->H, p->L, p->S);

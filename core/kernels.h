@@ -116,4 +116,9 @@ unsigned att_fpu_state(void);
 unsigned att_fpu_flush_subnormals(void);
 void att_fpu_restore(unsigned old);
 
+/* variants.c: x + PE for the three inputs of a call (attention.c step 1),
+ * each distinct input once; in[s] is what stream s then projects. */
+void att_encode_inputs(const struct att_params *p, float *const proj[3], float *const copies[3],
+                       const float *in[3]);
+
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/reduce.h"
 #include "core/variants.h"
 
 /* y (M, O) = x (M, K) · Wᵀ + b in double; W NULL = identity. */
@@ -84,14 +85,36 @@ static void free_scratch(struct scratch *w)
     free(w->cosv), free(w->sinv), free(w->qin), free(w->kin), free(w->vin);
 }
 
+static int ref_forward(float *out, float *weights, const struct att_params *p,
+                       struct att_error *err);
+
+/* Reduced weights (top-k, pool): the full weights, then att_reduce_plain. */
 int att_forward_ref(float *out, float *weights, const struct att_params *p,
                     struct att_error *err)
 {
     int rc = att_check(p, NULL, NULL, err);
     if (rc == ATT_OK)
         rc = att_check_buffers(out, weights, p, err);
-    if (rc != ATT_OK)
-        return rc;
+    if (rc != ATT_OK || !att_reduce_kind(p))
+        return rc != ATT_OK ? rc : ref_forward(out, weights, p, err);
+    struct att_params full = *p;
+    full.weights_top_k = full.weights_pool = 0;
+    size_t wl = 0;
+    att_check(&full, NULL, &wl, NULL);
+    float *w = malloc(wl * sizeof *w);
+    if (!w)
+        return att_fail(err, ATT_ENOMEM, "out of memory in the reference");
+    rc = ref_forward(out, w, &full, err);
+    if (rc == ATT_OK && att_reduce_plain(weights, w, p))
+        rc = att_fail(err, ATT_ENOMEM, "out of memory in the reference");
+    free(w);
+    return rc;
+}
+
+static int ref_forward(float *out, float *weights, const struct att_params *p,
+                       struct att_error *err)
+{
+    int rc = ATT_OK;
 
     const int N = p->N, L = p->L, S = p->S, E = p->E, H = p->H, d = att_head_dim(p);
     const int Dq = att_q_width(p), Dkv = att_kv_width(p), rd = att_rope_dim(p);

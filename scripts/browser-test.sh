@@ -6,9 +6,10 @@
 # On a fresh Debian 12 it installs what is missing (scripts/lib.sh): Debian's
 # chromium (Playwright's own browser download is not used) and a font for the
 # labels when /usr/bin/chromium is absent, and the npm packages pinned in
-# package-lock.json (playwright-core). Then it runs tests/browser/web.test.mjs
-# and tests/browser/variants.test.mjs, each of which starts the server itself
-# on a free port. Screenshots and the server's logs go to build/browser/; a
+# package-lock.json (playwright-core). Then it runs tests/browser/web.test.mjs,
+# variants.test.mjs, views.test.mjs, models.test.mjs and reduced.test.mjs, each
+# of which starts the server itself on a free port. Screenshots and the
+# server's logs go to build/browser/; a
 # sanitizer report in a log fails the test.
 #
 # ATTN_SERVER=path tests that server binary (`make browser-test` passes the
@@ -32,6 +33,9 @@ fi
 status=0
 node tests/browser/web.test.mjs || status=1
 node tests/browser/variants.test.mjs || status=1
+node tests/browser/views.test.mjs || status=1
+node tests/browser/models.test.mjs || status=1
+node tests/browser/reduced.test.mjs || status=1
 # What a sanitizer finds only at exit (LeakSanitizer) does not fail a request:
 # it is in the server's log.
 if grep -n 'Sanitizer\|runtime error:' build/browser/server*.log >&2; then

@@ -124,4 +124,23 @@ size_t codec_stream_size(const struct codec_stream *st);
 size_t codec_stream_read(const struct codec_stream *st, size_t pos, char *dst, size_t max);
 void codec_stream_free(struct codec_stream *st);
 
+/* The reduced weights (codec_reduce.c, shared with v2). */
+
+/* weights_top_k and weights_pool (the JSON values, NULL when absent) into
+ * p: integers >= 1 (one beyond int means INT_MAX: k beyond S is S), at
+ * most one, and only when need (the weights are asked for). prefix goes
+ * before the names in messages ("" or "parameters."). 0, or -1 with err. */
+int codec_weights_reduce(struct att_params *p, json_t *top_k, json_t *pool, int need,
+                         const char *prefix, struct api_error *err);
+
+/* The shape of the weights output as r asks for it: [N,] [H,] then (L, S),
+ * (L, k) for top-k (values; the indices have the same shape) or
+ * (⌈L/p⌉, ⌈S/p⌉) pooled; *count its elements. Returns the rank. */
+int codec_weights_shape(const struct codec_request *r, long long shape[4], size_t *count);
+
+/* max_weights_elements against the weights output r asks for (full: N·H·L·S,
+ * or the reduced count). full_hint ends the message for full weights. */
+int codec_weights_limit(const struct codec_request *r, const struct codec_limits *lim,
+                        const char *full_hint, struct api_error *err);
+
 #endif

@@ -309,6 +309,9 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         get_bool(root, "average_attn_weights", 0, &avg, err))
         return -1;
     p->weights_mode = !need ? ATT_WEIGHTS_NONE : avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
+    if (codec_weights_reduce(p, json_object_get(root, "weights_top_k"),
+                             json_object_get(root, "weights_pool"), need, "", err))
+        return -1;
     if ((v = json_object_get(root, "scale"))) {
         double s = json_number_value(v);
         if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
@@ -341,12 +344,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     int st = att_check(p, &r->out_len, &r->weights_len, &ae);
     if (st != ATT_OK)
         return api_fail(err, http_error_from_att(st), "%s", ae.msg);
-    if (r->weights_len > (unsigned long long)lim->max_weights_elements)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "attention weights would have %zu "
-                        "elements, more than %lld (max_weights_elements); ask for need_weights "
-                        "false or average_attn_weights true", r->weights_len,
-                        lim->max_weights_elements);
-    return 0;
+    return codec_weights_limit(r, lim, "ask for need_weights false, average_attn_weights true, "
+                               "weights_top_k or weights_pool", err);
 }
 
 int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,

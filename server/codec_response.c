@@ -2,6 +2,7 @@
  * buffer or, for base64 answers, as it is sent; see codec.h. */
 #include "server/codec.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,21 @@ static void puts_(struct buf *b, const char *s)
     put(b, s, strlen(s));
 }
 
-/* x: (shape[0], ...) as nested arrays, floats in their shortest form. */
-static void put_nested(struct buf *b, const float *x, const long long *shape, int ndim)
+/* x: (shape[0], ...) as nested arrays, floats in their shortest form, or
+ * (ix) int32 values as integers. */
+static void put_nested(struct buf *b, const float *x, const int32_t *ix, const long long *shape,
+                       int ndim)
 {
+    if (ndim == 1 && ix) {
+        char s[16];
+        put(b, "[", 1);
+        for (long long i = 0; i < shape[0]; i++) {
+            const int n = snprintf(s, sizeof s, "%s%d", i ? "," : "", (int)ix[i]);
+            put(b, s, (size_t)n);
+        }
+        put(b, "]", 1);
+        return;
+    }
     if (ndim == 1) {
         if (reserve(b, JSONNUM_ARRAY_MAX(shape[0])))
             b->len += jsonnum_format_array(b->p + b->len, x, (size_t)shape[0]);
@@ -65,7 +78,8 @@ static void put_nested(struct buf *b, const float *x, const long long *shape, in
     for (long long i = 0; i < shape[0]; i++) {
         if (i)
             put(b, ",", 1);
-        put_nested(b, x + (size_t)i * stride, shape + 1, ndim - 1);
+        put_nested(b, x ? x + (size_t)i * stride : NULL, ix ? ix + (size_t)i * stride : NULL,
+                   shape + 1, ndim - 1);
     }
     put(b, "]", 1);
 }
@@ -79,16 +93,18 @@ struct codec_stream {
         size_t at;                /* offset in text where it belongs */
         const unsigned char *src; /* the floats' bytes */
         size_t nbytes, enc;       /* bytes, and their base64 length */
-    } bin[2];
+    } bin[3]; /* output, weights or top-k values, top-k indices */
     int nbin;
     float *out, *weights; /* owned */
 };
 
+/* x: float32, or int32 (int32 set: the same bytes read as such). */
 static void put_tensor(struct buf *b, const float *x, const long long *shape, int ndim,
-                       int base64)
+                       int base64, int int32)
 {
     if (!base64) {
-        put_nested(b, x, shape, ndim);
+        put_nested(b, int32 ? NULL : x, int32 ? (const int32_t *)(const void *)x : NULL, shape,
+                   ndim);
         return;
     }
     size_t count = 1;
@@ -99,9 +115,9 @@ static void put_tensor(struct buf *b, const float *x, const long long *shape, in
         put(b, s, (size_t)n);
         count *= (size_t)shape[d];
     }
-    puts_(b, "],\"dtype\":\"float32\",\"b64\":\"");
+    puts_(b, int32 ? "],\"dtype\":\"int32\",\"b64\":\"" : "],\"dtype\":\"float32\",\"b64\":\"");
     size_t chars = BASE64_LEN(count * 4);
-    if (b->defer && b->defer->nbin < 2) {
+    if (b->defer && b->defer->nbin < 3) {
         struct codec_stream *st = b->defer;
         st->bin[st->nbin].at = b->len;
         st->bin[st->nbin].src = (const unsigned char *)x;
@@ -129,8 +145,7 @@ static void write_response(struct buf *bp, const struct codec_request *r, const 
      * a shortest float at most JSONNUM_FLOAT_MAX characters with its comma. */
     size_t floats = (size_t)p->N * p->L * p->E;
     if (weights && p->weights_mode != ATT_WEIGHTS_NONE)
-        floats += (size_t)p->N * p->L * p->S *
-                  (p->weights_mode == ATT_WEIGHTS_PER_HEAD ? (size_t)p->H : 1);
+        floats += r->weights_len; /* an int32 index takes no more than a float */
     reserve(&b, (b.defer ? 0 : r->base64_out ? floats * 4 / 3 + 8 : floats * JSONNUM_FLOAT_MAX) +
                     1024 +
                     (r->tokens_json ? strlen(r->tokens_json) : 0) +
@@ -139,16 +154,21 @@ static void write_response(struct buf *bp, const struct codec_request *r, const 
     if (r->batched)
         shape[nd++] = p->N;
     shape[nd++] = p->L, shape[nd++] = p->E;
-    put_tensor(&b, out, shape, nd, r->base64_out);
+    put_tensor(&b, out, shape, nd, r->base64_out, 0);
     if (weights && p->weights_mode != ATT_WEIGHTS_NONE) {
-        nd = 0;
-        if (r->batched)
-            shape[nd++] = p->N;
-        if (p->weights_mode == ATT_WEIGHTS_PER_HEAD)
-            shape[nd++] = p->H;
-        shape[nd++] = p->L, shape[nd++] = p->S;
-        puts_(&b, ",\"attention_weights\":");
-        put_tensor(&b, weights, shape, nd, r->base64_out);
+        size_t count;
+        nd = codec_weights_shape(r, shape, &count);
+        if (p->weights_top_k > 0) { /* values, then their key indices (attention.h) */
+            puts_(&b, ",\"attention_weights_top_k\":{\"values\":");
+            put_tensor(&b, weights, shape, nd, r->base64_out, 0);
+            puts_(&b, ",\"indices\":");
+            put_tensor(&b, weights + count, shape, nd, r->base64_out, 1);
+            puts_(&b, "}");
+        } else {
+            puts_(&b, p->weights_pool > 0 ? ",\"attention_weights_pooled\":"
+                                          : ",\"attention_weights\":");
+            put_tensor(&b, weights, shape, nd, r->base64_out, 0);
+        }
     }
     int n = snprintf(s, sizeof s, ",\"num_heads\":%d,\"head_dim\":%d,\"embed_dim\":%d,"
                      "\"target_len\":%d,\"source_len\":%d,\"batch\":%d", p->H,

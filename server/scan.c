@@ -32,7 +32,7 @@ static const char *const fields[] = {
     "query", "key", "value", "num_heads", "weights", "attn_mask", "key_padding_mask",
     "need_weights", "average_attn_weights", "scale", "positional_encoding", "output_encoding",
     "tokens", "key_tokens", "model", "num_kv_heads", "head_dim", "rope", "query_position_offset",
-    "alibi", "alibi_slopes", "window", "softcap"};
+    "alibi", "alibi_slopes", "window", "softcap", "weights_top_k", "weights_pool"};
 static const char *const weight_fields[] = {
     "in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
     "out_proj_weight", "out_proj_bias"};

@@ -327,13 +327,9 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     const int st = att_check(p, &r->c.out_len, &r->c.weights_len, &ae);
     if (st != ATT_OK)
         return api_fail(err, http_error_from_att(st), "%s", ae.msg);
-    if (r->c.weights_len > (unsigned long long)lim->max_weights_elements)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "attention weights would have %zu "
-                        "elements, more than %lld (max_weights_elements); leave "
-                        "attention_weights out of outputs, or set need_weights false or "
-                        "average_attn_weights true", r->c.weights_len,
-                        lim->max_weights_elements);
-    return 0;
+    return codec_weights_limit(&r->c, lim, "leave attention_weights out of outputs, or set "
+                               "need_weights false or average_attn_weights true, or ask for "
+                               "weights_top_k or weights_pool", err);
 }
 
 int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long long header_len,

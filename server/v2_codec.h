@@ -33,8 +33,14 @@
  *   "causal_lower_right" is_causal with causal_alignment "lower_right").
  * Outputs: "output" FP32 (shape of query), "attention_weights" FP32
  *   (N, H, L, S), or (N, L, S) averaged, without N when query has rank 2.
- *   "outputs" given: only those, in that order (unknown or duplicate names
- *   are 400); attention weights not asked for are not computed.
+ *   With the parameter weights_top_k (integer >= 1) instead
+ *   "attention_weights_top_k_values" FP32 and "..._indices" INT32, both
+ *   (N, H, L, min(k, S)); with weights_pool, "attention_weights_pooled"
+ *   FP32 (N, H, ⌈L/p⌉, ⌈S/p⌉) (codec.h: codec_weights_reduce); the full
+ *   weights are then never made, nor may be asked for.
+ *   "outputs" given: only those, in that order (unknown or duplicate names,
+ *   or a weights output the parameters do not make, are 400); attention
+ *   weights not asked for are not computed.
  *   An output is binary when its "parameters": {"binary_data": true}, or
  *   else when the request's binary_data_output is true.
  *
@@ -77,14 +83,21 @@
 #include "model/model.h"
 #include "server/codec.h"
 
-enum v2_output { V2_OUT_OUTPUT = 0, V2_OUT_WEIGHTS = 1 };
+enum v2_output {
+    V2_OUT_OUTPUT = 0,
+    V2_OUT_WEIGHTS,       /* attention_weights, full */
+    V2_OUT_TOPK_VALUES,   /* attention_weights_top_k_values (weights_top_k) */
+    V2_OUT_TOPK_INDICES,  /* attention_weights_top_k_indices, INT32 */
+    V2_OUT_POOLED,        /* attention_weights_pooled (weights_pool) */
+    V2_OUT_COUNT
+};
 
 struct v2_request {
     struct codec_request c; /* p (checked), out_len, weights_len, batched, arena */
     char *id;               /* the request's "id" (owned), or NULL */
     int n_outputs;          /* outputs to answer, in order */
-    int outputs[2];         /* enum v2_output */
-    int binary[2];          /* per enum v2_output: answer it as binary data */
+    int outputs[V2_OUT_COUNT]; /* enum v2_output */
+    int binary[V2_OUT_COUNT];  /* per enum v2_output: answer it as binary data */
 };
 
 /* Decode an infer request for model m (NULL: the built-in "attention").

@@ -5,6 +5,7 @@
 #include "server/v2_codec.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ struct v2_stream {
     struct {
         const char *src; /* the floats' bytes (little-endian on x86-64) */
         size_t n;
-    } bin[2];        /* binary outputs, in the order of the outputs */
+    } bin[V2_OUT_COUNT]; /* binary outputs, in the order of the outputs */
     int nbin;
     float *out, *weights; /* owned */
 };
@@ -36,19 +37,39 @@ static char *json_quote(const char *s)
 static int output_shape(const struct v2_request *r, int k, long long shape[4], size_t *count)
 {
     const struct att_params *p = &r->c.p;
+    if (k != V2_OUT_OUTPUT) /* the weights, in full or reduced */
+        return codec_weights_shape(&r->c, shape, count);
     int nd = 0;
     if (r->c.batched)
         shape[nd++] = p->N;
-    if (k == V2_OUT_OUTPUT) {
-        shape[nd++] = p->L, shape[nd++] = p->E;
-        *count = r->c.out_len;
-        return nd;
-    }
-    if (p->weights_mode == ATT_WEIGHTS_PER_HEAD)
-        shape[nd++] = p->H;
-    shape[nd++] = p->L, shape[nd++] = p->S;
-    *count = r->c.weights_len;
+    shape[nd++] = p->L, shape[nd++] = p->E;
+    *count = r->c.out_len;
     return nd;
+}
+
+/* Output k's data: out, the weights, or the top-k indices after the
+ * values (attention.h), int32 read from the same bytes. */
+static const float *output_data(const struct v2_request *r, int k, const float *out,
+                                const float *weights)
+{
+    long long shape[4];
+    size_t count;
+    if (k == V2_OUT_OUTPUT)
+        return out;
+    output_shape(r, k, shape, &count);
+    return k == V2_OUT_TOPK_INDICES ? weights + count : weights;
+}
+
+/* n int32 values as a JSON array at dst (JSONNUM_ARRAY_MAX(n) bytes). */
+static size_t format_ints(char *dst, const int32_t *x, size_t n)
+{
+    size_t o = 0;
+    dst[o++] = '[';
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(dst + o, 16, "%s%d", i ? "," : "", (int)x[i]);
+    dst[o++] = ']';
+    dst[o] = '\0';
+    return o;
 }
 
 /* Append to dst at *o (room reserved by the caller). */
@@ -62,14 +83,17 @@ static void put(char *dst, size_t *o, const char *s)
 static void put_output(struct v2_stream *st, char *dst, size_t *o, const struct v2_request *r,
                        int k, const float *x)
 {
-    static const char *const names[2] = {"output", "attention_weights"};
+    static const char *const names[V2_OUT_COUNT] = {
+        "output", "attention_weights", "attention_weights_top_k_values",
+        "attention_weights_top_k_indices", "attention_weights_pooled"};
     long long shape[4];
     size_t count;
     char s[64];
     const int nd = output_shape(r, k, shape, &count);
     put(dst, o, "{\"name\":\"");
     put(dst, o, names[k]);
-    put(dst, o, "\",\"datatype\":\"FP32\",\"shape\":[");
+    put(dst, o, k == V2_OUT_TOPK_INDICES ? "\",\"datatype\":\"INT32\",\"shape\":["
+                                         : "\",\"datatype\":\"FP32\",\"shape\":[");
     for (int d = 0; d < nd; d++) {
         snprintf(s, sizeof s, "%s%lld", d ? "," : "", shape[d]);
         put(dst, o, s);
@@ -85,7 +109,10 @@ static void put_output(struct v2_stream *st, char *dst, size_t *o, const struct 
         return;
     }
     put(dst, o, "\"data\":");
-    *o += jsonnum_format_array(dst + *o, x, count);
+    if (k == V2_OUT_TOPK_INDICES)
+        *o += format_ints(dst + *o, (const int32_t *)(const void *)x, count);
+    else
+        *o += jsonnum_format_array(dst + *o, x, count);
     put(dst, o, "}");
 }
 
@@ -107,6 +134,7 @@ struct v2_stream *v2_stream_new(const struct v2_request *r, const char *model_na
         room += 256 + (r->binary[k] ? 0
                        : JSONNUM_ARRAY_MAX(k == V2_OUT_OUTPUT ? r->c.out_len
                                                               : r->c.weights_len));
+        /* an int32 index is at most 11 characters and its comma: within a float's room */
     }
     if (!(st->text = malloc(room)))
         goto fail;
@@ -125,7 +153,7 @@ struct v2_stream *v2_stream_new(const struct v2_request *r, const char *model_na
         if (i)
             put(st->text, &o, ",");
         const int k = r->outputs[i];
-        put_output(st, st->text, &o, r, k, k == V2_OUT_OUTPUT ? out : weights);
+        put_output(st, st->text, &o, r, k, output_data(r, k, out, weights));
     }
     put(st->text, &o, "]}");
     st->text_len = st->total = o;

@@ -63,6 +63,7 @@ struct v2_options {
     int lower_right;  /* causal_alignment "lower_right" */
     float scale;
     long long heads;  /* the model's when the request does not say */
+    json_t *top_k, *pool; /* parameters.weights_top_k, weights_pool (borrowed), or NULL */
     struct codec_variants cv; /* the variants' values, checked by v2_set_tensors */
 };
 

@@ -163,6 +163,8 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
     if (params && !json_is_object(params))
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters must be an object");
     o->need_asked = json_object_get(params, "need_weights") != NULL;
+    o->top_k = json_object_get(params, "weights_top_k");
+    o->pool = json_object_get(params, "weights_pool");
     o->causal_asked = json_object_get(params, "is_causal") != NULL;
     if (option_bool(params, "need_weights", m, &o->need, err) ||
         option_bool(params, "average_attn_weights", m, &o->avg, err) ||
@@ -309,10 +311,23 @@ int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struc
 /* ---------------------------------------------------------------------- */
 /* Outputs                                                                 */
 
+static const char *const output_names[V2_OUT_COUNT] = {
+    "output", "attention_weights", "attention_weights_top_k_values",
+    "attention_weights_top_k_indices", "attention_weights_pooled"};
+
 static int output_index(const char *name)
 {
-    return strcmp(name, "output") == 0 ? V2_OUT_OUTPUT
-           : strcmp(name, "attention_weights") == 0 ? V2_OUT_WEIGHTS : -1;
+    for (int k = 0; k < V2_OUT_COUNT; k++)
+        if (strcmp(name, output_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+/* The weights output(s) o's parameters make: first and one past the last. */
+static void weights_outputs(const struct v2_options *o, int *lo, int *hi)
+{
+    *lo = o->top_k ? V2_OUT_TOPK_VALUES : o->pool ? V2_OUT_POOLED : V2_OUT_WEIGHTS;
+    *hi = o->top_k ? V2_OUT_POOLED : *lo + 1;
 }
 
 /* r's outputs, their binary flags and the weights mode. Without "outputs"
@@ -321,16 +336,20 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
                     struct api_error *err)
 {
     struct att_params *p = &r->c.p;
-    int need = o->need;
-    r->binary[V2_OUT_OUTPUT] = r->binary[V2_OUT_WEIGHTS] = o->binary_out;
+    int need = o->need, wlo, whi;
+    if (o->top_k && o->pool) /* refused, with the message both endpoints give */
+        return codec_weights_reduce(p, o->top_k, o->pool, 1, "parameters.", err);
+    weights_outputs(o, &wlo, &whi);
+    for (int k = 0; k < V2_OUT_COUNT; k++)
+        r->binary[k] = o->binary_out;
     if (list && !json_is_array(list))
         return api_fail(err, ERR_INVALID_PARAMETER, "outputs must be an array");
     if (json_array_size(list) == 0) {
         r->outputs[r->n_outputs++] = V2_OUT_OUTPUT;
-        if (need)
-            r->outputs[r->n_outputs++] = V2_OUT_WEIGHTS;
+        for (int k = wlo; need && k < whi; k++)
+            r->outputs[r->n_outputs++] = k;
     }
-    int asked[2] = {0, 0};
+    int asked[V2_OUT_COUNT] = {0};
     for (size_t i = 0; i < json_array_size(list); i++) {
         json_t *x = json_array_get(list, i), *v;
         const char *name = json_string_value(json_object_get(x, "name"));
@@ -340,7 +359,16 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
         const int idx = output_index(name);
         if (idx < 0)
             return api_fail(err, ERR_INVALID_PARAMETER, "unknown output '%s' (outputs are "
-                            "output and attention_weights)", name);
+                            "output, attention_weights, attention_weights_top_k_values, "
+                            "attention_weights_top_k_indices and attention_weights_pooled)",
+                            name);
+        if (idx != V2_OUT_OUTPUT && (idx < wlo || idx >= whi))
+            return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is not made by these "
+                            "parameters: %s", name,
+                            idx == V2_OUT_WEIGHTS ? "the full weights are never made with "
+                                                    "weights_top_k or weights_pool"
+                            : idx == V2_OUT_POOLED ? "it needs parameters.weights_pool"
+                                                   : "it needs parameters.weights_top_k");
         if (asked[idx])
             return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' already exists in request",
                             name);
@@ -366,12 +394,21 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
         /* asking for the weights asks for need_weights, over a model's
          * default; against the request's own need_weights false it is a
          * contradiction */
-        if (asked[V2_OUT_WEIGHTS] && o->need_asked && !o->need)
-            return api_fail(err, ERR_INVALID_PARAMETER, "output 'attention_weights' is "
-                            "requested but parameters.need_weights is false");
-        need = asked[V2_OUT_WEIGHTS];
+        int any = 0;
+        for (int k = wlo; k < whi; k++)
+            any |= asked[k];
+        if (any && o->need_asked && !o->need)
+            return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is requested but "
+                            "parameters.need_weights is false", output_names[wlo]);
+        need = any;
     }
     p->weights_mode = !need ? ATT_WEIGHTS_NONE
                       : o->avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
+    /* the reductions' own rules; not asked for through outputs, none is made */
+    if (codec_weights_reduce(p, o->top_k, o->pool, need || !(o->need_asked && !o->need),
+                             "parameters.", err))
+        return -1;
+    if (!need)
+        p->weights_top_k = p->weights_pool = 0;
     return 0;
 }

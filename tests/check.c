@@ -88,3 +88,33 @@ unsigned char *check_randb(size_t n, double p_true, unsigned long long *state)
         x[i] = (check_randf(state) + 1.0f) * 0.5f < p_true;
     return x;
 }
+
+void check_topk_row(float *vals, int *idx, const float *row, int S, int k)
+{
+    for (int x = 0; x < k; x++) {
+        int best = -1;
+        for (int j = 0; j < S; j++) {
+            int taken = 0;
+            for (int y = 0; y < x && !taken; y++)
+                taken = idx[y] == j;
+            if (!taken && (best < 0 || row[j] > row[best] || (row[j] == row[best] && j < best)))
+                best = j;
+        }
+        vals[x] = row[best], idx[x] = best;
+    }
+}
+
+void check_pool(float *dst, const float *full, size_t planes, int L, int S, int p)
+{
+    const int LT = (L - 1) / p + 1, ST = (S - 1) / p + 1;
+    for (size_t pn = 0; pn < planes; pn++)
+        for (int ti = 0; ti < LT; ti++)
+            for (int tj = 0; tj < ST; tj++) {
+                double s = 0.0;
+                int cells = 0;
+                for (int i = ti * p; i < L && i < ti * p + p; i++)
+                    for (int j = tj * p; j < S && j < tj * p + p; j++, cells++)
+                        s += (double)full[(pn * L + i) * S + j];
+                dst[(pn * LT + ti) * ST + tj] = (float)(s / cells);
+            }
+}

@@ -37,4 +37,15 @@ unsigned char *check_randb(size_t n, double p_true, unsigned long long *state);
 int check_peak_reset(void);
 long check_peak_kib(void);
 
+/* Reductions of attention weights, written plainly for tests of
+ * weights_top_k and weights_pool (test_reduce.c, test_http_reduce.c). */
+
+/* The k best (value, key) of a row of S, larger first, equal values by the
+ * lower key, by repeated selection. */
+void check_topk_row(float *vals, int *idx, const float *row, int S, int k);
+
+/* dst (planes, ⌈L/p⌉, ⌈S/p⌉) = the mean of each p × p tile of full
+ * (planes, L, S), an edge tile over the cells it has, summed in double. */
+void check_pool(float *dst, const float *full, size_t planes, int L, int S, int p);
+
 #endif

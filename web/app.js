@@ -1,7 +1,8 @@
-// Attention viewer: builds /attention requests, sends them, draws the weights.
+// Attention viewer: builds /attention and v2 infer requests, sends them,
+// draws the weights.
 //
 // Plain ES modules, no dependencies, nothing fetched but this service's own
-// files and POST /attention. This file wires them together:
+// files, POST /attention and /v2. This file wires them together:
 //
 //   js/state.js      the one state object: update(), subscribe(), readOnlyView()
 //   js/api.js        requests (from the form or pasted text), POST, errors as data
@@ -10,10 +11,17 @@
 //   js/examples.js   the built-in examples and the requests they make
 //   js/variants.js   the attention-variant fields of a request (Hkv, RoPE, ALiBi, ...)
 //   js/canvas.js     canvas and DOM helpers shared by the views
-//   js/views/*.js    one module per part of the page: grid, heatmap, headview,
-//                    output, status, form, export; maps.js (the per-head images)
+//   js/models.js     served models over v2: list, metadata and config, their
+//                    input (vocabulary and embedding table), binary infer
+//   js/stats.js      per-head entropy and mean attention distance, differences
+//   js/svg.js        heatmaps as SVG text (Export SVG)
+//   js/views/*.js    one module per part of the page: grid, summary, heatmap,
+//                    headview, output, compare, status, form, modelpicker,
+//                    export; maps.js (the per-head images)
 //
-// A run: build the request -> api call -> an error goes into state.lastError
+// A run: build the request (the served model chosen in the picker: v2
+// infer with binary tensors; else POST /attention) -> the call -> an error
+// goes into state.lastError
 // -> else the response goes into the state -> the subscriber below draws.
 // Everything is drawn on <canvas> (never one DOM node per cell); the weights
 // come back as base64 float32 and live in Float32Arrays.
@@ -21,11 +29,13 @@
 // Test hook, window.attn (used by tests/browser/*.test.mjs), read-only:
 //   attn.state -> a read-only view of the state (js/state.js): response,
 //       title, view {batch, head, threshold, rangeMode, tab}, lastRequest,
-//       runSeq, busy, runCount, lastTiming, lastError. Assigning through it
+//       lastExchange, runSeq, busy, runCount, lastTiming, lastError. Assigning through it
 //       throws; typed arrays in it are copies.
 //   attn.colorFor(value, max) -> [r, g, b]  the colour a weight `value` is
 //       drawn with when the colour range is 0..max (viridis, 256 steps).
 //       A weight below the threshold is drawn as colorFor(0, max).
+//   attn.diffColor(value, max) -> [r, g, b]  the colour of a difference on
+//       -max … max in the Compare tab (blue - white - red, 0 white).
 //   attn.colorMax(batch, head) -> the top of that map's colour range (null
 //       without weights); the large heatmap shows state.view's map.
 //   attn.matrix(batch, head) -> plain L x S array of arrays of the weights
@@ -38,20 +48,35 @@
 //       canvas's own pixels (for getImageData on #heatmap).
 //   attn.headTokenPoint(side, k) -> {x, y}: viewport point of query token k
 //       (side "query") or key token k (side "key") in the head view.
+//   attn.svgOfTab() -> the text Export SVG downloads; attn.exchangeJson()
+//       -> the text Export JSON downloads.
+//   attn.compareMaps() -> the Compare tab's maps {a, b, diff (flat L x S
+//       arrays), max, L, S} or {error}; attn.comparePixel(k, i, j) -> {x, y}
+//       the centre of cell (i, j) of panel k (0 A, 1 B, 2 B − A) in
+//       #compare-canvas's pixels; attn.compareRanges() -> {a, b, diff}.
+//   attn.highlightedCell() -> {i, j}: the heatmap cell the keyboard or the
+//       pointer highlights, or null.
+//   attn.headSummary(batch) -> [{entropy, distance}] per head, as the head
+//       summary chart shows them (null for averaged weights).
 
 import { state, update, subscribe, readOnlyView } from './js/state.js';
 import { postAttention, requestFromForm, requestFromText } from './js/api.js';
 import { AVG, matrixOf } from './js/tensor.js';
-import { colorFor } from './js/colors.js';
+import { colorFor, diffColor } from './js/colors.js';
 import { $ } from './js/canvas.js';
 import { mapImage, mapLabel } from './js/views/maps.js';
 import { initGrid, markSelectedThumb, renderGrid } from './js/views/grid.js';
-import { cellPixel, cellRect, initHeatmap, renderHeatmap } from './js/views/heatmap.js';
+import { cellPixel, cellRect, highlightedCell, initHeatmap, renderHeatmap } from './js/views/heatmap.js';
+import { markSelectedBars, renderSummary, summaryStats } from './js/views/summary.js';
 import { headTokenPoint, initHeadView, renderHeadView } from './js/views/headview.js';
 import { renderOutput } from './js/views/output.js';
 import { renderStatus } from './js/views/status.js';
-import { applyExample, readForm, updateFormFields } from './js/views/form.js';
-import { exportPng } from './js/views/export.js';
+import { applyExample, applyModelInput, readForm, updateFormFields } from './js/views/form.js';
+import { initModelPicker, modelOf, showModelMeta, trainedModel } from './js/views/modelpicker.js';
+import { inferV2, modelInput } from './js/models.js';
+import { reduceFor } from './js/reduced.js';
+import { compareMaps, comparePixel, compareRanges, initCompare, renderCompare } from './js/views/compare.js';
+import { exchangeJson, exportJson, exportPng, exportSvg, svgOfTab } from './js/views/export.js';
 
 // ---------------------------------------------------------------------------
 // Drawing what the state says
@@ -60,12 +85,14 @@ function renderView() {
   const tab = state.view.tab;
   if (tab === 'heatmap') renderHeatmap();
   else if (tab === 'headview') renderHeadView();
+  else if (tab === 'compare') renderCompare();
   else renderOutput();
   $('view-title').textContent = state.response ? mapLabel() : '';
 }
 
 function renderAll() {
   renderGrid();
+  renderSummary();
   renderView();
 }
 
@@ -82,7 +109,7 @@ function showTab() {
   const tab = state.view.tab;
   for (const b of document.querySelectorAll('.tabs [role="tab"]'))
     b.setAttribute('aria-selected', String(b.dataset.view === tab));
-  for (const v of ['heatmap', 'headview', 'output']) $(`view-${v}`).hidden = v !== tab;
+  for (const v of ['heatmap', 'headview', 'output', 'compare']) $(`view-${v}`).hidden = v !== tab;
 }
 
 function showResponse() {
@@ -92,7 +119,10 @@ function showResponse() {
   $('batch-field').hidden = !(r.N > 1);
   for (let b = 0; b < r.N; b++) sel.add(new Option(String(b), String(b)));
   sel.value = String(state.view.batch);
-  $('heads-sub').textContent = `${state.title} · L = ${r.L}, S = ${r.S}, H = ${r.H}, E = ${r.E}` +
+  const x = r.reduced;
+  const sizes = !x ? `L = ${r.L}, S = ${r.S}` : x.kind === 'pool'
+    ? `L = ${x.L}, S = ${x.S}, pooled p = ${x.p}: ${r.L} × ${r.S} tiles` : `L = ${r.L}, S = ${r.S}, top ${x.k} of each row`;
+  $('heads-sub').textContent = `${state.title} · ${sizes}, H = ${r.H}, E = ${r.E}` +
     (r.N > 1 ? `, N = ${r.N}` : '');
   showTab();
   renderAll();
@@ -102,13 +132,15 @@ subscribe((changed, before) => {
   if ('busy' in changed || 'lastError' in changed || 'lastTiming' in changed) renderStatus();
   if ('response' in changed) {
     showResponse();
+  } else if ('compare' in changed || 'second' in changed) {
+    if (state.view.tab === 'compare') renderCompare();
   } else if ('view' in changed) {
     const was = before.view, now = state.view;
     $('threshold-value').textContent = now.threshold.toFixed(3);
     if (was.batch !== now.batch) renderAll();
     else if (was.threshold !== now.threshold || was.rangeMode !== now.rangeMode) renderAllSoon();
     else if (was.tab !== now.tab) { showTab(); if (state.response) renderView(); }
-    else if (was.head !== now.head) { markSelectedThumb(); renderView(); }
+    else if (was.head !== now.head) { markSelectedThumb(); markSelectedBars(); if (now.tab !== 'compare') renderView(); }
   }
 });
 
@@ -131,24 +163,92 @@ function finish(seq, changed) {
   if (seq === state.runSeq) update({ ...changed, busy: false, runCount: state.runCount + 1 });
 }
 
+// The tokens of the form as a served model's input and the v2 parameters
+// of the mask control (none: the model's own default).
+async function sendToModel(form, slot) {
+  const info = modelOf(form.model);
+  let input;
+  try {
+    input = modelInput(info, form.tokens, form.cross ? form.keyTokens : '');
+  } catch (e) {
+    return { error: { status: 0, code: '', message: e.message } };
+  }
+  const params = {};
+  if (form.mask === 'causal' || form.mask === 'causal_lower_right') params.is_causal = true;
+  if (form.mask === 'causal_lower_right') params.causal_alignment = 'lower_right';
+  const reduce = reduceFor(input.tokens.length, input.keyTokens.length, info.H, form.weightsMode);
+  const built = performance.now();
+  const res = await inferV2(info, input, params, slot, reduce);
+  const title = `${info.name} (served model${info.trained ? ', trained' : ', on the page\'s embeddings'})`;
+  return { res, built, title, exchange: res.response &&
+           { endpoint: `POST /v2/models/${info.name}/infer`, request: res.request, response: res.answer } };
+}
+
+// One run's request and its answer: {res (api.js's answer), built (time
+// the request was ready), title, sent ({body, pasted} of a POST /attention
+// body), exchange (for Export JSON)} or {error}. tokensText replaces the
+// form's tokens (Compare's second input).
+async function send(kind, slot, tokensText) {
+  const form = kind === 'example' ? readForm() : null;
+  if (form && tokensText !== undefined) form.tokens = tokensText;
+  if (form && form.model) return sendToModel(form, slot);
+  const req = form ? requestFromForm(form) : requestFromText($('request-json').value);
+  if (req.error) return req;
+  const built = performance.now();
+  if (slot === 'main') update({ lastRequest: { body: req.body, pasted: req.pasted } });
+  const res = await postAttention(req, slot);
+  return { res, built, title: req.title,
+           exchange: res.response && { endpoint: 'POST /attention', request: req.body, response: res.text } };
+}
+
 async function run(kind) {
   const seq = state.runSeq + 1;
   update({ runSeq: seq, busy: true });
   const t0 = performance.now();
-  const req = kind === 'example' ? requestFromForm(readForm()) : requestFromText($('request-json').value);
-  if (req.error) return finish(seq, { lastError: req.error });
-  update({ lastRequest: { body: req.body, pasted: req.pasted } });
-  const t1 = performance.now();
-  const res = await postAttention(req);
+  const sent = await send(kind, 'main');
+  if (sent.error) return finish(seq, { lastError: sent.error });
+  const res = sent.res;
   if (res.aborted || seq !== state.runSeq) return;
   if (res.error) return finish(seq, { lastError: res.error });
   const t2 = performance.now();
-  update({ response: res.response, title: req.title, view: fitView(state.view, res.response), lastError: null });
+  update({ response: res.response, title: sent.title, view: fitView(state.view, res.response), lastError: null,
+           second: null, lastExchange: sent.exchange });
   const t3 = performance.now();
   await nextFrame();
   const t4 = performance.now();
-  finish(seq, { lastTiming: { build: t1 - t0, ...res.timing, render: t3 - t2, total: t4 - t0,
+  finish(seq, { lastTiming: { build: sent.built - t0, ...res.timing, render: t3 - t2, total: t4 - t0,
                               serverTiming: res.serverTiming, bytes: res.bytes } });
+}
+
+// The Example list: the trained model (its example input, the model chosen
+// in the picker) or an untrained example (no model).
+function pickExample(name) {
+  const t = trainedModel();
+  $('example').value = name;
+  if (name === 'trained' && t) {
+    $('model').value = t.name;
+    applyModelInput(t);
+  } else {
+    $('model').value = '';
+    applyExample(name);
+  }
+  showModelMeta($('model').value);
+  updateFormFields();
+  run('example');
+}
+
+// The picker: a model with a vocabulary gets its example input when the
+// tokens are not in its vocabulary; no model goes back to the untrained
+// sentence example when the trained one was shown.
+function pickModel(name) {
+  const info = modelOf(name), t = trainedModel();
+  if (info && info.trained) {
+    try { modelInput(info, $('tokens').value); } catch { applyModelInput(info); }
+  }
+  if (name === '' && $('example').value === 'trained') { $('example').value = 'sentence'; applyExample('sentence'); }
+  else if (t && name === t.name) $('example').value = 'trained';
+  updateFormFields();
+  run('example');
 }
 
 // ---------------------------------------------------------------------------
@@ -156,10 +256,9 @@ async function run(kind) {
 
 const setView = (part) => update({ view: { ...state.view, ...part } });
 
-function init() {
-  applyExample('sentence');
-  $('example').addEventListener('change', () => { applyExample($('example').value); run('example'); });
-  for (const id of ['mask', 'heads', 'embed-dim', 'rope']) $(id).addEventListener('change', updateFormFields);
+async function init() {
+  $('example').addEventListener('change', () => pickExample($('example').value));
+  for (const id of ['mask', 'heads', 'embed-dim', 'rope', 'weights-mode']) $(id).addEventListener('change', updateFormFields);
   $('run').addEventListener('click', () => run('example'));
   $('run-json').addEventListener('click', () => run('json'));
   for (const id of ['tokens', 'key-tokens', 'request-json']) {
@@ -191,9 +290,15 @@ function init() {
   for (const b of document.querySelectorAll('.tabs [role="tab"]'))
     b.addEventListener('click', () => setView({ tab: b.dataset.view }));
   $('export').addEventListener('click', exportPng);
+  $('export-svg').addEventListener('click', exportSvg);
+  $('export-json').addEventListener('click', exportJson);
   initGrid();
   initHeatmap();
   initHeadView();
+  initCompare(async (text) => {
+    const sent = await send('example', 'second', text);
+    return sent.error ? sent : sent.res;
+  });
 
   // Lay out again only when the width changed (a full-page screenshot, for
   // one, resizes the window's height; that must not drop the hover).
@@ -211,6 +316,7 @@ function init() {
   window.attn = Object.freeze({
     state: readOnlyView(state),
     colorFor,
+    diffColor,
     colorMax: (b, h) => (state.response && state.response.weights ? mapImage(b, h).max : null),
     matrix(b, h) {
       const r = state.response, w = matrixOf(r, b, h);
@@ -219,9 +325,18 @@ function init() {
     cellRect,
     cellPixel,
     headTokenPoint,
+    highlightedCell,
+    svgOfTab,
+    compareMaps: () => { const m = compareMaps(); return m.error ? m : { ...m, a: Array.from(m.a), b: Array.from(m.b), diff: Array.from(m.diff) }; },
+    comparePixel,
+    compareRanges,
+    exchangeJson,
+    headSummary: (b) => (state.response && state.response.perHead ? summaryStats(b).map((s) => ({ ...s })) : null),
   });
 
-  run('example');
+  // The first example: the served trained model when there is one.
+  await initModelPicker(pickModel);
+  pickExample(trainedModel() ? 'trained' : 'sentence');
 }
 
 init();

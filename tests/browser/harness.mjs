@@ -82,10 +82,10 @@ process.on('exit', () => {
   if (server && server.exitCode === null) server.kill('SIGKILL');
 });
 
-function startServer(logName) {
+function startServer(logName, serverArgs) {
   check(fs.existsSync(SERVER), `${SERVER} does not exist; run \`make build/attention-server\` first`);
   const logFile = fs.createWriteStream(path.join(OUT, logName));
-  server = spawn(SERVER, ['--port', '0', '--bind', '127.0.0.1', '--static-dir', 'web'],
+  server = spawn(SERVER, ['--port', '0', '--bind', '127.0.0.1', '--static-dir', 'web', ...serverArgs],
                  { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   return new Promise((resolve, reject) => {
     let buf = '';
@@ -149,18 +149,48 @@ export function argExtremes(m) {
   return { max, min };
 }
 
+// A v2 request body with binary tensors, split at its header length:
+// {header, inputs: [{name, shape, datatype, data: Float32Array}]} in the
+// order of the header's inputs; every byte must belong to one.
+export function parseV2Body(buf, headerLen) {
+  const header = JSON.parse(buf.subarray(0, headerLen).toString('utf8'));
+  let off = headerLen;
+  const inputs = header.inputs.map((inp) => {
+    const n = inp.parameters.binary_data_size;
+    const copy = new Uint8Array(n);
+    copy.set(buf.subarray(off, off + n));
+    off += n;
+    return { name: inp.name, shape: inp.shape, datatype: inp.datatype, data: new Float32Array(copy.buffer) };
+  });
+  check(off === buf.length, `the v2 body has ${buf.length - off} bytes beyond its tensors`);
+  return { header, inputs };
+}
+
 export const isAttention = (r) => new URL(r.url()).pathname === '/attention' && r.request().method() === 'POST';
+export const isInfer = (r) => /^\/v2\/models\/[^/]+\/infer$/.test(new URL(r.url()).pathname) && r.request().method() === 'POST';
+
+// Opens the page and waits for its first run (the trained model, or the
+// sentence example without one); then, when `example` is given, chooses
+// that built-in example and returns its run (runAndWait).
+export async function openPage(page, base, example) {
+  await page.goto(base, { waitUntil: 'domcontentloaded' });
+  await page.waitForFunction(() => window.attn && window.attn.state.runCount > 0 && !window.attn.state.busy, null, { timeout: 30000 });
+  if (!example) return null;
+  return runAndWait(page, () => page.selectOption('[data-testid="example"]', example));
+}
 
 // Performs `action`, waits until the page has finished the run it starts and
-// returns the /attention response it got (status and JSON body).
-export async function runAndWait(page, action, timeout = 60000) {
+// returns the /attention response it got (status and JSON body), or with
+// v2, the v2 infer response (status and the playwright response, no body).
+export async function runAndWait(page, action, timeout = 60000, { v2 = false } = {}) {
   const before = await page.evaluate(() => window.attn.state.runCount);
-  const respP = page.waitForResponse(isAttention, { timeout });
+  const respP = page.waitForResponse(v2 ? isInfer : isAttention, { timeout });
   const t0 = Date.now();
   await action();
   const resp = await respP;
   await page.waitForFunction((n) => window.attn.state.runCount > n && !window.attn.state.busy, before, { timeout });
   const ms = Date.now() - t0;
+  if (v2) return { status: resp.status(), body: null, ms, resp };
   // Chromium's inspector drops big bodies (the 22 MB of L = 512) from its
   // cache; then send the page's very request again from here (the answer is
   // deterministic) and read that.
@@ -225,22 +255,23 @@ export async function selectTab(page, tab) {
 // ---------------------------------------------------------------------------
 
 // Runs `steps` ([name, async (page, base) => ..., {essential}], in order) on
-// one page against a fresh server and exits: 0 if every step passed, else 1
-// after naming the failures. Screenshots whose names start with `prefix`
+// one page against a fresh server (started in the repository's root, so
+// its model_repository is models/ unless serverArgs name another) and
+// exits: 0 if every step passed, else 1 after naming the failures. Screenshots whose names start with `prefix`
 // are removed first (the whole folder's with ''); the server's log is
 // build/browser/<logName>.
-export async function runSuite(name, steps, { prefix = '', logName = 'server.log' } = {}) {
+export async function runSuite(name, steps, { prefix = '', logName = 'server.log', serverArgs = [] } = {}) {
   suite = name;
-  main(steps, prefix, logName).catch((e) => die(e instanceof CheckError ? e.message : (e && e.stack) || String(e)));
+  main(steps, prefix, logName, serverArgs).catch((e) => die(e instanceof CheckError ? e.message : (e && e.stack) || String(e)));
 }
 
-async function main(steps, prefix, logName) {
+async function main(steps, prefix, logName, serverArgs) {
   fs.mkdirSync(OUT, { recursive: true });
   for (const f of fs.readdirSync(OUT)) if (f.startsWith(prefix) && /\.png$/.test(f)) fs.rmSync(path.join(OUT, f));
   const watchdog = setTimeout(() => die(`timed out after ${process.env.BROWSER_TEST_TIMEOUT || 240} s`),
                               1000 * Number(process.env.BROWSER_TEST_TIMEOUT || 240));
   check(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (apt-get install chromium)`);
-  const port = await startServer(logName);
+  const port = await startServer(logName, serverArgs);
   const base = `http://127.0.0.1:${port}/`;
   log(`${suite}: server on ${base}, browser ${CHROMIUM}`);
   userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'attn-browser-'));

@@ -21,7 +21,7 @@
 //   as zero and every cell as the server's weight.
 // Screenshots: build/browser/var-*.png. Plumbing: tests/browser/harness.mjs.
 
-import { check, checkHeatmapShows, decodeTensor, log, pixels, rgb, runAndWait, runSuite, sameColor, selectHead,
+import { check, checkHeatmapShows, decodeTensor, log, openPage, pixels, rgb, runAndWait, runSuite, sameColor, selectHead,
          shot, weightsOf } from './harness.mjs';
 
 // Every variant control as the page starts: nothing set.
@@ -58,8 +58,7 @@ async function sentWith(page, values) {
 const variantsOf = (req) => JSON.stringify(Object.fromEntries(VARIANT_KEYS.filter((k) => k in req).sort().map((k) => [k, req[k]])));
 
 async function stepOpen(page, base) {
-  await page.goto(base, { waitUntil: 'domcontentloaded' });
-  await page.waitForFunction(() => window.attn && window.attn.state.runCount > 0 && !window.attn.state.busy, null, { timeout: 15000 });
+  await openPage(page, base, 'sentence');
   for (const [id, v] of Object.entries(DEFAULTS)) {
     const sel = `[data-testid="${id}"]`;
     const got = typeof v === 'boolean' ? await page.isChecked(sel) : await page.inputValue(sel);

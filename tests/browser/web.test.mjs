@@ -5,7 +5,14 @@
 // missing), or directly: node tests/browser/web.test.mjs
 //
 // What is checked:
-//   1. sentence example: the large heatmap's pixel at the cell with the
+//   0. the page opens on the trained model (models/digits-reverse, served
+//      as the default model_repository): the input embedded with the
+//      model's table goes to v2 infer as binary tensors, the weights equal
+//      POST /attention's for the same model and input, and in each head the
+//      model's pattern names, every row's brightest drawn cell (read from
+//      the pixels) is the mirrored key L-1-i; another input too; a token
+//      outside the vocabulary is refused in words;
+//   1. sentence example (untrained, random weights): the large heatmap's pixel at the cell with the
 //      largest weight and at the one with the smallest has the colour the
 //      scale gives those values (window.attn.colorFor), the weights the page
 //      shows are the ones the server sent (decoded here independently);
@@ -35,7 +42,8 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { CheckError, OUT, ROOT, SERVER, argExtremes, check, checkHeatmapShows, isAttention, log, pixels, rgb, runAndWait,
+import { CheckError, OUT, ROOT, SERVER, argExtremes, check, checkHeatmapShows, isAttention, isInfer, log, openPage, parseV2Body, pixels,
+         rgb, runAndWait,
          runSuite, sameColor, selectHead, selectTab, shot, viewOf, weightsOf } from './harness.mjs';
 
 // ---------------------------------------------------------------------------
@@ -43,21 +51,106 @@ import { CheckError, OUT, ROOT, SERVER, argExtremes, check, checkHeatmapShows, i
 
 const ctx = { first: null };
 
-async function stepSentence(page, base) {
-  const respP = page.waitForResponse(isAttention, { timeout: 15000 });
+// The brightest cell of each drawn row, read from the pixels: each pixel
+// mapped back to its index on the colour scale (nearest of the 256 colours).
+async function brightestDrawn(page, L, S) {
+  const cells = [];
+  for (let i = 0; i < L; i++) for (let j = 0; j < S; j++) cells.push([i, j]);
+  const got = await pixels(page, cells);
+  const table = await page.evaluate(() => Array.from({ length: 256 }, (_, k) => window.attn.colorFor(k / 255, 1)));
+  const level = (c) => table.reduce((best, t, k) => {
+    const dist = Math.abs(t[0] - c[0]) + Math.abs(t[1] - c[1]) + Math.abs(t[2] - c[2]);
+    return dist < best.d ? { d: dist, k } : best;
+  }, { d: Infinity, k: -1 }).k;
+  return Array.from({ length: L }, (_, i) => {
+    let jBest = 0;
+    for (let j = 1; j < S; j++) if (level(got[i * S + j]) > level(got[i * S + jBest])) jBest = j;
+    return jBest;
+  });
+}
+
+// The page opens on the trained model (models/digits-reverse): its example
+// input embedded with the model's table, sent to v2 infer as binary
+// tensors; the weights equal a POST /attention of the same model and
+// input made here; in every head the pattern names, each row's brightest
+// drawn cell is the mirrored key L-1-i; another input shows it too; a
+// character outside the vocabulary is refused in words.
+async function stepTrained(page, base) {
+  const respP = page.waitForResponse(isInfer, { timeout: 30000 });
   const t0 = Date.now();
-  await page.goto(base, { waitUntil: 'domcontentloaded' });
-  await page.waitForFunction(() => window.attn && window.attn.state.runCount > 0 && !window.attn.state.busy, null, { timeout: 15000 });
+  await openPage(page, base);
   const openMs = Date.now() - t0;
   const resp = await respP;
-  const json = await resp.json();
-  check(resp.status() === 200, `the sentence example got HTTP ${resp.status()}: ${JSON.stringify(json)}`);
+  check(resp.status() === 200, `the trained model's run got HTTP ${resp.status()}`);
+  const err = await page.evaluate(() => window.attn.state.lastError);
+  check(!err, `the first example shows an error: ${JSON.stringify(err)}`);
+  const first = await page.inputValue('[data-testid="example"]');
+  check(first === 'trained', `the page opened on example "${first}", not the trained model`);
+  const groups = await page.$$eval('[data-testid="example"] optgroup', (gs) => gs.map((g) => g.label));
+  check(groups.some((g) => /untrained/i.test(g)), `the random-weight examples are not labelled untrained: ${JSON.stringify(groups)}`);
+  const name = new URL(resp.url()).pathname.split('/')[3];
+  check(name === 'digits-reverse', `the first run went to model ${name}`);
+  const config = await (await fetch(new URL(`v2/models/${name}/config`, base))).json();
+  const text = await page.inputValue('[data-testid="tokens"]');
+  check(text === config.input.example, `the input is "${text}", the model's example "${config.input.example}"`);
+
+  const req = resp.request();
+  const hlen = Number((await req.allHeaders())['inference-header-content-length']);
+  const { header, inputs } = parseV2Body(req.postDataBuffer(), hlen);
+  check(header.parameters.binary_data_output === true, 'the page did not ask for binary outputs');
+  const tokens = [...text];
+  const E = config.embedding[0].length, L = tokens.length;
+  const rows = tokens.map((t) => config.embedding[config.vocab.indexOf(t)]);
+  check(JSON.stringify(header.inputs[0].shape) === JSON.stringify([L, E]) &&
+        Array.from(inputs[0].data).every((v, k) => v === Math.fround(rows[Math.floor(k / E)][k % E])),
+        `the query sent is not the embedding rows of "${text}" (shape ${JSON.stringify(header.inputs[0].shape)})`);
+
+  // The same model and input through POST /attention, from here.
+  const direct = await (await fetch(new URL('attention', base), { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: name, query: rows, tokens }) })).json();
+  const w = weightsOf(direct);
+  const H = direct.num_heads;
+  for (let h = 0; h < H; h++) {
+    const pm = await page.evaluate((h) => window.attn.matrix(0, h), h);
+    const worst = Math.max(...pm.flatMap((row, i) => row.map((v, j) => Math.abs(v - w[0][h][i][j]))));
+    check(worst <= 1e-6, `head ${h}: the page's weights differ from POST /attention's by up to ${worst}`);
+  }
+  const heads = config.pattern.heads;
+  for (const h of heads) {
+    await selectHead(page, h);
+    await checkHeatmapShows(page, w[0][h], `trained head ${h}`);
+    const brightest = await brightestDrawn(page, L, L);
+    const wrong = brightest.map((j, i) => [i, j]).filter(([i, j]) => j !== L - 1 - i);
+    check(wrong.length === 0, `trained head ${h}: rows whose brightest drawn cell is not the mirrored key: ${JSON.stringify(wrong)}`);
+  }
+  await selectHead(page, heads[0]);
+  await shot(page, '00-trained.png');
+  const mirrored = heads.map((h) => (w[0][h].reduce((a, row, i) => a + row[L - 1 - i], 0) / L).toFixed(3));
+  log(`  page opened on ${name} ("${text}") in ${openMs} ms; heads ${heads.join(', ')}: every row's brightest drawn cell is ` +
+      `the mirrored key (mean mirrored weight ${mirrored.join(', ')}); weights = POST /attention's`);
+
+  // Another input, and one the vocabulary refuses.
+  await page.fill('[data-testid="tokens"]', '27182818');
+  const again = await runAndWait(page, () => page.click('[data-testid="run"]'), 60000, { v2: true });
+  check(again.status === 200, `the input 27182818 got HTTP ${again.status}`);
+  const m = await page.evaluate((h) => window.attn.matrix(0, h), heads[0]);
+  m.forEach((row, i) => check(row.indexOf(Math.max(...row)) === L - 1 - i, `input 27182818, head ${heads[0]}: row ${i} peaks at ${row.indexOf(Math.max(...row))}`));
+  await page.fill('[data-testid="tokens"]', '12a45678');
+  await page.click('[data-testid="run"]');
+  await page.waitForSelector('#error', { state: 'visible', timeout: 5000 });
+  const shown = await page.textContent('#error');
+  check(/knows only the tokens/.test(shown) && shown.includes('"a"'), `the input 12a45678 shows "${shown}"`);
+  log(`  input 27182818: anti-diagonal too; input 12a45678: "${shown}"`);
+}
+
+async function stepSentence(page) {
+  const { body: json, status, sent } = await runAndWait(page, () => page.selectOption('[data-testid="example"]', 'sentence'));
+  check(status === 200, `the sentence example got HTTP ${status}: ${JSON.stringify(json)}`);
   const err = await page.evaluate(() => window.attn.state.lastError);
   check(!err, `the sentence example shows an error: ${JSON.stringify(err)}`);
-  log(`  page opened and the sentence example's heads drawn in ${openMs} ms (auto-run on load)`);
-  check(openMs < 5000, `the first heads took ${openMs} ms to appear (should be about a second)`);
+  check(await page.inputValue('[data-testid="model"]') === '', 'the sentence example still names a served model');
 
-  const req = JSON.parse(resp.request().postData());
+  const req = JSON.parse(sent);
   check(req.output_encoding === 'base64', 'the page did not ask for output_encoding "base64"');
   check(req.query && typeof req.query.b64 === 'string' && req.weights && req.weights.in_proj_weight.dtype === 'float32',
         'the sentence request should carry base64 float32 tensors (query, weights)');
@@ -436,7 +529,8 @@ async function stepLong(page) {
 // ---------------------------------------------------------------------------
 
 runSuite('web.test', [
-  ['sentence example: extreme cells have the scale\'s colours', stepSentence, { essential: true }],
+  ['the page opens on the trained model: anti-diagonal heads, drawn', stepTrained, { essential: true }],
+  ['sentence example (untrained): extreme cells have the scale\'s colours', stepSentence, { essential: true }],
   ['hover: tooltip shows query, key and exact weight', stepHover],
   ['switch heads: heatmap shows that head; threshold hides', stepSwitchHeads],
   ['test hook is read-only; the page keeps working', stepReadOnlyHook],

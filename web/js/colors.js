@@ -59,6 +59,22 @@ export const DIVERGING = makeScale((i) => {
   return [0, 1, 2].map((c) => Math.round(a[c] + (b[c] - a[c]) * f));
 });
 
+// Blue - white - red for differences: entry 128 is white (exactly 0), 0 is
+// -max (blue), 255 is +max (red).
+export const DIFF = makeScale((i) => {
+  const [a, f] = i < 128 ? [[49, 104, 214], i / 128] : [[214, 56, 64], (255 - i) / 127];
+  return [0, 1, 2].map((c) => Math.round(a[c] + (255 - a[c]) * f));
+});
+
+// Index in DIFF of the difference `value` on the range -max … max.
+export function diffIndex(value, max) {
+  if (!(max > 0) || value === 0) return 128;
+  const t = Math.max(-1, Math.min(1, value / max));
+  return t > 0 ? 128 + Math.round(t * 127) : 128 + Math.round(t * 128);
+}
+
+export const diffColor = (value, max) => rgbAt(DIFF, diffIndex(value, max));
+
 // Index in a 256-step table of `value` on the range 0 … max.
 export function lutIndex(value, max) {
   if (!(max > 0)) return 0;

@@ -8,6 +8,7 @@
 
 import { f32Tensor } from './tensor.js';
 import { numberFrom, variantFields } from './variants.js';
+import { reduceFor } from './reduced.js';
 
 function fnv1a(str) {
   let h = 0x811c9dc5;
@@ -43,7 +44,7 @@ const LONG_TEXT = ('attention lets every position of a sequence look at every ot
   ', and the resulting weights average the values . several heads do this in parallel on ' +
   'smaller slices of the embedding , so one head can follow the previous word while another ' +
   'tracks a repeated name or the end of a sentence .').split(/\s+/);
-const longTokens = Array.from({ length: 512 }, (_, i) => LONG_TEXT[i % LONG_TEXT.length]).join(' ');
+const longTokens = (n) => Array.from({ length: n }, (_, i) => LONG_TEXT[i % LONG_TEXT.length]).join(' ');
 
 export const EXAMPLES = {
   sentence: { title: 'Sentence self-attention', tokens: 'the cat sat on the mat because it was tired',
@@ -54,8 +55,11 @@ export const EXAMPLES = {
            keyTokens: 'the cat is sleeping on the red mat', E: 32, H: 4, mask: 'none', seed: 5 },
   // Long: token vectors scaled down (embedGain) so the positional encoding
   // shows, as a band along the diagonal in the first heads.
-  long: { title: 'Long sequence', tokens: longTokens, keyTokens: null, E: 256, H: 16, mask: 'none', seed: 3,
+  long: { title: 'Long sequence, L = 512', tokens: longTokens(512), keyTokens: null, E: 256, H: 16, mask: 'none', seed: 3,
           embedGain: 0.4 },
+  // L·S·H = 268 M weights: the page asks for pooled weights (reduced.js).
+  long4096: { title: 'Long sequence, L = 4096', tokens: longTokens(4096), keyTokens: null, E: 128, H: 16, mask: 'none',
+              seed: 3, embedGain: 0.4 },
 };
 
 const splitTokens = (text) => text.trim().split(/\s+/).filter(Boolean);
@@ -63,7 +67,7 @@ const splitTokens = (text) => text.trim().split(/\s+/).filter(Boolean);
 // The embedding of a token: a gaussian vector (variance gain²) seeded by the
 // token's hash (case-folded, so "The" and "the" agree). The sinusoidal
 // positional encoding is added by the server (positional_encoding).
-function embed(tokens, E, gain = 1) {
+export function embed(tokens, E, gain = 1) {
   const x = new Float32Array(tokens.length * E);
   tokens.forEach((tok, i) => {
     const rng = mulberry32(fnv1a(tok.toLowerCase()) ^ 0x9e3779b9);
@@ -108,7 +112,8 @@ function projections(E, H, Hkv, seed) {
 // The request for the sidebar's form: {example (a key of EXAMPLES), tokens,
 // keyTokens (text, words separated by white space), cross (key tokens
 // given), E, H, mask ('none', 'causal', 'causal_lower_right', 'padding'),
-// padK (padded keys), scale (text, '' for the default), seed, and the
+// padK (padded keys), scale (text, '' for the default), seed, weightsMode
+// (reduced.js reduceFor: 'auto', 'full', {pool: p}, {topK: k}), and the
 // variant controls variants.js reads (hkv: KV heads, 0 = H, ...)}.
 export function buildExampleRequest(form) {
   const gain = EXAMPLES[form.example].embedGain || 1;
@@ -138,5 +143,8 @@ export function buildExampleRequest(form) {
   }
   const scale = numberFrom(form.scale, 'Scale');
   if (scale !== undefined) req.scale = scale;   // the server names the problem if it is not > 0
+  const reduce = reduceFor(tokens.length, keyTokens.length, H, form.weightsMode || 'auto');
+  if (reduce && reduce.pool) req.weights_pool = reduce.pool;
+  if (reduce && reduce.topK) req.weights_top_k = reduce.topK;
   return Object.assign(req, variantFields(form));
 }

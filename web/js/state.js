@@ -21,9 +21,16 @@ export const state = {
     head: 0,          // a head index or 'avg'
     threshold: 0,     // weights below it are drawn as zero
     rangeMode: 'head',  // colour range 'head' (0 … max of each map) or 'unit' (0 … 1)
-    tab: 'heatmap',   // 'heatmap', 'headview' or 'output'
+    tab: 'heatmap',   // 'heatmap', 'headview', 'output' or 'compare'
   },
+  compare: {          // the Compare tab: maps A and B (heads or 'avg'), B from 'same' or 'second' input
+    a: 0,
+    b: 1,
+    input: 'same',
+  },
+  second: null,       // {response}: the second input's answer (Compare), or null
   lastRequest: null,  // {body, pasted}: the last body sent, and whether the user typed it
+  lastExchange: null, // {endpoint, request, response}: the texts of the last successful run (Export JSON)
   runSeq: 0,          // number of the latest run; an older run's answer is dropped
   busy: false,        // a run is under way
   runCount: 0,        // finished runs, successful or not

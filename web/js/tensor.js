@@ -7,6 +7,8 @@
 //
 // No DOM. A decoded response is never changed after decodeResponse returns.
 
+import { decodeReduced } from './reduced.js';
+
 export const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 function bytesToB64(u8) {
@@ -38,31 +40,35 @@ export function f32Tensor(data, shape) {
 const product = (shape) => shape.reduce((a, b) => a * b, 1);
 const isObject = (t) => t && typeof t === 'object' && !Array.isArray(t);
 
-// Any of the three forms -> {shape, data: Float32Array}; `name` is for errors.
-function decodeTensor(t, name) {
+// Any of the three forms, or {shape, data: Float32Array} already decoded
+// (a v2 binary answer) -> {shape, data: Float32Array}; `name` is for errors.
+// dtype 'int32' (top-k indices) gives an Int32Array.
+export function decodeTensor(t, name, dtype = 'float32') {
+  const Typed = dtype === 'int32' ? Int32Array : Float32Array;
   if (isObject(t) && typeof t.b64 === 'string') {
-    if (t.dtype !== 'float32') throw new Error(`${name}: dtype ${t.dtype}, expected float32`);
+    if (t.dtype !== dtype) throw new Error(`${name}: dtype ${t.dtype}, expected ${dtype}`);
     const bytes = b64ToBytes(t.b64);
     if (bytes.length !== 4 * product(t.shape)) throw new Error(`${name}: ${bytes.length} bytes for shape (${t.shape})`);
     let data;
     if (LITTLE_ENDIAN && bytes.byteOffset % 4 === 0) {
-      data = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
+      data = new Typed(bytes.buffer, bytes.byteOffset, bytes.length / 4);
     } else {
       const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-      data = new Float32Array(bytes.length / 4);
-      for (let i = 0; i < data.length; i++) data[i] = dv.getFloat32(4 * i, true);
+      data = new Typed(bytes.length / 4);
+      for (let i = 0; i < data.length; i++) data[i] = dtype === 'int32' ? dv.getInt32(4 * i, true) : dv.getFloat32(4 * i, true);
     }
     return { shape: t.shape.slice(), data };
   }
+  if (isObject(t) && t.data instanceof Typed) return { shape: t.shape.slice(), data: t.data };
   if (isObject(t) && Array.isArray(t.data)) {
-    return { shape: t.shape.slice(), data: Float32Array.from(t.data) };
+    return { shape: t.shape.slice(), data: Typed.from(t.data) };
   }
   if (Array.isArray(t)) {
     const shape = [];
     for (let x = t; Array.isArray(x); x = x[0]) shape.push(x.length);
     const flat = t.flat(shape.length);
     if (flat.length !== product(shape)) throw new Error(`${name}: ragged nested array`);
-    return { shape, data: Float32Array.from(flat) };
+    return { shape, data: Typed.from(flat) };
   }
   throw new Error(`${name}: not a tensor`);
 }
@@ -74,11 +80,15 @@ export const AVG = 'avg';
 
 // A /attention answer as {N, H, L, S, E, headDim, perHead, tokens, keyTokens,
 // weights (Float32Array or null), weightsShape, output (Float32Array),
-// outputShape, json (the answer without its tensors)}. perHead: the weights
+// outputShape, json (the answer without its tensors), reduced (null, or
+// reduced.js's description of pooled or top-k weights)}. `reduce` is what
+// the request asked ({pool: p} or {topK: k}), for reduced answers. perHead: the weights
 // are per head (N, H, L, S) rather than the average (N, L, S); a rank-3
 // answer is ambiguous, `askedAverage` (the request's average_attn_weights)
 // settles it.
-export function decodeResponse(json, askedAverage) {
+export function decodeResponse(json, askedAverage, reduce = null) {
+  if (json.attention_weights_pooled !== undefined || json.attention_weights_top_k !== undefined)
+    return decodeReduced(json, askedAverage, reduce, decodeResponse);
   const N = json.batch, H = json.num_heads, L = json.target_len, S = json.source_len, E = json.embed_dim;
   const out = decodeTensor(json.output, 'output');
   let weights = null, weightsShape = null, perHead = true;
@@ -98,7 +108,7 @@ export function decodeResponse(json, askedAverage) {
                   : (Array.isArray(json.tokens) && S === L ? tokens.slice() : labels(null, S));
   const meta = Object.fromEntries(Object.entries(json).filter(([k]) => k !== 'output' && k !== 'attention_weights'));
   return { N, H, L, S, E, headDim: json.head_dim, perHead, tokens, keyTokens, weights, weightsShape,
-           output: out.data, outputShape: out.shape, json: meta };
+           output: out.data, outputShape: out.shape, json: meta, reduced: null };
 }
 
 // Head averages, computed once per (response, batch item).

@@ -6,6 +6,15 @@
 
 import { $ } from '../canvas.js';
 import { EXAMPLES } from '../examples.js';
+import { modelExample } from '../models.js';
+
+// The Weights control as reduced.js reduceFor takes it.
+function weightsMode() {
+  const mode = $('weights-mode').value, n = Number($('weights-param').value);
+  if (mode === 'pool') return { pool: n };
+  if (mode === 'topk') return { topK: n };
+  return mode;
+}
 
 export function readForm() {
   return {
@@ -28,6 +37,8 @@ export function readForm() {
     windowLeft: $('window-left').value.trim(),
     windowRight: $('window-right').value.trim(),
     softcap: $('softcap').value.trim(),
+    model: $('model').value,
+    weightsMode: weightsMode(),
   };
 }
 
@@ -37,13 +48,24 @@ export function applyExample(name) {
   $('key-tokens').value = ex.keyTokens || '';
   $('key-tokens-field').hidden = !ex.keyTokens;
   $('tokens-label').textContent = ex.keyTokens ? 'Query tokens (target)' : 'Tokens';
-  $('tokens').rows = name === 'long' ? 5 : 2;
+  $('tokens').rows = name.startsWith('long') ? 5 : 2;
   $('embed-dim').value = String(ex.E);
   $('heads').value = String(ex.H);
   $('mask').value = ex.mask;
   $('scale').value = '';
   $('seed').value = String(ex.seed);
   updateFormFields();
+}
+
+// The form for a served model with a vocabulary (models.js): its example
+// input, no key tokens, the vocabulary named in the label.
+export function applyModelInput(info) {
+  $('tokens').value = modelExample(info);
+  $('key-tokens').value = '';
+  $('key-tokens-field').hidden = true;
+  $('tokens-label').textContent = `Input (${info.name}'s tokens: ${info.config.vocab.join(' ')})`;
+  $('tokens').rows = 2;
+  $('mask').value = 'none';
 }
 
 // The KV-head choices for H heads: H itself (value '', sent as nothing),
@@ -67,4 +89,11 @@ export function updateFormFields() {
   $('rope-dim').placeholder = `d = ${Number($('embed-dim').value) / Number($('heads').value)}`;
   $('rope-fields').hidden = $('rope').value === 'off';
   $('pad-k-field').style.visibility = $('mask').value === 'padding' ? 'visible' : 'hidden';
+  const mode = $('weights-mode').value;
+  $('weights-param-field').style.visibility = mode === 'pool' || mode === 'topk' ? 'visible' : 'hidden';
+  $('weights-param-label').textContent = mode === 'topk' ? 'k' : 'p';
+  // A served model brings its own widths, heads, weights and variants.
+  const model = $('model').value !== '';
+  for (const id of ['embed-dim', 'heads', 'seed', 'scale']) $(id).disabled = model;
+  $('variants').disabled = model;
 }

@@ -2,13 +2,18 @@
 // across, the colour legend beside it, a tooltip with the exact weight
 // under the pointer. The map is drawn from its offscreen image scaled up
 // without smoothing; hovering only redraws a transparent overlay.
+// Keyboard: the overlay takes the focus; the arrow keys move the
+// highlighted cell (clamped at the edges), Home / End go to the row's first
+// / last key, Page Down / Page Up to the next / previous head on the same
+// cell, and each move is announced in #heatmap-live (aria-live).
 
 import { state } from '../state.js';
 import { $, COLORS, FONT, availableWidth, clearOverlay, drawCaption, drawRowLabels, ellipsize, sizeCanvas,
          tickStep } from '../canvas.js';
 import { VIRIDIS, drawLegend, formatValue } from '../colors.js';
-import { matrixOf } from '../tensor.js';
-import { mapImage, mapLabel } from './maps.js';
+import { AVG, headsOf, matrixOf } from '../tensor.js';
+import { reducedNote } from '../reduced.js';
+import { mapImage, mapLabel, selectHead } from './maps.js';
 
 // What this view alone knows: the layout of its last drawing ({left, top,
 // cell, L, S} in CSS pixels) and the cell under the pointer ({i, j}).
@@ -17,6 +22,9 @@ const local = { layout: null, hover: null };
 export function renderHeatmap() {
   const r = state.response;
   const canvas = $('heatmap'), overlay = $('heatmap-overlay');
+  // The keyboard's cell survives a redraw (another head, the threshold)
+  // while the map has the focus; the pointer's does not.
+  const kept = document.activeElement === overlay ? local.hover : null;
   local.hover = null;
   hideTooltip();
   if (!r || !r.weights) {
@@ -44,7 +52,10 @@ export function renderHeatmap() {
   const right = labels ? Math.ceil(colW * Math.SQRT1_2) + 8 : 10;
   cell = Math.max(1, Math.min(cell, Math.floor((avail - left - right) / S) || 1));
   const gw = S * cell, gh = L * cell;
-  const caption = `rows: query (L = ${L})   columns: key (S = ${S})`;
+  const x = r.reduced;
+  const caption = x && x.kind === 'pool'
+    ? `rows: query tiles (L = ${x.L} in ${L})   columns: key tiles (S = ${x.S} in ${S}); each cell the mean of ${x.p} × ${x.p} weights`
+    : `rows: query (L = ${L})   columns: key (S = ${S})` + (x ? `; each row's top ${x.k}, the rest drawn as 0` : '');
   measure.font = `11px ${FONT}`;
   const W = Math.max(left + gw + right, left + Math.ceil(measure.measureText(caption).width) + 8), Hh = top + gh + 28;
   const ctx = sizeCanvas(canvas, W, Hh);
@@ -73,6 +84,7 @@ export function renderHeatmap() {
   }
   drawCaption(ctx, caption, left, top + gh + 10);
   local.layout = { left, top, cell, L, S };
+  if (kept && kept.i < L && kept.j < S) moveKeyboard(0, 0, null, kept);
 
   const thr = state.view.threshold;
   drawLegend($('legend'), {
@@ -130,7 +142,9 @@ function drawHover() {
   ctx.strokeRect(g.left + j * g.cell - pad, g.top + i * g.cell - pad, g.cell + 2 * pad, g.cell + 2 * pad);
 }
 
-function showTooltip(ev, i, j) {
+// The tooltip for cell (i, j) near the viewport point (x, y); the same
+// words go to the aria-live region.
+function showTooltip(at, i, j) {
   const r = state.response, { batch, head, threshold } = state.view;
   const w = matrixOf(r, batch, head)[i * r.S + j];
   $('tip-query').textContent = r.tokens[i];
@@ -139,12 +153,18 @@ function showTooltip(ev, i, j) {
   $('tip-kj').textContent = `#${j}`;
   $('tip-weight').textContent = String(w);    // the float32 exactly, shortest round-trip form
   $('tip-head').textContent = mapLabel() + (w < threshold ? ' · below threshold (hidden)' : '');
+  const note = head === AVG && r.reduced && r.reduced.kind === 'topk' ? 'the mean over heads of their top-k maps'
+             : reducedNote(r, (r.perHead ? batch * r.H + (head === AVG ? 0 : head) : batch) * r.L, i, j);
+  $('tip-note').textContent = note;
+  $('tip-note').hidden = !note;
+  $('heatmap-live').textContent = `query ${i} "${r.tokens[i]}", key ${j} "${r.keyTokens[j]}", weight ${w}` +
+                                  (note ? ` (${note})` : '');
   const tip = $('tooltip');
   tip.hidden = false;
   const tw = tip.offsetWidth, th = tip.offsetHeight;
-  let x = ev.clientX + 16, y = ev.clientY + 16;
-  if (x + tw > window.innerWidth - 8) x = ev.clientX - tw - 16;
-  if (y + th > window.innerHeight - 8) y = ev.clientY - th - 16;
+  let x = at.x + 16, y = at.y + 16;
+  if (x + tw > window.innerWidth - 8) x = at.x - tw - 16;
+  if (y + th > window.innerHeight - 8) y = at.y - th - 16;
   tip.style.left = `${Math.max(4, x)}px`;
   tip.style.top = `${Math.max(4, y)}px`;
 }
@@ -167,7 +187,41 @@ export function initHeatmap() {
       local.hover = at;
       drawHover();
     }
-    showTooltip(ev, at.i, at.j);
+    showTooltip({ x: ev.clientX, y: ev.clientY }, at.i, at.j);
   });
   overlay.addEventListener('mouseleave', () => { local.hover = null; drawHover(); hideTooltip(); });
+  overlay.addEventListener('focus', () => { if (!local.hover) moveKeyboard(0, 0, null); });
+  overlay.addEventListener('blur', () => { local.hover = null; drawHover(); hideTooltip(); });
+  overlay.addEventListener('keydown', (ev) => {
+    if ((ev.key === 'PageDown' || ev.key === 'PageUp') && state.response && state.response.weights) {
+      ev.preventDefault();
+      const heads = headsOf(state.response);
+      const k = heads.indexOf(state.view.head) + (ev.key === 'PageDown' ? 1 : -1);
+      selectHead(heads[(k + heads.length) % heads.length]);   // the redraw keeps and announces the cell
+      return;
+    }
+    const step = KEYS[ev.key];
+    if (!step || !local.layout) return;
+    ev.preventDefault();
+    moveKeyboard(step[0], step[1], ev.key);
+  });
 }
+
+// Key -> [row step, column step]; Home / End are handled in moveKeyboard.
+const KEYS = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1], Home: [0, 0], End: [0, 0] };
+
+function moveKeyboard(di, dj, key, from = local.hover) {
+  const g = local.layout;
+  if (!g) return;
+  const h = from || { i: 0, j: 0 };
+  const clamp = (v, n) => Math.max(0, Math.min(n - 1, v));
+  const i = clamp(h.i + di, g.L);
+  const j = key === 'Home' ? 0 : key === 'End' ? g.S - 1 : clamp(h.j + dj, g.S);
+  local.hover = { i, j };
+  drawHover();
+  const c = cellRect(i, j);
+  showTooltip({ x: c.x + c.w, y: c.y + c.h }, i, j);
+}
+
+// The cell the keyboard or the pointer highlights ({i, j}), or null.
+export const highlightedCell = () => (local.hover ? { ...local.hover } : null);
