@@ -155,6 +155,11 @@ par_t=$(echo "$(date +%s.%N) - $par_start" | bc)
 printf "Two large base64 requests at once: 8 one at a time %.2f s, 8 two at a time %.2f s: throughput %.2fx (target >= 1.7x)\n" \
     "$seq_t" "$par_t" "$(echo "$seq_t / $par_t" | bc -l)"
 
+# Reduced weights (weights_top_k, weights_pool) at L = S = 4096, H = 16
+# against the full weights: time, answer size, each server's peak RSS.
+echo
+/usr/bin/python3 bench/reduced_weights.py build/attention-server "$OUT/reduced.csv"
+
 if [ -n "$ONLY" ]; then
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0

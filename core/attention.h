@@ -5,7 +5,8 @@
  * kernels.c (its loops over rows), check.c (validation, the range rule's
  * errors), reference.c (the plain reference), blas.c (OpenBLAS and the
  * threading policy: att_blas_select_kernels, att_init), posenc.c (the
- * positional encoding). Only this header is the API.
+ * positional encoding), reduce.c (the top-k and pooled weights). Only
+ * this header is the API.
  *
  * This module knows numbers only: no HTTP, no JSON. A caller fills a
  * `struct att_params` with borrowed pointers to row-major float arrays and

@@ -1,6 +1,7 @@
 /* variants.c -- the helpers the fast kernel and the reference share for the
  * attention variants: head layout, positions, visible keys, RoPE angles and
- * rotation, ALiBi slopes and bias. See variants.h. */
+ * rotation, ALiBi slopes and bias; and the positional encoding of a call's
+ * inputs (att_encode_inputs, kernels.h). See variants.h. */
 #include "core/variants.h"
 
 #include <math.h>
