@@ -35,15 +35,14 @@ FROM debian:bookworm-slim
 # named because the server links -lgnutls itself (libmicrohttpd12 pulls it in
 # too). The official slim image already drops apt's caches; `apt-get clean`
 # and removing the *.bin caches keeps the layer small on other bookworm bases
-# too (80 MB here). /models is the model repository's mount point.
+# too (80 MB here).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         libmicrohttpd12 libgnutls30 libjansson4 zlib1g libopenblas0-pthread \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && useradd --user-group --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin --uid 10001 attention \
-
+        --shell /usr/sbin/nologin --uid 10001 attention
 WORKDIR /app
 # openapi.yaml is built into the binary (server/embed.S); the web client is
 # read from static_dir, "web" relative to this working directory.
