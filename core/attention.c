@@ -497,8 +497,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
      *    query positions (a view into the keys' when they are among them). */
     int borrow[3] = {0, 0, 0};
     for (int s = 1; s < 3; s++)
-        borrow[s] = !p->positional_encoding && !att_proj_weight(p, s) && !att_proj_bias(p, s) &&
-                    !(s == 1 && p->rope_style);
+        borrow[s] = !att_proj_weight(p, s) && !att_proj_bias(p, s) && !(s == 1 && p->rope_style);
     const size_t nq = (size_t)N * L * Dq, nk = (size_t)N * S * Dkv;
     const size_t nkv = (borrow[1] ? 0 : nk) + (borrow[2] ? 0 : nk); /* k | v */
     const size_t nscratch = per_head ? 0 : (size_t)nt * rows * S;
@@ -512,7 +511,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     const size_t nrope = !p->rope_style ? 0 : (size_t)(q_in_k ? S : S + L) * (size_t)rd;
     size_t total = nq + nkv + nscratch + nqin + nkin + nvin + nrope + navg; /* sizes checked */
     struct att_reduce red; /* its scratch: a heap of k, or the tile sums of a span */
-    float *ws = att_reduce_init(&red, p, weights, nt, rows) ? NULL : malloc(total * sizeof *ws);
+    float *ws = att_reduce_init(&red, p, weights, nt, rows) ? NULL : att_workspace_alloc(total * sizeof *ws);
     if (!ws) {
         att_reduce_deinit(&red);
         return att_fail(err, ATT_ENOMEM, "out of memory for a %zu-byte workspace",
@@ -538,14 +537,12 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         if (!q_in_k)
             att_rope_table(tab + (size_t)S * rd, off, L, rd, att_rope_theta(p));
     }
-    /* x + PE: into copies for streams with weights, into the projection
-     * buffers for identity ones (see att_encode_inputs) */
-    float *const proj_bufs[3] = {f.q, f.k, f.v};
+    /* x + PE into copies, read by step 2 as the inputs (att_encode_inputs) */
     float *const copy = ws + nq + nkv + nscratch;
     float *const copies[3] = {copy, copy + nqin, copy + nqin + nkin};
     if (p->positional_encoding) {
         const float *in[3];
-        att_encode_inputs(p, proj_bufs, copies, in);
+        att_encode_inputs(p, copies, in);
         f.qin = in[0], f.kin = in[1], f.vin = in[2];
     }
     /* one tensor for query, key and value, of one length (a caller may pass
@@ -555,7 +552,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         f.k = ws + Dq, f.v = ws + Dq + Dkv;
         f.ldq = f.ldk = f.ldv = Dq + 2 * Dkv;
     }
-    f.kr = borrow[1] ? p->key : f.k, f.vr = borrow[2] ? p->value : f.v;
+    f.kr = borrow[1] ? f.kin : f.k, f.vr = borrow[2] ? f.vin : f.v;
 
     /* 2-6 on nt threads, with the softmax flushing subnormals; again
      * without, in the rare case where that could change the answer (see
@@ -574,11 +571,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         const float womax =
             p->out_proj_weight ? att_max_abs(p->out_proj_weight, (size_t)E * Dq) : 1.0f;
         if (!att_flush_is_exact(S, Dq, vmax, womax)) {
-            f.flush = 0;
-            if (p->positional_encoding) { /* the first run changed them */
-                const float *in[3];
-                att_encode_inputs(p, proj_bufs, copies, in);
-            }
+            f.flush = 0; /* (the encoded copies are unchanged: inputs only) */
             started = fwd_run(&f, nt, ft);
         }
     }

@@ -6,7 +6,9 @@
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
@@ -315,4 +317,16 @@ void att_softcap_row(float *x, int n, float c)
         yb |= xb & (int)0x80000000u;
         memcpy(&x[j], &yb, sizeof yb);
     }
+}
+
+void *att_workspace_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < 4 * huge)
+        return malloc(bytes);
+    /* aligned to a huge page, a whole number of them */
+    void *ws = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+    if (ws)
+        (void)madvise(ws, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+    return ws;
 }

@@ -116,9 +116,14 @@ unsigned att_fpu_state(void);
 unsigned att_fpu_flush_subnormals(void);
 void att_fpu_restore(unsigned old);
 
+/* kernels.c: a call's workspace (freed with free()). Past a few MiB it
+ * asks for transparent huge pages: a fresh workspace is first touched on
+ * every call, and at 4 KiB a page those faults cost a tenth of the compute
+ * at L = 1024, E = 4096 (where THP is off, the request is ignored). */
+void *att_workspace_alloc(size_t bytes);
+
 /* variants.c: x + PE for the three inputs of a call (attention.c step 1),
  * each distinct input once; in[s] is what stream s then projects. */
-void att_encode_inputs(const struct att_params *p, float *const proj[3], float *const copies[3],
-                       const float *in[3]);
+void att_encode_inputs(const struct att_params *p, float *const copies[3], const float *in[3]);
 
 #endif

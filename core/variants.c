@@ -189,35 +189,26 @@ double att_alibi_bias(double slope, long long qpos, int j)
 }
 
 /* x + PE for the three inputs of p (positional encoding), in[s] = what
- * stream s projects: in one pass, once per distinct input (self-attention
- * encodes one, and keeps the fused projection). A stream whose projection
- * is the identity gets it straight in its projection buffer proj[s], which
- * step 2 would only have copied the input to (step 2 adds the bias there,
- * in PyTorch's order: (x + PE) + b); a stream with weights reads an encoded
- * copy (copies[s]), shared by streams with the same input. Step 2 changes
- * the projection buffers, so a second run calls this again. */
-void att_encode_inputs(const struct att_params *p, float *const proj[3], float *const copies[3],
-                       const float *in[3])
+ * stream s projects: in one pass, once per distinct input, into copies[s]
+ * (self-attention encodes one, shared by the three streams, and keeps the
+ * fused projection). Step 2 then reads the copies as it would the caller's
+ * inputs: a stream whose projection is the identity borrows its copy (k, v)
+ * or copies it to scale it (q), and adds a bias there, in PyTorch's order:
+ * (x + PE) + b. Nothing changes the copies, so they hold for a second run. */
+void att_encode_inputs(const struct att_params *p, float *const copies[3], const float *in[3])
 {
     const float *src[3] = {p->query, p->key, p->value};
     const int T[3] = {p->L, p->S, p->S}, D[3] = {p->E, p->kdim, p->vdim};
     for (int st = 0; st < 3; st++) {
-        const size_t cnt = (size_t)p->N * T[st] * D[st];
-        int same_id = -1, same_copy = -1; /* an earlier stream of this input */
-        for (int r = st - 1; r >= 0; r--)
-            if (src[r] == src[st] && T[r] == T[st] && D[r] == D[st]) {
-                if (att_proj_weight(p, r))
-                    same_copy = r;
-                else
-                    same_id = r;
-            }
-        float *dst = att_proj_weight(p, st) ? copies[st] : proj[st];
-        if (att_proj_weight(p, st) && same_copy >= 0)
-            dst = (float *)in[same_copy];
-        else if (same_id >= 0 || same_copy >= 0)
-            memcpy(dst, same_id >= 0 ? proj[same_id] : copies[same_copy], cnt * sizeof *dst);
-        else
-            att_positional_encoding_from(dst, src[st], p->N, T[st], D[st]);
-        in[st] = dst;
+        int same = -1; /* an earlier stream of this input */
+        for (int r = st - 1; r >= 0 && same < 0; r--)
+            if (src[r] == src[st] && T[r] == T[st] && D[r] == D[st])
+                same = r;
+        if (same >= 0) {
+            in[st] = in[same];
+        } else {
+            att_positional_encoding_from(copies[st], src[st], p->N, T[st], D[st]);
+            in[st] = copies[st];
+        }
     }
 }
