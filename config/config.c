@@ -111,13 +111,16 @@ void cfg_defaults(struct cfg *c)
 }
 
 /* A value from a source (the file, the environment, a flag), not a default:
- * cfg_set_opt, noting the settings whose default is treated apart. */
+ * cfg_set_opt, noting the settings whose default is treated apart (main.c:
+ * workers from the CPUs, a missing default model_repository). */
 static int set_from_source(struct cfg *c, const struct opt *o, const char *value, char *err,
                            size_t errlen)
 {
     int rc = cfg_set_opt(c, o, value, err, errlen);
     if (rc == 0 && o->off == offsetof(struct cfg, model_repository))
         c->model_repository_explicit = 1;
+    if (rc == 0 && o->off == offsetof(struct cfg, workers))
+        c->workers_explicit = 1;
     return rc;
 }
 
@@ -280,9 +283,6 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
         }
     }
 
-    int workers_default = c->workers;
-    c->workers = 0; /* out of range: still 0 at the end if no source set it */
-
     /* 2. Check the shape of every flag before reading anything, and find
      *    --config (the last one wins, as for every flag). */
     for (int i = 1; i < argc; i++) {
@@ -322,9 +322,6 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
             return -1;
         }
     }
-    c->workers_explicit = c->workers != 0;
-    if (c->workers == 0)
-        c->workers = workers_default;
     return 0;
 }
 

@@ -50,7 +50,8 @@ struct cfg {
     char bind[64];                  /* "0.0.0.0"; IPv4 or IPv6 address ("::": both) */
     int port;                       /* 8080; 0..65535 (0 = pick a free port) */
     int workers;                    /* 2; 1..64; cfg_parse: unset, main takes the CPUs (config/cpus.h) */
-    int workers_explicit;           /* 1 if the file, environment or a flag set workers (cfg_parse) */
+    int workers_explicit;           /* 1 if the file, environment or a flag set workers
+                                     * (cfg_set, cfg_parse) */
     int queue_depth;                /* 64; 1..65536 */
     int threads_per_request;        /* 1; 1..16: threads computing one request */
     long long max_body_bytes;       /* 64 MiB; 1 KiB..16 GiB */
