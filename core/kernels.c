@@ -325,8 +325,9 @@ void *att_workspace_alloc(size_t bytes)
     if (bytes < 4 * huge)
         return malloc(bytes);
     /* aligned to a huge page, a whole number of them */
-    void *ws = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+    const size_t size = (bytes + huge - 1) / huge * huge;
+    void *ws = aligned_alloc(huge, size);
     if (ws)
-        (void)madvise(ws, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+        (void)madvise(ws, size, MADV_HUGEPAGE);
     return ws;
 }

@@ -525,9 +525,6 @@ static int adopt_backlog(struct http_server *s, MHD_socket fd)
 
 int http_drain(struct http_server *s, int timeout_s)
 {
-    pthread_mutex_lock(&s->lock);
-    s->started_draining = 0;
-    pthread_mutex_unlock(&s->lock);
     atomic_store(&s->draining, 1);
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
     int adopted = 0;
