@@ -161,6 +161,13 @@ struct att_params {
     const float *in_proj_bias;   /* (Dq + 2·Dkv): q, k, v blocks; or NULL = zero */
     const float *out_proj_weight;/* (E, Dq) or NULL = identity (Dq == E) */
     const float *out_proj_bias;  /* (E) or NULL = zero */
+    /* The element count of each array above as the caller holds it (0 with
+     * a NULL pointer). att_check() refuses (ATT_ESHAPE) an array whose count
+     * is not what N, E, kdim, vdim, H, Hkv and head_dim make of its shape,
+     * so a caller whose parameters contradict its weights gets an error,
+     * never a read past them. */
+    size_t in_proj_weight_len, q_proj_weight_len, k_proj_weight_len, v_proj_weight_len;
+    size_t in_proj_bias_len, out_proj_weight_len, out_proj_bias_len;
 
     int has_scale;       /* 0: scale = 1/sqrt(E/H) */
     float scale;         /* > 0 and finite when has_scale */

@@ -176,6 +176,35 @@ static int check_variants(const struct att_params *p, struct att_error *err)
     return ATT_OK;
 }
 
+/* Each weight array's element count against the shape the parameters give
+ * it (attention.h: Dq = H·d, Dkv = Hkv·d); the products fit size_t (the
+ * widths are ints, check_heads bounds H·d). */
+static int check_weight_lens(const struct att_params *p, struct att_error *err)
+{
+    const size_t E = (size_t)p->E, dq = (size_t)att_q_width(p), dkv = (size_t)att_kv_width(p);
+    const struct {
+        const float *w;
+        size_t len, rows, cols;
+        const char *name;
+    } a[] = {
+        {p->in_proj_weight, p->in_proj_weight_len, dq + 2 * dkv, E, "in_proj_weight"},
+        {p->q_proj_weight, p->q_proj_weight_len, dq, E, "q_proj_weight"},
+        {p->k_proj_weight, p->k_proj_weight_len, dkv, (size_t)p->kdim, "k_proj_weight"},
+        {p->v_proj_weight, p->v_proj_weight_len, dkv, (size_t)p->vdim, "v_proj_weight"},
+        {p->in_proj_bias, p->in_proj_bias_len, dq + 2 * dkv, 1, "in_proj_bias"},
+        {p->out_proj_weight, p->out_proj_weight_len, E, dq, "out_proj_weight"},
+        {p->out_proj_bias, p->out_proj_bias_len, E, 1, "out_proj_bias"},
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        if (a[i].w && a[i].len != a[i].rows * a[i].cols)
+            return att_fail(err, ATT_ESHAPE,
+                            "%s holds %zu floats, but num_heads %d, num_kv_heads %d, head_dim "
+                            "%d and the input widths make it (%zu, %zu): %zu", a[i].name,
+                            a[i].len, p->H, att_kv_heads(p), att_head_dim(p), a[i].rows,
+                            a[i].cols, a[i].rows * a[i].cols);
+    return ATT_OK;
+}
+
 int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
               struct att_error *err)
 {
@@ -268,6 +297,8 @@ int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
             return att_fail(err, ATT_ETOOBIG, "attention weights size overflows "
                             "(N %d, H %d, L %d, S %d)", p->N, p->H, p->L, p->S);
     }
+    if ((rc = check_weight_lens(p, err)) != ATT_OK)
+        return rc;
     if (out_len)
         *out_len = o;
     if (weights_len)

@@ -67,6 +67,30 @@ static int window_ok(json_t *v)
            int_in(json_array_get(v, 1), -1, 1LL << 40);
 }
 
+/* num_kv_heads and head_dim are the weights' own: a "defaults" entry may
+ * only repeat them. null (which removes an option) would let a request
+ * fall back to H and E / H, which the weights contradict; another value
+ * likewise. Either is a load error naming the key and both values. */
+static int fixed_by_weights(const struct model *m, const char *key, json_t *v, char *err,
+                            size_t errlen)
+{
+    int own;
+    if (!strcmp(key, "num_kv_heads"))
+        own = m->Hkv;
+    else if (!strcmp(key, "head_dim"))
+        own = m->head_dim;
+    else
+        return 0;
+    if (json_is_integer(v) && json_integer_value(v) == own)
+        return 0;
+    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    model_fail(err, errlen, "config.json: defaults.%s = %.40s contradicts the weights: "
+               "their shapes give %s %d (remove the entry, or set it to %d)", key,
+               text ? text : "?", key, own, own);
+    free(text);
+    return -1;
+}
+
 /* One value of the config's "defaults" against the rules of model.h;
  * what it must be in *rule when not. */
 static int default_ok(const struct model *m, const char *key, json_t *v, const char **rule)
@@ -85,12 +109,6 @@ static int default_ok(const struct model *m, const char *key, json_t *v, const c
     } else if (!strcmp(key, "output_encoding")) {
         *rule = "\"json\" or \"base64\"";
         return s && (!strcmp(s, "json") || !strcmp(s, "base64"));
-    } else if (!strcmp(key, "num_kv_heads")) {
-        *rule = "the model's own num_kv_heads (its weights' shapes)";
-        return int_in(v, m->Hkv, m->Hkv);
-    } else if (!strcmp(key, "head_dim")) {
-        *rule = "the model's own head_dim (its weights' shapes)";
-        return int_in(v, m->head_dim, m->head_dim);
     } else if (!strcmp(key, "rope")) {
         *rule = "{\"style\": \"half\" | \"interleaved\", \"theta\": > 0, \"rotary_dim\": even, "
                 "2..head_dim}";
@@ -126,6 +144,8 @@ int model_set_defaults(struct model *m, json_t *derived, json_t *user, char *err
                               "model may set", key);
         /* HF's sliding_window = W is window [W - 1, 0] */
         const char *to = !strcmp(key, "sliding_window") ? "window" : key;
+        if (fixed_by_weights(m, key, v, err, errlen))
+            return -1;
         if (json_is_null(v)) { /* removes what the checkpoint set */
             json_object_del(m->defaults, to);
             continue;

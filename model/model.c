@@ -110,7 +110,9 @@ int model_convert(struct load *ld, float *dst, const struct st_tensor *t)
         snprintf(m->dtype, sizeof m->dtype, "%s", t->dtype);
     else if (strcmp(m->dtype, t->dtype))
         snprintf(m->dtype, sizeof m->dtype, "mixed");
-    st_to_f32(dst, t);
+    char msg[320];
+    if (st_read_f32(ld->f, dst, t, msg, sizeof msg))
+        return model_fail(ld->err, ld->errlen, "%s: %s", ld->file, msg);
     for (size_t i = 0; i < (size_t)t->count; i++)
         if (!isfinite(dst[i]))
             return model_fail(ld->err, ld->errlen, "%s: %s[%zu] is not finite",
@@ -253,19 +255,20 @@ done:
     return rc;
 }
 
-/* Bytes of float32 the model holds (gpt2's temporaries gone). */
-static size_t held_bytes(const struct model *m)
+/* m->weight_len from the shapes each array was checked and allocated at,
+ * and the bytes of float32 the model holds (gpt2's temporaries gone). */
+static void set_lens(struct model *m)
 {
     size_t E = (size_t)m->E, dq = (size_t)m->H * (size_t)m->head_dim,
            dkv = (size_t)m->Hkv * (size_t)m->head_dim, n = 0;
-    n += m->in_proj_weight ? (dq + 2 * dkv) * E : 0;
-    n += m->q_proj_weight ? dq * E : 0;
-    n += m->k_proj_weight ? dkv * (size_t)m->kdim : 0;
-    n += m->v_proj_weight ? dkv * (size_t)m->vdim : 0;
-    n += m->in_proj_bias ? dq + 2 * dkv : 0;
-    n += m->out_proj_weight ? E * dq : 0;
-    n += m->out_proj_bias ? E : 0;
-    return n * sizeof(float);
+    const float *w[7] = {m->in_proj_weight, m->q_proj_weight,   m->k_proj_weight,
+                         m->v_proj_weight,  m->in_proj_bias,    m->out_proj_weight,
+                         m->out_proj_bias};
+    const size_t len[7] = {(dq + 2 * dkv) * E, dq * E, dkv * (size_t)m->kdim,
+                           dkv * (size_t)m->vdim, dq + 2 * dkv, E * dq, E};
+    for (int i = 0; i < 7; i++)
+        n += m->weight_len[i] = w[i] ? len[i] : 0;
+    m->bytes = n * sizeof(float);
 }
 
 static int name_ok(const char *name, char *err, size_t errlen)
@@ -333,7 +336,7 @@ static int finish(struct model **out, struct model *m, int rc)
         model_free(m);
         return -1;
     }
-    m->bytes = held_bytes(m);
+    set_lens(m);
     *out = m;
     return 0;
 }

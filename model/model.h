@@ -99,6 +99,8 @@ struct model {
     json_t *config;         /* config.json as read (owned, never NULL) */
     json_t *hf_config;      /* hf_* decoder formats: the checkpoint's config.json
                                (owned); else NULL */
+    size_t weight_len[7];   /* floats in each of the seven arrays above, in
+                               their order (0 when NULL) */
     size_t bytes;           /* bytes of float32 weights held */
     char dtype[8];          /* dtype of the weights in the file: "F32", "F16", "BF16" */
 };

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -216,21 +215,31 @@ static int check_metadata(json_t *md, char *err, size_t errlen)
     return 0;
 }
 
-int st_parse(struct st_file *f, const void *buf, size_t len, char *err, size_t errlen)
+/* The header length N from the first bytes of a file of len bytes (avail
+ * of them in b), checked: at least 8 bytes, N <= ST_MAX_HEADER, N within
+ * the file. */
+static int header_len(uint64_t *n, const unsigned char *b, size_t len, char *err,
+                      size_t errlen)
 {
-    memset(f, 0, sizeof *f);
-    const unsigned char *b = buf;
     if (len < 8)
         return fail(err, errlen, "header too small: %zu bytes, a file starts with 8", len);
-    uint64_t n = 0;
+    *n = 0;
     for (int i = 7; i >= 0; i--)
-        n = n << 8 | b[i];
-    if (n > ST_MAX_HEADER)
+        *n = *n << 8 | b[i];
+    if (*n > ST_MAX_HEADER)
         return fail(err, errlen, "header too large: header length %llu > %u",
-                    (unsigned long long)n, ST_MAX_HEADER);
-    if (n > len - 8)
+                    (unsigned long long)*n, ST_MAX_HEADER);
+    if (*n > len - 8)
         return fail(err, errlen, "invalid header length %llu: the file has %zu bytes",
-                    (unsigned long long)n, len);
+                    (unsigned long long)*n, len);
+    return 0;
+}
+
+/* Validate the header b[8 .. 8 + n) of a file of len bytes; with in_memory,
+ * b is the whole file and the tensors' data point into it. */
+static int parse(struct st_file *f, const unsigned char *b, uint64_t n, size_t len,
+                 int in_memory, char *err, size_t errlen)
+{
     if (!utf8_valid(b + 8, (size_t)n))
         return fail(err, errlen, "header is not valid UTF-8");
     json_error_t jerr;
@@ -290,12 +299,13 @@ int st_parse(struct st_file *f, const void *buf, size_t len, char *err, size_t e
     }
     for (i = 0; i < nt; i++) {
         f->tensors[i] = s[i].t;
-        f->tensors[i].data = b + 8 + n + s[i].begin;
+        f->tensors[i].offset = 8 + n + s[i].begin;
+        f->tensors[i].data = in_memory ? b + f->tensors[i].offset : NULL;
     }
     free(s);
     f->n = nt;
     f->header = h;
-    f->buf = b;
+    f->buf = in_memory ? b : NULL;
     f->len = len;
     return 0;
 fail:
@@ -304,6 +314,50 @@ fail:
     json_decref(h);
     memset(f, 0, sizeof *f);
     return -1;
+}
+
+int st_parse(struct st_file *f, const void *buf, size_t len, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    uint64_t n;
+    if (header_len(&n, buf, len, err, errlen))
+        return -1;
+    return parse(f, buf, n, len, 1, err, errlen);
+}
+
+/* What tells one version of an open file from another. */
+static void file_id(long long id[6], const struct stat *sb)
+{
+    id[0] = (long long)sb->st_dev, id[1] = (long long)sb->st_ino;
+    id[2] = (long long)sb->st_size;
+    id[3] = (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec;
+    id[4] = id[5] = 0; /* not ctime: renaming a new file over it (the safe way)
+                          changes the old one's link count, and so its ctime */
+}
+
+/* n bytes at off into dst; 0, or -1 with err set (a short read: the file
+ * shrank after it was opened). */
+static int read_at(const struct st_file *f, void *dst, size_t n, uint64_t off, char *err,
+                   size_t errlen)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = pread(f->fd, (char *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return fail(err, errlen, "read error at byte %llu: %s",
+                        (unsigned long long)(off + got), strerror(errno));
+        if (r == 0) {
+            struct stat sb;
+            long long now = fstat(f->fd, &sb) == 0 ? (long long)sb.st_size : -1;
+            return fail(err, errlen, "changed while it was read: it had %zu bytes when opened, "
+                        "now %lld (byte %llu is gone); replace a model file by writing a new "
+                        "one elsewhere and renaming it over the old", f->len, now,
+                        (unsigned long long)(off + got));
+        }
+        got += (size_t)r;
+    }
+    return 0;
 }
 
 int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
@@ -317,24 +371,27 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
         close(fd);
         return fail(err, errlen, "%s: not a regular file", path);
     }
-    size_t len = (size_t)sb.st_size;
-    void *map = NULL;
-    if (len) {
-        map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return fail(err, errlen, "%s: mmap: %s", path, strerror(e));
-        }
-    }
-    close(fd);
+    struct st_file g = {.has_fd = 1, .fd = fd, .len = (size_t)sb.st_size};
+    file_id(g.id, &sb);
+    unsigned char first[8];
+    unsigned char *head = NULL;
+    uint64_t n = 0;
     char msg[256];
-    if (st_parse(f, map ? map : "", len, msg, sizeof msg) != 0) {
-        if (map)
-            munmap(map, len);
+    int rc = read_at(&g, first, g.len < 8 ? g.len : 8, 0, msg, sizeof msg) ||
+             header_len(&n, first, g.len, msg, sizeof msg);
+    if (!rc && !(head = malloc(8 + (size_t)n)))
+        rc = fail(msg, sizeof msg, "out of memory for a header of %llu bytes",
+                  (unsigned long long)n);
+    if (!rc)
+        rc = read_at(&g, head, 8 + (size_t)n, 0, msg, sizeof msg) ||
+             parse(f, head, n, g.len, 0, msg, sizeof msg);
+    free(head); /* the tensors' names live in f->header, not in these bytes */
+    if (rc) {
+        close(fd);
         return fail(err, errlen, "%s: %s", path, msg);
     }
-    f->map = map;
+    f->has_fd = 1, f->fd = fd;
+    memcpy(f->id, g.id, sizeof f->id);
     return 0;
 }
 
@@ -378,11 +435,10 @@ static float f16_to_f32(uint16_t h)
     return bits_f32(sign | e << 23 | (mant & 0x3FFu) << 13);
 }
 
-int st_to_f32(float *dst, const struct st_tensor *t)
+/* n elements of dtype at p into dst; -1 when dtype is not convertible. */
+static int convert(float *dst, const unsigned char *p, size_t n, const char *dtype)
 {
-    const unsigned char *p = t->data;
-    size_t n = (size_t)t->count;
-    if (!strcmp(t->dtype, "F32")) {
+    if (!strcmp(dtype, "F32")) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         memcpy(dst, p, n * sizeof *dst); /* the file's byte order is the host's */
 #else
@@ -390,10 +446,10 @@ int st_to_f32(float *dst, const struct st_tensor *t)
             dst[i] = bits_f32((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                               (uint32_t)p[3] << 24);
 #endif
-    } else if (!strcmp(t->dtype, "F16")) {
+    } else if (!strcmp(dtype, "F16")) {
         for (size_t i = 0; i < n; i++, p += 2)
             dst[i] = f16_to_f32((uint16_t)(p[0] | p[1] << 8));
-    } else if (!strcmp(t->dtype, "BF16")) {
+    } else if (!strcmp(dtype, "BF16")) {
         for (size_t i = 0; i < n; i++, p += 2)
             dst[i] = bits_f32((uint32_t)p[0] << 16 | (uint32_t)p[1] << 24);
     } else {
@@ -402,12 +458,57 @@ int st_to_f32(float *dst, const struct st_tensor *t)
     return 0;
 }
 
+int st_to_f32(float *dst, const struct st_tensor *t)
+{
+    return t->data ? convert(dst, t->data, (size_t)t->count, t->dtype) : -1;
+}
+
+int st_read_f32(const struct st_file *f, float *dst, const struct st_tensor *t, char *err,
+                size_t errlen)
+{
+    if (!st_dtype_convertible(t->dtype))
+        return fail(err, errlen, "tensor \"%s\": dtype %s cannot be converted to F32", t->name,
+                    t->dtype);
+    if (!f->has_fd)
+        return st_to_f32(dst, t) ? fail(err, errlen, "tensor \"%s\": no data", t->name) : 0;
+    /* in pieces of at most 1 MiB of the file, converted as they come */
+    enum { CHUNK = 1 << 20 };
+    const size_t size = (size_t)(t->nbytes / (t->count ? t->count : 1));
+    unsigned char *buf = malloc(t->nbytes < CHUNK ? (size_t)t->nbytes + 1 : CHUNK);
+    if (!buf)
+        return fail(err, errlen, "out of memory");
+    int rc = 0;
+    for (size_t done = 0; !rc && done < (size_t)t->count;) {
+        size_t k = (size_t)t->count - done;
+        if (k > CHUNK / size)
+            k = CHUNK / size;
+        rc = read_at(f, buf, k * size, t->offset + done * size, err, errlen) ||
+             convert(dst + done, buf, k, t->dtype);
+        done += k;
+    }
+    free(buf);
+    if (rc)
+        return -1;
+    /* a file rewritten in place while it was read (same length, or grown)
+     * shows in its times; its bytes may then mix two versions */
+    struct stat sb;
+    long long now[6];
+    if (fstat(f->fd, &sb) != 0)
+        return fail(err, errlen, "fstat: %s", strerror(errno));
+    file_id(now, &sb);
+    if (memcmp(now, f->id, sizeof now))
+        return fail(err, errlen, "changed while it was read (its %s differs from when it was "
+                    "opened); replace a model file by writing a new one elsewhere and renaming "
+                    "it over the old", now[2] != f->id[2] ? "size" : "modification time");
+    return 0;
+}
+
 void st_close(struct st_file *f)
 {
     json_decref(f->header);
     free(f->tensors);
     free(f->dims);
-    if (f->map)
-        munmap(f->map, f->len);
+    if (f->has_fd)
+        close(f->fd);
     memset(f, 0, sizeof *f);
 }

@@ -8,12 +8,17 @@
  *         ... err names the problem and the tensor ...
  *     const struct st_tensor *t = st_find(&f, "out_proj.weight");
  *     float *w = t ? malloc(t->count * sizeof *w) : NULL;   (check the size)
- *     if (w && st_to_f32(w, t) == 0) ...
- *     st_close(&f);                       (t and its data die here)
+ *     if (w && st_read_f32(&f, w, t, err, sizeof err) == 0) ...
+ *     st_close(&f);                       (t dies here)
  *
- * st_open() maps the file read-only; nothing is read from the data section
- * until st_to_f32() touches a tensor's pages, so only the tensors used count
- * towards the process's memory, and only while the file is open.
+ * st_open() reads the header and keeps the file open; st_read_f32() reads
+ * one tensor's bytes (pread) when asked, so only the tensors used are read.
+ * The file is never mapped: a file that shrinks while it is read (`cp new
+ * model.safetensors` truncates it first) would make a mapping's pages fault
+ * (SIGBUS, the whole process). Here a short read, or a file whose size,
+ * modification time or inode differ from st_open's, ends the
+ * read with an error ("changed while it was read"); the tensors read before
+ * it are copies, unaffected by what happens to the file later.
  *
  * Validation follows the reference reader (safetensors/src/tensor.rs,
  * read_metadata + Metadata::validate): fewer than 8 bytes, N > 100,000,000,
@@ -43,14 +48,17 @@ struct st_tensor {
     int ndim;
     const uint64_t *shape; /* (ndim), borrowed */
     uint64_t count;        /* product of shape (1 for rank 0) */
-    const void *data;      /* nbytes bytes, little-endian, maybe unaligned */
+    const void *data;      /* st_parse: nbytes bytes, little-endian, maybe
+                              unaligned; st_open: NULL (st_read_f32 reads) */
+    uint64_t offset;       /* of its first byte in the file */
     uint64_t nbytes;
 };
 
 struct st_file {
-    const unsigned char *buf; /* the whole file: 8 + N + data bytes */
-    size_t len;
-    void *map;                /* st_open's mapping, or NULL (st_parse) */
+    const unsigned char *buf; /* st_parse: the whole file (8 + N + data bytes); else NULL */
+    size_t len;               /* the file's length */
+    int has_fd, fd;           /* st_open: the open file */
+    long long id[6];          /* st_open: its dev, inode, size and mtime (ns) */
     json_t *header;           /* owned */
     json_t *metadata;         /* borrowed from header, or NULL */
     struct st_tensor *tensors;/* (n), in offset order; owned */
@@ -58,8 +66,8 @@ struct st_file {
     uint64_t *dims;           /* every tensor's shape, end to end; owned */
 };
 
-/* Map path read-only and validate it. Returns 0, or -1 with err set (and
- * nothing to close). Refuses a file that is not a regular file. */
+/* Open path, read its header and validate it. Returns 0, or -1 with err set
+ * (and nothing to close). Refuses a file that is not a regular file. */
 int st_open(struct st_file *f, const char *path, char *err, size_t errlen);
 
 /* Validate buf (len bytes, borrowed: it must outlive f) as a safetensors
@@ -73,14 +81,20 @@ const struct st_tensor *st_find(const struct st_file *f, const char *name);
 int st_dtype_convertible(const char *dtype);
 
 /* dst: (t->count) float32, the exact value of each element (F16 subnormals,
- * infinities and NaNs included). Returns 0, or -1 when the dtype is not
- * convertible (dst untouched). */
+ * infinities and NaNs included), from t->data (st_parse). Returns 0, or -1
+ * when the dtype is not convertible or t has no data in memory. */
 int st_to_f32(float *dst, const struct st_tensor *t);
+
+/* st_to_f32() for a tensor of f, read from the file (st_open) or memory
+ * (st_parse). Returns 0, or -1 with err set (not convertible; a read error;
+ * the file changed while it was read). Thread-safe (pread). */
+int st_read_f32(const struct st_file *f, float *dst, const struct st_tensor *t, char *err,
+                size_t errlen);
 
 /* "(2, 3)": a shape as the error messages write it, into s (n bytes). */
 void st_shape_str(char *s, size_t n, const uint64_t *shape, int ndim);
 
-/* Unmap and free; accepts a zeroed or already closed f. */
+/* Close and free; accepts a zeroed or already closed f. */
 void st_close(struct st_file *f);
 
 #endif

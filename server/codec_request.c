@@ -265,7 +265,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
             if (decode_tensor(r, fast, &t, v, TENSOR_FLOAT, name, lim, err) ||
                 codec_expect_shape(&t, name, ws[i].ndim, ws[i].d0, ws[i].d1, err))
                 return -1;
-            *codec_weight_field(p, i) = t.f;
+            codec_set_weight(p, i, t.f, t.count);
         }
     }
     if (codec_identity_check(p, m ? "the model's " : "weights.", err))

@@ -263,12 +263,16 @@ void codec_weight_shapes(struct codec_weight_shape ws[7], const struct att_param
     ws[6] = (struct codec_weight_shape){1, E, 0};
 }
 
-const float **codec_weight_field(struct att_params *p, int i)
+void codec_set_weight(struct att_params *p, int i, const float *w, size_t len)
 {
     const float **f[7] = {&p->in_proj_weight, &p->q_proj_weight,   &p->k_proj_weight,
                           &p->v_proj_weight,  &p->in_proj_bias,    &p->out_proj_weight,
                           &p->out_proj_bias};
-    return f[i];
+    size_t *n[7] = {&p->in_proj_weight_len, &p->q_proj_weight_len, &p->k_proj_weight_len,
+                    &p->v_proj_weight_len,  &p->in_proj_bias_len,  &p->out_proj_weight_len,
+                    &p->out_proj_bias_len};
+    *f[i] = w;
+    *n[i] = w ? len : 0;
 }
 
 int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
@@ -297,10 +301,11 @@ int codec_model_mismatch(const struct att_params *p, const struct model *m, int 
 
 void codec_model_weights(struct att_params *p, const struct model *m)
 {
-    p->in_proj_weight = m->in_proj_weight, p->q_proj_weight = m->q_proj_weight;
-    p->k_proj_weight = m->k_proj_weight, p->v_proj_weight = m->v_proj_weight;
-    p->in_proj_bias = m->in_proj_bias, p->out_proj_weight = m->out_proj_weight;
-    p->out_proj_bias = m->out_proj_bias;
+    const float *w[7] = {m->in_proj_weight, m->q_proj_weight,   m->k_proj_weight,
+                         m->v_proj_weight,  m->in_proj_bias,    m->out_proj_weight,
+                         m->out_proj_bias};
+    for (int i = 0; i < 7; i++)
+        codec_set_weight(p, i, w[i], m->weight_len[i]);
 }
 
 int codec_identity_check(const struct att_params *p, const char *prefix,
@@ -337,10 +342,10 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
 int codec_model_dim(const struct model *m, const char *key, json_t *given, const char *name,
                     struct api_error *err)
 {
-    long long want = 0, got = 0;
-    json_t *dv = json_object_get(m->defaults, key);
-    if (!dv || json_int_value(dv, &want) != JSON_INT_OK)
-        want = strcmp(key, "num_kv_heads") == 0 ? m->H : m->E / m->H;
+    /* the weights' own values, never the defaults (model_set_defaults keeps
+     * those equal to them) */
+    const long long want = strcmp(key, "num_kv_heads") == 0 ? m->Hkv : m->head_dim;
+    long long got = 0;
     if (!given || (json_int_value(given, &got) == JSON_INT_OK && got == want))
         return 0;
     return api_fail(err, ERR_INVALID_PARAMETER, "%s must be %lld for model '%s' (its weights "

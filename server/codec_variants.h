@@ -92,8 +92,8 @@ struct codec_weight_shape {
     long long d0, d1;
 };
 void codec_weight_shapes(struct codec_weight_shape ws[7], const struct att_params *p);
-/* The field of p that weight i (the same order) sets. */
-const float **codec_weight_field(struct att_params *p, int i);
+/* Set weight i (the same order) of p: w holds len floats (borrowed). */
+void codec_set_weight(struct att_params *p, int i, const float *w, size_t len);
 
 /* t (called name) has shape (d0) or (d0, d1) for ndim 1 or 2; else
  * shape_mismatch saying both shapes. */

@@ -268,7 +268,7 @@ static int set_weights(struct att_params *p, const struct v2_inputs *in, const s
             continue;
         if (codec_expect_shape(t, in->name[IN_WEIGHT + i], ws[i].ndim, ws[i].d0, ws[i].d1, err))
             return -1;
-        *codec_weight_field(p, i) = t->f;
+        codec_set_weight(p, i, t->f, t->count);
     }
     return codec_identity_check(p, "input ", err);
 }

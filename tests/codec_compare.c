@@ -51,11 +51,22 @@ const char *codec_compare(const struct codec_request *a, const struct codec_requ
                                          "v_proj_weight",  "in_proj_bias",  "out_proj_weight",
                                          "out_proj_bias"};
     struct codec_weight_shape ws[7];
-    struct att_params pp = *p, qq = *q;
+    const float *pw[7] = {p->in_proj_weight, p->q_proj_weight, p->k_proj_weight,
+                          p->v_proj_weight,  p->in_proj_bias,  p->out_proj_weight,
+                          p->out_proj_bias};
+    const float *qw[7] = {q->in_proj_weight, q->q_proj_weight, q->k_proj_weight,
+                          q->v_proj_weight,  q->in_proj_bias,  q->out_proj_weight,
+                          q->out_proj_bias};
+    const size_t pn[7] = {p->in_proj_weight_len, p->q_proj_weight_len, p->k_proj_weight_len,
+                          p->v_proj_weight_len,  p->in_proj_bias_len,  p->out_proj_weight_len,
+                          p->out_proj_bias_len};
+    const size_t qn[7] = {q->in_proj_weight_len, q->q_proj_weight_len, q->k_proj_weight_len,
+                          q->v_proj_weight_len,  q->in_proj_bias_len,  q->out_proj_weight_len,
+                          q->out_proj_bias_len};
     codec_weight_shapes(ws, p);
     for (int i = 0; i < 7; i++) {
         const size_t n = (size_t)ws[i].d0 * (size_t)(ws[i].ndim == 2 ? ws[i].d1 : 1);
-        if (!same_bytes(*codec_weight_field(&pp, i), *codec_weight_field(&qq, i), n * fl))
+        if (pn[i] != qn[i] || !same_bytes(pw[i], qw[i], n * fl))
             return names[i];
     }
     if (p->mask_kind != q->mask_kind || p->mask_ndim != q->mask_ndim ||

@@ -346,10 +346,19 @@ def broken(g, llama):
          hf_config("llama", 1, model_type="qwen2"))
     case("hf_mistral_bias", "attention_bias = true is not implemented",
          hf_config("mistral", 1, attention_bias=True), fmt="hf_mistral")
-    case("hf_bad_kv_default", "defaults.num_kv_heads = 4 is not allowed",
-         extra={"defaults": {"num_kv_heads": 4}})
+    case("hf_bad_kv_default", "defaults.num_kv_heads = 4 contradicts the weights: their "
+         "shapes give num_kv_heads 2", extra={"defaults": {"num_kv_heads": 4}})
     case("hf_no_checkpoint_config", "checkpoint config.json: No such file",
          extra={"checkpoint": "nowhere"})
+    # null removes an option, but not one the weights fix (a request would
+    # fall back to H and E / H and read past the weights)
+    case("hf_null_kv_default", "defaults.num_kv_heads = null contradicts the weights: their "
+         "shapes give num_kv_heads 2", extra={"defaults": {"num_kv_heads": None}})
+    # drawn last: the cases above keep their bytes
+    gemma = checkpoint_state(g, [layer_weights(g, H, HKV, 12, False)])
+    case("hf_null_head_dim", "defaults.head_dim = null contradicts the weights: their shapes "
+         "give head_dim 12", hf_config("gemma2", 1), gemma, fmt="hf_gemma2",
+         extra={"defaults": {"head_dim": None}})
     return cases
 
 

@@ -132,12 +132,15 @@ int golden_load(struct golden *g, const char *path, char *errbuf)
     const float **wptr[] = {&p->in_proj_weight, &p->q_proj_weight, &p->k_proj_weight,
                             &p->v_proj_weight, &p->in_proj_bias, &p->out_proj_weight,
                             &p->out_proj_bias};
+    size_t *wlen[] = {&p->in_proj_weight_len, &p->q_proj_weight_len, &p->k_proj_weight_len,
+                      &p->v_proj_weight_len,  &p->in_proj_bias_len,  &p->out_proj_weight_len,
+                      &p->out_proj_bias_len};
     for (int i = 0; i < 7; i++) {
         float *f = NULL;
         if ((t = json_object_get(w, wnames[i]))) {
             if (read_tensor(g, t, &nd, sh, &f, NULL, &cnt, errbuf))
                 goto done;
-            *wptr[i] = f;
+            *wptr[i] = f, *wlen[i] = cnt;
         }
     }
 

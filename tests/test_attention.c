@@ -11,6 +11,7 @@
 #include "core/attention.h"
 #include "tests/check.h"
 #include "tests/golden.h"
+#include "tests/testdata.h"
 
 /* Tolerances (README "Accuracy"): outputs |Δ| ≤ 1e-4·(1 + |ref|), weights
  * 1e-5; against PyTorch, or 4× PyTorch float32's own error if larger. */
@@ -94,6 +95,7 @@ static void make_case(struct att_params *p, struct rinputs *in, const struct rca
         p->in_proj_bias = in->b_in = randv(3 * E, 0.1f, &st);
         p->out_proj_bias = in->bo = randv(E, 0.1f, &st);
     }
+    testdata_weight_lens(p);
     const size_t plane = (size_t)c->L * c->S;
     const size_t planes = (c->mask == M_BOOL3 || c->mask == M_FLOAT3) ? (size_t)c->N * c->H : 1;
     p->mask_ndim = planes > 1 ? 3 : 2;
@@ -285,7 +287,7 @@ Test(attention, one_pointer_for_query_key_value_of_different_lengths)
         att_params_init(&p);
         p.N = 1, p.L = L, p.S = 4 - L, p.E = p.kdim = p.vdim = 1, p.H = 1;
         p.query = p.key = p.value = buf;
-        p.in_proj_weight = w;
+        p.in_proj_weight = w, p.in_proj_weight_len = 3;
         p.weights_mode = ATT_WEIGHTS_PER_HEAD;
         size_t olen, wlen;
         cr_assert_eq(att_check(&p, &olen, &wlen, NULL), ATT_OK);
@@ -433,6 +435,43 @@ Test(attention_errors, shape_mismatch)
     expect_error(&p, ATT_ESHAPE, "value has 3 features");
     small_params(&p), p.vdim = 3, p.in_proj_weight = dummy;
     expect_error(&p, ATT_ESHAPE, "in_proj_weight needs kdim == vdim == embed_dim 8");
+}
+
+Test(attention_errors, weights_whose_length_disagrees_with_the_parameters)
+{
+    /* A model's k_proj_weight made for 2 KV heads (2·4 rows of 8), called
+     * with num_kv_heads left at H = 4 (a model default removed): the core
+     * must refuse, not read 4·4·8 floats out of 2·4·8. */
+    static float wk[2 * 4 * 8], wq[8 * 8];
+    struct att_params p;
+    small_params(&p), p.q_proj_weight = wq, p.q_proj_weight_len = 64;
+    p.H = 4, p.head_dim = 2, p.k_proj_weight = wk, p.k_proj_weight_len = 2 * 2 * 8;
+    p.v_proj_weight = dummy, p.v_proj_weight_len = 4 * 2 * 8;
+    expect_error(&p, ATT_ESHAPE, "k_proj_weight holds 32 floats, but num_heads 4, "
+                 "num_kv_heads 4, head_dim 2 and the input widths make it (8, 8): 64");
+    p.Hkv = 2, p.v_proj_weight_len = 32; /* the weights' own value: accepted */
+    float out[2 * 4 * 8];
+    struct att_error err;
+    cr_assert_eq(att_forward(out, NULL, &p, &err), ATT_OK, "%s", err.msg);
+    /* every array, whichever caller: a count of 0 with a pointer is refused */
+    const char *names[7] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
+                            "v_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias"};
+    for (int i = 0; i < 7; i++) {
+        small_params(&p);
+        const float **w[7] = {&p.in_proj_weight, &p.q_proj_weight, &p.k_proj_weight,
+                              &p.v_proj_weight, &p.in_proj_bias, &p.out_proj_weight,
+                              &p.out_proj_bias};
+        *w[i] = dummy;
+        testdata_weight_lens(&p);
+        cr_assert_eq(att_check(&p, NULL, NULL, &err), ATT_OK, "%s: %s", names[i], err.msg);
+        size_t *n[7] = {&p.in_proj_weight_len, &p.q_proj_weight_len, &p.k_proj_weight_len,
+                        &p.v_proj_weight_len, &p.in_proj_bias_len, &p.out_proj_weight_len,
+                        &p.out_proj_bias_len};
+        *n[i] -= 1;
+        expect_error(&p, ATT_ESHAPE, names[i]);
+        *n[i] = 0;
+        expect_error(&p, ATT_ESHAPE, names[i]);
+    }
 }
 
 Test(attention_errors, too_large_and_out_of_memory)
@@ -725,6 +764,7 @@ static void expect_both(struct tiny *t, int rc, const char *needle)
     struct att_error err, err_checked;
     float ref_out[8], ref_w[16], checked_out[8], checked_w[16];
     size_t olen, wlen;
+    testdata_weight_lens(&t->p);
     cr_assert_eq(att_check(&t->p, &olen, &wlen, NULL), ATT_OK);
     for (int impl = 1; impl >= 0; impl--) {
         memset(&err, 0, sizeof err);
@@ -832,7 +872,7 @@ Test(attention_range, float32_intermediate_overflow_with_a_finite_float64_value_
     const float x[3] = {3e38f, 3e38f, -3e38f}, W[3] = {1, 1, 1}, one[1] = {1.0f};
     att_params_init(&p);
     p.N = 1, p.L = 1, p.S = 1, p.E = 1, p.kdim = 1, p.vdim = 3, p.H = 1;
-    p.query = one, p.key = one, p.value = x, p.v_proj_weight = W;
+    p.query = one, p.key = one, p.value = x, p.v_proj_weight = W, p.v_proj_weight_len = 3;
     p.weights_mode = ATT_WEIGHTS_NONE;
     cr_assert_eq(att_forward(out, NULL, &p, &err), ATT_OK, "%s", err.msg);
     cr_assert_eq(out[0], 3e38f);

@@ -5,12 +5,14 @@
  * against the error its manifest expects. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/attention.h"
@@ -186,6 +188,61 @@ Test(safetensors, refuses_what_the_reference_refuses)
     cr_assert(strstr(err, "not a regular file"), "%s", err);
 }
 
+/* A file that shrinks or is rewritten after st_open(): the read of a tensor
+ * ends with an error, never a SIGBUS (the file used to be mapped). */
+Test(safetensors, a_file_that_changes_while_it_is_read_is_an_error)
+{
+    enum { COUNT = 3 << 20 }; /* 6 MB of F16: several pieces of the reader */
+    char hdr[128], err[512], dir[] = "/tmp/test_model.XXXXXX", path[64];
+    snprintf(hdr, sizeof hdr, "{\"w\":{\"dtype\":\"F16\",\"shape\":[%d],"
+             "\"data_offsets\":[0,%d]}}", COUNT, 2 * COUNT);
+    unsigned short *h = malloc(2 * (size_t)COUNT);
+    float *got = malloc(sizeof *got * (size_t)COUNT);
+    cr_assert(h && got && mkdtemp(dir));
+    for (int i = 0; i < COUNT; i++)
+        h[i] = 0x3C00; /* 1.0 */
+    size_t total;
+    unsigned char *b = st_make(hdr, h, 2 * (size_t)COUNT, &total);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    for (int how = 0; how < 3; how++) {
+        FILE *fp = fopen(path, "wb");
+        cr_assert(fp && fwrite(b, 1, total, fp) == total && fclose(fp) == 0);
+        struct st_file f;
+        cr_assert_eq(st_open(&f, path, err, sizeof err), 0, "%s", err);
+        const struct st_tensor *t = st_find(&f, "w");
+        int fd = open(path, O_WRONLY);
+        cr_assert(t && fd >= 0);
+        if (how == 0) {      /* cp new model.safetensors: truncated first */
+            cr_assert_eq(ftruncate(fd, (off_t)total / 2), 0);
+        } else if (how == 1) { /* rewritten in place, same length, later */
+            const unsigned short two = 0x4000;
+            cr_assert_eq(pwrite(fd, &two, 2, (off_t)(total - 2)), 2);
+            struct timespec ts[2] = {{0, UTIME_OMIT}, {time(NULL) + 5, 0}};
+            cr_assert_eq(futimens(fd, ts), 0);
+        } else {             /* replaced by a rename: the open file is the old one */
+            char other[80];
+            snprintf(other, sizeof other, "%s/new.safetensors", dir);
+            FILE *np = fopen(other, "wb");
+            cr_assert(np && fwrite(b, 1, 100, np) == 100 && fclose(np) == 0);
+            cr_assert_eq(rename(other, path), 0);
+        }
+        close(fd);
+        int rc = st_read_f32(&f, got, t, err, sizeof err);
+        if (how < 2) {
+            cr_assert_eq(rc, -1, "case %d: read a changed file", how);
+            cr_assert(strstr(err, "changed while it was read"), "case %d: %s", how, err);
+            cr_assert(strstr(err, "renaming"), "case %d: %s", how, err);
+        } else {
+            cr_assert_eq(rc, 0, "%s", err);
+            cr_assert(got[0] == 1.0f && got[COUNT - 1] == 1.0f);
+        }
+        st_close(&f);
+    }
+    unlink(path);
+    rmdir(dir);
+    free(b), free(h), free(got);
+}
+
 static struct model *load(const char *name)
 {
     struct model *m;
@@ -245,7 +302,7 @@ Test(model, maps_the_file_onto_the_layout)
     struct model *g = load("gpt2_f32");
     cr_assert_eq(st_open(&f, REPO "/gpt2_f32/model.safetensors", err, sizeof err), 0, "%s", err);
     const struct st_tensor *t = st_find(&f, "h.1.attn.c_attn.weight");
-    cr_assert(t && t->count == 16 * 48 && st_to_f32(cw, t) == 0);
+    cr_assert(t && t->count == 16 * 48 && st_read_f32(&f, cw, t, err, sizeof err) == 0);
     for (int r = 0; r < 48; r++)
         for (int col = 0; col < 16; col++)
             cr_assert_eq(g->in_proj_weight[r * 16 + col], cw[col * 48 + r], "(%d, %d)", r, col);
@@ -254,10 +311,10 @@ Test(model, maps_the_file_onto_the_layout)
     struct model *b = load("bert_f16");
     cr_assert_eq(st_open(&f, REPO "/bert_f16/model.safetensors", err, sizeof err), 0, "%s", err);
     t = st_find(&f, "bert.encoder.layer.1.attention.self.key.weight");
-    cr_assert(t && t->count == 256 && st_to_f32(kw, t) == 0);
+    cr_assert(t && t->count == 256 && st_read_f32(&f, kw, t, err, sizeof err) == 0);
     assert_same("key rows of in_proj_weight", b->in_proj_weight + 256, kw, 256);
     t = st_find(&f, "bert.encoder.layer.0.attention.self.key.weight");
-    cr_assert(t && st_to_f32(kw, t) == 0);
+    cr_assert(t && st_read_f32(&f, kw, t, err, sizeof err) == 0);
     cr_assert_neq(memcmp(b->in_proj_weight + 256, kw, sizeof kw), 0, "layer 0 was read");
     st_close(&f);
     model_free(b);
@@ -339,6 +396,10 @@ static void run_goldens(const char *dir, int count,
         p->k_proj_weight = m->k_proj_weight, p->v_proj_weight = m->v_proj_weight;
         p->in_proj_bias = m->in_proj_bias, p->out_proj_weight = m->out_proj_weight;
         p->out_proj_bias = m->out_proj_bias;
+        p->in_proj_weight_len = m->weight_len[0], p->q_proj_weight_len = m->weight_len[1];
+        p->k_proj_weight_len = m->weight_len[2], p->v_proj_weight_len = m->weight_len[3];
+        p->in_proj_bias_len = m->weight_len[4], p->out_proj_weight_len = m->weight_len[5];
+        p->out_proj_bias_len = m->weight_len[6];
         apply_defaults(p, m->defaults, req);
         size_t olen, wlen;
         struct att_error err;

@@ -47,6 +47,7 @@ static void rin_make(struct att_params *p, struct rin *r, int N, int L, int S, i
     cr_assert(r->q && r->k && r->v && r->w_in && r->wo);
     p->query = r->q, p->key = r->k, p->value = r->v;
     p->in_proj_weight = r->w_in, p->out_proj_weight = r->wo;
+    p->in_proj_weight_len = (size_t)3 * E * E, p->out_proj_weight_len = (size_t)E * E;
     switch (m) {
     case RM_CAUSAL:
         p->mask_kind = ATT_MASK_CAUSAL;

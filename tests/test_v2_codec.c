@@ -425,6 +425,11 @@ Test(v2_codec, golden_cases_through_a_server_held_model, .timeout = 60)
         m.in_proj_bias = (float *)g.p.in_proj_bias;
         m.out_proj_weight = (float *)g.p.out_proj_weight;
         m.out_proj_bias = (float *)g.p.out_proj_bias;
+        const size_t lens[7] = {g.p.in_proj_weight_len, g.p.q_proj_weight_len,
+                                g.p.k_proj_weight_len,  g.p.v_proj_weight_len,
+                                g.p.in_proj_bias_len,   g.p.out_proj_weight_len,
+                                g.p.out_proj_bias_len};
+        memcpy(m.weight_len, lens, sizeof lens);
         json_t *c = json_load_file(paths[i], 0, NULL);
         size_t len;
         long long hl;
@@ -501,7 +506,7 @@ Test(v2_codec, model_defaults_fill_what_the_request_leaves_out)
     /* a model's weights are used, not inputs */
     static float w[16] = {2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2};
     test_model(&m, NULL);
-    m.out_proj_weight = w;
+    m.out_proj_weight = w, m.weight_len[5] = 16;
     cr_assert_eq(decode(&r, "{'inputs': [" TINY_QUERY "]}", &m, &e), 0, "%s", e.msg);
     cr_assert_eq(p->out_proj_weight, w);
     cr_assert_null(p->in_proj_weight);

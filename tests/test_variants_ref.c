@@ -18,6 +18,7 @@
 #include "core/variants.h"
 #include "tests/check.h"
 #include "tests/golden.h"
+#include "tests/testdata.h"
 
 /* The tolerances of test_attention.c (README "Accuracy"). */
 #define OUT_ATOL 1e-4
@@ -202,10 +203,13 @@ static void vparams(struct att_params *p, const struct vin *in)
     p->weights_mode = ATT_WEIGHTS_PER_HEAD;
 }
 
+/* The arrays of vin are built to the shapes each test gives p. */
 static void run_ref(float *out, float *w, const struct att_params *p)
 {
     struct att_error err;
-    cr_assert_eq(att_forward_ref(out, w, p, &err), ATT_OK, "%s", err.msg);
+    struct att_params sized = *p;
+    testdata_weight_lens(&sized);
+    cr_assert_eq(att_forward_ref(out, w, &sized, &err), ATT_OK, "%s", err.msg);
 }
 
 Test(variants_ref, gqa_equals_its_kv_heads_repeated)
@@ -357,7 +361,9 @@ static void refuses(const struct att_params *p, int code, const char *needle)
 static void accepts(const struct att_params *p)
 {
     struct att_error err = {0};
-    cr_assert_eq(att_check(p, NULL, NULL, &err), ATT_OK, "%s", err.msg);
+    struct att_params sized = *p; /* dummy is large enough for every shape */
+    testdata_weight_lens(&sized);
+    cr_assert_eq(att_check(&sized, NULL, NULL, &err), ATT_OK, "%s", err.msg);
 }
 
 Test(variants_ref, check_refuses_each_field_by_name)
@@ -445,6 +451,7 @@ Test(variants_ref, check_accepts_the_boundaries_and_sizes_outputs)
     /* head_dim independent of E / H: outputs stay (N, L, E) and (N, H, L, S) */
     small(&p), proj(&p), p.E = 12, p.H = 3, p.Hkv = 1, p.head_dim = 8, p.S = 5;
     p.weights_mode = ATT_WEIGHTS_PER_HEAD;
+    testdata_weight_lens(&p);
     size_t olen, wlen;
     cr_assert_eq(att_check(&p, &olen, &wlen, NULL), ATT_OK);
     cr_assert_eq(olen, (size_t)2 * 4 * 12);

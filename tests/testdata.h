@@ -10,6 +10,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "core/attention.h"
+
 /* The *.json files of dir, sorted, as malloc'd paths (caller frees each);
  * returns how many (at most max, 0 when dir is missing). */
 int testdata_list(const char *dir, char **paths, int max);
@@ -17,5 +19,10 @@ int testdata_list(const char *dir, char **paths, int max);
 /* The request body of case c: "raw" as is, else the value under "request"
  * or "body" written compactly. malloc'd (caller frees), length in *len. */
 char *testdata_body(json_t *c, size_t *len);
+
+/* Set the element count of each of p's weight arrays that is not NULL to
+ * what p's shapes need (attention.h): for tests whose arrays were built to
+ * those shapes. A test of the core's refusal sets the counts itself. */
+void testdata_weight_lens(struct att_params *p);
 
 #endif
