@@ -70,6 +70,9 @@ static void problem_params(const struct problem *p, struct att_params *a, int mo
     a->query = p->x, a->key = p->key, a->value = p->value;
     a->in_proj_weight = p->w_in, a->in_proj_bias = p->b_in;
     a->out_proj_weight = p->w_out, a->out_proj_bias = p->b_out;
+    const size_t E = (size_t)p->E;
+    a->in_proj_weight_len = 3 * E * E, a->in_proj_bias_len = 3 * E;
+    a->out_proj_weight_len = E * E, a->out_proj_bias_len = E;
     a->weights_mode = mode;
 }
 
@@ -305,7 +308,9 @@ static int pe_table(const char *dir)
             problem_params(&pr, &a[pe], ATT_WEIGHTS_NONE);
             if (!packed)
                 a[pe].in_proj_weight = a[pe].in_proj_bias = NULL,
-                a[pe].out_proj_weight = a[pe].out_proj_bias = NULL;
+                a[pe].out_proj_weight = a[pe].out_proj_bias = NULL,
+                a[pe].in_proj_weight_len = a[pe].in_proj_bias_len = 0,
+                a[pe].out_proj_weight_len = a[pe].out_proj_bias_len = 0;
             a[pe].positional_encoding = pe;
             if (att_forward(out, NULL, &a[pe], &err) != ATT_OK) { /* warm-up */
                 fprintf(stderr, "bench: %s\n", err.msg);
