@@ -31,6 +31,9 @@ struct entry {
     int state;         /* enum repo_state */
     char reason[512];  /* why it is not ready, or "" */
     struct repo_ref *cur; /* READY: what new requests get */
+    /* load and unload calls on this model run one at a time, in the order
+     * they arrived: each takes a ticket and waits for its turn (R.turn) */
+    unsigned long ticket_next, ticket_now;
     /* statistics */
     struct stat_pair success, fail, stage[REPO_STAGES];
     unsigned long long inference_count, execution_count;
@@ -40,6 +43,7 @@ struct entry {
 static struct {
     pthread_mutex_t lock;    /* everything below */
     pthread_cond_t released; /* a retired model's last reference went */
+    pthread_cond_t turn;     /* an entry's ticket_now moved on */
     pthread_mutex_t loading; /* one load at a time */
     char dir[256];
     struct entry *head;      /* the built-in model first, then by name */
@@ -50,6 +54,7 @@ static struct {
     int loader_started;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .released = PTHREAD_COND_INITIALIZER,
+       .turn = PTHREAD_COND_INITIALIZER,
        .loading = PTHREAD_MUTEX_INITIALIZER};
 
 #define RESERVED_REASON                                                                   \
@@ -121,7 +126,25 @@ static int is_model_dir(const char *name)
     return valid_name(name) && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-int repo_load(const char *name, char *why, size_t whylen)
+/* Wait (lock held, released while waiting) until the load or unload calls
+ * on e that arrived before this one are done. */
+static void turn_take(struct entry *e)
+{
+    const unsigned long ticket = e->ticket_next++;
+    while (e->ticket_now != ticket)
+        pthread_cond_wait(&R.turn, &R.lock);
+}
+
+/* The next call on e may go (lock held). */
+static void turn_end(struct entry *e)
+{
+    e->ticket_now++;
+    pthread_cond_broadcast(&R.turn);
+}
+
+/* repo_load(); startup: the start-up loader's load, skipped (REPO_OK) when
+ * a call through the API came first (the model is no longer LOADING). */
+static int load(const char *name, int startup, char *why, size_t whylen)
 {
     if (!R.dir[0]) {
         snprintf(why, whylen, "no model_repository is set");
@@ -136,16 +159,28 @@ int repo_load(const char *name, char *why, size_t whylen)
         snprintf(why, whylen, "no model folder '%.128s' in the model repository", name);
         return REPO_EINVAL;
     }
+    pthread_mutex_lock(&R.lock);
+    struct entry *e = find(name);
+    if (!e && !(e = add(name))) {
+        pthread_mutex_unlock(&R.lock);
+        snprintf(why, whylen, "out of memory");
+        return REPO_ENOTREADY;
+    }
+    turn_take(e);
+    if (startup && e->state != REPO_LOADING) {
+        turn_end(e);
+        pthread_mutex_unlock(&R.lock);
+        return REPO_OK;
+    }
+    pthread_mutex_unlock(&R.lock);
     pthread_mutex_lock(&R.loading);
     struct model *m = NULL;
     char err[512] = "";
     const int rc = model_load(&m, R.dir, name, err, sizeof err);
     pthread_mutex_lock(&R.lock);
-    struct entry *e = find(name);
-    if (!e)
-        e = add(name);
-    struct repo_ref *ref = rc == 0 && e ? calloc(1, sizeof *ref) : NULL;
-    if (!e || (rc == 0 && !ref)) {
+    struct repo_ref *ref = rc == 0 ? calloc(1, sizeof *ref) : NULL;
+    if (rc == 0 && !ref) {
+        turn_end(e);
         pthread_mutex_unlock(&R.lock);
         pthread_mutex_unlock(&R.loading);
         model_free(m);
@@ -164,6 +199,7 @@ int repo_load(const char *name, char *why, size_t whylen)
         snprintf(e->reason, sizeof e->reason, "%s", err);
         snprintf(why, whylen, "%s", err);
     }
+    turn_end(e);
     pthread_mutex_unlock(&R.lock);
     pthread_mutex_unlock(&R.loading);
     if (R.log) {
@@ -205,9 +241,16 @@ int repo_unload(const char *name, char *why, size_t whylen)
                                 : "unknown model '%.128s'", name);
         return e ? REPO_EINVAL : REPO_ENOTFOUND;
     }
+    turn_take(e);
     take_down(e);
+    turn_end(e);
     pthread_mutex_unlock(&R.lock);
     return REPO_OK;
+}
+
+int repo_load(const char *name, char *why, size_t whylen)
+{
+    return load(name, 0, why, whylen);
 }
 
 static void *loader_main(void *arg)
@@ -225,7 +268,7 @@ static void *loader_main(void *arg)
         if (!name[0])
             break;
         char why[512];
-        if (repo_load(name, why, sizeof why) == REPO_EINVAL) {
+        if (load(name, 1, why, sizeof why) == REPO_EINVAL) {
             pthread_mutex_lock(&R.lock);
             struct entry *e = find(name);
             if (e && e->state == REPO_LOADING) {

@@ -19,7 +19,10 @@
  * A reference keeps the model it was taken on alive: a load replaces the
  * model for new requests at once, and the old one is freed when its last
  * reference goes; an unload waits for the model's requests in flight.
- * Every function is thread-safe.
+ * Load and unload calls on one model run one at a time, in the order they
+ * arrived (a load sent while an unload waits starts after it), so the
+ * model ends in the state the last call asked for. Every function is
+ * thread-safe.
  */
 #ifndef MODEL_REPO_H
 #define MODEL_REPO_H
