@@ -1,6 +1,6 @@
 /* model.c -- see model.h. model_load() reads config.json, opens
- * model.safetensors (mapped), converts the used tensors to float32 and
- * unmaps the file; model_parse() is the same on two buffers. Each format
+ * model.safetensors, reads and converts the used tensors to float32 and
+ * closes the file; model_parse() is the same on two buffers. Each format
  * has its own small mapping function; all of them go through
  * model_take(), which finds a key, checks its dtype and shape and converts
  * it. The hf_llama, hf_mistral and hf_gemma2 formats read a checkpoint
@@ -428,7 +428,7 @@ int model_load(struct model **out, const char *dir, const char *name, char *err,
         return finish(out, m, model_fail(err, errlen, "%s", tail ? tail : msg));
     }
     int rc = build(m, &f, err, errlen);
-    st_close(&f); /* the file's pages leave the process here */
+    st_close(&f);
     return finish(out, m, rc);
 }
 

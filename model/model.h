@@ -57,7 +57,7 @@
  *              o_proj (E, H·d) -> out_proj_weight; the q, k, v biases
  *              stacked into in_proj_bias, o_proj.bias -> out_proj_bias.
  * F32, F16 and BF16 tensors are converted to float32 once, at load; only
- * the tensors above are read from the (mmap'ed) file.
+ * the tensors above are read from the file (pread; never mapped).
  *
  * A model is immutable once loaded, and may be shared between threads.
  */

@@ -187,13 +187,19 @@ static int load(const char *name, int startup, char *why, size_t whylen)
         snprintf(why, whylen, "out of memory");
         return REPO_ENOTREADY;
     }
-    retire(e->cur);
-    e->cur = NULL;
+    /* a failed reload keeps what is served (as Triton does): the weights
+     * loaded before, with the failure in the index's reason */
+    const int kept = rc != 0 && e->cur;
     if (rc == 0) {
+        retire(e->cur);
         ref->m = m, ref->e = e;
         e->cur = ref;
         e->state = REPO_READY;
         e->reason[0] = '\0';
+    } else if (kept) {
+        snprintf(e->reason, sizeof e->reason, "the last load failed, the weights loaded before "
+                 "are served: %.400s", err);
+        snprintf(why, whylen, "%s (the weights loaded before are still served)", err);
     } else {
         e->state = REPO_UNAVAILABLE;
         snprintf(e->reason, sizeof e->reason, "%s", err);
@@ -208,7 +214,8 @@ static int load(const char *name, int startup, char *why, size_t whylen)
                     "%d, head_dim %d, %s, %.1f MB)\n", name, model_format_name(m->format),
                     m->E, m->H, m->Hkv, m->head_dim, m->dtype, (double)m->bytes / 1e6);
         else
-            fprintf(R.log, "attention-server: model %s: NOT loaded: %s\n", name, err);
+            fprintf(R.log, "attention-server: model %s: NOT loaded%s: %s\n", name,
+                    kept ? " (still serving the weights loaded before)" : "", err);
     }
     return rc == 0 ? REPO_OK : REPO_ENOTREADY;
 }

@@ -72,7 +72,9 @@ json_t *repo_index(int ready_only);
 
 /* Load (or reload) DIR/name; waits for the load. REPO_OK, REPO_EINVAL (no
  * repository, or a name that is not a folder of it), REPO_ENOTREADY (the
- * load failed: why says why; the model is then UNAVAILABLE). */
+ * load failed: why says why; the model is then UNAVAILABLE, unless it was
+ * READY: a failed reload keeps serving the weights loaded before, READY,
+ * with the failure as the index's reason). */
 int repo_load(const char *name, char *why, size_t whylen);
 /* Unload name: new requests are refused at once; returns when its requests
  * in flight are done. REPO_OK or REPO_ENOTFOUND. */
