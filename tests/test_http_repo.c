@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "tests/http_util.h"
+#include "tests/testdata.h"
 
 #define TOKEN "test-admin-token-0123456789"
 #define AUTH "Authorization: Bearer " TOKEN
@@ -26,18 +27,6 @@ static void write_text(const char *path, const char *text)
     cr_assert(f, "%s", path);
     fputs(text, f);
     cr_assert_eq(fclose(f), 0);
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    cr_assert(in && out, "%s -> %s", from, to);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        cr_assert_eq(fwrite(buf, 1, n, out), n);
-    fclose(in);
-    cr_assert_eq(fclose(out), 0);
 }
 
 /* The torch_mha model.safetensors of E = BIG_E in F16, small finite values
@@ -133,9 +122,9 @@ Test(repo_files, a_model_file_truncated_during_a_load_fails_that_load_not_the_se
     snprintf(path, sizeof path, "%s/small", dir);
     cr_assert_eq(mkdir(path, 0700), 0);
     snprintf(path, sizeof path, "%s/small/config.json", dir);
-    copy_file("tests/models/repo/mha_f32/config.json", path);
+    cr_assert_eq(testdata_copy_file("tests/models/repo/mha_f32/config.json", path), 0);
     snprintf(path, sizeof path, "%s/small/model.safetensors", dir);
-    copy_file("tests/models/repo/mha_f32/model.safetensors", path);
+    cr_assert_eq(testdata_copy_file("tests/models/repo/mha_f32/model.safetensors", path), 0);
 
     struct server s;
     server_start_ready(&s, (const char *const[]){"--model-repository", dir, "--admin-token",

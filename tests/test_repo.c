@@ -12,20 +12,9 @@
 #include <unistd.h>
 
 #include "model/repo.h"
+#include "tests/testdata.h"
 
 #define SRC "tests/models/repo/mha_f32"
-
-static void copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    cr_assert(in && out, "%s -> %s", from, to);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        cr_assert_eq(fwrite(buf, 1, n, out), n);
-    fclose(in);
-    cr_assert_eq(fclose(out), 0);
-}
 
 /* A repository folder holding one model, "m" (a copy of mha_f32). */
 static void make_repo(char *dir)
@@ -35,9 +24,9 @@ static void make_repo(char *dir)
     snprintf(path, sizeof path, "%s/m", dir);
     cr_assert_eq(mkdir(path, 0700), 0);
     snprintf(path, sizeof path, "%s/m/config.json", dir);
-    copy_file(SRC "/config.json", path);
+    cr_assert_eq(testdata_copy_file(SRC "/config.json", path), 0);
     snprintf(path, sizeof path, "%s/m/model.safetensors", dir);
-    copy_file(SRC "/model.safetensors", path);
+    cr_assert_eq(testdata_copy_file(SRC "/model.safetensors", path), 0);
 }
 
 static void remove_repo(const char *dir)

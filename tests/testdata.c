@@ -58,3 +58,18 @@ void testdata_weight_lens(struct att_params *p)
     p->out_proj_weight_len = p->out_proj_weight ? E * dq : 0;
     p->out_proj_bias_len = p->out_proj_bias ? E : 0;
 }
+
+int testdata_copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (!rc && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0)
+        rc = -1;
+    return rc;
+}

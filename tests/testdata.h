@@ -20,6 +20,9 @@ int testdata_list(const char *dir, char **paths, int max);
  * or "body" written compactly. malloc'd (caller frees), length in *len. */
 char *testdata_body(json_t *c, size_t *len);
 
+/* Copy the file from to the file to (created or truncated); 0, or -1. */
+int testdata_copy_file(const char *from, const char *to);
+
 /* Set the element count of each of p's weight arrays that is not NULL to
  * what p's shapes need (attention.h): for tests whose arrays were built to
  * those shapes. A test of the core's refusal sets the counts itself. */
