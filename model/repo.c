@@ -29,6 +29,7 @@ struct entry {
     char name[128];
     int builtin;
     int state;         /* enum repo_state */
+    time_t since;      /* when it entered that state (UTC) */
     char reason[512];  /* why it is not ready, or "" */
     struct repo_ref *cur; /* READY: what new requests get */
     /* statistics */
@@ -81,6 +82,7 @@ static struct entry *add(const char *name)
         return NULL;
     snprintf(e->name, sizeof e->name, "%s", name);
     e->state = REPO_UNLOADED;
+    e->since = time(NULL);
     struct entry **at = &R.head->next;
     while (*at && strcmp((*at)->name, name) < 0)
         at = &(*at)->next;
@@ -154,6 +156,7 @@ int repo_load(const char *name, char *why, size_t whylen)
     }
     retire(e->cur);
     e->cur = NULL;
+    e->since = time(NULL);
     if (rc == 0) {
         ref->m = m, ref->e = e;
         e->cur = ref;
@@ -185,6 +188,7 @@ static void take_down(struct entry *e)
     struct repo_ref *ref = e->cur;
     e->cur = NULL;
     e->state = REPO_UNLOADED;
+    e->since = time(NULL);
     snprintf(e->reason, sizeof e->reason, "unloaded");
     if (ref) {
         ref->retired = 2;
@@ -230,6 +234,7 @@ static void *loader_main(void *arg)
             struct entry *e = find(name);
             if (e && e->state == REPO_LOADING) {
                 e->state = REPO_UNAVAILABLE;
+                e->since = time(NULL);
                 snprintf(e->reason, sizeof e->reason, "%s", why);
             }
             pthread_mutex_unlock(&R.lock);
@@ -267,7 +272,7 @@ int repo_start(const char *dir, FILE *log)
             }
             struct entry *e = add(de->d_name);
             if (e)
-                e->state = REPO_LOADING;
+                e->state = REPO_LOADING; /* since: add() */
         }
         if (d)
             closedir(d);
@@ -326,8 +331,14 @@ int repo_acquire(struct repo_ref **ref, const char *name, const char *version, c
     } else if (e->builtin) {
         *ref = &builtin_ref;
     } else if (e->state != REPO_READY || !e->cur) {
-        snprintf(why, whylen, "model '%s' is not ready (%s%s%.400s)", name,
-                 repo_state_str(e->state), e->reason[0] ? ": " : "", e->reason);
+        /* the reason (a path, a field of a config) is the operator's: the
+         * log and the repository index (admin_token) have it */
+        char since[32] = "?";
+        struct tm tm;
+        if (gmtime_r(&e->since, &tm))
+            strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(why, whylen, "model '%s' is not ready (%s since %s)", name,
+                 repo_state_str(e->state), since);
         rc = REPO_ENOTREADY;
     } else {
         e->cur->refs++;
