@@ -64,7 +64,7 @@ UNIT_SRC  := tests/test_attention.c tests/test_reduce.c tests/test_variants_ref.
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http
-HTTPTEST_SRC := tests/test_http.c tests/test_v2.c tests/test_trained.c tests/test_http_reduce.c tests/test_http_variants.c tests/test_http_repo.c tests/http_util.c tests/http_golden.c tests/testdata.c tests/check.c
+HTTPTEST_SRC := tests/test_http.c tests/test_http_admin.c tests/test_v2.c tests/test_trained.c tests/test_http_reduce.c tests/test_http_variants.c tests/test_http_repo.c tests/http_util.c tests/http_golden.c tests/testdata.c tests/check.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \

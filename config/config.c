@@ -371,6 +371,13 @@ void cfg_usage(FILE *out)
         fprintf(out, "  %-25s %-26s old name of %s\n", flag, env, key_flag);
     }
     fprintf(out, "  %-25s %-26s %s\n", "--help, -h", "", "print this and exit");
+    fprintf(out,
+            "\n"
+            "Exit status: %d after a drain (SIGTERM or SIGINT) or --help; %d when start-up\n"
+            "refuses a setting, for its value or for what it names (static_dir,\n"
+            "model_repository, the TLS files); %d for any other failure (the port in use,\n"
+            "out of memory, a second signal during the drain).\n",
+            CFG_EXIT_OK, CFG_EXIT_SETTING, CFG_EXIT_FAILURE);
 }
 
 void cfg_dump(const struct cfg *c, FILE *out)

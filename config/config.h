@@ -31,7 +31,7 @@
  *     switch (cfg_parse(&c, argc, argv, environ, stdout, err, sizeof err)) {
  *     case 1:  return 0;                       // --help: usage printed
  *     case -1: fprintf(stderr, "%s\n", err);   // e.g. "--workers: workers: 0
- *              return 2;                       //  is out of range 1..64"
+ *              return CFG_EXIT_SETTING;        //  is out of range 1..64"
  *     }
  *     cfg_dump(&c, stderr);
  *
@@ -44,6 +44,12 @@
 #include <stdio.h>
 
 enum cfg_log_level { CFG_LOG_ERROR, CFG_LOG_WARN, CFG_LOG_INFO, CFG_LOG_DEBUG };
+
+/* attention-server's exit statuses (cfg_usage prints them): 0 after a
+ * drain or --help; 2 when start-up refuses a setting, for its value or for
+ * what it names (a folder, the TLS pair); 1 for any other failure, at
+ * start-up (the port in use, out of memory) or later (a second signal). */
+enum cfg_exit { CFG_EXIT_OK = 0, CFG_EXIT_FAILURE = 1, CFG_EXIT_SETTING = 2 };
 
 /* Defaults and ranges; N, L, S, E, H as in core/attention.h. */
 struct cfg {

@@ -29,6 +29,7 @@ struct entry {
     char name[128];
     int builtin;
     int state;         /* enum repo_state */
+    time_t since;      /* when it entered that state (UTC) */
     char reason[512];  /* why it is not ready, or "" */
     struct repo_ref *cur; /* READY: what new requests get */
     /* load and unload calls on this model run one at a time, in the order
@@ -86,6 +87,7 @@ static struct entry *add(const char *name)
         return NULL;
     snprintf(e->name, sizeof e->name, "%s", name);
     e->state = REPO_UNLOADED;
+    e->since = time(NULL);
     struct entry **at = &R.head->next;
     while (*at && strcmp((*at)->name, name) < 0)
         at = &(*at)->next;
@@ -190,6 +192,8 @@ static int load(const char *name, int startup, char *why, size_t whylen)
     /* a failed reload keeps what is served (as Triton does): the weights
      * loaded before, with the failure in the index's reason */
     const int kept = rc != 0 && e->cur;
+    if (!kept)
+        e->since = time(NULL);
     if (rc == 0) {
         retire(e->cur);
         ref->m = m, ref->e = e;
@@ -228,6 +232,7 @@ static void take_down(struct entry *e)
     struct repo_ref *ref = e->cur;
     e->cur = NULL;
     e->state = REPO_UNLOADED;
+    e->since = time(NULL);
     snprintf(e->reason, sizeof e->reason, "unloaded");
     if (ref) {
         ref->retired = 2;
@@ -280,6 +285,7 @@ static void *loader_main(void *arg)
             struct entry *e = find(name);
             if (e && e->state == REPO_LOADING) {
                 e->state = REPO_UNAVAILABLE;
+                e->since = time(NULL);
                 snprintf(e->reason, sizeof e->reason, "%s", why);
             }
             pthread_mutex_unlock(&R.lock);
@@ -317,7 +323,7 @@ int repo_start(const char *dir, FILE *log)
             }
             struct entry *e = add(de->d_name);
             if (e)
-                e->state = REPO_LOADING;
+                e->state = REPO_LOADING; /* since: add() */
         }
         if (d)
             closedir(d);
@@ -376,8 +382,14 @@ int repo_acquire(struct repo_ref **ref, const char *name, const char *version, c
     } else if (e->builtin) {
         *ref = &builtin_ref;
     } else if (e->state != REPO_READY || !e->cur) {
-        snprintf(why, whylen, "model '%s' is not ready (%s%s%.400s)", name,
-                 repo_state_str(e->state), e->reason[0] ? ": " : "", e->reason);
+        /* the reason (a path, a field of a config) is the operator's: the
+         * log and the repository index (admin_token) have it */
+        char since[32] = "?";
+        struct tm tm;
+        if (gmtime_r(&e->since, &tm))
+            strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(why, whylen, "model '%s' is not ready (%s since %s)", name,
+                 repo_state_str(e->state), since);
         rc = REPO_ENOTREADY;
     } else {
         e->cur->refs++;

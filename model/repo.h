@@ -13,7 +13,7 @@
  *     char why[256];
  *     switch (repo_acquire(&ref, "bert-l3", "1", why, sizeof why)) {
  *     case REPO_OK: m = repo_model(ref); ... compute ...; repo_release(ref); break;
- *     case REPO_ENOTFOUND: 404; case REPO_ENOTREADY: 503 (why says why)
+ *     case REPO_ENOTFOUND: 404; case REPO_ENOTREADY: 503 (why says since when)
  *     }
  *
  * A reference keeps the model it was taken on alive: a load replaces the
@@ -52,7 +52,10 @@ int repo_loading_done(void);
 struct repo_ref;
 /* A ready model by name and version (NULL: any; else must be "1").
  * REPO_OK with *ref; REPO_ENOTFOUND (no such model or version);
- * REPO_ENOTREADY (loading, failed or unloaded: why says which).
+ * REPO_ENOTREADY (loading, failed or unloaded: why says which, and since
+ * when: "model 'm' is not ready (UNAVAILABLE since 2026-11-26T15:40:00Z)").
+ * why is for any client: it never holds the reason of a failed load, which
+ * only the log and repo_index() (the admin endpoint) give.
  * The built-in model gives a ref whose repo_model() is NULL. */
 int repo_acquire(struct repo_ref **ref, const char *name, const char *version, char *why,
                  size_t whylen);

@@ -39,8 +39,9 @@ enum MHD_Result send_response(struct req *r, int status, struct MHD_Response *re
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (status == 405 || r->preflight)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allowed_methods(r));
-    cors_add_headers(resp, r->srv->cfg.cors_allow_origin,
-                     MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"));
+    if (req_has_cors(r))
+        cors_add_headers(resp, r->srv->cfg.cors_allow_origin,
+                         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"));
     if (status == 503)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
     if (status == 415) /* the codings a body may have (RFC 9110 §15.5.16) */

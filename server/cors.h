@@ -16,8 +16,10 @@
  * The HTTP module calls cors_add_headers() on every answer it sends, errors
  * included (a browser shows a page nothing of an answer without them), and
  * answers a preflight (OPTIONS on an existing path) 204 with
- * cors_add_preflight_headers() as well. No credentials (cookies) are ever
- * allowed: the service has none to protect.
+ * cors_add_preflight_headers() as well -- except on the model repository
+ * endpoints (/v2/repository/..., behind the admin token): they send no CORS
+ * header and get no preflight, so no page can load or unload models. No
+ * credentials (cookies) are ever allowed, nor the Authorization header.
  */
 #ifndef SERVER_CORS_H
 #define SERVER_CORS_H
@@ -27,10 +29,10 @@
 /* Response headers a page's script may read besides the safelisted ones. */
 #define CORS_EXPOSE_HEADERS \
     "Server-Timing, Retry-After, Allow, X-Request-Id, Inference-Header-Content-Length"
-/* Request headers a page may send besides the safelisted ones. */
+/* Request headers a page may send besides the safelisted ones. Not
+ * Authorization: the admin token is for operators' tools, not web pages. */
 #define CORS_ALLOW_HEADERS \
-    "Content-Type, Content-Encoding, Authorization, X-Request-Id, " \
-    "Inference-Header-Content-Length"
+    "Content-Type, Content-Encoding, X-Request-Id, Inference-Header-Content-Length"
 /* Seconds a browser may cache a preflight answer (Chromium caps it at 7200). */
 #define CORS_MAX_AGE "7200"
 

@@ -210,7 +210,7 @@ static int early_check(struct req *r, const char *url, char *msg, size_t msglen)
     struct http_server *s = r->srv;
     int is_get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
     if (strcmp(r->method, "OPTIONS") == 0 && cors_enabled(s->cfg.cors_allow_origin) &&
-        path_exists(r, url)) {
+        req_has_cors(r) && path_exists(r, url)) {
         r->preflight = 1;
         return -1;
     }
@@ -414,9 +414,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---------------------------------------------------------------------- */
 
-struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err,
+struct http_server *http_start(const struct cfg *c, struct pool *pool, int *setting, char *err,
                                size_t errlen)
 {
+    *setting = 0;
     struct http_server *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
@@ -431,6 +432,7 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
     int sd = cfg_check_static_dir(c->static_dir, msg, sizeof msg);
     if (sd < 0) {
         snprintf(err, errlen, "%s", msg);
+        *setting = 1;
         http_stop(s);
         return NULL;
     }
@@ -445,6 +447,7 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
     if (inet_pton(AF_INET, c->bind, &addr.sin_addr) != 1) {
         if (inet_pton(AF_INET6, c->bind, &addr6.sin6_addr) != 1) {
             snprintf(err, errlen, "bind: '%s' is not an IPv4 or IPv6 address", c->bind);
+            *setting = 1;
             http_stop(s);
             return NULL;
         }
@@ -453,6 +456,7 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
                                                                  : MHD_USE_IPv6;
     }
     if (tls_pem_load(&s->tls, c, err, errlen) != 0) {
+        *setting = 1;
         http_stop(s);
         return NULL;
     }

@@ -10,7 +10,7 @@
  * (header_timeout, body_timeout, min_upload_rate, min_send_rate) and to
  * max_connections; see server/conn.c.
  *
- *     struct http_server *s = http_start(&cfg, pool, err, sizeof err);
+ *     struct http_server *s = http_start(&cfg, pool, &setting, err, sizeof err);
  *     ... wait for SIGTERM ...
  *     http_drain(s, 20);    readiness 503, stop accepting, answer the rest,
  *                           wait for the connections to close
@@ -29,8 +29,11 @@
 struct http_server;
 
 /* Start listening per c (borrowed: copied). pool is borrowed and must
- * outlive the server. Returns NULL with a message in err on failure. */
-struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err,
+ * outlive the server. Returns NULL with a message in err on failure, and
+ * *setting 1 when a setting's value or what it names was refused
+ * (static_dir, bind, the TLS pair), 0 when the system failed (the port in
+ * use, out of memory). */
+struct http_server *http_start(const struct cfg *c, struct pool *pool, int *setting, char *err,
                                size_t errlen);
 
 /* The port actually bound (useful with port 0). */

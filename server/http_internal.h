@@ -112,6 +112,15 @@ static inline int req_is_job(const struct req *r)
     return r->ep == EP_ATTENTION || r->ep == EP_V2_INFER || r->ep == EP_V2_REPO;
 }
 
+/* Whether r's answers carry CORS headers (when cors_allow_origin is set):
+ * every path but the model repository endpoints, which hold the admin
+ * token; a page on a listed origin must not drive them, so they get no
+ * preflight (OPTIONS is 405 there) and no Access-Control-* header. */
+static inline int req_has_cors(const struct req *r)
+{
+    return r->ep != EP_V2_REPO;
+}
+
 /* body.c: request bodies. */
 /* After the header checks: a Content-Encoding's inflater, or the buffer
  * sized by Content-Length. -1 to go on, or an error code to answer (415). */

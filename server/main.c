@@ -5,7 +5,13 @@
  * until no connection remains or drain_timeout has passed; then the ones
  * still uploading are closed with 503, those being computed are still
  * answered, and the process exits 0 (server/http.h). A second SIGTERM or
- * SIGINT exits at once, with status 1. */
+ * SIGINT exits at once, with status 1.
+ *
+ * Exit statuses (enum cfg_exit, printed by --help): 2 when start-up
+ * refuses a setting, for its value (cfg_parse) or for what it names
+ * (static_dir, the TLS pair: http_start; model_repository: repo_start);
+ * 1 for the system's failures (the port in use, out of memory), then or
+ * later. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,7 +39,7 @@ static void *second_signal(void *arg)
     sigwait(sigs, &sig);
     static const char msg[] = "attention-server: second signal, stopping now\n";
     (void)!write(2, msg, sizeof msg - 1);
-    _exit(1);
+    _exit(CFG_EXIT_FAILURE);
 }
 
 int main(int argc, char **argv)
@@ -43,10 +49,10 @@ int main(int argc, char **argv)
     char err[256];
     int rc = cfg_parse(&c, argc, argv, environ, stdout, err, sizeof err);
     if (rc == 1)
-        return 0; /* --help */
+        return CFG_EXIT_OK; /* --help */
     if (rc < 0) {
         fprintf(stderr, "attention-server: %s\n", err);
-        return 2;
+        return CFG_EXIT_SETTING;
     }
 
     /* Block the signals before any thread starts, so all inherit the mask
@@ -80,13 +86,14 @@ int main(int argc, char **argv)
     struct pool *pool = pool_new(c.workers, c.queue_depth, 0);
     if (!pool) {
         fprintf(stderr, "attention-server: could not start %d workers\n", c.workers);
-        return 1;
+        return CFG_EXIT_FAILURE;
     }
-    struct http_server *srv = http_start(&c, pool, err, sizeof err);
+    int refused = 0;
+    struct http_server *srv = http_start(&c, pool, &refused, err, sizeof err);
     if (!srv) {
         fprintf(stderr, "attention-server: %s\n", err);
         pool_free(pool);
-        return 1;
+        return refused ? CFG_EXIT_SETTING : CFG_EXIT_FAILURE;
     }
     /* The default repository, "models" beside the working directory, may be
      * missing (the binary run from elsewhere): then only the built-in model.
@@ -100,10 +107,10 @@ int main(int argc, char **argv)
         c.model_repository[0] = '\0';
     }
     /* models load in the background: live at once, ready when loaded */
-    if (repo_start(c.model_repository, stderr) != 0) {
+    if (repo_start(c.model_repository, stderr) != 0) { /* it cannot be listed */
         http_stop(srv);
         pool_free(pool);
-        return 1;
+        return CFG_EXIT_SETTING;
     }
     if (c.log_level >= CFG_LOG_DEBUG)
         cfg_dump(&c, stderr);
@@ -124,5 +131,5 @@ int main(int argc, char **argv)
     pool_free(pool);
     repo_stop();
     fprintf(stderr, "attention-server: stopped (%d requests cut off at drain_timeout)\n", cut);
-    return 0;
+    return CFG_EXIT_OK;
 }

@@ -4,6 +4,7 @@
 #include "server/static.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,26 +33,51 @@ static const char *content_type_of(const char *path)
 
 /* The file under cfg.static_dir that url names, opened read-only, with its
  * content type and size; -1 when there is none. Only plain names
- * ([A-Za-z0-9_.-], sub-folders allowed, no "..") of known types. */
+ * ([A-Za-z0-9_.-], sub-folders allowed) of known types, and only what is
+ * really inside the folder: each component is opened beneath the previous
+ * one without following a symbolic link (a link to /etc/passwd, or to a
+ * folder outside, is not served), none may start with '.' (no dotfiles, no
+ * ".."), and the last must be a regular file. Every refusal is a 404 like a
+ * missing file, so an answer does not tell which files exist. */
 int open_static(const struct req *r, const char *url, const char **type,
                 struct stat *st)
 {
     const char *rel = strcmp(url, "/") == 0 ? "index.html" : url + 1;
     *type = content_type_of(rel);
-    int ok = *type != NULL && strstr(rel, "..") == NULL && rel[0] != '/';
-    for (const char *c = rel; ok && *c; c++)
-        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-             (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.' || *c == '/';
-    char path[512];
-    if (!ok || snprintf(path, sizeof path, "%s/%s", r->srv->cfg.static_dir, rel) >=
-                   (int)sizeof path)
-        return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
-    if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))) {
-        close(fd);
-        fd = -1;
+    int ok = *type != NULL && strlen(rel) < PATH_MAX;
+    for (const char *c = rel; ok && *c; c++) {
+        const int starts = c == rel || c[-1] == '/'; /* a component's first byte */
+        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+             *c == '_' || *c == '-' || (*c == '.' && !starts) || (*c == '/' && !starts);
     }
-    return fd;
+    if (!ok)
+        return -1;
+    int dir = open(r->srv->cfg.static_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (const char *c = rel; dir >= 0;) {
+        char name[NAME_MAX + 1];
+        const size_t n = strcspn(c, "/");
+        if (n >= sizeof name) {
+            close(dir);
+            return -1;
+        }
+        memcpy(name, c, n);
+        name[n] = '\0';
+        const int last = c[n] == '\0';
+        /* O_NONBLOCK: a FIFO must not block */
+        const int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+                                             (last ? O_NONBLOCK : O_DIRECTORY));
+        close(dir);
+        if (last) {
+            if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))) {
+                close(fd);
+                return -1;
+            }
+            return fd;
+        }
+        dir = fd;
+        c += n + 1;
+    }
+    return -1;
 }
 
 /* A static file of the web client, sent from its descriptor (sendfile where

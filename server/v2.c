@@ -187,6 +187,25 @@ static json_t *model_meta(const char *name, const struct model *m)
     return o;
 }
 
+/* A model's config.json as GET .../config shows it: as written, except a
+ * Hugging Face model's checkpoint, shown by its folder's name alone (the
+ * path, absolute or through the model's folder, is the server's disk). */
+static json_t *public_config(const struct model *m)
+{
+    json_t *c = json_deep_copy(m->config);
+    const char *ck = json_string_value(json_object_get(c, "checkpoint"));
+    if (ck) {
+        size_t n = strlen(ck);
+        while (n > 1 && ck[n - 1] == '/')
+            n--;
+        const char *name = ck + n;
+        while (name > ck && name[-1] != '/')
+            name--;
+        json_object_set_new(c, "checkpoint", json_stringn(name, (size_t)(ck + n - name)));
+    }
+    return c;
+}
+
 /* A model route's model, held; answers 404/503 itself (returns NULL). */
 static struct repo_ref *held(const struct v2_route *rt, struct service_answer *a)
 {
@@ -259,7 +278,7 @@ void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
     case V2_MODEL_CONFIG:
         if ((ref = held(rt, a))) {
             const struct model *m = repo_model(ref);
-            answer_json(a, 200, m ? json_deep_copy(m->config)
+            answer_json(a, 200, m ? public_config(m)
                                   : json_pack("{s:s, s:s}", "name", REPO_BUILTIN, "format",
                                               "builtin"));
             repo_release(ref);

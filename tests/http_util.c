@@ -263,3 +263,23 @@ void server_start_ready(struct server *s, const char *const *extra)
     server_start(s, extra);
     server_wait_ready(s);
 }
+
+int has_header(const struct answer *a, const char *name, const char *value)
+{
+    char line[512];
+    snprintf(line, sizeof line, "\r\n%s: %s\r\n", name, value);
+    return strstr(a->headers, line) != NULL;
+}
+
+int server_startup_output(const char *args, char *out, size_t outlen)
+{
+    const char *bin = getenv("ATTN_SERVER") ? getenv("ATTN_SERVER") : "build/attention-server";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "timeout 10 %s --port 0 --bind 127.0.0.1 %s 2>&1", bin, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}

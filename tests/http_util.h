@@ -66,5 +66,11 @@ struct answer post(int port, const char *body);
 /* Check an /attention error answer: status, slug, and optional message text. */
 void expect_error(const struct answer *a, long status, const char *slug, const char *contains);
 void server_still_serves(int port);
+/* Whether an answer's headers hold the line "name: value". */
+int has_header(const struct answer *a, const char *name, const char *value);
+/* Run the server with "--port 0 --bind 127.0.0.1 args" (a shell command
+ * line: later flags win) until it exits, within 10 s; what it printed into
+ * out. Its exit status (128: killed). For start-ups that must fail. */
+int server_startup_output(const char *args, char *out, size_t outlen);
 
 #endif

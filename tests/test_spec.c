@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/cors.h"
 #include "server/errors.h"
 
 #define SPEC_PATH "openapi.yaml"
@@ -354,4 +355,48 @@ Test(spec, readme_error_table_lists_every_slug)
                  missing, CODE_NAME, http_error_status(0), http_error_slug(0),
                  http_error_message(0));
     free(readme);
+}
+
+/* In text, every inline-code `Name: value` of the header name has value
+ * (blanks and line breaks inside it count as one space); returns how many
+ * there are. */
+static int check_header_quotes(const char *text, const char *file, const char *name,
+                               const char *value)
+{
+    char start[80];
+    snprintf(start, sizeof start, "`%s: ", name);
+    int n = 0;
+    for (const char *p = strstr(text, start); p; p = strstr(p + 1, start), n++) {
+        const char *q = p + strlen(start), *end = strchr(q, '`');
+        cr_assert_not_null(end, "%s: an unclosed `%s: ...", file, name);
+        char got[512];
+        size_t k = 0;
+        for (; q < end && k + 1 < sizeof got; q++)
+            if (!isspace((unsigned char)*q))
+                got[k++] = *q;
+            else if (k > 0 && got[k - 1] != ' ')
+                got[k++] = ' ';
+        got[k] = '\0';
+        cr_expect_str_eq(got, value, "%s says `%s: %s`; the server sends '%s' (server/cors.h)",
+                         file, name, got, value);
+    }
+    return n;
+}
+
+/* README's CORS section quotes the headers the server sends (once they
+ * differed: Content-Type only, while five were sent). */
+Test(spec, cors_header_lists_in_the_docs_are_what_is_sent)
+{
+    char *readme = read_file(README_PATH), *spec = read_file(SPEC_PATH);
+    cr_expect_geq(check_header_quotes(readme, README_PATH, "Access-Control-Allow-Headers",
+                                      CORS_ALLOW_HEADERS), 1, "README.md quotes no "
+                  "Access-Control-Allow-Headers");
+    cr_expect_geq(check_header_quotes(readme, README_PATH, "Access-Control-Expose-Headers",
+                                      CORS_EXPOSE_HEADERS), 1, "README.md quotes no "
+                  "Access-Control-Expose-Headers");
+    check_header_quotes(spec, SPEC_PATH, "Access-Control-Allow-Headers", CORS_ALLOW_HEADERS);
+    check_header_quotes(spec, SPEC_PATH, "Access-Control-Expose-Headers", CORS_EXPOSE_HEADERS);
+    cr_expect_null(strstr(CORS_ALLOW_HEADERS, "Authorization"), "a page may send the admin token");
+    free(readme);
+    free(spec);
 }
