@@ -43,7 +43,7 @@ SVC_SRC   := server/service.c server/codec_request.c server/codec_variants.c ser
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
              server/pool.c server/inflate.c server/v2.c server/v2_codec.c server/v2_codec_params.c server/v2_scan.c \
-             server/v2_codec_answer.c
+             server/v2_codec_answer.c server/suggest.c
 # Server-held models: model.safetensors and config.json (model/model.h).
 MODEL_SRC := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \

@@ -697,7 +697,7 @@ static const struct refusal refusals[] = {
      "duplicate object key"},
     {"{'inputs': [" Q22 "], " P1 ", 'model': 'x'}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
      "the request has an unknown field 'model' (its fields are id, parameters, inputs, "
-     "outputs)"},
+     "outputs, model_name)"},
     {"{'id': 5, 'inputs': [" Q22 "], " P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
      "id must be a string"},
     {"{" P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER, "inputs must be an array"},
