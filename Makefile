@@ -60,7 +60,7 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_reduce.c tests/test_variants_ref.c tests/test_posenc.c tests/test_codec.c tests/test_base64.c tests/codec_compare.c tests/test_config.c tests/test_cpus.c \
              tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c tests/test_service.c \
-             tests/test_numerics.c tests/test_inflate.c tests/test_model.c tests/test_model_hf.c tests/test_v2_codec.c tests/test_v2_fast.c tests/test_variants_fast.c tests/golden.c tests/testdata.c tests/check.c
+             tests/test_numerics.c tests/test_inflate.c tests/test_model.c tests/test_model_hf.c tests/test_v2_codec.c tests/test_v2_fast.c tests/test_suggest.c tests/test_variants_fast.c tests/golden.c tests/testdata.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http

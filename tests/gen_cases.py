@@ -114,8 +114,10 @@ cases = {
     "param_num_heads_real": (400, "invalid_parameter", "num_heads must be an integer", None, '{"query": [[1, 2]], "num_heads": 2.0}'),
     "param_not_divisible": (400, "invalid_parameter", "embed_dim 4 is not divisible by num_heads 3", req(num_heads=3), None),
     "param_missing_query": (400, "invalid_parameter", "query is required", {"num_heads": 1}, None),
-    "param_unknown_field": (400, "invalid_parameter", "unknown field 'querry'", req(querry=Q), None),
+    "param_unknown_field": (400, "invalid_parameter", "unknown field 'querry' (did you mean 'query'?)", req(querry=Q), None),
+    "param_unknown_field_swapped": (400, "invalid_parameter", "unknown field 'nmu_heads' (did you mean 'num_heads'?)", req(num_heads=None, nmu_heads=2), None),
     "param_unknown_weight": (400, "invalid_parameter", "weights has an unknown field 'wq'", req(weights={"wq": Q}), None),
+    "param_unknown_weight_typo": (400, "invalid_parameter", "weights has an unknown field 'out_proj_bais' (did you mean 'out_proj_bias'?)", req(weights={"out_proj_bais": [0, 0, 0, 0]}), None),
     "param_weights_not_object": (400, "invalid_parameter", "weights must be an object", req(weights=[1]), None),
     "param_attn_mask_word": (400, "invalid_parameter", "attn_mask must be \"causal\", \"causal_lower_right\" or a tensor", req(attn_mask="bidirectional"), None),
     # the attention variants (README "Attention variants"): 400 naming the field
