@@ -226,9 +226,8 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
                                 !strcmp(k, "b64") || !strcmp(k, "data"))) {
                 rc = scan_bad_json(sc, at, "duplicate object key");
             } else {
-                rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s has an unknown field '%s' (a tensor "
-                                 "is nested arrays, {shape, data} or {shape, dtype, b64})", name,
-                                 k);
+                sc->refused = 1;
+                rc = tensor_unknown_field(sc->err, name, k);
             }
             if (rc)
                 break;
