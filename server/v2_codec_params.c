@@ -515,13 +515,14 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
             return api_fail(err, ERR_INVALID_PARAMETER, "outputs[%zu] must be an object with a "
                             "string name", i);
         const int idx = output_index(name);
-        char hint[96];
-        if (idx < 0)
+        if (idx < 0) {
+            char hint[96];
             return api_fail(err, ERR_INVALID_PARAMETER, "unknown output '%.64s'%s (outputs are "
                             "output, attention_weights, attention_weights_top_k_values, "
                             "attention_weights_top_k_indices and attention_weights_pooled)",
                             name, suggest_hint(hint, sizeof hint, name, output_names,
                                                V2_OUT_COUNT));
+        }
         if (idx != V2_OUT_OUTPUT && (idx < wlo || idx >= whi))
             return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is not made by these "
                             "parameters: %s", name,
