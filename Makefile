@@ -43,7 +43,7 @@ SVC_SRC   := server/service.c server/codec_request.c server/codec_variants.c ser
              server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
              server/metrics.c server/cors.c server/tls.c server/framing.c \
              server/pool.c server/inflate.c server/v2.c server/v2_codec.c server/v2_codec_params.c server/v2_scan.c \
-             server/v2_codec_answer.c
+             server/v2_codec_answer.c server/suggest.c
 # Server-held models: model.safetensors and config.json (model/model.h).
 MODEL_SRC := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
@@ -60,7 +60,7 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/test_attention.c tests/test_reduce.c tests/test_variants_ref.c tests/test_posenc.c tests/test_codec.c tests/test_base64.c tests/codec_compare.c tests/test_config.c tests/test_cpus.c \
              tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c tests/test_service.c \
-             tests/test_numerics.c tests/test_inflate.c tests/test_model.c tests/test_model_hf.c tests/test_repo.c tests/test_v2_codec.c tests/test_v2_fast.c tests/test_variants_fast.c tests/golden.c tests/testdata.c tests/check.c
+             tests/test_numerics.c tests/test_inflate.c tests/test_model.c tests/test_model_hf.c tests/test_repo.c tests/test_v2_codec.c tests/test_v2_fast.c tests/test_suggest.c tests/test_variants_fast.c tests/golden.c tests/testdata.c tests/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/http

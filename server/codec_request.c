@@ -13,6 +13,7 @@
 #include "model/repo.h"
 #include "server/jsonnum.h"
 #include "server/scan.h"
+#include "server/suggest.h"
 
 /* A tensor the fast decoder read (a placeholder in v), or any of the three
  * forms through jansson (the reference, or a value the fast decoder left
@@ -107,7 +108,7 @@ static int use_model(struct codec_request *r, json_t *root, json_t *v, const str
         return api_fail(err, ERR_INVALID_PARAMETER, "model and weights cannot be used together: "
                         "the model '%.100s' holds its weights", json_string_value(v));
     char why[sizeof err->msg];
-    const int rc = repo_acquire(&r->model, json_string_value(v), NULL, why, sizeof why);
+    const int rc = suggest_acquire(&r->model, json_string_value(v), NULL, why, sizeof why);
     if (rc != REPO_OK)
         return api_fail(err, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, "%s",
                         why);
@@ -182,7 +183,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     /* 1. No unknown fields: a typo should not be silently ignored. */
     json_object_foreach(root, k, v) {
         if (!scan_is_field(k))
-            return api_fail(err, ERR_INVALID_PARAMETER, "unknown field '%s'", k);
+            return scan_unknown_field(err, 0, k);
     }
 
     /* 1b. a server-held model: weights, num_heads, defaults (codec.h) */
@@ -258,7 +259,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         json_object_foreach(w, k, v) {
             const int i = scan_weight_index(k);
             if (i < 0)
-                return api_fail(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'", k);
+                return scan_unknown_field(err, 1, k);
             char name[48];
             snprintf(name, sizeof name, "weights.%s", k);
             struct tensor t;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "server/suggest.h"
 
 void codec_variants_init(struct codec_variants *cv)
 {
@@ -40,9 +41,12 @@ int codec_variants_rope(struct codec_variants *cv, json_t *rope, const char *nam
     const char *k;
     json_t *v;
     json_object_foreach(rope, k, v) {
-        if (strcmp(k, members[0]) && strcmp(k, members[1]) && strcmp(k, members[2]))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s' (its "
-                            "fields are style, theta and rotary_dim)", name, k);
+        if (strcmp(k, members[0]) && strcmp(k, members[1]) && strcmp(k, members[2])) {
+            char hint[96];
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s'%s (its "
+                            "fields are style, theta and rotary_dim)", name, k,
+                            suggest_hint(hint, sizeof hint, k, members, 3));
+        }
     }
     for (int i = 0; i < 3; i++) {
         char full[192];

@@ -10,6 +10,7 @@
 
 #include "server/jsonnum.h"
 #include "server/scan_json.h"
+#include "server/suggest.h"
 
 /* The placeholder's key. A body may spell it ("\u0001tensor") in a value
  * jansson loads, so a placeholder is also recognised by its address. */
@@ -61,6 +62,18 @@ int scan_weight_index(const char *key)
 int scan_is_weight(const char *key)
 {
     return scan_weight_index(key) >= 0;
+}
+
+int scan_unknown_field(struct api_error *err, int in_weights, const char *key)
+{
+    char hint[96];
+    if (in_weights)
+        return api_fail(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'%s", key,
+                        suggest_hint(hint, sizeof hint, key, weight_fields,
+                                     sizeof weight_fields / sizeof weight_fields[0]));
+    return api_fail(err, ERR_INVALID_PARAMETER, "unknown field '%s'%s", key,
+                    suggest_hint(hint, sizeof hint, key, fields,
+                                 sizeof fields / sizeof fields[0]));
 }
 
 /* The answer for a numeric array the fast reader stopped in; 1 (doubt)
@@ -213,9 +226,8 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
                                 !strcmp(k, "b64") || !strcmp(k, "data"))) {
                 rc = scan_bad_json(sc, at, "duplicate object key");
             } else {
-                rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s has an unknown field '%s' (a tensor "
-                                 "is nested arrays, {shape, data} or {shape, dtype, b64})", name,
-                                 k);
+                sc->refused = 1;
+                rc = tensor_unknown_field(sc->err, name, k);
             }
             if (rc)
                 break;
@@ -403,7 +415,7 @@ static json_t *weights_value(struct scan *sc)
         }
         if (odd || !scan_is_weight(k)) {
             if (sc->errors)
-                scan_refuse(sc, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'", k);
+                sc->refused = 1, scan_unknown_field(sc->err, 1, k);
             break;
         }
         if (json_object_get(v, k)) {
@@ -469,7 +481,7 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
             /* an unknown field is refused before its value is read */
             if (odd || !scan_is_field(key)) {
                 if (errors)
-                    scan_refuse(&sc, ERR_INVALID_PARAMETER, "unknown field '%s'", key);
+                    sc.refused = 1, scan_unknown_field(err, 0, key);
                 goto defer;
             }
             if (json_object_get(root, key)) {

@@ -77,5 +77,8 @@ int scan_is_weight(const char *key);
  * k_proj_weight, v_proj_weight, in_proj_bias, out_proj_weight,
  * out_proj_bias; or -1. */
 int scan_weight_index(const char *key);
+/* The refusal of an unknown field key of the request (in_weights: of
+ * "weights"), naming the nearest field (suggest.h). Returns -1. */
+int scan_unknown_field(struct api_error *err, int in_weights, const char *key);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "model/repo.h"
 #include "server/metrics.h"
+#include "server/suggest.h"
 #include "server/v2_codec.h"
 
 double service_now(void)
@@ -203,7 +204,7 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
     /* 0. the model, held until the answer is made */
     struct repo_ref *ref = NULL;
     char why[sizeof e.msg];
-    const int got = repo_acquire(&ref, model, version, why, sizeof why);
+    const int got = suggest_acquire(&ref, model, version, why, sizeof why);
     if (got != REPO_OK) {
         if (release)
             release(cls);

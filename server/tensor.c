@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "server/base64.h"
+#include "server/suggest.h"
 
 /* ---------------------------------------------------------------------- */
 /* Big buffers kept for the thread's next request                          */
@@ -412,6 +413,15 @@ int tensor_shape_from_json(struct tensor *t, json_t *sh, const char *name, long 
     return tensor_count(t, name, max, err);
 }
 
+int tensor_unknown_field(struct api_error *err, const char *name, const char *key)
+{
+    static const char *const fields[] = {"shape", "data", "dtype", "b64"};
+    char hint[96];
+    return api_fail(err, ERR_INVALID_TENSOR, "%s has an unknown field '%s'%s (a tensor is "
+                    "nested arrays, {shape, data} or {shape, dtype, b64})", name, key,
+                    suggest_hint(hint, sizeof hint, key, fields, 4));
+}
+
 /* {shape, data} or {shape, dtype, b64} */
 static int from_object(struct tensor *t, json_t *obj, enum tensor_kind k, const char *name,
                        long long max, struct tensor_arena *ar, struct api_error *err)
@@ -421,9 +431,7 @@ static int from_object(struct tensor *t, json_t *obj, enum tensor_kind k, const 
     json_object_foreach(obj, key, v) {
         if (strcmp(key, "shape") && strcmp(key, "data") && strcmp(key, "dtype") &&
             strcmp(key, "b64"))
-            return api_fail(err, ERR_INVALID_TENSOR, "%s has an unknown field '%s' (a tensor "
-                            "is nested arrays, {shape, data} or {shape, dtype, b64})", name,
-                            key);
+            return tensor_unknown_field(err, name, key);
     }
     json_t *data = json_object_get(obj, "data"), *b64 = json_object_get(obj, "b64");
     json_t *dtype = json_object_get(obj, "dtype");

@@ -83,6 +83,11 @@ size_t tensor_read_b64_sized(struct tensor *t, const char *s, size_t avail,
 int tensor_shape_from_json(struct tensor *t, json_t *shape, const char *name,
                            long long max_elements, struct api_error *err);
 
+/* The refusal of a tensor object's field key that is none of shape, data,
+ * dtype and b64, naming the nearest (suggest.h); both decoders give it.
+ * Returns -1. */
+int tensor_unknown_field(struct api_error *err, const char *name, const char *key);
+
 /* A JSON tensor in any of its three forms, through jansson. */
 int tensor_from_json(struct tensor *t, json_t *v, enum tensor_kind kind, const char *name,
                      long long max_elements, struct tensor_arena *a, struct api_error *err);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/repo.h"
+#include "server/suggest.h"
 
 #define SERVER_NAME "attention-service"
 #define SERVER_VERSION "1.1.0"
@@ -211,8 +212,8 @@ static struct repo_ref *held(const struct v2_route *rt, struct service_answer *a
 {
     struct repo_ref *ref = NULL;
     char why[600];
-    const int rc = repo_acquire(&ref, rt->model, rt->version[0] ? rt->version : NULL, why,
-                                sizeof why);
+    const int rc = suggest_acquire(&ref, rt->model, rt->version[0] ? rt->version : NULL, why,
+                                   sizeof why);
     if (rc != REPO_OK)
         service_v2_error(a, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, why);
     return ref;
@@ -252,11 +253,14 @@ void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
     case V2_MODEL_STATS: {
         int state;
         char reason[8];
-        if (repo_state(rt->model, &state, reason, sizeof reason) != 0 ||
-            (rt->version[0] && strcmp(rt->version, REPO_VERSION))) {
-            char msg[300];
-            snprintf(msg, sizeof msg, "unknown model '%.128s'%s%.32s", rt->model,
-                     rt->version[0] ? " version " : "", rt->version);
+        const int known = repo_state(rt->model, &state, reason, sizeof reason) == 0;
+        if (!known || (rt->version[0] && strcmp(rt->version, REPO_VERSION))) {
+            char msg[600];
+            if (!known)
+                suggest_unknown_model(msg, sizeof msg, rt->model);
+            else
+                snprintf(msg, sizeof msg, "unknown model '%.128s' version %.32s", rt->model,
+                         rt->version);
             service_v2_error(a, ERR_NOT_FOUND, msg);
             return;
         }
@@ -339,6 +343,8 @@ void v2_answer_repository(const struct v2_route *rt, const char *body, size_t le
         break;
     case V2_REPO_UNLOAD:
         rc = repo_unload(rt->model, why, sizeof why);
+        if (rc == REPO_ENOTFOUND)
+            suggest_unknown_model(why, sizeof why, rt->model);
         if (rc == REPO_OK)
             answer_empty(a);
         else

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/repo.h"
 #include "server/jsonnum.h"
 #include "server/scan.h"
+#include "server/suggest.h"
 
 static const char *const tensor_inputs[IN_WEIGHT] = {"query", "key", "value", "attn_mask",
                                                      "key_padding_mask"};
@@ -58,12 +60,15 @@ int v2_known_fields(json_t *obj, const char *const *list, const char *what,
         while (list[i] && strcmp(k, list[i]))
             i++;
         if (!list[i]) {
-            char all[96] = "";
+            char all[96] = "", hint[96];
             for (i = 0; list[i]; i++)
                 snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? ", " : "",
                          list[i]);
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%s' (its "
-                            "fields are %s)", what, k, all);
+            const char *near = suggest_nearest(k, list, (size_t)i);
+            if (near)
+                snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s' (%sits "
+                            "fields are %s)", what, k, near ? hint : "", all);
         }
     }
     return 0;
@@ -220,6 +225,9 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
     if (params && !json_is_object(params))
         return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
                         name);
+    snprintf(what, sizeof what, "input '%s': ", name);
+    if (v2_check_parameters(params, V2_PARAMS_INPUT, what, err))
+        return -1;
     json_t *size = json_object_get(params, "binary_data_size");
     json_t *data = json_object_get(in, "data");
     if (size && data)
@@ -249,10 +257,16 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
             return api_fail(err, ERR_INVALID_PARAMETER, "inputs[%zu] must be an object with a "
                             "string name", i);
         const int idx = v2_input_index(name);
-        if (idx < 0)
-            return api_fail(err, ERR_INVALID_PARAMETER, "unknown input '%s' (inputs are query, "
-                            "key, value, attn_mask, key_padding_mask%s)", name,
+        if (idx < 0) {
+            const char *names[IN_COUNT];
+            char hint[96];
+            for (int k = 0; k < IN_COUNT; k++)
+                names[k] = k < IN_WEIGHT || !m ? v2_input_name(k) : NULL;
+            return api_fail(err, ERR_INVALID_PARAMETER, "unknown input '%.64s'%s (inputs are "
+                            "query, key, value, attn_mask, key_padding_mask%s)", name,
+                            suggest_hint(hint, sizeof hint, name, names, IN_COUNT),
                             m ? "" : " and the weights");
+        }
         if (idx >= IN_WEIGHT && m)
             return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': model '%s' holds its own "
                             "weights; only the built-in model 'attention' takes them as inputs",
@@ -282,13 +296,20 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
                        const struct model *m, const struct codec_limits *lim,
                        const struct v2_fast *f, struct api_error *err)
 {
-    static const char *const fields[] = {"id", "parameters", "inputs", "outputs", NULL};
+    /* model_name: KServe's client (InferRequest.to_rest) repeats the path's */
+    static const char *const fields[] = {"id", "parameters", "inputs", "outputs", "model_name",
+                                         NULL};
     struct att_params *p = &r->c.p;
     json_t *v;
 
-    /* 1. the fields, id */
+    /* 1. the fields, id, model_name */
     if (v2_known_fields(root, fields, "the request", err))
         return -1;
+    const char *model = m ? m->name : REPO_BUILTIN;
+    if ((v = json_object_get(root, "model_name")) &&
+        (!json_is_string(v) || strcmp(json_string_value(v), model)))
+        return api_fail(err, ERR_INVALID_PARAMETER, "model_name must be the name of the model "
+                        "in the path, '%s'", model);
     if ((v = json_object_get(root, "id"))) {
         if (!json_is_string(v))
             return api_fail(err, ERR_INVALID_PARAMETER, "id must be a string");
@@ -332,6 +353,18 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
                                "weights_top_k or weights_pool", err);
 }
 
+/* Invalid JSON because bytes follow the JSON part: binary data without the
+ * header that says where they start. Names the header (and its value). */
+static int missing_header(const char *body, size_t len, struct api_error *err)
+{
+    const size_t end = err->code == ERR_INVALID_JSON ? v2_json_end(body, len) : 0;
+    if (end)
+        api_fail(err, ERR_BAD_REQUEST, "the body has %zu bytes after its JSON part (%zu "
+                 "bytes): a request with binary tensor data needs the header "
+                 "Inference-Header-Content-Length: %zu", len - end, end, end);
+    return -1;
+}
+
 int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long long header_len,
                     const struct model *m, const struct codec_limits *lim,
                     struct api_error *err)
@@ -360,7 +393,7 @@ int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long lon
     struct v2_fast f;
     if (v2_fast_scan(&f, body, jlen, errors, m, lim, &r->c.arena, err)) {
         v2_fast_free(&f);
-        return -1;
+        return header_len < 0 ? missing_header(body, len, err) : -1;
     }
     json_error_t je;
     int nomem;
@@ -382,7 +415,7 @@ int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long lon
     if (f.n_range)
         r->c.path = CODEC_PATH_FAST;
     v2_fast_free(&f);
-    return rc;
+    return rc && header_len < 0 ? missing_header(body, len, err) : rc;
 }
 
 void v2_request_deinit(struct v2_request *r)

@@ -27,7 +27,13 @@
  *   window_right, softcap), scale (number > 0), positional_encoding ("sinusoidal"),
  *   num_heads (integer; required for the built-in model; with a server-held
  *   model optional and, if given, equal to the model's), binary_data_output
- *   (boolean). Unknown parameters are ignored (Triton reserves some names).
+ *   (boolean). Any other name is refused, naming the nearest known one
+ *   (suggest.h), at the request's, an input's and an output's level, but
+ *   for the names the protocols reserve (v2_codec_params.c: Triton's
+ *   priority, timeout, headers, triton_*, MLServer's content_type: ignored;
+ *   sequence_id, sequence_start, sequence_end and classification only
+ *   with their "off" value; shared_memory_* refused). The request's
+ *   "model_name" (KServe's client) must be the model's.
  *   A server-held model's "defaults" (model.h) fill the options a request
  *   does not set (attn_mask "causal" there means is_causal,
  *   "causal_lower_right" is_causal with causal_alignment "lower_right").
@@ -48,7 +54,8 @@
  * JSON is body[0, header_len), and each input with "parameters":
  * {"binary_data_size": n} takes the next n bytes after it, in the order of
  * "inputs" (little-endian, row-major; BOOL one byte 0/1). Every byte must
- * be used. header_len -1: the whole body is JSON.
+ * be used. header_len -1: the whole body is JSON (bytes after it: refused
+ * naming the header and the length it should say).
  *
  * Decoding memory. Each input's JSON "data" (flat or nested; FP32 numbers,
  * "-inf" in a float attn_mask, BOOL true/false) is read straight into its

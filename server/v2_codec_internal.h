@@ -54,6 +54,11 @@ json_t *v2_fast_load(const struct v2_fast *f, const char *s, size_t n, json_erro
                      int *nomem);
 void v2_fast_free(struct v2_fast *f);
 
+/* Where a JSON object at the start of s ends, when it is valid JSON and
+ * more than whitespace follows it (binary data sent without
+ * Inference-Header-Content-Length); else 0. */
+size_t v2_json_end(const char *s, size_t len);
+
 /* The request's options, resolved: request parameter, else the model's
  * default, else PyTorch's default. */
 struct v2_options {
@@ -70,6 +75,19 @@ struct v2_options {
 /* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */
 int v2_known_fields(json_t *obj, const char *const *list, const char *what,
                     struct api_error *err);
+
+/* The three levels of "parameters": the request's, an input's, an output's. */
+enum v2_param_level { V2_PARAMS_REQUEST, V2_PARAMS_INPUT, V2_PARAMS_OUTPUT };
+
+/* Refuse a name params (an object, or NULL) may not hold at that level: an
+ * unknown one (naming the nearest known), one of an extension the server
+ * does not have, a reserved one of the wrong type, a sequence's. what
+ * prefixes the message ("" or "input 'query': "). 0 or -1. */
+int v2_check_parameters(json_t *params, enum v2_param_level level, const char *what,
+                        struct api_error *err);
+/* Whether name is one of that level's parameters (read, or reserved and
+ * checked): the fast reader keeps such a value for jansson. */
+int v2_param_known(enum v2_param_level level, const char *name);
 
 /* "parameters" (NULL: none) over m's defaults (m NULL: the built-in model).
  * o must be deinit'ed with v2_options_deinit() whatever this returns. */

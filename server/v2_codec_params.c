@@ -8,6 +8,162 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/suggest.h"
+
+/* ---------------------------------------------------------------------- */
+/* Parameter names, at each level                                          */
+
+/* The names a level's "parameters" may hold: those the server reads, and
+ * those the protocols and their clients reserve. The server is the backend
+ * of every model it serves, so any other name is a mistake (400, with the
+ * nearest known name). Reserved names the server has no use for are
+ * accepted and ignored only where they cannot change the answer; the
+ * others are refused as not supported. */
+enum use {
+    USE_READ,      /* read by the decoder */
+    USE_IGNORED,   /* accepted, checked for its type, ignored */
+    USE_OFF,       /* an extension the server does not have: only its "off" value
+                      (0, "" or false), else 400 */
+    USE_REFUSED,   /* an extension the server does not have: 400 when present */
+};
+enum type { T_ANY, T_BOOL, T_UINT, T_STRING, T_OBJECT, T_UINT_OR_STRING };
+
+/* The levels a name is a parameter at (bits of 1 << enum v2_param_level). */
+#define REQ (1u << V2_PARAMS_REQUEST)
+#define IN (1u << V2_PARAMS_INPUT)
+#define OUT (1u << V2_PARAMS_OUTPUT)
+
+struct param_name {
+    const char *name;
+    unsigned levels;
+    enum use use;
+    enum type type;     /* for USE_IGNORED and USE_OFF */
+    const char *why;    /* for USE_OFF and USE_REFUSED: what is not supported */
+};
+
+#define SHM_WHY "Triton's shared-memory extension is not supported: send the data in the body"
+#define SEQ_WHY "sequences (Triton's sequence extension) are not supported yet: every " \
+                "request stands alone (leave it out, or send sequence_id 0 and " \
+                "sequence_start and sequence_end false)"
+
+static const struct param_name params_known[] = {
+    /* read (v2_read_options, read_variants, read_causal; read_input;
+     * v2_read_outputs) */
+    {"num_heads", REQ, USE_READ, T_ANY, NULL},
+    {"need_weights", REQ, USE_READ, T_ANY, NULL},
+    {"average_attn_weights", REQ, USE_READ, T_ANY, NULL},
+    {"is_causal", REQ, USE_READ, T_ANY, NULL},
+    {"causal_alignment", REQ, USE_READ, T_ANY, NULL},
+    {"scale", REQ, USE_READ, T_ANY, NULL},
+    {"positional_encoding", REQ, USE_READ, T_ANY, NULL},
+    {"binary_data_output", REQ, USE_READ, T_ANY, NULL},
+    {"weights_top_k", REQ, USE_READ, T_ANY, NULL},
+    {"weights_pool", REQ, USE_READ, T_ANY, NULL},
+    {"num_kv_heads", REQ, USE_READ, T_ANY, NULL},
+    {"head_dim", REQ, USE_READ, T_ANY, NULL},
+    {"rope", REQ, USE_READ, T_ANY, NULL},
+    {"rope_style", REQ, USE_READ, T_ANY, NULL},
+    {"rope_theta", REQ, USE_READ, T_ANY, NULL},
+    {"rope_rotary_dim", REQ, USE_READ, T_ANY, NULL},
+    {"query_position_offset", REQ, USE_READ, T_ANY, NULL},
+    {"alibi", REQ, USE_READ, T_ANY, NULL},
+    {"alibi_slopes", REQ, USE_READ, T_ANY, NULL},
+    {"window_left", REQ, USE_READ, T_ANY, NULL},
+    {"window_right", REQ, USE_READ, T_ANY, NULL},
+    {"softcap", REQ, USE_READ, T_ANY, NULL},
+    {"binary_data_size", IN, USE_READ, T_ANY, NULL},
+    {"binary_data", OUT, USE_READ, T_ANY, NULL},
+    /* Triton's parameters extension (schedule policy, forwarded headers)
+     * and MLServer's content type: scheduling hints and annotations */
+    {"priority", REQ, USE_IGNORED, T_UINT, NULL},
+    {"timeout", REQ, USE_IGNORED, T_UINT, NULL},
+    {"headers", REQ | IN | OUT, USE_IGNORED, T_OBJECT, NULL},
+    {"content_type", REQ | IN | OUT, USE_IGNORED, T_STRING, NULL},
+    /* Triton's extensions the server does not have */
+    {"sequence_id", REQ, USE_OFF, T_UINT_OR_STRING, SEQ_WHY},
+    {"sequence_start", REQ, USE_OFF, T_BOOL, SEQ_WHY},
+    {"sequence_end", REQ, USE_OFF, T_BOOL, SEQ_WHY},
+    {"classification", OUT, USE_OFF, T_UINT, "Triton's classification extension is not "
+     "supported: the answer is the tensors (leave it out, or send 0)"},
+    {"shared_memory_region", IN | OUT, USE_REFUSED, T_ANY, SHM_WHY},
+    {"shared_memory_byte_size", IN | OUT, USE_REFUSED, T_ANY, SHM_WHY},
+    {"shared_memory_offset", IN | OUT, USE_REFUSED, T_ANY, SHM_WHY},
+};
+#define N_KNOWN (sizeof params_known / sizeof params_known[0])
+
+static const struct param_name *find_param(enum v2_param_level level, const char *k)
+{
+    for (size_t i = 0; i < N_KNOWN; i++)
+        if ((params_known[i].levels & (1u << level)) && strcmp(k, params_known[i].name) == 0)
+            return &params_known[i];
+    return NULL;
+}
+
+int v2_param_known(enum v2_param_level level, const char *name)
+{
+    return find_param(level, name) != NULL;
+}
+
+static int type_ok(json_t *v, enum type t)
+{
+    long long x;
+    switch (t) {
+    case T_BOOL:
+        return json_is_boolean(v);
+    case T_UINT:
+        return json_int_value(v, &x) == JSON_INT_OK && x >= 0;
+    case T_STRING:
+        return json_is_string(v);
+    case T_OBJECT:
+        return json_is_object(v);
+    case T_UINT_OR_STRING:
+        return json_is_string(v) || type_ok(v, T_UINT);
+    default:
+        return 1;
+    }
+}
+
+static const char *type_str(enum type t)
+{
+    static const char *const s[] = {"anything", "true or false", "an integer >= 0",
+                                    "a string", "an object",
+                                    "an integer >= 0 or a string"};
+    return s[t];
+}
+
+int v2_check_parameters(json_t *params, enum v2_param_level level, const char *what,
+                        struct api_error *err)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(params, k, v) {
+        const struct param_name *p = find_param(level, k);
+        if (!p && strncmp(k, "triton_", 7) == 0)
+            continue; /* Triton's own namespace */
+        if (!p) { /* the nearest name this level takes */
+            const char *names[N_KNOWN];
+            char hint[96];
+            for (size_t i = 0; i < N_KNOWN; i++)
+                names[i] = (params_known[i].levels & (1u << level)) &&
+                                   params_known[i].use <= USE_IGNORED
+                               ? params_known[i].name : NULL;
+            return api_fail(err, ERR_INVALID_PARAMETER, "%sunknown parameter '%.64s'%s", what,
+                            k, suggest_hint(hint, sizeof hint, k, names, N_KNOWN));
+        }
+        if (p->use == USE_REFUSED)
+            return api_fail(err, ERR_INVALID_PARAMETER, "%sparameters.%s: %s", what, k, p->why);
+        if (p->use != USE_READ && !type_ok(v, p->type))
+            return api_fail(err, ERR_INVALID_PARAMETER, "%sparameters.%s must be %s", what, k,
+                            type_str(p->type));
+        /* on: not 0, "" nor false */
+        if (p->use == USE_OFF &&
+            (json_is_true(v) || (json_is_string(v) && json_string_length(v) > 0) ||
+             (json_is_integer(v) && json_integer_value(v) != 0)))
+            return api_fail(err, ERR_INVALID_PARAMETER, "%sparameters.%s: %s", what, k, p->why);
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Parameters, over the model's defaults                                   */
 
@@ -162,6 +318,8 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
     *o = (struct v2_options){.need = 1};
     if (params && !json_is_object(params))
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters must be an object");
+    if (v2_check_parameters(params, V2_PARAMS_REQUEST, "", err))
+        return -1;
     o->need_asked = json_object_get(params, "need_weights") != NULL;
     o->top_k = json_object_get(params, "weights_top_k");
     o->pool = json_object_get(params, "weights_pool");
@@ -357,11 +515,14 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
             return api_fail(err, ERR_INVALID_PARAMETER, "outputs[%zu] must be an object with a "
                             "string name", i);
         const int idx = output_index(name);
-        if (idx < 0)
-            return api_fail(err, ERR_INVALID_PARAMETER, "unknown output '%s' (outputs are "
+        if (idx < 0) {
+            char hint[96];
+            return api_fail(err, ERR_INVALID_PARAMETER, "unknown output '%.64s'%s (outputs are "
                             "output, attention_weights, attention_weights_top_k_values, "
                             "attention_weights_top_k_indices and attention_weights_pooled)",
-                            name);
+                            name, suggest_hint(hint, sizeof hint, name, output_names,
+                                               V2_OUT_COUNT));
+        }
         if (idx != V2_OUT_OUTPUT && (idx < wlo || idx >= whi))
             return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is not made by these "
                             "parameters: %s", name,
@@ -381,6 +542,9 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
         if (params && !json_is_object(params))
             return api_fail(err, ERR_INVALID_PARAMETER, "output '%s': parameters must be an "
                             "object", name);
+        snprintf(what, sizeof what, "output '%s': ", name);
+        if (v2_check_parameters(params, V2_PARAMS_OUTPUT, what, err))
+            return -1;
         if ((v = json_object_get(params, "binary_data"))) {
             if (!json_is_boolean(v))
                 return api_fail(err, ERR_INVALID_PARAMETER, "output '%s': "

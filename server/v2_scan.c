@@ -184,24 +184,20 @@ static int skip_value(struct scan *sc, struct v2_fast *f, int ignored)
     return add_range(f, start, sc->pos) ? 1 : 0;
 }
 
-/* "parameters", an object at the cursor: those it does not name are
- * ignored (v2_codec.h). 0, 1 (stop) or -1. */
+/* "parameters", an object at the cursor: the value of a name that is not
+ * a parameter (v2_param_known: refused, or Triton's triton_ ones, ignored)
+ * is not read. 0, 1 (stop) or -1. */
 static int walk_parameters(struct scan *sc, struct v2_fast *f)
 {
-    static const char *const known[] = {"need_weights", "average_attn_weights", "is_causal",
-                                        "scale", "positional_encoding", "num_heads",
-                                        "binary_data_output"};
     sc->pos++; /* '{' */
     if (peek(sc) == '}')
         return sc->pos++, 0;
     for (;;) {
         char k[32];
-        int odd, ignored = 1;
+        int odd;
         if (scan_key(sc, k, &odd))
             return 1;
-        for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
-            ignored &= odd || strcmp(k, known[j]) != 0;
-        const int rc = skip_value(sc, f, ignored);
+        const int rc = skip_value(sc, f, odd || !v2_param_known(V2_PARAMS_REQUEST, k));
         if (rc)
             return rc;
         const int nx = next_member(sc, '}');
@@ -272,7 +268,8 @@ int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
         if (scan_key(&sc, k, &odd))
             return 0;
         const int known = !odd && (!strcmp(k, "id") || !strcmp(k, "parameters") ||
-                                    !strcmp(k, "inputs") || !strcmp(k, "outputs"));
+                                    !strcmp(k, "inputs") || !strcmp(k, "outputs") ||
+                                    !strcmp(k, "model_name"));
         if (!odd && strcmp(k, "inputs") == 0 && peek(&sc) == '[')
             rc = walk_inputs(&sc, f, m);
         else if (!odd && strcmp(k, "parameters") == 0 && peek(&sc) == '{')
@@ -284,6 +281,16 @@ int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
         if (next_member(&sc, '}'))
             return 0;
     }
+}
+
+size_t v2_json_end(const char *s, size_t len)
+{
+    struct scan sc = {s, len, 0, 0, 0, NULL, NULL, NULL, 0};
+    if (peek(&sc) != '{' || scan_skip_value(&sc))
+        return 0;
+    const size_t end = sc.pos;
+    struct api_error e;
+    return peek(&sc) >= 0 && scan_json_check(s, end, &e) == 0 ? end : 0;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -250,6 +250,135 @@ Test(v2, refusals_are_v2_errors_and_the_server_lives)
     cr_assert_eq(server_stop(&s), 0);
 }
 
+/* Unknown names answer with the nearest known one, on both protocols; an
+ * unknown model lists the models served. */
+Test(v2, unknown_names_say_did_you_mean)
+{
+    struct server s;
+    start_repo(&s);
+    static const char served[] = "the models served are attention, bert_bf16, bert_f16, ";
+    /* a model name, on every model route and through POST /attention */
+    static const char *const paths[] = {"/v2/models/mha_f3", "/v2/models/mha_f3/ready",
+                                        "/v2/models/mha_f3/versions/1/config",
+                                        "/v2/models/mha_f3/stats"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        struct answer a = request(s.port, "GET", paths[i], NULL, 0, NULL, 0);
+        expect_v2_error(&a, 404, "unknown model 'mha_f3' (did you mean 'mha_f32'?); ");
+        expect_v2_error(&a, 404, served);
+        free(a.body);
+    }
+    char body[1024];
+    snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
+             small_query);
+    struct answer a = infer(s.port, "atention", body, strlen(body), -1);
+    expect_v2_error(&a, 404, "unknown model 'atention' (did you mean 'attention'?)");
+    free(a.body);
+    a = infer(s.port, "zzz", body, strlen(body), -1);
+    expect_v2_error(&a, 404, "unknown model 'zzz'; the models served are attention, ");
+    free(a.body);
+    a = post(s.port, "{\"query\": [[1]], \"model\": \"gpt2_f31\"}");
+    expect_error(&a, 404, "not_found", "unknown model 'gpt2_f31' (did you mean 'gpt2_f32'?)");
+    expect_error(&a, 404, "not_found", served);
+    free(a.body);
+    /* the request: is_casual is no parameter */
+    snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2, \"is_casual\": true}, "
+             "\"inputs\": [%s]}", small_query);
+    a = infer(s.port, "attention", body, strlen(body), -1);
+    expect_v2_error(&a, 400, "unknown parameter 'is_casual' (did you mean 'is_causal'?)");
+    free(a.body);
+    snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s], "
+             "\"outputs\": [{\"name\": \"output\", \"parameters\": {\"binary_date\": true}}]}",
+             small_query);
+    a = infer(s.port, "attention", body, strlen(body), -1);
+    expect_v2_error(&a, 400, "output 'output': unknown parameter 'binary_date' (did you mean "
+                    "'binary_data'?)");
+    free(a.body);
+    a = post(s.port, "{\"query\": [[1, 2]], \"num_head\": 1}");
+    expect_error(&a, 400, "invalid_parameter", "unknown field 'num_head' (did you mean "
+                 "'num_heads'?)");
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* Bodies as Triton's, KServe's and MLServer's clients write them: the
+ * names they add are accepted and the answer is the plain request's;
+ * a sequence is refused. */
+Test(v2, what_the_clients_add_is_accepted)
+{
+    struct server s;
+    start_repo(&s);
+    char body[2048];
+    static const char *const extra[] = {
+        "",
+        /* tritonclient.http: priority, timeout, binary_data_output, and an
+         * output's binary_data */
+        ", \"parameters\": {\"num_heads\": 2, \"priority\": 1, \"timeout\": 1000000, "
+        "\"binary_data_output\": false}",
+        /* kserve InferRequest.to_rest(): id and model_name */
+        ", \"id\": \"k-1\", \"model_name\": \"attention\"",
+        /* mlserver's codecs: content_type at the request and the inputs */
+        ", \"parameters\": {\"num_heads\": 2, \"content_type\": \"np\", \"headers\": {}}",
+    };
+    float *want = NULL;
+    size_t nwant = 0;
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+        const int own_params = strstr(extra[i], "parameters") != NULL;
+        snprintf(body, sizeof body, "{%s\"inputs\": [{\"name\": \"query\", \"datatype\": "
+                 "\"FP32\", \"shape\": [2, 4], \"data\": [[1, 0, 0, 1], [0, 1, 1, 0]]%s}], "
+                 "\"outputs\": [{\"name\": \"output\", \"parameters\": {\"binary_data\": "
+                 "false%s}}]%s}", own_params ? "" : "\"parameters\": {\"num_heads\": 2}, ",
+                 i == 3 ? ", \"parameters\": {\"content_type\": \"np\"}" : "",
+                 i == 3 ? ", \"content_type\": \"np\"" : "", extra[i]);
+        struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+        cr_assert_eq(a.status, 200, "case %zu: %ld %s", i, a.status, a.body);
+        size_t n;
+        float *got = output_of(&a, "output", &n, NULL);
+        if (i == 0)
+            want = got, nwant = n;
+        else
+            cr_expect(n == nwant && memcmp(got, want, n * sizeof *got) == 0, "case %zu", i);
+        if (i)
+            free(got);
+        free(a.body);
+    }
+    free(want);
+    snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2, \"sequence_id\": 7, "
+             "\"sequence_start\": true}, \"inputs\": [%s]}", small_query);
+    struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+    expect_v2_error(&a, 400, "parameters.sequence_id: sequences (Triton's sequence extension) "
+                    "are not supported yet");
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* A binary body sent without Inference-Header-Content-Length: 400 naming
+ * the header, and the length the JSON part has. */
+Test(v2, binary_data_without_the_header_is_named)
+{
+    struct server s;
+    server_start(&s, NULL);
+    static const char json[] = "{\"parameters\": {\"num_heads\": 2, \"is_causal\": true}, "
+                               "\"inputs\": [{\"name\": \"query\", \"shape\": [3, 4], "
+                               "\"datatype\": \"FP32\", \"parameters\": "
+                               "{\"binary_data_size\": 48}}]}";
+    const size_t jlen = sizeof json - 1;
+    char body[sizeof json + 48];
+    memcpy(body, json, jlen);
+    const float q[12] = {1, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0};
+    memcpy(body + jlen, q, sizeof q);
+    struct answer a = infer(s.port, "attention", body, jlen + 48, -1);
+    char want[200];
+    snprintf(want, sizeof want, "the body has 48 bytes after its JSON part (%zu bytes): a "
+             "request with binary tensor data needs the header "
+             "Inference-Header-Content-Length: %zu", jlen, jlen);
+    expect_v2_error(&a, 400, want);
+    free(a.body);
+    a = infer(s.port, "attention", body, jlen + 48, (long long)jlen);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
 static long long stat_count(int port, const char *model, const char *which)
 {
     char path[200];

@@ -702,7 +702,7 @@ static const struct refusal refusals[] = {
      "duplicate object key"},
     {"{'inputs': [" Q22 "], " P1 ", 'model': 'x'}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
      "the request has an unknown field 'model' (its fields are id, parameters, inputs, "
-     "outputs)"},
+     "outputs, model_name)"},
     {"{'id': 5, 'inputs': [" Q22 "], " P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
      "id must be a string"},
     {"{" P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER, "inputs must be an array"},
@@ -924,6 +924,89 @@ static const struct refusal refusals[] = {
     {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'need_weights': false}, "
      "'outputs': [{'name': 'attention_weights'}]}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
      "output 'attention_weights' is requested but parameters.need_weights is false"},
+    /* unknown names: the nearest known one (suggest.h) */
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 2, 'is_casual': true}}", 0, NULL, 0, -1,
+     ERR_INVALID_PARAMETER, "unknown parameter 'is_casual' (did you mean 'is_causal'?)"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'junk': [1, 2]}}", 0, NULL, 0, -1,
+     ERR_INVALID_PARAMETER, "unknown parameter 'junk'"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'binary_data_outptu': true}}", 0,
+     NULL, 0, -1, ERR_INVALID_PARAMETER, "unknown parameter 'binary_data_outptu' (did you mean "
+     "'binary_data_output'?)"},
+    {"{'inputs': [{'name': 'query', 'shape': [1, 2], 'datatype': 'FP32', 'data': [1, 2], "
+     "'parameters': {'binary_data_sise': 8}}], " P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "input 'query': unknown parameter 'binary_data_sise' (did you mean 'binary_data_size'?)"},
+    {"{'inputs': [{'name': 'query', 'shape': [1, 2], 'datatype': 'FP32', 'data': [1, 2], "
+     "'parameters': {'num_heads': 1}}], " P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "input 'query': unknown parameter 'num_heads'"},
+    {"{'inputs': [" Q22 "], " P1 ", 'outputs': [{'name': 'output', 'parameters': "
+     "{'binary_dat': true}}]}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "output 'output': unknown parameter 'binary_dat' (did you mean 'binary_data'?)"},
+    {"{'inputs': [" Q22 "], 'parametres': {'num_heads': 1}}", 0, NULL, 0, -1,
+     ERR_INVALID_PARAMETER, "the request has an unknown field 'parametres' (did you mean "
+     "'parameters'? its fields are"},
+    {"{'inputs': [{'name': 'query', 'shap': [1, 2], 'datatype': 'FP32', 'data': [1, 2]}], "
+     P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER, "input 'query' has an unknown field "
+     "'shap' (did you mean 'shape'? its fields are"},
+    {"{'inputs': [" Q22 ", {'name': 'qeury', 'shape': [1], 'datatype': 'FP32', 'data': [1]}], "
+     P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER, "unknown input 'qeury' (did you mean "
+     "'query'?)"},
+    {"{'inputs': [" Q22 ", {'name': 'in_proj_weigth', 'shape': [1], 'datatype': 'FP32', "
+     "'data': [1]}], " P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER, "unknown input "
+     "'in_proj_weigth' (did you mean 'in_proj_weight'?)"},
+    {"{'inputs': [" Q22 "], " P1 ", 'outputs': [{'name': 'outptu'}]}", 0, NULL, 0, -1,
+     ERR_INVALID_PARAMETER, "unknown output 'outptu' (did you mean 'output'?)"},
+    {"{'inputs': [" Q22 "], " P1 ", 'outputs': [{'name': 'attention_weight'}]}", 0, NULL, 0,
+     -1, ERR_INVALID_PARAMETER, "unknown output 'attention_weight' (did you mean "
+     "'attention_weights'?)"},
+    /* reserved names: their types; the extensions the server does not have */
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': 42}}", 0, NULL, 0,
+     -1, ERR_INVALID_PARAMETER, "parameters.sequence_id: sequences (Triton's sequence "
+     "extension) are not supported yet"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': 'abc'}}", 0, NULL, 0,
+     -1, ERR_INVALID_PARAMETER, "parameters.sequence_id: sequences"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_start': true}}", 0, NULL,
+     0, -1, ERR_INVALID_PARAMETER, "parameters.sequence_start: sequences"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': 0, "
+     "'sequence_end': true}}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "parameters.sequence_end: sequences"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': -1}}", 0, NULL, 0,
+     -1, ERR_INVALID_PARAMETER, "parameters.sequence_id must be an integer >= 0 or a string"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_start': 0}}", 0, NULL, 0,
+     -1, ERR_INVALID_PARAMETER, "parameters.sequence_start must be true or false"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'priority': 'high'}}", 0, NULL, 0,
+     -1, ERR_INVALID_PARAMETER, "parameters.priority must be an integer >= 0"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'timeout': -5}}", 0, NULL, 0, -1,
+     ERR_INVALID_PARAMETER, "parameters.timeout must be an integer >= 0"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'headers': 'x'}}", 0, NULL, 0, -1,
+     ERR_INVALID_PARAMETER, "parameters.headers must be an object"},
+    {"{'inputs': [{'name': 'query', 'shape': [1, 2], 'datatype': 'FP32', 'data': [1, 2], "
+     "'parameters': {'content_type': 5}}], " P1 "}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "input 'query': parameters.content_type must be a string"},
+    {"{'inputs': [" Q22 "], " P1 ", 'outputs': [{'name': 'output', 'parameters': "
+     "{'classification': 3}}]}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "output 'output': parameters.classification: Triton's classification extension is not "
+     "supported"},
+    {"{'inputs': [{'name': 'query', 'shape': [1, 2], 'datatype': 'FP32', 'parameters': "
+     "{'shared_memory_region': 'r', 'shared_memory_byte_size': 8}}], " P1 "}", 0, NULL, 0, -1,
+     ERR_INVALID_PARAMETER, "input 'query': parameters.shared_memory_region: Triton's "
+     "shared-memory extension is not supported"},
+    {"{'inputs': [" Q22 "], " P1 ", 'outputs': [{'name': 'output', 'parameters': "
+     "{'shared_memory_offset': 0}}]}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "output 'output': parameters.shared_memory_offset: Triton's shared-memory extension"},
+    /* KServe's model_name: the path's model */
+    {"{'model_name': 'bert', 'inputs': [" Q22 "], " P1 "}", 0, NULL, 0, -1,
+     ERR_INVALID_PARAMETER, "model_name must be the name of the model in the path, "
+     "'attention'"},
+    {"{'model_name': 'attention', 'inputs': [" Q22 "]}", 1, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "model_name must be the name of the model in the path, 'tiny'"},
+    /* binary data without Inference-Header-Content-Length */
+    {"{'inputs': [{'name': 'query', 'shape': [1, 2], 'datatype': 'FP32', 'parameters': "
+     "{'binary_data_size': 8}}], " P1 "}", 0, "\0\0\x80\x3f\0\0\0\x40", 8, -1,
+     ERR_BAD_REQUEST, "the body has 8 bytes after its JSON part (139 bytes): a request with "
+     "binary tensor data needs the header Inference-Header-Content-Length: 139"},
+    {"{'inputs': [{'name': 'query', 'shape': [1, 2], 'datatype': 'FP32', 'parameters': "
+     "{'binary_data_size': 8}}], " P1 "}", 0, "    \x0a\x0d\x09 ", 8, -1, ERR_INVALID_PARAMETER,
+     "input 'query' has binary_data_size but the request has no binary part"},
 };
 
 /* Every refusal, and again with the JSON part padded past
@@ -971,4 +1054,109 @@ Test(v2_codec, every_refusal_names_the_problem)
     }
     cr_log_info("%zu refusals", n);
     cr_assert_eq(failed, 0, "%d of %zu refusals answered wrongly", failed, n);
+}
+
+/* ---------------------------------------------------------------------- */
+/* What clients add                                                        */
+
+/* The names Triton's, KServe's and MLServer's clients add to a request,
+ * with values that cannot change the answer, are accepted and change
+ * nothing: the same options, outputs and binary flags as without them. */
+Test(v2_codec, reserved_parameters_are_accepted_and_change_nothing)
+{
+    static const char *const base =
+        "{'parameters': {'num_heads': 2, 'is_causal': true%s}, 'inputs': [{'name': 'query', "
+        "'shape': [3, 4], 'datatype': 'FP32', 'data': [1, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0]%s}]"
+        "%s%s}";
+    static const struct { const char *params, *input, *outputs, *root; } with[] = {
+        {"", "", "", ""},
+        /* Triton's client: schedule policy, no sequence, Triton's own */
+        {", 'priority': 1, 'timeout': 5000000, 'sequence_id': 0, 'sequence_start': false, "
+         "'sequence_end': false, 'triton_enable_empty_final_response': true", "", "", ""},
+        {", 'sequence_id': ''", "", "", ""},
+        {"", "", ", 'outputs': [{'name': 'output', 'parameters': {'binary_data': false, "
+                 "'classification': 0}}, {'name': 'attention_weights'}]", ""},
+        /* MLServer's content types and headers, at every level */
+        {", 'content_type': 'np', 'headers': {'x-a': 'b'}",
+         ", 'parameters': {'content_type': 'np', 'headers': {}}",
+         ", 'outputs': [{'name': 'output', 'parameters': {'content_type': 'np'}}, "
+         "{'name': 'attention_weights', 'parameters': {'headers': {}}}]", ""},
+        /* KServe's InferRequest.to_rest(): model_name at the root */
+        {"", "", "", ", 'id': 'x', 'model_name': 'attention'"},
+    };
+    struct v2_request r0;
+    struct api_error e;
+    char body[1024];
+    snprintf(body, sizeof body, base, "", "", "", "");
+    cr_assert_eq(decode(&r0, body, NULL, &e), 0, "%s", e.msg);
+    for (size_t i = 0; i < sizeof with / sizeof with[0]; i++) {
+        snprintf(body, sizeof body, base, with[i].params, with[i].input, with[i].outputs,
+                 with[i].root);
+        struct v2_request r;
+        cr_assert_eq(decode(&r, body, NULL, &e), 0, "case %zu: %s", i, e.msg);
+        const struct att_params *p = &r.c.p, *p0 = &r0.c.p;
+        cr_expect(p->H == p0->H && p->mask_kind == p0->mask_kind &&
+                  p->weights_mode == p0->weights_mode && p->has_scale == p0->has_scale &&
+                  p->L == p0->L && p->E == p0->E && r.n_outputs == r0.n_outputs &&
+                  memcmp(r.outputs, r0.outputs, sizeof r.outputs) == 0 &&
+                  memcmp(r.binary, r0.binary, sizeof r.binary) == 0 &&
+                  memcmp(p->query, p0->query, 12 * sizeof(float)) == 0, "case %zu differs", i);
+        v2_request_deinit(&r);
+    }
+    v2_request_deinit(&r0);
+}
+
+/* Binary data sent without Inference-Header-Content-Length: the answer
+ * names the header and the length it should have had, small body or large
+ * (past CODEC_FAST_ERRORS_FROM, where the fast reader meets the bytes
+ * first), whatever the bytes are; a JSON part that is itself invalid keeps
+ * its own answer. */
+Test(v2_codec, binary_data_without_the_header_names_it)
+{
+    const struct codec_limits lim = limits();
+    static const char bins[][9] = {"\0\0\x80\x3f\0\0\0\x40", "}}}}}}}}", ",1,2,3,4",
+                                   "[1, 2]  "};
+    for (int large = 0; large < 2; large++)
+        for (size_t k = 0; k < sizeof bins / sizeof bins[0]; k++) {
+            /* query (L, 4) in JSON, ~100 KB when large; key (L, 4) binary */
+            const size_t L = large ? 4096 : 1, nb = 16 * L;
+            char *json = malloc(L * 32 + 512);
+            size_t n = (size_t)sprintf(json, "{\"parameters\": {\"num_heads\": 1}, \"inputs\": "
+                                             "[{\"name\": \"query\", \"shape\": [%zu, 4], "
+                                             "\"datatype\": \"FP32\", \"data\": [", L);
+            for (size_t i = 0; i < L; i++)
+                n += (size_t)sprintf(json + n, "%s0.125, 1.0, 2.5, 0", i ? ", " : "");
+            n += (size_t)sprintf(json + n, "]}, {\"name\": \"key\", \"shape\": [%zu, 4], "
+                                           "\"datatype\": \"FP32\", \"parameters\": "
+                                           "{\"binary_data_size\": %zu}}]}", L, nb);
+            const size_t jlen = n;
+            cr_assert(!large || jlen > CODEC_FAST_ERRORS_FROM);
+            char *body = malloc(jlen + nb);
+            memcpy(body, json, jlen);
+            for (size_t i = 0; i < 2 * L; i++)
+                memcpy(body + jlen + 8 * i, bins[k], 8);
+            struct v2_request r;
+            struct api_error e = {0};
+            const int rc = v2_decode_infer(&r, body, jlen + nb, -1, NULL, &lim, &e);
+            char want[160];
+            snprintf(want, sizeof want, "the body has %zu bytes after its JSON part (%zu bytes): "
+                     "a request with binary tensor data needs the header "
+                     "Inference-Header-Content-Length: %zu", nb, jlen, jlen);
+            cr_expect(rc == -1 && e.code == ERR_BAD_REQUEST && strcmp(e.msg, want) == 0,
+                      "%s body, bytes %zu: %s: %s", large ? "large" : "small", k,
+                      http_error_slug(e.code), e.msg);
+            v2_request_deinit(&r);
+            /* the same with the header: decodes */
+            cr_expect_eq(v2_decode_infer(&r, body, jlen + nb, (long long)jlen, NULL, &lim, &e), 0,
+                         "%s", e.msg);
+            v2_request_deinit(&r);
+            /* an invalid JSON part: its own fault first */
+            json[jlen - 2] = ',';
+            memcpy(body, json, jlen);
+            cr_expect(v2_decode_infer(&r, body, jlen + nb, -1, NULL, &lim, &e) == -1 &&
+                      e.code == ERR_INVALID_JSON, "%s", e.msg);
+            v2_request_deinit(&r);
+            free(json);
+            free(body);
+        }
 }

@@ -140,11 +140,13 @@ Test(v2_fast, golden_cases_read_fast_equal_jansson_bit_for_bit, .timeout = 60)
 /* Memory                                                                  */
 
 enum big { BIG_ZEROS, BIG_NESTED, BIG_DECIMAL, BIG_BOOL_MASK, BIG_RAGGED, BIG_UNKNOWN_FIELD,
-            BIG_UNKNOWN_PARAMETER, BIG_COUNT };
+            BIG_UNKNOWN_PARAMETER, BIG_TRITON_PARAMETER, BIG_COUNT };
 
 /* About target bytes of a v2 request: query (L, 1024) as "0," flat or
- * nested, or as 12-byte decimals; a (L, L) BOOL mask; or nested data
- * whose last row is one short (refused). */
+ * nested, or as 12-byte decimals; a (L, L) BOOL mask; nested data whose
+ * last row is one short (refused); or a small query and "0," as the value
+ * of an unknown field, an unknown parameter (refused) or a parameter of
+ * Triton's (triton_..., ignored). */
 static char *big_body(enum big which, size_t target, size_t *len)
 {
     char *b = malloc(target + (1 << 20));
@@ -152,7 +154,9 @@ static char *big_body(enum big which, size_t target, size_t *len)
         size_t n = (size_t)sprintf(b, "{\"inputs\": [{\"name\": \"query\", \"shape\": [1, 2], "
                                       "\"datatype\": \"FP32\", \"data\": [1, 2]}], "
                                       "\"parameters\": {\"num_heads\": 1%s: [0",
-                                   which == BIG_UNKNOWN_FIELD ? "}, \"junk\"" : ", \"junk\"");
+                                   which == BIG_UNKNOWN_FIELD       ? "}, \"junk\""
+                                   : which == BIG_UNKNOWN_PARAMETER ? ", \"junk\""
+                                                                    : ", \"triton_junk\"");
         while (n < target)
             memcpy(b + n, ",0", 2), n += 2;
         n += (size_t)sprintf(b + n, "]%s}", which == BIG_UNKNOWN_FIELD ? "" : "}");
@@ -213,7 +217,7 @@ Test(v2_fast, decoding_a_large_json_request_is_within_3x_the_body, .timeout = 12
     static const struct { const char *name; const char *msg; } want[BIG_COUNT] = {
         {"flat 0,", NULL}, {"nested 0,", NULL}, {"decimals", NULL}, {"bool mask", NULL},
         {"nested, ragged", "ragged array"}, {"unknown field", "unknown field 'junk'"},
-        {"unknown parameter", NULL},
+        {"unknown parameter", "unknown parameter 'junk'"}, {"triton_ parameter", NULL},
     };
     const struct codec_limits lim = limits();
     for (int w = 0; w < BIG_COUNT; w++) {
