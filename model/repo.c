@@ -177,18 +177,12 @@ static int load(const char *name, int startup, char *why, size_t whylen)
     pthread_mutex_unlock(&R.lock);
     pthread_mutex_lock(&R.loading);
     struct model *m = NULL;
-    char err[512] = "";
-    const int rc = model_load(&m, R.dir, name, err, sizeof err);
+    char err[512] = "out of memory";
+    struct repo_ref *ref = calloc(1, sizeof *ref);
+    const int rc = ref ? model_load(&m, R.dir, name, err, sizeof err) : -1;
+    if (rc != 0)
+        free(ref);
     pthread_mutex_lock(&R.lock);
-    struct repo_ref *ref = rc == 0 ? calloc(1, sizeof *ref) : NULL;
-    if (rc == 0 && !ref) {
-        turn_end(e);
-        pthread_mutex_unlock(&R.lock);
-        pthread_mutex_unlock(&R.loading);
-        model_free(m);
-        snprintf(why, whylen, "out of memory");
-        return REPO_ENOTREADY;
-    }
     /* a failed reload keeps what is served (as Triton does): the weights
      * loaded before, with the failure in the index's reason */
     const int kept = rc != 0 && e->cur;

@@ -346,14 +346,14 @@ static int read_at(const struct st_file *f, void *dst, size_t n, uint64_t off, c
             continue;
         if (r < 0)
             return fail(err, errlen, "read error at byte %llu: %s",
-                        (unsigned long long)(off + got), strerror(errno));
+                        (unsigned long long)off + got, strerror(errno));
         if (r == 0) {
             struct stat sb;
             long long now = fstat(f->fd, &sb) == 0 ? (long long)sb.st_size : -1;
             return fail(err, errlen, "changed while it was read: it had %zu bytes when opened, "
                         "now %lld (byte %llu is gone); replace a model file by writing a new "
                         "one elsewhere and renaming it over the old", f->len, now,
-                        (unsigned long long)(off + got));
+                        (unsigned long long)off + got);
         }
         got += (size_t)r;
     }
@@ -379,12 +379,15 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
     char msg[256];
     int rc = read_at(&g, first, g.len < 8 ? g.len : 8, 0, msg, sizeof msg) ||
              header_len(&n, first, g.len, msg, sizeof msg);
-    if (!rc && !(head = malloc(8 + (size_t)n)))
-        rc = fail(msg, sizeof msg, "out of memory for a header of %llu bytes",
-                  (unsigned long long)n);
-    if (!rc)
-        rc = read_at(&g, head, 8 + (size_t)n, 0, msg, sizeof msg) ||
-             parse(f, head, n, g.len, 0, msg, sizeof msg);
+    if (!rc) {
+        head = malloc(8 + (size_t)n);
+        if (!head)
+            rc = fail(msg, sizeof msg, "out of memory for a header of %llu bytes",
+                      (unsigned long long)n);
+        else
+            rc = read_at(&g, head, 8 + (size_t)n, 0, msg, sizeof msg) ||
+                 parse(f, head, n, g.len, 0, msg, sizeof msg);
+    }
     free(head); /* the tensors' names live in f->header, not in these bytes */
     if (rc) {
         close(fd);
