@@ -44,9 +44,6 @@
 #if MHD_VERSION < 0x01000000
 #error "libmicrohttpd >= 1.0 is needed: build with make (scripts/mhd.sh)"
 #endif
-#ifndef HTTP_CLIENT_DISCIPLINE
-#define HTTP_CLIENT_DISCIPLINE 1
-#endif
 
 #include "server/answer.h"
 #include "server/conn.h"
@@ -489,7 +486,7 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, char *err
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_URI_LOG_CALLBACK, framing_uri_log, NULL,
-        MHD_OPTION_CLIENT_DISCIPLINE_LVL, (int)HTTP_CLIENT_DISCIPLINE,
+        MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1, /* strict within RFC 9112 (README.md) */
         MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "could not listen on %s:%d: %s", c->bind, c->port,
