@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck shell=dash
 # mhd.sh -- libmicrohttpd >= 1.0 for the build: the system's when it is new
 # enough (pkg-config), else one built once from Debian's source package into
 # build/mhd/ and linked statically (the binary does not need it installed).
@@ -44,7 +45,7 @@ system_ok() {
 # from sources.list (one-line) or sources.list.d/*.sources (deb822). Prints
 # "URI KEYRING" (KEYRING may be empty).
 archive() {
-    local codename
+    local codename f
     codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
     {
         for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
@@ -86,7 +87,7 @@ built() {
 }
 
 build() {
-    local t0 w uri key opts orig ver prefix
+    local t0 w uri key opts orig="" ver prefix have f
     built && return 0
     mkdir -p build
     exec 9>build/.mhd.lock # one build at a time (make run and make test, say)
@@ -96,6 +97,7 @@ build() {
     . scripts/lib.sh
     # shellcheck disable=SC2086
     apt_install $BUILD_DEPS
+    # shellcheck disable=SC2046 # "URI KEYRING": two words
     set -- $(archive)
     uri=${1:-}
     key=${2:-}
@@ -104,9 +106,12 @@ build() {
              "libmicrohttpd's source from; install libmicrohttpd-dev >= 1.0 instead" >&2
         exit 1
     fi
-    echo "mhd.sh: libmicrohttpd $(pkg-config --modversion libmicrohttpd 2>/dev/null || echo "(none)")" \
-         "is older than $MIN: fetching Debian $SUITE's source from $uri and building it" \
-         "into $DIR/ (once, about a minute)" >&2
+    have="no libmicrohttpd on the system"
+    if pkg-config --exists libmicrohttpd 2>/dev/null; then
+        have="the system's libmicrohttpd $(pkg-config --modversion libmicrohttpd) is older than $MIN"
+    fi
+    echo "mhd.sh: $have: fetching Debian $SUITE's source from $uri," \
+         "building it into $DIR/ (once; about 30 s)" >&2
     w=$(pwd)/build/mhd.work
     rm -rf "$w" "$DIR"
     mkdir -p "$w/lists/partial" "$w/cache/archives/partial" "$w/src"
@@ -123,7 +128,9 @@ build() {
     # shellcheck disable=SC2086
     (cd "$w/src" && apt-get $opts source --download-only libmicrohttpd) >>"$w/apt.log" 2>&1 ||
         { cat "$w/apt.log" >&2; exit 1; }
-    orig=$(ls "$w"/src/libmicrohttpd_*.orig.tar.* | grep -v "\.asc$")
+    for f in "$w"/src/libmicrohttpd_*.orig.tar.*; do
+        case "$f" in *.asc) ;; *) orig=$f ;; esac
+    done
     ver=${orig##*/libmicrohttpd_}
     ver=${ver%%.orig.tar.*}
     if ! dpkg --compare-versions "$ver" ge "$MIN"; then
