@@ -13,10 +13,13 @@
 # outside /tmp, so the root filesystem may be read-only (make container-test).
 
 # ---- build stage ------------------------------------------------------------
+# libmicrohttpd >= 1.0 is built here from Debian 13's source package and
+# linked statically (scripts/mhd.sh; bookworm's 0.9.75 is too old): hence
+# patch, and network access for apt-get source during the build.
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        gcc make pkg-config libc6-dev libmicrohttpd-dev libgnutls28-dev \
+        gcc make pkg-config libc6-dev libgnutls28-dev patch \
         libjansson-dev zlib1g-dev libopenblas-dev \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
@@ -31,14 +34,13 @@ RUN make build/attention-server && mkdir -p web
 # ---- runtime stage ----------------------------------------------------------
 FROM debian:bookworm-slim
 # The pthread build of OpenBLAS, as linked in the build stage (the serial
-# build has given wrong sgemm results under concurrent calls). libgnutls30 is
-# named because the server links -lgnutls itself (libmicrohttpd12 pulls it in
-# too). The official slim image already drops apt's caches; `apt-get clean`
-# and removing the *.bin caches keeps the layer small on other bookworm bases
-# too (80 MB here).
+# build has given wrong sgemm results under concurrent calls). libgnutls30:
+# the server and the libmicrohttpd linked into it use GnuTLS. The official
+# slim image already drops apt's caches; `apt-get clean` and removing the
+# *.bin caches keeps the layer small on other bookworm bases too (80 MB here).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libgnutls30 libjansson4 zlib1g libopenblas0-pthread \
+        libgnutls30 libjansson4 zlib1g libopenblas0-pthread \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && useradd --user-group --no-create-home --home-dir /nonexistent \

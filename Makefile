@@ -16,6 +16,15 @@ CFLAGS  += -std=gnu11 $(OPT) $(WARN) -fopenmp-simd -MMD -MP -pthread -I. \
 LDFLAGS += -pthread
 BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
+# libmicrohttpd >= 1.0 (scripts/mhd.sh): the system's when it is new enough,
+# else build/mhd/lib/libmicrohttpd.a, built once from Debian's source
+# (MHD_DEP, a prerequisite of what includes <microhttpd.h>) and linked
+# statically. One copy serves build/ and build/san/.
+MHD_CFLAGS := $(shell scripts/mhd.sh cflags)
+MHD_LIBS   := $(shell scripts/mhd.sh libs)
+MHD_DEP    := $(shell scripts/mhd.sh dep)
+CFLAGS  += $(MHD_CFLAGS)
+
 ifdef SANITIZE
 BUILD   := build/san
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -52,7 +61,7 @@ HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/conn.
              $(BUILD)/server/answer.o $(BUILD)/server/static.o $(BUILD)/server/embed.o \
              $(BUILD)/server/body.o $(BUILD)/server/http_v2.o
 SERVER    := $(BUILD)/attention-server
-SVC_LIBS  := -lmicrohttpd -lgnutls -ljansson -lz $(BLAS_LIBS) -lm
+SVC_LIBS  := $(MHD_LIBS) -lgnutls -ljansson -lz $(BLAS_LIBS) -lm
 
 DEMO      := $(BUILD)/attention-demo
 DEMO_SRC  := examples/demo.c
@@ -77,7 +86,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
              $(DEMO_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
-        deps-test clean
+        deps-test clean mhd
 .PHONY: lint readme-check soak deploy-check container-test scale-test scale-test-short
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
@@ -85,6 +94,17 @@ all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# What may include <microhttpd.h> is built after the library, and again
+# when it is rebuilt (-MMD leaves -isystem headers out of the .d files);
+# what links it, relinked.
+$(SVC_OBJ) $(HTTP_OBJ) $(UNIT_OBJ) $(BUILD)/bench/const_server.o: $(MHD_DEP)
+$(SERVER) $(UNIT) $(BUILD)/bench/bench_codec $(BUILD)/bench/const_server: $(MHD_DEP)
+mhd: $(MHD_DEP)
+ifneq ($(MHD_DEP),)
+$(MHD_DEP): scripts/mhd.sh scripts/mhd-chunk-size.patch
+	scripts/mhd.sh build
+endif
 
 # The core's softmax loops only vectorize at -O3 (GCC 12's -O2 cost model
 # leaves them scalar); the kernels pick AVX-512/AVX2 at run time. The four
@@ -121,7 +141,7 @@ $(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/server/jso
 	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/const_server: $(BUILD)/bench/const_server.o
-	$(CC) $(LDFLAGS) $^ -o $@ -lmicrohttpd
+	$(CC) $(LDFLAGS) $^ -o $@ $(MHD_LIBS)
 
 $(UNIT): $(UNIT_OBJ) $(CORE_OBJ) $(SVC_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion $(SVC_LIBS)

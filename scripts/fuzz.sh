@@ -35,9 +35,12 @@ sys.stdout.write(b if isinstance(b, str) else json.dumps(b))' "$f" > "$dst"
     done
     read -r -a src <<< "$(mkvar FUZZ_SRC)"
     read -r -a libs <<< "$(mkvar FUZZ_LIBS)"
-    # shellcheck disable=SC2046 # pkg-config prints several words
-    clang "${CFLAGS[@]}" $(pkg-config --cflags openblas) "${src[@]}" -o "$OUT/fuzz_codec" \
-        "${libs[@]}" -pthread
+    # the server's sources include <microhttpd.h>: build/mhd/'s, when the
+    # system's is older than 1.0 (scripts/mhd.sh)
+    make -s --no-print-directory mhd
+    # shellcheck disable=SC2046 # pkg-config and make print several words
+    clang "${CFLAGS[@]}" $(pkg-config --cflags openblas) $(mkvar MHD_CFLAGS) "${src[@]}" \
+        -o "$OUT/fuzz_codec" "${libs[@]}" -pthread
     (cd "$OUT" && ./fuzz_codec -max_total_time="${FUZZ_SECONDS:-60}" -max_len=8192 corpus)
 }
 
