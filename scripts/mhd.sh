@@ -160,7 +160,10 @@ build() {
 }
 
 case "${1:-}" in
-cflags) if system_ok; then pkg-config --cflags libmicrohttpd; else echo "-isystem $DIR/include"; fi ;;
+# ATTN_MHD_CHUNK_PATCH: the library refuses oversized chunk sizes (the server
+# says which library it runs on at start-up; the hostile-framing test reads it)
+cflags) if system_ok; then pkg-config --cflags libmicrohttpd
+        else echo "-isystem $DIR/include -DATTN_MHD_CHUNK_PATCH=1"; fi ;;
 # GnuTLS is the static library's only dependency (besides pthread)
 libs) if system_ok; then pkg-config --libs libmicrohttpd; else echo "$LIB -lgnutls"; fi ;;
 dep) system_ok || echo "$LIB" ;;

@@ -509,6 +509,19 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, int *sett
     return s;
 }
 
+const char *http_library(void)
+{
+    static char text[160];
+#ifdef ATTN_MHD_CHUNK_PATCH
+    const char *chunks = "built here, patched: a chunk size over 2^63 is refused at once";
+#else
+    const char *chunks = "the system's: a chunk size over what it can hold waits for the "
+                         "upload timeouts";
+#endif
+    snprintf(text, sizeof text, "libmicrohttpd %s (%s)", MHD_get_version(), chunks);
+    return text;
+}
+
 int http_port(const struct http_server *s)
 {
     return s->port;

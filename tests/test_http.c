@@ -2036,9 +2036,30 @@ Test(http, hostile_framing_gets_one_answer_at_once, .timeout = 60)
         {"Content-Length: 2^64",
          PROTO_POST "Content-Length: 18446744073709551616\r\n\r\n{}", 413},
     };
+    /* a system libmicrohttpd (>= 1.0, without scripts/mhd.sh's patch) waits
+     * for a huge chunk's bytes: there the watchdog's 408 ends it */
+    char lib[512] = "";
+    FILE *f = fopen(s.log, "r");
+    cr_assert(f != NULL);
+    for (char line[512]; fgets(line, sizeof line, f);)
+        if (strstr(line, "attention-server: libmicrohttpd "))
+            snprintf(lib, sizeof lib, "%s", line);
+    fclose(f);
+    cr_assert(strstr(lib, "libmicrohttpd 1."), "the server names its library: '%s'", lib);
+    const int patched = strstr(lib, "patched") != NULL;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct reply r;
-        proto_send(s.port, cases[i].req, strlen(cases[i].req), 2.0, &r);
+        const int chunk = i < 2;
+        proto_send(s.port, cases[i].req, strlen(cases[i].req), chunk && !patched ? 15.0 : 2.0,
+                   &r);
+        if (chunk && !patched) {
+            loud("NOTE %s: the system's libmicrohttpd lacks scripts/mhd.sh's patch: %s after "
+                 "%.1f s (README.md, Malformed requests)", cases[i].what, r.buf, r.secs);
+            int st = 0;
+            cr_assert(sscanf(r.buf, "HTTP/1.1 %d ", &st) == 1 && st == 408 && r.closed,
+                      "%s: want the watchdog's 408: %s", cases[i].what, r.buf);
+            continue;
+        }
         expect_library_refusal(&r, cases[i].what, cases[i].status);
     }
     server_still_serves(s.port);
