@@ -183,9 +183,7 @@ static int load(const char *name, int startup, char *why, size_t whylen)
     if (rc != 0)
         free(ref);
     pthread_mutex_lock(&R.lock);
-    /* a failed reload keeps what is served (as Triton does): the weights
-     * loaded before, with the failure in the index's reason */
-    const int kept = rc != 0 && e->cur;
+    const int kept = rc != 0 && e->cur; /* a failed reload keeps what is served (Triton) */
     if (!kept)
         e->since = time(NULL);
     if (rc == 0) {
@@ -203,18 +201,20 @@ static int load(const char *name, int startup, char *why, size_t whylen)
         snprintf(e->reason, sizeof e->reason, "%s", err);
         snprintf(why, whylen, "%s", err);
     }
+    /* the line is made before the next call's turn: an unload may free m */
+    char line[768];
+    if (rc == 0)
+        snprintf(line, sizeof line, "model %s: loaded (%s, E %d, heads %d, kv heads %d, head_dim "
+                 "%d, %s, %.1f MB)", name, model_format_name(m->format), m->E, m->H, m->Hkv,
+                 m->head_dim, m->dtype, (double)m->bytes / 1e6);
+    else
+        snprintf(line, sizeof line, "model %s: NOT loaded%s: %s", name,
+                 kept ? " (still serving the weights loaded before)" : "", err);
     turn_end(e);
     pthread_mutex_unlock(&R.lock);
     pthread_mutex_unlock(&R.loading);
-    if (R.log) {
-        if (rc == 0)
-            fprintf(R.log, "attention-server: model %s: loaded (%s, E %d, heads %d, kv heads "
-                    "%d, head_dim %d, %s, %.1f MB)\n", name, model_format_name(m->format),
-                    m->E, m->H, m->Hkv, m->head_dim, m->dtype, (double)m->bytes / 1e6);
-        else
-            fprintf(R.log, "attention-server: model %s: NOT loaded%s: %s\n", name,
-                    kept ? " (still serving the weights loaded before)" : "", err);
-    }
+    if (R.log)
+        fprintf(R.log, "attention-server: %s\n", line);
     return rc == 0 ? REPO_OK : REPO_ENOTREADY;
 }
 

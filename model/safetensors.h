@@ -15,10 +15,13 @@
  * one tensor's bytes (pread) when asked, so only the tensors used are read.
  * The file is never mapped: a file that shrinks while it is read (`cp new
  * model.safetensors` truncates it first) would make a mapping's pages fault
- * (SIGBUS, the whole process). Here a short read, or a file whose size,
- * modification time or inode differ from st_open's, ends the
- * read with an error ("changed while it was read"); the tensors read before
- * it are copies, unaffected by what happens to the file later.
+ * (SIGBUS, the whole process). Here a short read, or a file whose size or
+ * modification time differ from st_open's, ends the read with an error
+ * ("changed while it was read"); the tensors read before it are copies,
+ * unaffected by what happens to the file later. The modification time has
+ * the kernel's tick (a few ms): a rewrite of the same length within a tick
+ * of st_open can pass unseen, which is why a model file is replaced by
+ * writing elsewhere and renaming (README, Replacing a model's file).
  *
  * Validation follows the reference reader (safetensors/src/tensor.rs,
  * read_metadata + Metadata::validate): fewer than 8 bytes, N > 100,000,000,

@@ -121,7 +121,7 @@ static void free_answer(void *cls)
 enum MHD_Result send_error(struct req *r, enum http_error e, const char *msg)
 {
     size_t len = 0;
-    char *body = r->v2 ? service_v2_error_body(msg ? msg : http_error_message(e), &len)
+    char *body = r->v2 ? api_v2_error_body(msg ? msg : http_error_message(e), &len)
                        : api_error_body(e, msg, &len);
     if (!body)
         return MHD_NO;

@@ -78,7 +78,7 @@ static void conn_cut(struct http_server *s, struct conn *c, int e, const char *m
     /* (over TLS a raw write would corrupt the stream: the cut is silent) */
     if (e >= 0 && !c->answered && !s->tls.cert) {
         size_t len = 0;
-        char *body = c->v2 ? service_v2_error_body(msg, &len) : api_error_body(e, msg, &len);
+        char *body = c->v2 ? api_v2_error_body(msg, &len) : api_error_body(e, msg, &len);
         char head[384], id[96] = "";
         if (c->request_id[0])
             snprintf(id, sizeof id, "X-Request-Id: %s\r\n", c->request_id);

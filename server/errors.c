@@ -91,15 +91,28 @@ static void utf8_clean(char *dst, size_t n, const char *msg)
     dst[o] = '\0';
 }
 
-char *api_error_body(int code, const char *msg, size_t *len)
+/* o (taken) as compact JSON text, its length in *len; NULL when out of
+ * memory. */
+static char *dump(json_t *o, size_t *len)
 {
-    char clean[4 * sizeof ((struct api_error *)0)->msg];
-    utf8_clean(clean, sizeof clean, msg ? msg : http_error_message(code));
-    json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", http_error_slug(code), "message",
-                          clean);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (s)
         *len = strlen(s);
     return s;
+}
+
+char *api_error_body(int code, const char *msg, size_t *len)
+{
+    char clean[4 * sizeof ((struct api_error *)0)->msg];
+    utf8_clean(clean, sizeof clean, msg ? msg : http_error_message(code));
+    return dump(json_pack("{s:{s:s,s:s}}", "error", "code", http_error_slug(code), "message",
+                          clean), len);
+}
+
+char *api_v2_error_body(const char *msg, size_t *len)
+{
+    char clean[4 * sizeof ((struct api_error *)0)->msg];
+    utf8_clean(clean, sizeof clean, msg);
+    return dump(json_pack("{s:s}", "error", clean), len);
 }

@@ -63,4 +63,8 @@ int api_fail(struct api_error *err, int code, const char *fmt, ...)
  * the table's default message), its length in *len; NULL when out of memory. */
 char *api_error_body(int code, const char *msg, size_t *len);
 
+/* The Open Inference Protocol's {"error": msg}, the same way (msg made
+ * valid UTF-8: it may quote a name the client sent, cut by bytes). */
+char *api_v2_error_body(const char *msg, size_t *len);
+
 #endif

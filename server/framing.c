@@ -142,3 +142,16 @@ char *framing_log_escape(char *dst, size_t n, const char *src)
         dst[o < n ? o : n - 1] = '\0';
     return dst;
 }
+
+const char *framing_library(void)
+{
+    static char text[160];
+#ifdef ATTN_MHD_CHUNK_PATCH
+    const char *chunks = "built here, patched: a chunk size over 2^63 is refused at once";
+#else
+    const char *chunks = "the system's: a chunk size over what it can hold waits for the "
+                         "upload timeouts";
+#endif
+    snprintf(text, sizeof text, "libmicrohttpd %s (%s)", MHD_get_version(), chunks);
+    return text;
+}

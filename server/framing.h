@@ -1,6 +1,7 @@
 /* framing.h -- refuse requests whose framing or request line is ambiguous.
  *
- * libmicrohttpd 0.9.75 is lenient where a proxy in front of us may read the
+ * libmicrohttpd (0.9.75 more than 1.0, which still takes the first of two
+ * Content-Lengths) is lenient where a proxy in front of us may read the
  * same bytes differently (request smuggling, RFC 9112 §6.3 and §3.2). This
  * module decides, once per request and before any body is read, whether
  * the request line and headers are unambiguous:
@@ -52,5 +53,10 @@ int framing_check(struct MHD_Connection *conn, const char *method, const char *u
  * printable ASCII, the space and the backslash written as \xHH: a client
  * cannot forge a log line or a field. Returns dst. */
 char *framing_log_escape(char *dst, size_t n, const char *src);
+
+/* "libmicrohttpd 1.0.1 (...)": the parser in use and whether it refuses a
+ * chunk size over 2^63 at once (scripts/mhd.sh's patch) or, as every
+ * release does, waits for the bytes until the upload timeouts. Static. */
+const char *framing_library(void);
 
 #endif

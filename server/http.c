@@ -38,9 +38,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* 0.9.75 (Debian 12) answers a malformed Content-Length with its header
- * block twice and waits out a 2^64-1 chunk size; 1.0 rewrote the request
- * parser (README.md, Malformed requests; scripts/mhd.sh builds one). */
+/* 1.0 rewrote the request parser (README.md, Malformed requests): 0.9.75
+ * (Debian 12) answers a bad Content-Length twice. scripts/mhd.sh builds it. */
 #if MHD_VERSION < 0x01000000
 #error "libmicrohttpd >= 1.0 is needed: build with make (scripts/mhd.sh)"
 #endif
@@ -73,7 +72,6 @@ static void release_body_cb(void *r)
 {
     body_release(r);
 }
-
 
 /* Whether the answers not yet sent have spent max_answer_bytes. */
 static int answers_over_budget(const struct http_server *s)
@@ -507,19 +505,6 @@ struct http_server *http_start(const struct cfg *c, struct pool *pool, int *sett
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : c->port;
     return s;
-}
-
-const char *http_library(void)
-{
-    static char text[160];
-#ifdef ATTN_MHD_CHUNK_PATCH
-    const char *chunks = "built here, patched: a chunk size over 2^63 is refused at once";
-#else
-    const char *chunks = "the system's: a chunk size over what it can hold waits for the "
-                         "upload timeouts";
-#endif
-    snprintf(text, sizeof text, "libmicrohttpd %s (%s)", MHD_get_version(), chunks);
-    return text;
 }
 
 int http_port(const struct http_server *s)

@@ -36,11 +36,6 @@ struct http_server;
 struct http_server *http_start(const struct cfg *c, struct pool *pool, int *setting, char *err,
                                size_t errlen);
 
-/* "libmicrohttpd 1.0.1, ...": the library in use and whether it refuses a
- * chunk size over 2^63 at once (scripts/mhd.sh's patch) or, as every
- * release does, waits for the bytes until the upload timeouts. Static. */
-const char *http_library(void);
-
 /* The port actually bound (useful with port 0). */
 int http_port(const struct http_server *s);
 

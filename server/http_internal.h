@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "config/config.h"
 #include "server/metrics.h"
@@ -118,7 +119,8 @@ static inline int req_is_job(const struct req *r)
  * preflight (OPTIONS is 405 there) and no Access-Control-* header. */
 static inline int req_has_cors(const struct req *r)
 {
-    return r->ep != EP_V2_REPO;
+    /* by the path too: an answer sent before routing (framing, limits) */
+    return r->ep != EP_V2_REPO && strncmp(r->path, "/v2/repository", 14) != 0;
 }
 
 /* body.c: request bodies. */

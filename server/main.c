@@ -25,6 +25,7 @@
 #include "config/cpus.h"
 #include "core/attention.h"
 #include "model/repo.h"
+#include "server/framing.h"
 #include "server/http.h"
 #include "server/pool.h"
 
@@ -114,7 +115,7 @@ int main(int argc, char **argv)
     }
     if (c.log_level >= CFG_LOG_DEBUG)
         cfg_dump(&c, stderr);
-    fprintf(stderr, "attention-server: %s\n", http_library());
+    fprintf(stderr, "attention-server: %s\n", framing_library());
     fprintf(stderr, "attention-server: listening on http://%s:%d (workers %d (%s), queue %d, "
                     "threads_per_request %d, OpenBLAS kernels %s)\n", c.bind, http_port(srv),
             c.workers, workers_from, c.queue_depth, c.threads_per_request, blas_core);

@@ -40,20 +40,13 @@ void service_error(struct service_answer *a, int code, const char *msg)
         a->len = 0; /* the sender answers 500 with an empty body */
 }
 
-char *service_v2_error_body(const char *msg, size_t *len)
-{
-    json_t *o = json_pack("{s:s}", "error", msg);
-    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    *len = body ? strlen(body) : 0;
-    return body;
-}
-
 void service_v2_error(struct service_answer *a, int code, const char *msg)
 {
     service_answer_free(a);
     a->status = http_error_status(code);
-    a->body = service_v2_error_body(msg ? msg : http_error_message(code), &a->len);
+    a->body = api_v2_error_body(msg ? msg : http_error_message(code), &a->len);
+    if (!a->body)
+        a->len = 0; /* the sender answers 500 with an empty body */
 }
 
 void service_answer_free(struct service_answer *a)

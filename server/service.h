@@ -68,8 +68,6 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
 void service_error(struct service_answer *a, int code, const char *msg);
 /* The same as the Open Inference Protocol writes it: {"error": msg}. */
 void service_v2_error(struct service_answer *a, int code, const char *msg);
-/* {"error": msg} as a malloc'd buffer and its length; NULL when out of memory. */
-char *service_v2_error_body(const char *msg, size_t *len);
 
 /* Free what a still owns (a sender that took the body or the reader sets
  * those fields to NULL first). */

@@ -84,6 +84,17 @@ Test(v2, server_metadata_health_and_model_list)
     a = request(s.port, "GET", "/v2/models/attention/versions/2/ready", NULL, 0, NULL, 0);
     expect_v2_error(&a, 404, "version");
     free(a.body);
+    /* a name quoted in a message is cut by bytes, here inside the é: the
+     * answer stays valid JSON (it was a 500 with an empty body) */
+    char body[512], path[256];
+    snprintf(body, sizeof body, "{\"parameters\": {\"%063d\xc3\xa9\": 1}, \"inputs\": []}", 0);
+    a = request(s.port, "POST", "/v2/models/attention/infer", body, strlen(body), NULL, 0);
+    expect_v2_error(&a, 400, "unknown parameter");
+    free(a.body);
+    snprintf(path, sizeof path, "/v2/models/%063d%%C3%%A9/ready", 0);
+    a = request(s.port, "GET", path, NULL, 0, NULL, 0);
+    expect_v2_error(&a, 404, "unknown model");
+    free(a.body);
     cr_assert_eq(server_stop(&s), 0);
 }
 
