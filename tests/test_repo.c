@@ -46,7 +46,7 @@ static atomic_int finished; /* how many calls returned */
 
 struct call {
     int unload;   /* else load */
-    int rc, order;
+    int rc;
 };
 
 static void *run_call(void *arg)
@@ -54,7 +54,7 @@ static void *run_call(void *arg)
     struct call *c = arg;
     char why[512];
     c->rc = c->unload ? repo_unload("m", why, sizeof why) : repo_load("m", why, sizeof why);
-    c->order = atomic_fetch_add(&finished, 1);
+    atomic_fetch_add(&finished, 1);
     return NULL;
 }
 
@@ -119,7 +119,8 @@ Test(repo, load_and_unload_of_one_model_run_in_arrival_order, .timeout = 30)
     pthread_join(tl, NULL);
     cr_assert_eq(unload.rc, REPO_OK);
     cr_assert_eq(load.rc, REPO_OK);
-    cr_assert(unload.order < load.order, "the unload came first and finishes first");
+    /* (which thread reports first after both returned is the scheduler's
+     * choice; that the load waited is shown above) */
     /* the last call was the load: every view says READY */
     cr_assert_eq(state_of("m"), REPO_READY);
     cr_assert_str_eq(index_state(), "READY");
@@ -136,7 +137,6 @@ Test(repo, load_and_unload_of_one_model_run_in_arrival_order, .timeout = 30)
     pthread_join(tl, NULL);
     repo_release(slow); /* the reload left this one retired: freed here */
     pthread_join(tu, NULL);
-    cr_assert(l2.order < u2.order);
     cr_assert_eq(state_of("m"), REPO_UNLOADED);
     cr_assert_str_eq(index_state(), "UNLOADED");
     repo_stop();
