@@ -323,8 +323,8 @@ int repo_start(const char *dir, FILE *log)
             closedir(d);
     }
     pthread_mutex_unlock(&R.lock);
-    atomic_store(&R.done, 0);
-    R.loader_started = pthread_create(&R.loader, NULL, loader_main, NULL) == 0;
+    atomic_store(&R.done, 0); /* nothing to load: done before it returns (ready at once) */
+    R.loader_started = R.head->next && pthread_create(&R.loader, NULL, loader_main, NULL) == 0;
     if (!R.loader_started)
         loader_main(NULL);
     return rc;
