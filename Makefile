@@ -113,6 +113,11 @@ endif
 $(BUILD)/core/attention.o $(BUILD)/core/kernels.o $(BUILD)/core/band.o \
 $(BUILD)/core/check.o $(BUILD)/core/reference.o: OPT += -O3
 
+# The service's version is openapi.yaml's info.version: GET /v2 says it.
+ATTN_VERSION := $(shell sed -n '1,/^info:/d; s/^  version: *//p' openapi.yaml | head -n 1)
+$(BUILD)/server/v2.o: CFLAGS += -DATTN_VERSION='"$(ATTN_VERSION)"'
+$(BUILD)/server/v2.o: openapi.yaml
+
 # openapi.yaml is linked into the server (GET /openapi.yaml).
 $(BUILD)/server/embed.o: server/embed.S openapi.yaml
 	@mkdir -p $(dir $@)

@@ -10,7 +10,12 @@
 #include "server/suggest.h"
 
 #define SERVER_NAME "attention-service"
-#define SERVER_VERSION "1.1.0"
+/* openapi.yaml's info.version, the one place the number is written (the
+ * Makefile passes it; GET /v2 says it) */
+#ifndef ATTN_VERSION
+#define ATTN_VERSION "unknown" /* a build outside the Makefile (lint) */
+#endif
+#define SERVER_VERSION ATTN_VERSION
 
 /* The extensions implemented, as GET /v2 lists them. */
 static const char *const extensions[] = {"binary_tensor_data", "statistics", "model_repository",

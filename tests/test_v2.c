@@ -49,6 +49,21 @@ Test(v2, server_metadata_health_and_model_list)
     json_t *m = get_json(s.port, "/v2", 200);
     cr_assert(json_is_string(json_object_get(m, "name")) &&
               json_is_string(json_object_get(m, "version")));
+    /* one version: openapi.yaml's info.version, and its GET /v2 example */
+    FILE *spec = fopen("openapi.yaml", "r");
+    cr_assert(spec);
+    char line[256], info[64] = "", example[64] = "";
+    for (int in_info = 0; fgets(line, sizeof line, spec);) {
+        in_info = !strncmp(line, "info:", 5) ? 1 : line[0] != ' ' ? 0 : in_info;
+        if (in_info && !info[0])
+            sscanf(line, "  version: %63s", info);
+        if (!example[0] && strstr(line, "name: attention-service") && fgets(line, sizeof line, spec))
+            sscanf(line, " version: %63s", example);
+    }
+    fclose(spec);
+    const char *served = json_string_value(json_object_get(m, "version"));
+    cr_assert(info[0] && !strcmp(served, info), "GET /v2 says %s, openapi.yaml %s", served, info);
+    cr_assert_str_eq(example, info, "openapi.yaml's GET /v2 example");
     const char *want[] = {"binary_tensor_data", "statistics", "model_repository"};
     for (int i = 0; i < 3; i++) {
         int found = 0;
