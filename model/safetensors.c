@@ -325,14 +325,17 @@ int st_parse(struct st_file *f, const void *buf, size_t len, char *err, size_t e
     return parse(f, buf, n, len, 1, err, errlen);
 }
 
-/* What tells one version of an open file from another. */
-static void file_id(long long id[6], const struct stat *sb)
+/* What the messages of a changed file end with. */
+#define REPLACE_SAFELY                                                                      \
+    "replace a model file by writing a new one elsewhere and renaming it over the old"
+
+/* An open file's modification time, in ns. With its size, what tells that
+ * it was rewritten (not the ctime: renaming a new file over it, the safe
+ * way, changes the old one's link count and so its ctime; its device and
+ * inode are the descriptor's, never another file's). */
+static long long mtime_ns(const struct stat *sb)
 {
-    id[0] = (long long)sb->st_dev, id[1] = (long long)sb->st_ino;
-    id[2] = (long long)sb->st_size;
-    id[3] = (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec;
-    id[4] = id[5] = 0; /* not ctime: renaming a new file over it (the safe way)
-                          changes the old one's link count, and so its ctime */
+    return (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec;
 }
 
 /* n bytes at off into dst; 0, or -1 with err set (a short read: the file
@@ -351,8 +354,7 @@ static int read_at(const struct st_file *f, void *dst, size_t n, uint64_t off, c
             struct stat sb;
             long long now = fstat(f->fd, &sb) == 0 ? (long long)sb.st_size : -1;
             return fail(err, errlen, "changed while it was read: it had %zu bytes when opened, "
-                        "now %lld (byte %llu is gone); replace a model file by writing a new "
-                        "one elsewhere and renaming it over the old", f->len, now,
+                        "now %lld (byte %llu is gone); " REPLACE_SAFELY, f->len, now,
                         (unsigned long long)off + got);
         }
         got += (size_t)r;
@@ -371,30 +373,30 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
         close(fd);
         return fail(err, errlen, "%s: not a regular file", path);
     }
-    struct st_file g = {.has_fd = 1, .fd = fd, .len = (size_t)sb.st_size};
-    file_id(g.id, &sb);
+    /* parse() fills the rest, and zeroes f when it fails */
+    f->has_fd = 1, f->fd = fd, f->len = (size_t)sb.st_size, f->mtime_ns = mtime_ns(&sb);
+    const size_t len = f->len;
     unsigned char first[8];
     unsigned char *head = NULL;
     uint64_t n = 0;
     char msg[256];
-    int rc = read_at(&g, first, g.len < 8 ? g.len : 8, 0, msg, sizeof msg) ||
-             header_len(&n, first, g.len, msg, sizeof msg);
+    int rc = read_at(f, first, len < 8 ? len : 8, 0, msg, sizeof msg) ||
+             header_len(&n, first, len, msg, sizeof msg);
     if (!rc) {
         head = malloc(8 + (size_t)n);
         if (!head)
             rc = fail(msg, sizeof msg, "out of memory for a header of %llu bytes",
                       (unsigned long long)n);
         else
-            rc = read_at(&g, head, 8 + (size_t)n, 0, msg, sizeof msg) ||
-                 parse(f, head, n, g.len, 0, msg, sizeof msg);
+            rc = read_at(f, head, 8 + (size_t)n, 0, msg, sizeof msg) ||
+                 parse(f, head, n, len, 0, msg, sizeof msg);
     }
     free(head); /* the tensors' names live in f->header, not in these bytes */
     if (rc) {
         close(fd);
+        memset(f, 0, sizeof *f);
         return fail(err, errlen, "%s: %s", path, msg);
     }
-    f->has_fd = 1, f->fd = fd;
-    memcpy(f->id, g.id, sizeof f->id);
     return 0;
 }
 
@@ -495,14 +497,12 @@ int st_read_f32(const struct st_file *f, float *dst, const struct st_tensor *t, 
     /* a file rewritten in place while it was read (same length, or grown)
      * shows in its times; its bytes may then mix two versions */
     struct stat sb;
-    long long now[6];
     if (fstat(f->fd, &sb) != 0)
         return fail(err, errlen, "fstat: %s", strerror(errno));
-    file_id(now, &sb);
-    if (memcmp(now, f->id, sizeof now))
+    const int resized = (size_t)sb.st_size != f->len;
+    if (resized || mtime_ns(&sb) != f->mtime_ns)
         return fail(err, errlen, "changed while it was read (its %s differs from when it was "
-                    "opened); replace a model file by writing a new one elsewhere and renaming "
-                    "it over the old", now[2] != f->id[2] ? "size" : "modification time");
+                    "opened); " REPLACE_SAFELY, resized ? "size" : "modification time");
     return 0;
 }
 

@@ -61,7 +61,8 @@ struct st_file {
     const unsigned char *buf; /* st_parse: the whole file (8 + N + data bytes); else NULL */
     size_t len;               /* the file's length */
     int has_fd, fd;           /* st_open: the open file */
-    long long id[6];          /* st_open: its dev, inode, size and mtime (ns) */
+    long long mtime_ns;       /* st_open: its modification time (with len, what
+                                 tells a rewritten file) */
     json_t *header;           /* owned */
     json_t *metadata;         /* borrowed from header, or NULL */
     struct st_tensor *tensors;/* (n), in offset order; owned */
