@@ -71,6 +71,12 @@ const char *repo_state_str(int state)
     return state >= 0 && state <= REPO_UNLOADED ? names[state] : "UNKNOWN";
 }
 
+/* Every change of e's state, with the time it took place (lock held). */
+static void set_state(struct entry *e, int state)
+{
+    e->state = state, e->since = time(NULL);
+}
+
 static struct entry *find(const char *name)
 {
     for (struct entry *e = R.head; e; e = e->next)
@@ -86,8 +92,7 @@ static struct entry *add(const char *name)
     if (!e)
         return NULL;
     snprintf(e->name, sizeof e->name, "%s", name);
-    e->state = REPO_UNLOADED;
-    e->since = time(NULL);
+    set_state(e, REPO_UNLOADED);
     struct entry **at = &R.head->next;
     while (*at && strcmp((*at)->name, name) < 0)
         at = &(*at)->next;
@@ -128,8 +133,8 @@ static int is_model_dir(const char *name)
     return valid_name(name) && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Wait (lock held, released while waiting) until the load or unload calls
- * on e that arrived before this one are done. */
+/* turn_take waits (lock held, released meanwhile) for the load and unload
+ * calls on e that arrived first to end; turn_end lets the next one go. */
 static void turn_take(struct entry *e)
 {
     const unsigned long ticket = e->ticket_next++;
@@ -137,7 +142,6 @@ static void turn_take(struct entry *e)
         pthread_cond_wait(&R.turn, &R.lock);
 }
 
-/* The next call on e may go (lock held). */
 static void turn_end(struct entry *e)
 {
     e->ticket_now++;
@@ -184,20 +188,18 @@ static int load(const char *name, int startup, char *why, size_t whylen)
         free(ref);
     pthread_mutex_lock(&R.lock);
     const int kept = rc != 0 && e->cur; /* a failed reload keeps what is served (Triton) */
-    if (!kept)
-        e->since = time(NULL);
     if (rc == 0) {
         retire(e->cur);
         ref->m = m, ref->e = e;
         e->cur = ref;
-        e->state = REPO_READY;
+        set_state(e, REPO_READY);
         e->reason[0] = '\0';
     } else if (kept) {
         snprintf(e->reason, sizeof e->reason, "the last load failed, the weights loaded before "
                  "are served: %.400s", err);
         snprintf(why, whylen, "%s (the weights loaded before are still served)", err);
     } else {
-        e->state = REPO_UNAVAILABLE;
+        set_state(e, REPO_UNAVAILABLE);
         snprintf(e->reason, sizeof e->reason, "%s", err);
         snprintf(why, whylen, "%s", err);
     }
@@ -225,8 +227,7 @@ static void take_down(struct entry *e)
 {
     struct repo_ref *ref = e->cur;
     e->cur = NULL;
-    e->state = REPO_UNLOADED;
-    e->since = time(NULL);
+    set_state(e, REPO_UNLOADED);
     snprintf(e->reason, sizeof e->reason, "unloaded");
     if (ref) {
         ref->retired = 2;
@@ -278,8 +279,7 @@ static void *loader_main(void *arg)
             pthread_mutex_lock(&R.lock);
             struct entry *e = find(name);
             if (e && e->state == REPO_LOADING) {
-                e->state = REPO_UNAVAILABLE;
-                e->since = time(NULL);
+                set_state(e, REPO_UNAVAILABLE);
                 snprintf(e->reason, sizeof e->reason, "%s", why);
             }
             pthread_mutex_unlock(&R.lock);
@@ -317,7 +317,7 @@ int repo_start(const char *dir, FILE *log)
             }
             struct entry *e = add(de->d_name);
             if (e)
-                e->state = REPO_LOADING; /* since: add() */
+                set_state(e, REPO_LOADING);
         }
         if (d)
             closedir(d);
