@@ -214,6 +214,18 @@ struct att_params {
                                 any bias or mask; 0 = none */
 };
 
+/* The shape each of the seven weight arrays of att_params must have under
+ * p's sizes (N aside), in their order there: in_proj_weight, q, k, v,
+ * in_proj_bias, out_proj_weight, out_proj_bias. Rank 2 (d0, d1), or rank 1
+ * (d0) for the biases; att_check() refuses an array whose *_len is not
+ * d0·max(d1, 1). Needs H >= 1 (and E % H == 0 when head_dim is 0). */
+#define ATT_NWEIGHTS 7
+struct att_weight_shape {
+    int ndim;
+    long long d0, d1;
+};
+void att_weight_shapes(struct att_weight_shape s[ATT_NWEIGHTS], const struct att_params *p);
+
 /* ALiBi slopes for H heads, as the paper (and BLOOM, MPT) define them:
  * for n = the largest power of two <= H, slope_h = 2^(-8(h+1)/n), h < n;
  * the remaining heads take the odd-indexed slopes of 2n heads. */

@@ -176,32 +176,43 @@ static int check_variants(const struct att_params *p, struct att_error *err)
     return ATT_OK;
 }
 
-/* Each weight array's element count against the shape the parameters give
- * it (attention.h: Dq = H·d, Dkv = Hkv·d); the products fit size_t (the
- * widths are ints, check_heads bounds H·d). */
+void att_weight_shapes(struct att_weight_shape s[ATT_NWEIGHTS], const struct att_params *p)
+{
+    const long long d = att_head_dim(p), dq = p->H * d, dkv = att_kv_heads(p) * d, E = p->E;
+    s[0] = (struct att_weight_shape){2, dq + 2 * dkv, E};
+    s[1] = (struct att_weight_shape){2, dq, E};
+    s[2] = (struct att_weight_shape){2, dkv, p->kdim};
+    s[3] = (struct att_weight_shape){2, dkv, p->vdim};
+    s[4] = (struct att_weight_shape){1, dq + 2 * dkv, 0};
+    s[5] = (struct att_weight_shape){2, E, dq};
+    s[6] = (struct att_weight_shape){1, E, 0};
+}
+
+/* Each weight array's element count against att_weight_shapes(); the
+ * products fit size_t (the widths are ints, check_heads bounds H·d). */
 static int check_weight_lens(const struct att_params *p, struct att_error *err)
 {
-    const size_t E = (size_t)p->E, dq = (size_t)att_q_width(p), dkv = (size_t)att_kv_width(p);
-    const struct {
-        const float *w;
-        size_t len, rows, cols;
-        const char *name;
-    } a[] = {
-        {p->in_proj_weight, p->in_proj_weight_len, dq + 2 * dkv, E, "in_proj_weight"},
-        {p->q_proj_weight, p->q_proj_weight_len, dq, E, "q_proj_weight"},
-        {p->k_proj_weight, p->k_proj_weight_len, dkv, (size_t)p->kdim, "k_proj_weight"},
-        {p->v_proj_weight, p->v_proj_weight_len, dkv, (size_t)p->vdim, "v_proj_weight"},
-        {p->in_proj_bias, p->in_proj_bias_len, dq + 2 * dkv, 1, "in_proj_bias"},
-        {p->out_proj_weight, p->out_proj_weight_len, E, dq, "out_proj_weight"},
-        {p->out_proj_bias, p->out_proj_bias_len, E, 1, "out_proj_bias"},
-    };
-    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
-        if (a[i].w && a[i].len != a[i].rows * a[i].cols)
+    static const char *const names[ATT_NWEIGHTS] = {
+        "in_proj_weight", "q_proj_weight",   "k_proj_weight", "v_proj_weight",
+        "in_proj_bias",   "out_proj_weight", "out_proj_bias"};
+    const float *w[ATT_NWEIGHTS] = {p->in_proj_weight, p->q_proj_weight,   p->k_proj_weight,
+                                    p->v_proj_weight,  p->in_proj_bias,    p->out_proj_weight,
+                                    p->out_proj_bias};
+    const size_t len[ATT_NWEIGHTS] = {p->in_proj_weight_len, p->q_proj_weight_len,
+                                      p->k_proj_weight_len,  p->v_proj_weight_len,
+                                      p->in_proj_bias_len,   p->out_proj_weight_len,
+                                      p->out_proj_bias_len};
+    struct att_weight_shape s[ATT_NWEIGHTS];
+    att_weight_shapes(s, p);
+    for (int i = 0; i < ATT_NWEIGHTS; i++) {
+        const size_t rows = (size_t)s[i].d0, cols = s[i].ndim == 2 ? (size_t)s[i].d1 : 1;
+        if (w[i] && len[i] != rows * cols)
             return att_fail(err, ATT_ESHAPE,
                             "%s holds %zu floats, but num_heads %d, num_kv_heads %d, head_dim "
-                            "%d and the input widths make it (%zu, %zu): %zu", a[i].name,
-                            a[i].len, p->H, att_kv_heads(p), att_head_dim(p), a[i].rows,
-                            a[i].cols, a[i].rows * a[i].cols);
+                            "%d and the input widths make it (%zu, %zu): %zu", names[i],
+                            len[i], p->H, att_kv_heads(p), att_head_dim(p), rows, cols,
+                            rows * cols);
+    }
     return ATT_OK;
 }
 

@@ -254,8 +254,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         return api_fail(err, ERR_INVALID_PARAMETER, "weights must be an object");
     if (w) {
         /* in the order of the one list of names (scan_weight_index) */
-        struct codec_weight_shape ws[7];
-        codec_weight_shapes(ws, p);
+        struct att_weight_shape ws[ATT_NWEIGHTS];
+        att_weight_shapes(ws, p);
         json_object_foreach(w, k, v) {
             const int i = scan_weight_index(k);
             if (i < 0)

@@ -254,19 +254,6 @@ int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
 /* ---------------------------------------------------------------------- */
 /* Projection shapes                                                       */
 
-void codec_weight_shapes(struct codec_weight_shape ws[7], const struct att_params *p)
-{
-    const long long d = p->head_dim ? p->head_dim : p->E / p->H;
-    const long long dq = p->H * d, dkv = (p->Hkv ? p->Hkv : p->H) * d, E = p->E;
-    ws[0] = (struct codec_weight_shape){2, dq + 2 * dkv, E};
-    ws[1] = (struct codec_weight_shape){2, dq, E};
-    ws[2] = (struct codec_weight_shape){2, dkv, p->kdim};
-    ws[3] = (struct codec_weight_shape){2, dkv, p->vdim};
-    ws[4] = (struct codec_weight_shape){1, dq + 2 * dkv, 0};
-    ws[5] = (struct codec_weight_shape){2, E, dq};
-    ws[6] = (struct codec_weight_shape){1, E, 0};
-}
-
 void codec_set_weight(struct att_params *p, int i, const float *w, size_t len)
 {
     const float **f[7] = {&p->in_proj_weight, &p->q_proj_weight,   &p->k_proj_weight,

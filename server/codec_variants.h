@@ -16,7 +16,7 @@
  *     codec_variants_set(&cv, CV_SOFTCAP, json_object_get(root, "softcap"), "softcap");
  *     ...                                  (p->H and p->E set before)
  *     if (codec_variants_apply(p, &cv, lim, &arena, &err) == 0)
- *         ... codec_weight_shapes(ws, p) ... codec_identity_check(p, "weights.", &err) ...
+ *         ... att_weight_shapes(ws, p) ... codec_identity_check(p, "weights.", &err) ...
  *     codec_variants_deinit(&cv);          (always)
  *
  * The projections' shapes follow from H, Hkv = num_kv_heads and
@@ -85,14 +85,9 @@ int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
                          const struct codec_limits *lim, struct tensor_arena *a,
                          struct api_error *err);
 
-/* A weight's expected shape, in the order of the one list of weights
- * (scan_weight_index): in_proj_weight, q, k, v, in_proj_bias, out, out_bias. */
-struct codec_weight_shape {
-    int ndim;
-    long long d0, d1;
-};
-void codec_weight_shapes(struct codec_weight_shape ws[7], const struct att_params *p);
-/* Set weight i (the same order) of p: w holds len floats (borrowed). */
+/* Set weight i of p, in the order of the one list of weights
+ * (scan_weight_index, att_weight_shapes): in_proj_weight, q, k, v,
+ * in_proj_bias, out, out_bias; w holds len floats (borrowed). */
 void codec_set_weight(struct att_params *p, int i, const float *w, size_t len);
 
 /* t (called name) has shape (d0) or (d0, d1) for ndim 1 or 2; else

@@ -418,8 +418,8 @@ static int set_weights(struct att_params *p, const struct v2_inputs *in, const s
         codec_model_weights(p, m);
         return codec_identity_check(p, "the model's ", err);
     }
-    struct codec_weight_shape ws[7];
-    codec_weight_shapes(ws, p);
+    struct att_weight_shape ws[ATT_NWEIGHTS];
+    att_weight_shapes(ws, p);
     for (int i = 0; i < 7; i++) {
         const struct tensor *t = &in->t[IN_WEIGHT + i];
         if (!in->name[IN_WEIGHT + i])

@@ -50,7 +50,7 @@ const char *codec_compare(const struct codec_request *a, const struct codec_requ
     static const char *const names[7] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
                                          "v_proj_weight",  "in_proj_bias",  "out_proj_weight",
                                          "out_proj_bias"};
-    struct codec_weight_shape ws[7];
+    struct att_weight_shape ws[ATT_NWEIGHTS];
     const float *pw[7] = {p->in_proj_weight, p->q_proj_weight, p->k_proj_weight,
                           p->v_proj_weight,  p->in_proj_bias,  p->out_proj_weight,
                           p->out_proj_bias};
@@ -63,7 +63,7 @@ const char *codec_compare(const struct codec_request *a, const struct codec_requ
     const size_t qn[7] = {q->in_proj_weight_len, q->q_proj_weight_len, q->k_proj_weight_len,
                           q->v_proj_weight_len,  q->in_proj_bias_len,  q->out_proj_weight_len,
                           q->out_proj_bias_len};
-    codec_weight_shapes(ws, p);
+    att_weight_shapes(ws, p);
     for (int i = 0; i < 7; i++) {
         const size_t n = (size_t)ws[i].d0 * (size_t)(ws[i].ndim == 2 ? ws[i].d1 : 1);
         if (pn[i] != qn[i] || !same_bytes(pw[i], qw[i], n * fl))

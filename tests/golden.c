@@ -247,3 +247,18 @@ int golden_list_variants(char **paths, int max)
     const char *dir = getenv("GOLDEN_VARIANTS_DIR");
     return testdata_list(dir ? dir : "tests/golden_variants", paths, max);
 }
+
+void golden_weight_lens(struct att_params *p)
+{
+    const float *w[ATT_NWEIGHTS] = {p->in_proj_weight, p->q_proj_weight,   p->k_proj_weight,
+                                    p->v_proj_weight,  p->in_proj_bias,    p->out_proj_weight,
+                                    p->out_proj_bias};
+    size_t *len[ATT_NWEIGHTS] = {&p->in_proj_weight_len, &p->q_proj_weight_len,
+                                 &p->k_proj_weight_len,  &p->v_proj_weight_len,
+                                 &p->in_proj_bias_len,   &p->out_proj_weight_len,
+                                 &p->out_proj_bias_len};
+    struct att_weight_shape s[ATT_NWEIGHTS];
+    att_weight_shapes(s, p);
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        *len[i] = w[i] ? (size_t)s[i].d0 * (size_t)(s[i].ndim == 2 ? s[i].d1 : 1) : 0;
+}

@@ -51,4 +51,9 @@ int golden_list(char **paths, int max);
 /* The same for tests/golden_variants (or $GOLDEN_VARIANTS_DIR). */
 int golden_list_variants(char **paths, int max);
 
+/* Set the element count of each of p's weight arrays that is not NULL to
+ * what att_weight_shapes() gives: for tests whose arrays were built to
+ * those shapes. A test of the core's refusal sets the counts itself. */
+void golden_weight_lens(struct att_params *p);
+
 #endif

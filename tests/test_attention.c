@@ -11,7 +11,6 @@
 #include "core/attention.h"
 #include "tests/check.h"
 #include "tests/golden.h"
-#include "tests/testdata.h"
 
 /* Tolerances (README "Accuracy"): outputs |Δ| ≤ 1e-4·(1 + |ref|), weights
  * 1e-5; against PyTorch, or 4× PyTorch float32's own error if larger. */
@@ -95,7 +94,7 @@ static void make_case(struct att_params *p, struct rinputs *in, const struct rca
         p->in_proj_bias = in->b_in = randv(3 * E, 0.1f, &st);
         p->out_proj_bias = in->bo = randv(E, 0.1f, &st);
     }
-    testdata_weight_lens(p);
+    golden_weight_lens(p);
     const size_t plane = (size_t)c->L * c->S;
     const size_t planes = (c->mask == M_BOOL3 || c->mask == M_FLOAT3) ? (size_t)c->N * c->H : 1;
     p->mask_ndim = planes > 1 ? 3 : 2;
@@ -462,7 +461,7 @@ Test(attention_errors, weights_whose_length_disagrees_with_the_parameters)
                               &p.v_proj_weight, &p.in_proj_bias, &p.out_proj_weight,
                               &p.out_proj_bias};
         *w[i] = dummy;
-        testdata_weight_lens(&p);
+        golden_weight_lens(&p);
         cr_assert_eq(att_check(&p, NULL, NULL, &err), ATT_OK, "%s: %s", names[i], err.msg);
         size_t *n[7] = {&p.in_proj_weight_len, &p.q_proj_weight_len, &p.k_proj_weight_len,
                         &p.v_proj_weight_len, &p.in_proj_bias_len, &p.out_proj_weight_len,
@@ -764,7 +763,7 @@ static void expect_both(struct tiny *t, int rc, const char *needle)
     struct att_error err, err_checked;
     float ref_out[8], ref_w[16], checked_out[8], checked_w[16];
     size_t olen, wlen;
-    testdata_weight_lens(&t->p);
+    golden_weight_lens(&t->p);
     cr_assert_eq(att_check(&t->p, &olen, &wlen, NULL), ATT_OK);
     for (int impl = 1; impl >= 0; impl--) {
         memset(&err, 0, sizeof err);

@@ -31,7 +31,7 @@
 
 #include "core/attention.h"
 #include "tests/check.h"
-#include "tests/testdata.h"
+#include "tests/golden.h"
 
 #define U 0x1p-20       /* rounding bound per sum, relative to Σ|terms| */
 #define TINY 0x1p-149   /* and absolute, per rounding: a result may underflow */
@@ -129,7 +129,7 @@ static void make_pcase(struct pcase *c, unsigned long long seed)
         fill(c->wo, p->E * p->E, &s), p->out_proj_weight = c->wo;
     if (unif(&s) < 0.5)
         fill(c->bo, p->E, &s), p->out_proj_bias = c->bo;
-    testdata_weight_lens(p);
+    golden_weight_lens(p);
     if (unif(&s) < 0.5)
         p->has_scale = 1, p->scale = logu(&s);
     const double m = unif(&s);

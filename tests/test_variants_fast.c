@@ -12,7 +12,6 @@
 #include "core/attention.h"
 #include "tests/check.h"
 #include "tests/golden.h"
-#include "tests/testdata.h"
 
 /* The tolerances of test_attention.c (README "Accuracy"). */
 #define OUT_ATOL 1e-4
@@ -96,7 +95,7 @@ static void make_vcase(struct att_params *p, struct vin *in, const struct vcase 
         p->in_proj_bias = in->w[4] = randv(Dq + 2 * Dkv, 0.1f, &st);
         p->out_proj_bias = in->w[5] = randv(E, 0.1f, &st);
     }
-    testdata_weight_lens(p);
+    golden_weight_lens(p);
     const size_t plane = (size_t)c->L * c->S;
     const size_t planes = c->mask == VM_BOOL3 ? (size_t)c->N * c->H : 1;
     p->mask_ndim = planes > 1 ? 3 : 2;

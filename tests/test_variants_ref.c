@@ -18,7 +18,6 @@
 #include "core/variants.h"
 #include "tests/check.h"
 #include "tests/golden.h"
-#include "tests/testdata.h"
 
 /* The tolerances of test_attention.c (README "Accuracy"). */
 #define OUT_ATOL 1e-4
@@ -208,7 +207,7 @@ static void run_ref(float *out, float *w, const struct att_params *p)
 {
     struct att_error err;
     struct att_params sized = *p;
-    testdata_weight_lens(&sized);
+    golden_weight_lens(&sized);
     cr_assert_eq(att_forward_ref(out, w, &sized, &err), ATT_OK, "%s", err.msg);
 }
 
@@ -362,7 +361,7 @@ static void accepts(const struct att_params *p)
 {
     struct att_error err = {0};
     struct att_params sized = *p; /* dummy is large enough for every shape */
-    testdata_weight_lens(&sized);
+    golden_weight_lens(&sized);
     cr_assert_eq(att_check(&sized, NULL, NULL, &err), ATT_OK, "%s", err.msg);
 }
 
@@ -451,7 +450,7 @@ Test(variants_ref, check_accepts_the_boundaries_and_sizes_outputs)
     /* head_dim independent of E / H: outputs stay (N, L, E) and (N, H, L, S) */
     small(&p), proj(&p), p.E = 12, p.H = 3, p.Hkv = 1, p.head_dim = 8, p.S = 5;
     p.weights_mode = ATT_WEIGHTS_PER_HEAD;
-    testdata_weight_lens(&p);
+    golden_weight_lens(&p);
     size_t olen, wlen;
     cr_assert_eq(att_check(&p, &olen, &wlen, NULL), ATT_OK);
     cr_assert_eq(olen, (size_t)2 * 4 * 12);

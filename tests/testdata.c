@@ -45,20 +45,6 @@ char *testdata_body(json_t *c, size_t *len)
     return s;
 }
 
-void testdata_weight_lens(struct att_params *p)
-{
-    const size_t d = (size_t)(p->head_dim ? p->head_dim : p->E / p->H);
-    const size_t E = (size_t)p->E, dq = (size_t)p->H * d,
-                 dkv = (size_t)(p->Hkv ? p->Hkv : p->H) * d;
-    p->in_proj_weight_len = p->in_proj_weight ? (dq + 2 * dkv) * E : 0;
-    p->q_proj_weight_len = p->q_proj_weight ? dq * E : 0;
-    p->k_proj_weight_len = p->k_proj_weight ? dkv * (size_t)p->kdim : 0;
-    p->v_proj_weight_len = p->v_proj_weight ? dkv * (size_t)p->vdim : 0;
-    p->in_proj_bias_len = p->in_proj_bias ? dq + 2 * dkv : 0;
-    p->out_proj_weight_len = p->out_proj_weight ? E * dq : 0;
-    p->out_proj_bias_len = p->out_proj_bias ? E : 0;
-}
-
 int testdata_copy_file(const char *from, const char *to)
 {
     FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;

@@ -10,8 +10,6 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "core/attention.h"
-
 /* The *.json files of dir, sorted, as malloc'd paths (caller frees each);
  * returns how many (at most max, 0 when dir is missing). */
 int testdata_list(const char *dir, char **paths, int max);
@@ -22,10 +20,5 @@ char *testdata_body(json_t *c, size_t *len);
 
 /* Copy the file from to the file to (created or truncated); 0, or -1. */
 int testdata_copy_file(const char *from, const char *to);
-
-/* Set the element count of each of p's weight arrays that is not NULL to
- * what p's shapes need (attention.h): for tests whose arrays were built to
- * those shapes. A test of the core's refusal sets the counts itself. */
-void testdata_weight_lens(struct att_params *p);
 
 #endif
