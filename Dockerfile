@@ -46,7 +46,7 @@ RUN apt-get update \
  && useradd --user-group --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin --uid 10001 attention
 WORKDIR /app
-# openapi.yaml is built into the binary (server/embed.S); the web client is
+# openapi.yaml is built into the binary (api/embed.S); the web client is
 # read from static_dir, "web" relative to this working directory.
 COPY --from=build /src/build/attention-server /app/attention-server
 COPY --from=build /src/web /app/web

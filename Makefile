@@ -5,7 +5,7 @@
 #   make test            install what is missing, build, run every test
 #   make SANITIZE=address,undefined test   the same under sanitizers (build/san/)
 #   make scale-test      3 replicas behind nginx: a rolling restart under load
-#   make lint            clang-tidy and cppcheck over core/, server/, config/, model/
+#   make lint            clang-tidy, cppcheck, file sizes and the layer rule over the C sources
 #   make clean
 
 CC      ?= cc
@@ -40,26 +40,33 @@ endif
 # clean with them, so they are errors: a new implicit promotion or narrowing
 # must be written as a cast, which says it is meant.
 FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
-$(BUILD)/core/%.o $(BUILD)/server/%.o $(BUILD)/config/%.o $(BUILD)/model/%.o: WARN += $(FLOAT_WARN)
+$(BUILD)/core/%.o $(BUILD)/lib/%.o $(BUILD)/codec/%.o $(BUILD)/api/%.o $(BUILD)/http/%.o \
+$(BUILD)/config/%.o $(BUILD)/model/%.o $(BUILD)/main.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
              core/blas.c core/posenc.c core/variants.c core/reduce.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
+# The layers (docs/design.md; scripts/layers.sh checks who includes whom):
+# lib/ leaf utilities, core/ the attention math, config/ settings, model/
+# server-held models, codec/ the two protocols' bodies, api/ routes and
+# handlers, http/ the transport; main.c composes them.
+LIB_SRC    := lib/base64.c lib/jsonnum.c lib/jsonnum_format.c lib/errors.c lib/pool.c \
+              lib/suggest.c
 CONFIG_SRC := config/config.c config/values.c config/cpus.c
-SVC_SRC   := server/service.c server/codec_request.c server/codec_variants.c server/codec_reduce.c server/codec_response.c server/scan.c \
-             server/scan_json.c \
-             server/tensor.c server/base64.c server/jsonnum.c server/jsonnum_format.c server/errors.c \
-             server/metrics.c server/cors.c server/tls.c server/framing.c \
-             server/pool.c server/inflate.c server/v2.c server/v2_codec.c server/v2_codec_params.c server/v2_scan.c \
-             server/v2_codec_answer.c server/suggest.c
 # Server-held models: model.safetensors and config.json (model/model.h).
-MODEL_SRC := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
+MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
+CODEC_SRC  := codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
+              codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
+              codec/v2_response.c
+API_SRC    := api/service.c api/metrics.c api/v2.c
+HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c
+SVC_SRC    := $(LIB_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
              $(MODEL_SRC:%.c=$(BUILD)/%.o)
-HTTP_OBJ  := $(BUILD)/server/main.o $(BUILD)/server/http.o $(BUILD)/server/conn.o \
-             $(BUILD)/server/answer.o $(BUILD)/server/static.o $(BUILD)/server/embed.o \
-             $(BUILD)/server/body.o $(BUILD)/server/http_v2.o
+HTTP_OBJ  := $(BUILD)/main.o $(BUILD)/http/http.o $(BUILD)/http/conn.o \
+             $(BUILD)/http/response.o $(BUILD)/http/static.o $(BUILD)/api/embed.o \
+             $(BUILD)/http/body.o $(BUILD)/http/http_v2.o
 SERVER    := $(BUILD)/attention-server
 SVC_LIBS  := $(MHD_LIBS) -lgnutls -ljansson -lz $(BLAS_LIBS) -lm
 
@@ -67,13 +74,13 @@ DEMO      := $(BUILD)/attention-demo
 DEMO_SRC  := examples/demo.c
 
 UNIT      := $(BUILD)/tests/unit
-UNIT_SRC  := tests/test_attention.c tests/test_reduce.c tests/test_variants_ref.c tests/test_posenc.c tests/test_codec.c tests/test_base64.c tests/codec_compare.c tests/test_config.c tests/test_cpus.c \
-             tests/test_pool.c tests/test_spec.c tests/test_jsonnum.c tests/test_service.c \
-             tests/test_numerics.c tests/test_inflate.c tests/test_model.c tests/test_model_hf.c tests/test_repo.c tests/test_v2_codec.c tests/test_v2_fast.c tests/test_suggest.c tests/test_variants_fast.c tests/golden.c tests/testdata.c tests/check.c
+UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_cpus.c \
+             tests/lib/test_pool.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/api/test_service.c \
+             tests/core/test_numerics.c tests/http/test_inflate.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/support/golden.c tests/support/testdata.c tests/support/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
-HTTPTEST  := $(BUILD)/tests/http
-HTTPTEST_SRC := tests/test_http.c tests/test_http_admin.c tests/test_v2.c tests/test_trained.c tests/test_http_reduce.c tests/test_http_variants.c tests/test_http_repo.c tests/http_util.c tests/http_golden.c tests/testdata.c tests/check.c
+HTTPTEST  := $(BUILD)/tests/server-tests
+HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
@@ -115,11 +122,11 @@ $(BUILD)/core/check.o $(BUILD)/core/reference.o: OPT += -O3
 
 # The service's version is openapi.yaml's info.version: GET /v2 says it.
 ATTN_VERSION := $(shell sed -n '1,/^info:/d; s/^  version: *//p' openapi.yaml | head -n 1)
-$(BUILD)/server/v2.o: CFLAGS += -DATTN_VERSION='"$(ATTN_VERSION)"'
-$(BUILD)/server/v2.o: openapi.yaml
+$(BUILD)/api/v2.o: CFLAGS += -DATTN_VERSION='"$(ATTN_VERSION)"'
+$(BUILD)/api/v2.o: openapi.yaml
 
 # openapi.yaml is linked into the server (GET /openapi.yaml).
-$(BUILD)/server/embed.o: server/embed.S openapi.yaml
+$(BUILD)/api/embed.o: api/embed.S openapi.yaml
 	@mkdir -p $(dir $@)
 	$(CC) -c $< -o $@
 
@@ -141,8 +148,8 @@ $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 $(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o)
 	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
-$(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/server/jsonnum.o \
-                             $(BUILD)/server/jsonnum_format.o
+$(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/lib/jsonnum.o \
+                             $(BUILD)/lib/jsonnum_format.o
 	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/const_server: $(BUILD)/bench/const_server.o
@@ -222,7 +229,7 @@ bench:
 # the model mapping; FUZZ_SECONDS=60 each by default, FUZZ_TARGETS="codec
 # safetensors" (both by default). scripts/fuzz.sh builds with clang from
 # these (make print-FUZZ_SRC).
-FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) \
+FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/support/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) \
              $(MODEL_SRC)
 FUZZ_LIBS := $(SVC_LIBS)
 FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC)
@@ -231,7 +238,7 @@ fuzz:
 	scripts/fuzz.sh
 
 # clang-tidy (checks and the reasons for each exclusion in .clang-tidy) and
-# cppcheck over every C file in core/, server/, config/ and model/; any finding fails.
+# cppcheck over every C file of the layers, and the layer rule; any finding fails.
 lint:
 	@scripts/deps.sh lint
 	scripts/lint.sh
@@ -265,20 +272,21 @@ print-%:
 # (float)strtod, on 2 threads (minutes; not part of make test).
 # BASE=<commit> also checks that commit's writer and counts changed outputs.
 RT_DIR := $(BUILD)/roundtrip
-roundtrip-check: $(BUILD)/server/jsonnum_format.o
-	@mkdir -p $(RT_DIR)/base/server
+roundtrip-check: $(BUILD)/lib/jsonnum_format.o
+	@mkdir -p $(RT_DIR)/base/server $(RT_DIR)/base/lib
 	if [ -n "$(BASE)" ]; then \
-	    src=server/jsonnum_format.c; \
-	    git cat-file -e $(BASE):$$src 2>/dev/null || src=server/jsonnum.c; \
-	    git show $(BASE):server/jsonnum.h > $(RT_DIR)/base/server/jsonnum.h && \
+	    d=lib; git cat-file -e $(BASE):$$d/jsonnum.h 2>/dev/null || d=server; \
+	    src=$$d/jsonnum_format.c; \
+	    git cat-file -e $(BASE):$$src 2>/dev/null || src=$$d/jsonnum.c; \
+	    git show $(BASE):$$d/jsonnum.h > $(RT_DIR)/base/$$d/jsonnum.h && \
 	    git show $(BASE):$$src > $(RT_DIR)/base/writer.c && \
 	    $(CC) -I$(RT_DIR)/base $(CFLAGS) -c $(RT_DIR)/base/writer.c -o $(RT_DIR)/base.o && \
 	    objcopy --keep-global-symbol=jsonnum_format_float $(RT_DIR)/base.o && \
 	    objcopy --redefine-sym jsonnum_format_float=base_jsonnum_format_float $(RT_DIR)/base.o && \
-	    $(CC) $(CFLAGS) -DROUNDTRIP_BASE tests/roundtrip_all.c $(BUILD)/server/jsonnum_format.o \
+	    $(CC) $(CFLAGS) -DROUNDTRIP_BASE tests/roundtrip_all.c $(BUILD)/lib/jsonnum_format.o \
 	        $(RT_DIR)/base.o -o $(RT_DIR)/roundtrip_all $(LDFLAGS) -lm; \
 	else \
-	    $(CC) $(CFLAGS) tests/roundtrip_all.c $(BUILD)/server/jsonnum_format.o \
+	    $(CC) $(CFLAGS) tests/roundtrip_all.c $(BUILD)/lib/jsonnum_format.o \
 	        -o $(RT_DIR)/roundtrip_all $(LDFLAGS) -lm; \
 	fi
 	$(RT_DIR)/roundtrip_all --threads 2

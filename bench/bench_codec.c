@@ -17,8 +17,8 @@
 #include <time.h>
 
 #include "bench/timing.h"
-#include "server/base64.h"
-#include "server/codec.h"
+#include "lib/base64.h"
+#include "codec/codec.h"
 
 #define ROWS 512
 #define COLS 768

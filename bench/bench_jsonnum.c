@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "bench/timing.h"
-#include "server/jsonnum.h"
+#include "lib/jsonnum.h"
 
 /* ---------------------------------------------------------------------- */
 /* Counting allocator (single-threaded program)                            */

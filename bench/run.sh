@@ -35,7 +35,7 @@ echo
 /usr/bin/python3 bench/make_bodies.py "$OUT/bodies"
 build/bench/bench_codec "$OUT"
 echo
-echo "3b. Numbers alone (server/jsonnum.c vs jansson), with heap per number"
+echo "3b. Numbers alone (lib/jsonnum.c vs jansson), with heap per number"
 build/bench/bench_jsonnum --csv "$OUT/jsonnum.csv"
 elif [ ! -s "$OUT/bodies/large_v2.bin" ]; then
     /usr/bin/python3 bench/make_bodies.py "$OUT/bodies"

@@ -81,7 +81,7 @@ struct cfg {
     int log_level;                  /* enum cfg_log_level; written error|warn|info|debug; info */
     char static_dir[256];           /* "web"; the browser client's static files; non-empty */
     char tls_cert_file[256];        /* ""; PEM certificate (chain); "" = plain HTTP */
-    char tls_key_file[256];         /* ""; PEM private key (both or neither: server/tls.h) */
+    char tls_key_file[256];         /* ""; PEM private key (both or neither: http/tls.h) */
     char cors_allow_origin[1024];   /* ""; "" = no CORS, "*", or "https://a.example,..." */
     char model_repository[256];     /* "models"; DIR/<name>/{config.json,model.safetensors}; "" = none */
     int model_repository_explicit;  /* 1 if the file, environment or a flag set model_repository

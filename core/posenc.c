@@ -25,7 +25,7 @@
  * midpoint between two floats, and then it is off by at most 0.5 + 2^-26
  * ulp. (Checked once, exhaustively for positions 0..65535 at D = 1000,
  * 4095 and 4096, on every copy: every element the nearest float.)
- * tests/test_posenc.c checks 0.5 + 1e-3 ulp on every copy. Angles of 2^19
+ * tests/core/test_posenc.c checks 0.5 + 1e-3 ulp on every copy. Angles of 2^19
  * and more (positions beyond half a million) take libm's sin and cos.
  *
  * No state: everything lives on the stack (34 KiB), so the function is

@@ -43,7 +43,7 @@ algorithms, no times or dates in the files):
   models/digits-reverse/config.json        format, num_heads, defaults, and
       for the web page: vocab, embedding (V x E), readout, input, task, pattern
   tests/models/trained/digits-reverse.json a golden case: a POST /attention
-      body naming the model, and PyTorch's float64 answer (tests/test_trained.c)
+      body naming the model, and PyTorch's float64 answer (tests/server/test_trained.c)
 """
 import json
 import math

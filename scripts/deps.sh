@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 # libmicrohttpd >= 1.0: Debian's package where it is new enough, else none
 # (the Makefile has scripts/mhd.sh build it, once, from these packages;
-# server/tls.c uses GnuTLS itself)
+# http/tls.c uses GnuTLS itself)
 build="gcc make pkg-config libc6-dev libgnutls28-dev $(scripts/mhd.sh packages) libjansson-dev zlib1g-dev libopenblas-dev"
 # nginx, wrk, curl: scale-test.sh (curl: soak.sh too). Debian 12's nginx
 # package holds the binary (nginx-light only adds a module to it).

@@ -1,11 +1,11 @@
 #!/bin/sh
 # lint.sh -- `make lint`: clang-tidy (checks in .clang-tidy) and cppcheck
 # over the service's C sources; exits 1 on any finding of either.
-# Usage: scripts/lint.sh [FILE.c...]   (default: core/ server/ config/ model/ *.c)
+# Usage: scripts/lint.sh [FILE.c...]   (default: every layer's *.c and main.c)
 # Needs clang-tidy and cppcheck (`make lint` installs them: deps.sh lint).
 set -eu
 cd "$(dirname "$0")/.."
-[ $# -gt 0 ] || set -- core/*.c server/*.c config/*.c model/*.c
+[ $# -gt 0 ] || set -- lib/*.c core/*.c config/*.c model/*.c codec/*.c api/*.c http/*.c main.c
 
 # What the build compiles with, minus warnings and dependency files; the
 # libmicrohttpd headers are build/mhd/'s when the system's are too old
@@ -27,8 +27,8 @@ grep -v '^[0-9]* warnings\? generated\.$' "$log" || true
 #  invalidPointerCast: base64 tensors are little-endian float32 bytes, read
 #    and written through a cast on purpose (the service is x86-64 only).
 #  comparePointers: openapi_yaml_end - openapi_yaml, the two ends of one
-#    object that server/embed.S links in, look to it like two arrays.
-#  ctuuninitvar in server/scan.c: scan_request() copies its caller's
+#    object that api/embed.S links in, look to it like two arrays.
+#  ctuuninitvar in codec/scan.c: scan_request() copies its caller's
 #    pointer to a struct scan_tensors it has not initialised yet into its
 #    cursor, then sets st->n = 0 before anything reads it; the cross-file
 #    check counts the copy as a read.
@@ -37,14 +37,14 @@ echo "cppcheck: $*"
 cppcheck --quiet --error-exitcode=1 --std=c11 -I. \
     --enable=warning,style,performance,portability \
     --suppress=invalidPointerCast --suppress=comparePointers \
-    --suppress=ctuuninitvar:server/scan.c \
+    --suppress=ctuuninitvar:codec/scan.c \
     --suppress=missingIncludeSystem \
     --template='{file}:{line}: {severity}: {message} [{id}]' "$@" || status=1
 
 # One job per file: no source of the service or the web client over 600
-# lines (split it by job, as server/ and core/ are).
-echo "sizes: core/ server/ config/ model/ web/ (600 lines at most)"
-big=$(find core server config model web -type f \( -name '*.c' -o -name '*.h' -o -name '*.js' \
+# lines (split it by job).
+echo "sizes: lib/ core/ config/ model/ codec/ api/ http/ web/ (600 lines at most)"
+big=$(find lib core config model codec api http web -type f \( -name '*.c' -o -name '*.h' -o -name '*.js' \
       -o -name '*.css' -o -name '*.html' \) -exec wc -l {} + |
       awk '$2 != "total" && $1 > 600 { print "  " $2 ": " $1 " lines" }')
 if [ -n "$big" ]; then

@@ -143,7 +143,7 @@ build() {
         { cat "$w/build.log" >&2; echo "mhd.sh: $PATCH does not apply to $ver" >&2; exit 1; }
     prefix=$(cd build && pwd -P)/mhd
     # static and position-independent (the binaries are PIE); HTTPS with
-    # GnuTLS (server/tls.c), required rather than dropped when it is missing
+    # GnuTLS (http/tls.c), required rather than dropped when it is missing
     (cd "$w/src/libmicrohttpd-$ver" &&
         ./configure --prefix="$prefix" --enable-static --disable-shared --with-pic \
             --enable-https --disable-doc --disable-examples --disable-tools --disable-curl &&

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/jsonnum.h"
+#include "lib/jsonnum.h"
 
 #ifdef ROUNDTRIP_BASE
 /* The same function at another commit, its symbols renamed (Makefile). */

@@ -1,6 +1,6 @@
 /* fuzz_codec.c -- libFuzzer entry for the request decoders (the fast
  * decoder and jansson, which must agree: any difference aborts), then the
- * whole job as the server runs it (server/service.c: decode, compute,
+ * whole job as the server runs it (api/service.c: decode, compute,
  * encode), which must answer 200 or an error with a JSON body.
  *
  *   make fuzz            builds build/fuzz/fuzz_codec (clang) and runs it
@@ -14,8 +14,8 @@
 
 #include <stdio.h>
 
-#include "server/service.h"
-#include "tests/codec_compare.h"
+#include "api/service.h"
+#include "tests/support/codec_compare.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,0 +1,140 @@
+#include "api/metrics.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *const ep_names[EP_COUNT] = {
+    "attention", "healthz", "readyz", "metrics", "openapi", "static", "other",
+    "v2_infer", "v2_repository", "v2"};
+
+/* Latency buckets (seconds), as Prometheus histograms want them: cumulative. */
+static const double buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                 0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
+#define NBUCKETS (sizeof buckets / sizeof buckets[0])
+
+static atomic_ulong requests[EP_COUNT][600];
+static atomic_ulong latency_count[EP_COUNT][NBUCKETS + 1];
+static atomic_ulong latency_sum_us[EP_COUNT];
+static atomic_ulong stage_sum_us[STAGE_COUNT], stage_count;
+static atomic_ulong stage_hist[STAGE_COUNT][NBUCKETS + 1];
+
+static const char *const stage_names[STAGE_COUNT] = {
+    "receive", "queue", "decode", "compute", "encode"};
+
+const char *metrics_stage_name(enum metrics_stage s)
+{
+    return (unsigned)s < STAGE_COUNT ? stage_names[s] : "other";
+}
+
+static size_t bucket_of(double seconds)
+{
+    size_t b = 0;
+    while (b < NBUCKETS && seconds > buckets[b])
+        b++;
+    return b;
+}
+
+const char *metrics_endpoint_name(enum metrics_endpoint ep)
+{
+    return (unsigned)ep < EP_COUNT ? ep_names[ep] : "other";
+}
+
+void metrics_record(enum metrics_endpoint ep, int status, double seconds)
+{
+    if ((unsigned)ep >= EP_COUNT)
+        ep = EP_OTHER;
+    if (status < 100 || status > 599)
+        status = 500;
+    atomic_fetch_add(&requests[ep][status], 1);
+    atomic_fetch_add(&latency_count[ep][bucket_of(seconds)], 1);
+    atomic_fetch_add(&latency_sum_us[ep], (unsigned long)(seconds * 1e6));
+}
+
+void metrics_record_stages(const double s[STAGE_COUNT])
+{
+    for (int i = 0; i < STAGE_COUNT; i++) {
+        atomic_fetch_add(&stage_sum_us[i], (unsigned long)(s[i] * 1e6));
+        atomic_fetch_add(&stage_hist[i][bucket_of(s[i])], 1);
+    }
+    atomic_fetch_add(&stage_count, 1);
+}
+
+/* One histogram family: name{label="value",le=...} for each row of counts. */
+static void write_histogram(FILE *f, const char *name, const char *label,
+                            const char *const *values, int rows,
+                            atomic_ulong (*count)[NBUCKETS + 1], atomic_ulong *sum_us)
+{
+    for (int e = 0; e < rows; e++) {
+        unsigned long cum = 0;
+        for (size_t b = 0; b <= NBUCKETS; b++) {
+            cum += atomic_load(&count[e][b]);
+            if (b < NBUCKETS)
+                fprintf(f, "%s_bucket{%s=\"%s\",le=\"%g\"} %lu\n", name, label, values[e],
+                        buckets[b], cum);
+            else
+                fprintf(f, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %lu\n", name, label, values[e],
+                        cum);
+        }
+        fprintf(f, "%s_sum{%s=\"%s\"} %.6f\n", name, label, values[e],
+                (double)atomic_load(&sum_us[e]) / 1e6);
+        fprintf(f, "%s_count{%s=\"%s\"} %lu\n", name, label, values[e], cum);
+    }
+}
+
+char *metrics_write(const struct metrics_gauges *g, size_t *len)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (!f)
+        return NULL;
+    fprintf(f, "# HELP attention_http_requests_total Requests answered, by endpoint and status.\n"
+               "# TYPE attention_http_requests_total counter\n");
+    for (int e = 0; e < EP_COUNT; e++)
+        for (int s = 100; s < 600; s++) {
+            unsigned long n = atomic_load(&requests[e][s]);
+            if (n)
+                fprintf(f, "attention_http_requests_total{endpoint=\"%s\",status=\"%d\"} %lu\n",
+                        ep_names[e], s, n);
+        }
+    fprintf(f, "# HELP attention_http_request_duration_seconds Time from first byte to answer.\n"
+               "# TYPE attention_http_request_duration_seconds histogram\n");
+    write_histogram(f, "attention_http_request_duration_seconds", "endpoint", ep_names,
+                    EP_COUNT, latency_count, latency_sum_us);
+    fprintf(f, "# HELP attention_stage_seconds_total Time spent per stage of POST /attention.\n"
+               "# TYPE attention_stage_seconds_total counter\n");
+    for (int i = 0; i < STAGE_COUNT; i++)
+        fprintf(f, "attention_stage_seconds_total{stage=\"%s\"} %.6f\n", stage_names[i],
+                (double)atomic_load(&stage_sum_us[i]) / 1e6);
+    fprintf(f, "# HELP attention_stage_duration_seconds Time of each stage of POST /attention.\n"
+               "# TYPE attention_stage_duration_seconds histogram\n");
+    write_histogram(f, "attention_stage_duration_seconds", "stage", stage_names, STAGE_COUNT,
+                    stage_hist, stage_sum_us);
+    fprintf(f, "# HELP attention_jobs_total Attention jobs computed.\n"
+               "# TYPE attention_jobs_total counter\nattention_jobs_total %lu\n",
+            atomic_load(&stage_count));
+    fprintf(f, "# HELP attention_queue_depth Jobs waiting for a worker.\n"
+               "# TYPE attention_queue_depth gauge\nattention_queue_depth %d\n"
+               "# HELP attention_workers_busy Workers computing a job.\n"
+               "# TYPE attention_workers_busy gauge\nattention_workers_busy %d\n"
+               "# HELP attention_workers Worker threads.\n"
+               "# TYPE attention_workers gauge\nattention_workers %d\n"
+               "# HELP attention_draining 1 while shutting down.\n"
+               "# TYPE attention_draining gauge\nattention_draining %d\n"
+               "# HELP attention_inflight_bytes Request body bytes held (max_inflight_bytes).\n"
+               "# TYPE attention_inflight_bytes gauge\nattention_inflight_bytes %lld\n"
+               "# HELP attention_answer_bytes Answer bytes computed and not yet sent "
+               "(max_answer_bytes).\n"
+               "# TYPE attention_answer_bytes gauge\nattention_answer_bytes %lld\n"
+               "# HELP attention_connections_open Open TCP connections (max_connections).\n"
+               "# TYPE attention_connections_open gauge\nattention_connections_open %d\n",
+            g->queue_depth, g->busy_workers, g->workers, g->draining, g->inflight_bytes,
+            g->answer_bytes, g->connections_open);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    *len = size;
+    return text;
+}

@@ -1,0 +1,254 @@
+/* service.c -- decode → compute → encode for POST /attention; see service.h. */
+#include "api/service.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/repo.h"
+#include "api/metrics.h"
+#include "lib/suggest.h"
+#include "codec/v2.h"
+
+double service_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct codec_limits service_limits(const struct cfg *c)
+{
+    return (struct codec_limits){
+        .max_tensor_elements = c->max_tensor_elements,
+        .max_batch = c->max_batch,
+        .max_target_len = c->max_target_len,
+        .max_source_len = c->max_source_len,
+        .max_embed_dim = c->max_embed_dim,
+        .max_heads = c->max_heads,
+        .max_weights_elements = c->max_weights_elements,
+    };
+}
+
+void service_error(struct service_answer *a, int code, const char *msg)
+{
+    service_answer_free(a);
+    a->status = http_error_status(code);
+    a->body = api_error_body(code, msg, &a->len);
+    if (!a->body)
+        a->len = 0; /* the sender answers 500 with an empty body */
+}
+
+void service_v2_error(struct service_answer *a, int code, const char *msg)
+{
+    service_answer_free(a);
+    a->status = http_error_status(code);
+    a->body = api_v2_error_body(msg ? msg : http_error_message(code), &a->len);
+    if (!a->body)
+        a->len = 0; /* the sender answers 500 with an empty body */
+}
+
+void service_answer_free(struct service_answer *a)
+{
+    free(a->body);
+    a->body = NULL;
+    if (a->reader && a->free_reader)
+        a->free_reader(a->reader);
+    a->reader = NULL;
+    a->read = NULL;
+    a->free_reader = NULL;
+}
+
+static size_t stream_read(void *cls, size_t pos, char *dst, size_t max)
+{
+    return codec_stream_read(cls, pos, dst, max);
+}
+
+static void stream_free(void *cls)
+{
+    codec_stream_free(cls);
+}
+
+/* Encode r's results into a: a buffer, or a stream for base64 answers
+ * (which takes out and w). */
+static int encode(struct service_answer *a, const struct codec_request *r, float **out,
+                  float **w)
+{
+    a->status = 200;
+    if (r->base64_out) {
+        struct codec_stream *st = codec_stream_new(r, *out, *w);
+        *out = *w = NULL;
+        if (!st)
+            return -1;
+        a->reader = st, a->read = stream_read, a->free_reader = stream_free;
+        a->len = codec_stream_size(st);
+        return 0;
+    }
+    a->body = codec_encode_response(r, *out, *w, &a->len);
+    return a->body ? 0 : -1;
+}
+
+/* Seconds since *mark, and move the mark to now. */
+static double lap(double *mark)
+{
+    const double now = service_now(), d = now - *mark;
+    *mark = now;
+    return d;
+}
+
+/* Server-Timing, the stage metrics and the model's statistics. */
+static void finish(struct service_answer *a, const double d[STAGE_COUNT], int ok,
+                   const char *model, int batch)
+{
+    size_t o = 0;
+    for (int s = 0; s < STAGE_COUNT && o < sizeof a->timing; s++)
+        o += (size_t)snprintf(a->timing + o, sizeof a->timing - o, "%s%s;dur=%.3f",
+                              s ? ", " : "", metrics_stage_name((enum metrics_stage)s),
+                              d[s] * 1e3);
+    if (ok)
+        metrics_record_stages(d);
+    if (model) {
+        const double st[REPO_STAGES] = {d[STAGE_QUEUE], d[STAGE_DECODE], d[STAGE_COMPUTE],
+                                        d[STAGE_ENCODE]};
+        double total = 0;
+        for (int s = STAGE_QUEUE; s < STAGE_COUNT; s++)
+            total += d[s];
+        repo_record(model, ok, total, st, batch);
+    }
+}
+
+void service_attention(const struct codec_limits *lim, const char *body, size_t len,
+                       const struct service_times *t, void (*release)(void *), void *cls,
+                       struct service_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    double d[STAGE_COUNT] = {0}, mark = t->body_done; /* a stage not run took 0 s */
+    d[STAGE_RECEIVE] = t->body_done - t->first_byte;
+    d[STAGE_QUEUE] = lap(&mark);
+    struct codec_request r;
+    struct api_error e;
+    float *out = NULL, *w = NULL;
+    int ok = 0;
+
+    /* 1. decode: validates everything, att_check() included, once */
+    const int rc = codec_decode_request(&r, body, len, lim, &e);
+    if (release)
+        release(cls); /* the request holds its own copies now */
+    d[STAGE_DECODE] = lap(&mark);
+    if (rc) {
+        service_error(a, e.code, e.msg);
+        goto done;
+    }
+    /* 2. compute, into buffers of the sizes the codec carries */
+    out = malloc(r.out_len * sizeof *out);
+    w = r.weights_len ? malloc(r.weights_len * sizeof *w) : NULL;
+    if (!out || (r.weights_len && !w)) {
+        service_error(a, ERR_INTERNAL, "out of memory for the output");
+        goto done;
+    }
+    struct att_error ae;
+    const int st = att_forward_checked(out, w, &r.p, &ae);
+    d[STAGE_COMPUTE] = lap(&mark);
+    if (st != ATT_OK) {
+        service_error(a, http_error_from_att(ae.code), ae.msg);
+        goto done;
+    }
+    /* 3. encode */
+    const int enc = encode(a, &r, &out, &w);
+    d[STAGE_ENCODE] = lap(&mark);
+    if (enc) {
+        service_error(a, ERR_INTERNAL, "out of memory encoding the response");
+        goto done;
+    }
+    ok = 1;
+done:
+    finish(a, d, ok, r.model ? repo_ref_name(r.model) : NULL, r.p.N);
+    free(out);
+    free(w);
+    codec_request_deinit(&r);
+}
+
+static size_t v2_read(void *cls, size_t pos, char *dst, size_t max)
+{
+    return v2_stream_read(cls, pos, dst, max);
+}
+
+static void v2_free(void *cls)
+{
+    v2_stream_free(cls);
+}
+
+void service_infer(const struct codec_limits *lim, const char *model, const char *version,
+                   const char *body, size_t len, long long header_len,
+                   const struct service_times *t, void (*release)(void *), void *cls,
+                   struct service_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    double d[STAGE_COUNT] = {0}, mark = t->body_done;
+    d[STAGE_RECEIVE] = t->body_done - t->first_byte;
+    d[STAGE_QUEUE] = lap(&mark);
+    struct v2_request r;
+    memset(&r, 0, sizeof r);
+    struct api_error e;
+    float *out = NULL, *w = NULL;
+    int ok = 0, counted = 0;
+
+    /* 0. the model, held until the answer is made */
+    struct repo_ref *ref = NULL;
+    char why[sizeof e.msg];
+    const int got = suggest_acquire(&ref, model, version, why, sizeof why);
+    if (got != REPO_OK) {
+        if (release)
+            release(cls);
+        service_v2_error(a, got == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, why);
+        goto done;
+    }
+    counted = 1;
+    /* 1. decode */
+    const int rc = v2_decode_infer(&r, body, len, header_len, repo_model(ref), lim, &e);
+    if (release)
+        release(cls);
+    d[STAGE_DECODE] = lap(&mark);
+    if (rc) {
+        service_v2_error(a, e.code, e.msg);
+        goto done;
+    }
+    /* 2. compute */
+    out = malloc(r.c.out_len * sizeof *out);
+    w = r.c.weights_len ? malloc(r.c.weights_len * sizeof *w) : NULL;
+    if (!out || (r.c.weights_len && !w)) {
+        service_v2_error(a, ERR_INTERNAL, "out of memory for the output");
+        goto done;
+    }
+    struct att_error ae;
+    const int st = att_forward_checked(out, w, &r.c.p, &ae);
+    d[STAGE_COMPUTE] = lap(&mark);
+    if (st != ATT_OK) {
+        service_v2_error(a, http_error_from_att(ae.code), ae.msg);
+        goto done;
+    }
+    /* 3. encode: the JSON now, binary data as it is sent */
+    struct v2_stream *vs = v2_stream_new(&r, repo_ref_name(ref), out, w);
+    out = w = NULL;
+    d[STAGE_ENCODE] = lap(&mark);
+    if (!vs) {
+        service_v2_error(a, ERR_INTERNAL, "out of memory encoding the response");
+        goto done;
+    }
+    a->status = 200;
+    a->reader = vs, a->read = v2_read, a->free_reader = v2_free;
+    a->len = v2_stream_size(vs);
+    if (v2_stream_is_binary(vs)) {
+        a->content_type = "application/octet-stream";
+        a->header_len = v2_stream_header_len(vs);
+        a->has_header_len = 1;
+    }
+    ok = 1;
+done:
+    finish(a, d, ok, counted ? repo_ref_name(ref) : NULL, r.c.p.N);
+    free(out);
+    free(w);
+    v2_request_deinit(&r);
+    repo_release(ref);
+}

@@ -1,0 +1,363 @@
+/* v2.c -- the Open Inference Protocol endpoints besides infer; see v2.h. */
+#include "api/v2.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/repo.h"
+#include "lib/suggest.h"
+
+#define SERVER_NAME "attention-service"
+/* openapi.yaml's info.version, the one place the number is written (the
+ * Makefile passes it; GET /v2 says it) */
+#ifndef ATTN_VERSION
+#define ATTN_VERSION "unknown" /* a build outside the Makefile (lint) */
+#endif
+#define SERVER_VERSION ATTN_VERSION
+
+/* The extensions implemented, as GET /v2 lists them. */
+static const char *const extensions[] = {"binary_tensor_data", "statistics", "model_repository",
+                                         "model_configuration"};
+
+/* The next path segment of *p (after a '/'), into seg; 0 at the end. */
+static int segment(const char **p, char *seg, size_t n)
+{
+    if (**p != '/')
+        return 0;
+    const char *s = *p + 1, *e = strchr(s, '/');
+    size_t len = e ? (size_t)(e - s) : strlen(s);
+    if (len == 0 || len >= n)
+        return -1;
+    memcpy(seg, s, len);
+    seg[len] = '\0';
+    *p = s + len;
+    return 1;
+}
+
+static int route_model(const char *p, struct v2_route *rt)
+{
+    char seg[128];
+    if (segment(&p, rt->model, sizeof rt->model) != 1)
+        return -1;
+    int k = segment(&p, seg, sizeof seg);
+    if (k == 1 && strcmp(seg, "versions") == 0) {
+        if (segment(&p, rt->version, sizeof rt->version) != 1)
+            return -1;
+        k = segment(&p, seg, sizeof seg);
+    }
+    if (k == 0) {
+        rt->kind = V2_MODEL;
+        return 0;
+    }
+    if (k < 0 || *p)
+        return -1;
+    static const struct { const char *name; enum v2_kind kind; } tails[] = {
+        {"ready", V2_MODEL_READY}, {"config", V2_MODEL_CONFIG},
+        {"stats", V2_MODEL_STATS}, {"infer", V2_INFER},
+    };
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++)
+        if (strcmp(seg, tails[i].name) == 0) {
+            rt->kind = tails[i].kind;
+            return 0;
+        }
+    return -1;
+}
+
+int v2_route(const char *path, struct v2_route *rt)
+{
+    memset(rt, 0, sizeof *rt);
+    if (strncmp(path, "/v2", 3) != 0)
+        return -1;
+    const char *p = path + 3;
+    static const struct { const char *path; enum v2_kind kind; } fixed[] = {
+        {"", V2_SERVER},           {"/health/live", V2_LIVE},
+        {"/health/ready", V2_READY}, {"/models", V2_MODELS},
+        {"/models/stats", V2_ALL_STATS}, {"/repository/index", V2_REPO_INDEX},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (strcmp(p, fixed[i].path) == 0) {
+            rt->kind = fixed[i].kind;
+            return 0;
+        }
+    if (strncmp(p, "/models/", 8) == 0)
+        return route_model(p + 7, rt);
+    if (strncmp(p, "/repository/models/", 19) == 0) {
+        p += 18;
+        char seg[16];
+        if (segment(&p, rt->model, sizeof rt->model) != 1 || segment(&p, seg, sizeof seg) != 1 ||
+            *p)
+            return -1;
+        if (strcmp(seg, "load") == 0)
+            rt->kind = V2_REPO_LOAD;
+        else if (strcmp(seg, "unload") == 0)
+            rt->kind = V2_REPO_UNLOAD;
+        else
+            return -1;
+        return 0;
+    }
+    return -1;
+}
+
+int v2_route_has_body(const struct v2_route *rt)
+{
+    return rt->kind >= V2_INFER;
+}
+
+const char *v2_route_method(const struct v2_route *rt)
+{
+    return v2_route_has_body(rt) ? "POST" : "GET";
+}
+
+/* ---------------------------------------------------------------------- */
+
+static void answer_json(struct service_answer *a, int status, json_t *o)
+{
+    if (!o) {
+        service_v2_error(a, ERR_INTERNAL, "out of memory");
+        return;
+    }
+    service_answer_free(a);
+    a->status = status;
+    a->body = json_dumps(o, JSON_COMPACT);
+    a->len = a->body ? strlen(a->body) : 0;
+    json_decref(o);
+    if (!a->body)
+        service_v2_error(a, ERR_INTERNAL, "out of memory");
+}
+
+static void answer_empty(struct service_answer *a)
+{
+    service_answer_free(a);
+    a->status = 200;
+    a->body = malloc(1);
+    a->len = 0;
+}
+
+static json_t *tensor_meta(const char *name, const char *dtype, int d0, int d1, int d2)
+{
+    json_t *shape = json_array();
+    const int d[3] = {d0, d1, d2};
+    for (int i = 0; i < 3 && shape; i++)
+        if (d[i] != 0)
+            json_array_append_new(shape, json_integer(d[i]));
+    return json_pack("{s:s, s:s, s:o}", "name", name, "datatype", dtype, "shape", shape);
+}
+
+/* Model metadata: the inputs and outputs, -1 for a variable dimension.
+ * query is shown as [N, L, E]; [L, E] (no batch) is accepted too. */
+static json_t *model_meta(const char *name, const struct model *m)
+{
+    const int E = m ? m->E : -1, kd = m ? m->kdim : -1, vd = m ? m->vdim : -1;
+    json_t *in = json_array(), *out = json_array();
+    json_array_append_new(in, tensor_meta("query", "FP32", -1, -1, E));
+    json_array_append_new(in, tensor_meta("key", "FP32", -1, -1, kd));
+    json_array_append_new(in, tensor_meta("value", "FP32", -1, -1, vd));
+    json_array_append_new(in, tensor_meta("attn_mask", "BOOL", -1, -1, -1));
+    json_array_append_new(in, tensor_meta("key_padding_mask", "BOOL", -1, -1, 0));
+    if (!m) {
+        json_array_append_new(in, tensor_meta("in_proj_weight", "FP32", -1, -1, 0));
+        json_array_append_new(in, tensor_meta("q_proj_weight", "FP32", -1, -1, 0));
+        json_array_append_new(in, tensor_meta("k_proj_weight", "FP32", -1, -1, 0));
+        json_array_append_new(in, tensor_meta("v_proj_weight", "FP32", -1, -1, 0));
+        json_array_append_new(in, tensor_meta("in_proj_bias", "FP32", -1, 0, 0));
+        json_array_append_new(in, tensor_meta("out_proj_weight", "FP32", -1, -1, 0));
+        json_array_append_new(in, tensor_meta("out_proj_bias", "FP32", -1, 0, 0));
+    }
+    json_array_append_new(out, tensor_meta("output", "FP32", -1, -1, E));
+    json_t *wshape = json_pack("[i,i,i,i]", -1, m ? m->H : -1, -1, -1);
+    /* the weights, in full or reduced (parameters weights_top_k, weights_pool) */
+    static const char *const wnames[4] = {"attention_weights", "attention_weights_top_k_values",
+                                          "attention_weights_top_k_indices",
+                                          "attention_weights_pooled"};
+    for (int k = 0; k < 4; k++)
+        json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "name", wnames[k], "datatype",
+                                             k == 2 ? "INT32" : "FP32", "shape", wshape));
+    json_decref(wshape);
+    json_t *o = json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name", name, "versions", REPO_VERSION,
+                          "platform", m ? "attention_safetensors" : "attention_builtin",
+                          "inputs", in, "outputs", out);
+    if (o && m) {
+        /* the dimensions the weights have (defaults, else H and E / H) */
+        json_t *kv = json_object_get(m->defaults, "num_kv_heads");
+        json_t *hd = json_object_get(m->defaults, "head_dim");
+        kv = kv ? json_incref(kv) : json_integer(m->H);
+        hd = hd ? json_incref(hd) : json_integer(m->E / m->H);
+        json_object_set_new(o, "parameters",
+                            json_pack("{s:i, s:o, s:o, s:s, s:s, s:O}", "num_heads", m->H,
+                                      "num_kv_heads", kv, "head_dim", hd, "format",
+                                      model_format_name(m->format), "dtype", m->dtype,
+                                      "defaults", m->defaults));
+    }
+    return o;
+}
+
+/* A model's config.json as GET .../config shows it: as written, except a
+ * Hugging Face model's checkpoint, shown by its folder's name alone (the
+ * path, absolute or through the model's folder, is the server's disk). */
+static json_t *public_config(const struct model *m)
+{
+    json_t *c = json_deep_copy(m->config);
+    const char *ck = json_string_value(json_object_get(c, "checkpoint"));
+    if (ck) {
+        size_t n = strlen(ck);
+        while (n > 1 && ck[n - 1] == '/')
+            n--;
+        const char *name = ck + n;
+        while (name > ck && name[-1] != '/')
+            name--;
+        json_object_set_new(c, "checkpoint", json_stringn(name, (size_t)(ck + n - name)));
+    }
+    return c;
+}
+
+/* A model route's model, held; answers 404/503 itself (returns NULL). */
+static struct repo_ref *held(const struct v2_route *rt, struct service_answer *a)
+{
+    struct repo_ref *ref = NULL;
+    char why[600];
+    const int rc = suggest_acquire(&ref, rt->model, rt->version[0] ? rt->version : NULL, why,
+                                   sizeof why);
+    if (rc != REPO_OK)
+        service_v2_error(a, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, why);
+    return ref;
+}
+
+void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
+                   struct service_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    struct repo_ref *ref;
+    switch (rt->kind) {
+    case V2_SERVER: {
+        json_t *ext = json_array();
+        for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
+            json_array_append_new(ext, json_string(extensions[i]));
+        answer_json(a, 200, json_pack("{s:s, s:s, s:o}", "name", SERVER_NAME, "version",
+                                      SERVER_VERSION, "extensions", ext));
+        return;
+    }
+    case V2_LIVE:
+        answer_empty(a);
+        return;
+    case V2_READY:
+        if (s->draining)
+            service_v2_error(a, ERR_SHUTTING_DOWN, "not ready: the server is draining");
+        else if (!repo_loading_done())
+            service_v2_error(a, ERR_MODEL_NOT_READY, "not ready: models are still loading");
+        else
+            answer_empty(a);
+        return;
+    case V2_MODELS:
+        answer_json(a, 200, json_pack("{s:o}", "models", repo_names()));
+        return;
+    case V2_ALL_STATS:
+        answer_json(a, 200, repo_stats_json(NULL));
+        return;
+    case V2_MODEL_STATS: {
+        int state;
+        char reason[8];
+        const int known = repo_state(rt->model, &state, reason, sizeof reason) == 0;
+        if (!known || (rt->version[0] && strcmp(rt->version, REPO_VERSION))) {
+            char msg[600];
+            if (!known)
+                suggest_unknown_model(msg, sizeof msg, rt->model);
+            else
+                snprintf(msg, sizeof msg, "unknown model '%.128s' version %.32s", rt->model,
+                         rt->version);
+            service_v2_error(a, ERR_NOT_FOUND, msg);
+            return;
+        }
+        answer_json(a, 200, repo_stats_json(rt->model));
+        return;
+    }
+    case V2_MODEL_READY:
+        if ((ref = held(rt, a))) {
+            answer_empty(a);
+            repo_release(ref);
+        }
+        return;
+    case V2_MODEL:
+        if ((ref = held(rt, a))) {
+            answer_json(a, 200, model_meta(rt->model, repo_model(ref)));
+            repo_release(ref);
+        }
+        return;
+    case V2_MODEL_CONFIG:
+        if ((ref = held(rt, a))) {
+            const struct model *m = repo_model(ref);
+            answer_json(a, 200, m ? public_config(m)
+                                  : json_pack("{s:s, s:s}", "name", REPO_BUILTIN, "format",
+                                              "builtin"));
+            repo_release(ref);
+        }
+        return;
+    default:
+        service_v2_error(a, ERR_INTERNAL, "not a GET route");
+    }
+}
+
+/* The body of a repository request: empty, or a JSON object. */
+static json_t *repo_body(const char *body, size_t len, struct service_answer *a)
+{
+    json_error_t je;
+    json_t *o = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &je) : json_object();
+    if (!o || !json_is_object(o)) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "the body must be empty or a JSON object%s%s",
+                 o ? "" : ": ", o ? "" : je.text);
+        service_v2_error(a, ERR_INVALID_JSON, msg);
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+void v2_answer_repository(const struct v2_route *rt, const char *body, size_t len,
+                          struct service_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    json_t *o = repo_body(body, len, a);
+    if (!o)
+        return;
+    char why[600];
+    int rc;
+    switch (rt->kind) {
+    case V2_REPO_INDEX: {
+        json_t *ready = json_object_get(o, "ready");
+        if (ready && !json_is_boolean(ready)) {
+            service_v2_error(a, ERR_INVALID_PARAMETER, "ready must be true or false");
+            break;
+        }
+        answer_json(a, 200, repo_index(json_is_true(ready)));
+        break;
+    }
+    case V2_REPO_LOAD:
+        if (json_object_get(json_object_get(o, "parameters"), "config") ||
+            json_object_size(json_object_get(o, "parameters")) > 0) {
+            service_v2_error(a, ERR_INVALID_PARAMETER, "load takes no parameters: models "
+                             "load from model_repository only (no config or file upload)");
+            break;
+        }
+        rc = repo_load(rt->model, why, sizeof why);
+        if (rc == REPO_OK)
+            answer_empty(a);
+        else
+            service_v2_error(a, rc == REPO_EINVAL ? ERR_NOT_FOUND : ERR_INVALID_PARAMETER, why);
+        break;
+    case V2_REPO_UNLOAD:
+        rc = repo_unload(rt->model, why, sizeof why);
+        if (rc == REPO_ENOTFOUND)
+            suggest_unknown_model(why, sizeof why, rt->model);
+        if (rc == REPO_OK)
+            answer_empty(a);
+        else
+            service_v2_error(a, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_INVALID_PARAMETER,
+                             why);
+        break;
+    default:
+        service_v2_error(a, ERR_INTERNAL, "not a repository route");
+    }
+    json_decref(o);
+}

@@ -1,0 +1,146 @@
+/* codec.h -- the JSON protocol of POST /attention: request in, answer out.
+ *
+ * codec_decode_request() turns a request body into a struct att_params whose
+ * arrays the request owns, after checking every field, every tensor
+ * (tensor.h: three forms, one check) and every limit, and att_check() once,
+ * whose sizes it carries (out_len, weights_len) so nobody checks again.
+ * codec_encode_response() writes the answer, or codec_stream_new() writes it
+ * as it is sent. Errors come back as a struct api_error (lib/errors.h).
+ *
+ *     struct codec_request r;
+ *     struct api_error e;
+ *     if (codec_decode_request(&r, body, len, &limits, &e) == 0) {
+ *         ... att_forward_checked(out, weights, &r.p, ...) ...
+ *         char *json = codec_encode_response(&r, out, weights, &json_len);
+ *     }
+ *     codec_request_deinit(&r);   (always, success or not)
+ *
+ * Two decoders. The fast decoder (scan.h) reads the structure itself and
+ * the tensors straight into floats. For a body of at most
+ * CODEC_FAST_ERRORS_FROM bytes, anything it does not handle cleanly, and
+ * every error, sends the whole body to the second one: jansson with
+ * JSON_REJECT_DUPLICATES, which is the reference for what is accepted and
+ * for those error messages. A larger body never goes to jansson whole (its
+ * DOM costs 20-30x the body): the fast decoder gives the answer, the same
+ * status and slug, and a message naming the field and the problem (the
+ * reference's own when the value at fault is small). Decoding then holds
+ * at most 3x the body size beyond the body itself (README, Request).
+ * r.path says which decoder answered. Call it on a thread with >= 1 MiB of
+ * stack (jansson recurses up to its 2048-deep limit).
+ *
+ * A server-held model ("model": name, model/repo.h) gives the weights (then
+ * "weights" is refused), num_heads (optional then; if given it must agree),
+ * num_kv_heads and head_dim (the same: its weights have those shapes) and
+ * its "defaults" for the options the request does not set; an unknown
+ * model is 404 not_found, one not ready 503 model_not_ready. The name of
+ * the built-in model, "attention", means the weights are in the request.
+ *
+ * Labels: "tokens" must have exactly L entries and "key_tokens" exactly S
+ * (the same labels serve every batch item).
+ *
+ * Numbers. A tensor value is any JSON number that fits float32; jansson
+ * refuses integers beyond long long and numbers beyond double, so the
+ * reference loads such a body again with stand-ins for them
+ * (jsonnum_standin). Integer fields (num_heads, shape) take integers: 2.0
+ * is refused, an integral value beyond 2^63 is too large. A float attn_mask
+ * may hold -inf, as "-inf" or "-Infinity" or as its base64 bits; no other
+ * tensor may, and +inf and NaN are refused everywhere.
+ *
+ * The attention variants' fields (num_kv_heads, head_dim, rope,
+ * query_position_offset, alibi, alibi_slopes, window, softcap) are checked
+ * by codec_variants.c, which v2 shares; the weights' shapes follow from H,
+ * num_kv_heads and head_dim there.
+ *
+ * Files: codec_request.c (the request schema and limits), codec_response.c
+ * (the answer, buffered or streamed), scan.c and scan_json.c (the fast
+ * decoder), tensor.c (tensors), base64.c. */
+#ifndef SERVER_CODEC_H
+#define SERVER_CODEC_H
+
+#include <stddef.h>
+
+#include "core/attention.h"
+#include "lib/errors.h"
+#include "codec/tensor.h"
+
+/* Bodies above this many bytes get their errors from the fast decoder. */
+#define CODEC_FAST_ERRORS_FROM (64 * 1024)
+
+struct codec_limits {
+    long long max_tensor_elements;  /* per tensor */
+    int max_batch, max_target_len, max_source_len, max_embed_dim, max_heads;
+    long long max_weights_elements; /* N·H·L·S of the weights output */
+};
+
+enum codec_path {
+    CODEC_PATH_NONE = 0,
+    CODEC_PATH_FAST,    /* the fast decoder read the whole request, or refused
+                           a body above CODEC_FAST_ERRORS_FROM */
+    CODEC_PATH_JANSSON, /* the reference did (every refusal of a small body) */
+};
+
+struct codec_request {
+    struct att_params p;  /* checked by att_check(); arrays in arena */
+    size_t out_len;       /* floats of the output (att_check) */
+    size_t weights_len;   /* floats of the attention weights, 0 if none */
+    int batched;          /* query had rank 3 */
+    int base64_out;       /* output_encoding "base64" */
+    char *tokens_json;    /* compact JSON of "tokens", or NULL (owned) */
+    char *key_tokens_json;
+    enum codec_path path; /* which decoder read it */
+    struct repo_ref *model; /* "model": the server-held model (held until deinit), or NULL */
+    struct tensor_arena arena;
+};
+
+/* Decode body (len bytes, not NUL-terminated) into r (caller storage).
+ * Returns 0, or -1 with err filled. r must be deinit'ed either way. */
+int codec_decode_request(struct codec_request *r, const char *body, size_t len,
+                         const struct codec_limits *lim, struct api_error *err);
+void codec_request_deinit(struct codec_request *r);
+
+/* The same decoding through jansson alone, without the fast decoder: the
+ * reference the fast decoder is tested against (same contract). */
+int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
+                                   const struct codec_limits *lim, struct api_error *err);
+
+/* The 200 body for r's results. out: (N, L, E); weights as r->p.weights_mode
+ * says, or NULL. Returns a malloc'd NUL-terminated buffer (caller frees) and
+ * its length in *len, or NULL when out of memory. */
+char *codec_encode_response(const struct codec_request *r, const float *out,
+                            const float *weights, size_t *len);
+
+/* The same 200 body for a request with output_encoding "base64", produced
+ * piece by piece as it is sent, so the big payloads are never encoded into
+ * one buffer: the JSON text is written now, the base64 when read.
+ * Takes ownership of out and weights (malloc'd; freed by codec_stream_free,
+ * also on failure). Returns NULL when out of memory. */
+struct codec_stream;
+struct codec_stream *codec_stream_new(const struct codec_request *r, float *out,
+                                      float *weights);
+/* Bytes in the whole body. */
+size_t codec_stream_size(const struct codec_stream *st);
+/* Copy up to max bytes of the body from offset pos into dst; returns how
+ * many (0 at the end). Any pos and max work; reads do not change st. */
+size_t codec_stream_read(const struct codec_stream *st, size_t pos, char *dst, size_t max);
+void codec_stream_free(struct codec_stream *st);
+
+/* The reduced weights (codec_reduce.c, shared with v2). */
+
+/* weights_top_k and weights_pool (the JSON values, NULL when absent) into
+ * p: integers >= 1 (one beyond int means INT_MAX: k beyond S is S), at
+ * most one, and only when need (the weights are asked for). prefix goes
+ * before the names in messages ("" or "parameters."). 0, or -1 with err. */
+int codec_weights_reduce(struct att_params *p, json_t *top_k, json_t *pool, int need,
+                         const char *prefix, struct api_error *err);
+
+/* The shape of the weights output as r asks for it: [N,] [H,] then (L, S),
+ * (L, k) for top-k (values; the indices have the same shape) or
+ * (⌈L/p⌉, ⌈S/p⌉) pooled; *count its elements. Returns the rank. */
+int codec_weights_shape(const struct codec_request *r, long long shape[4], size_t *count);
+
+/* max_weights_elements against the weights output r asks for (full: N·H·L·S,
+ * or the reduced count). full_hint ends the message for full weights. */
+int codec_weights_limit(const struct codec_request *r, const struct codec_limits *lim,
+                        const char *full_hint, struct api_error *err);
+
+#endif

@@ -1,0 +1,530 @@
+/* scan.c -- the fast decoder's pass over a request body: its fields, tensors
+ * and tokens, and what a large body is refused for; see scan.h. The lexical
+ * layer it reads with (cursor, keys, values, line and column, the syntax
+ * check of a whole body) is scan_json.c. */
+#include "codec/scan.h"
+
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "lib/jsonnum.h"
+#include "codec/scan_json.h"
+#include "lib/suggest.h"
+
+/* The placeholder's key. A body may spell it ("\u0001tensor") in a value
+ * jansson loads, so a placeholder is also recognised by its address. */
+#define SCAN_KEY "\x01tensor"
+
+const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
+                                    const struct api_error **err)
+{
+    json_t *i = st && json_is_object(v) ? json_object_get(v, SCAN_KEY) : NULL;
+    if (!json_is_integer(i) || json_integer_value(i) < 0 || json_integer_value(i) >= st->n ||
+        st->placeholder[json_integer_value(i)] != v)
+        return NULL;
+    *err = st->bad[json_integer_value(i)] ? &st->err[json_integer_value(i)] : NULL;
+    return &st->t[json_integer_value(i)];
+}
+
+/* The fields of a request and of "weights": the one list (decode_fields
+ * uses it too). */
+static const char *const fields[] = {
+    "query", "key", "value", "num_heads", "weights", "attn_mask", "key_padding_mask",
+    "need_weights", "average_attn_weights", "scale", "positional_encoding", "output_encoding",
+    "tokens", "key_tokens", "model", "num_kv_heads", "head_dim", "rope", "query_position_offset",
+    "alibi", "alibi_slopes", "window", "softcap", "weights_top_k", "weights_pool"};
+static const char *const weight_fields[] = {
+    "in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+    "out_proj_weight", "out_proj_bias"};
+
+static int in_list(const char *k, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(k, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int scan_is_field(const char *key)
+{
+    return in_list(key, fields, sizeof fields / sizeof fields[0]);
+}
+
+int scan_weight_index(const char *key)
+{
+    for (size_t i = 0; i < sizeof weight_fields / sizeof weight_fields[0]; i++)
+        if (strcmp(key, weight_fields[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+int scan_is_weight(const char *key)
+{
+    return scan_weight_index(key) >= 0;
+}
+
+int scan_unknown_field(struct api_error *err, int in_weights, const char *key)
+{
+    char hint[96];
+    if (in_weights)
+        return api_fail(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'%s", key,
+                        suggest_hint(hint, sizeof hint, key, weight_fields,
+                                     sizeof weight_fields / sizeof weight_fields[0]));
+    return api_fail(err, ERR_INVALID_PARAMETER, "unknown field '%s'%s", key,
+                    suggest_hint(hint, sizeof hint, key, fields,
+                                 sizeof fields / sizeof fields[0]));
+}
+
+/* The answer for a numeric array the fast reader stopped in; 1 (doubt)
+ * where jansson may still read it: booleans, escaped strings. at: the
+ * array's offset in the body. */
+static int numbers_error(struct scan *sc, const struct jsonnum_error *je, size_t at,
+                         const char *name)
+{
+    const size_t off = at + je->offset;
+    const char c = off < sc->len ? sc->s[off] : 0;
+    int line, col;
+    switch (je->code) {
+    case JSONNUM_ERR_SYNTAX:
+        return scan_bad_json(sc, off, je->msg);
+    case JSONNUM_ERR_LIMIT:
+        return scan_refuse(sc, ERR_PAYLOAD_TOO_LARGE, "%s has more than %lld elements "
+                           "(max_tensor_elements)", name, sc->max);
+    case JSONNUM_ERR_NOMEM:
+        return scan_refuse(sc, ERR_INTERNAL, "out of memory decoding %s", name);
+    case JSONNUM_ERR_TYPE:
+        if (c == '"') {
+            for (size_t i = off + 1; i < sc->len && sc->s[i] != '"'; i++)
+                if (sc->s[i] == '\\')
+                    return 1;
+        }
+        break;
+    default:
+        break;
+    }
+    scan_line_col(sc, off, &line, &col);
+    return scan_refuse(sc, ERR_INVALID_TENSOR, "%s: %s (line %d, column %d)", name, je->msg,
+                       line, col);
+}
+
+/* An array of numbers at the cursor (nested to any rank) into floats kept
+ * in the arena: 0, 1 (doubt) or -1 (refused). */
+static int scan_numbers(struct scan *sc, struct jsonnum_array *a, unsigned opt,
+                        const char *name)
+{
+    struct jsonnum_error je;
+    size_t used;
+    if (peek(sc) != '[')
+        return 1;
+    int rc = jsonnum_parse_array_opt(a, sc->s + sc->pos, sc->len - sc->pos, (size_t)sc->max,
+                                     opt, &used, &je);
+    if (rc != JSONNUM_OK)
+        return numbers_error(sc, &je, sc->pos, name);
+    sc->pos += used;
+    return tensor_arena_keep(sc->a, a->data) ? 0 : 1;
+}
+
+/* How to read the array at the cursor for a field of this kind: booleans
+ * for key_padding_mask, and for attn_mask when its first element is one
+ * (as tensor.c decides); else numbers, "-inf" among them in attn_mask. */
+static unsigned leaf_options(struct scan *sc, enum tensor_kind kind)
+{
+    if (kind == TENSOR_BOOL)
+        return JSONNUM_BOOL;
+    if (kind == TENSOR_FLOAT)
+        return 0;
+    size_t p = sc->pos;
+    while (p < sc->len && strchr("[ \n\r\t", sc->s[p]) && sc->s[p])
+        p++;
+    return p < sc->len && (sc->s[p] == 't' || sc->s[p] == 'f') ? JSONNUM_BOOL : JSONNUM_NEG_INF;
+}
+
+/* The 0/1 floats of a boolean array as bytes, in place. */
+static void to_bytes(struct tensor *t)
+{
+    uint8_t *u = (uint8_t *)(void *)t->f;
+    for (size_t i = 0; i < t->count; i++)
+        u[i] = t->f[i] != 0;
+    t->u8 = u, t->f = NULL, t->is_bool = 1;
+}
+
+/* The "b64" string at the cursor when "shape" and "dtype" came before it
+ * (as this service and its clients write them), so its length is known:
+ * decoded at once into t, which finds its end too. Returns its length, or
+ * 0 to read it the usual way (any problem: that way names it). */
+static size_t read_sized(struct scan *sc, struct tensor *t, json_t *shape, json_t *dtype,
+                         const char *name)
+{
+    const char *dt = json_string_value(dtype);
+    struct tensor s = {0};
+    struct api_error e;
+    if (!dt || (strcmp(dt, "float32") && strcmp(dt, "bool")) ||
+        tensor_shape_from_json(&s, shape, name, sc->max, &e))
+        return 0;
+    s.is_bool = strcmp(dt, "bool") == 0;
+    const size_t at = sc->pos + 1, n = tensor_read_b64_sized(&s, sc->s + at, sc->len - at, sc->a);
+    if (n)
+        t->f = s.f, t->u8 = s.u8;
+    return n;
+}
+
+/* {shape, data} or {shape, dtype, b64}, the cursor after the '{': 0, 1
+ * (doubt) or -1 (refused, with the messages tensor.c's from_object gives). */
+static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
+                       const char *name)
+{
+    json_t *shape = NULL, *dtype = NULL;
+    const char *b64 = NULL;
+    size_t b64_len = 0, have = 0;
+    int have_data = 0, rc = 0, decoded = 0;
+    if (peek(sc) == '}')
+        sc->pos++;
+    else
+        for (;;) {
+            char k[32];
+            int odd;
+            const size_t at = (skip_ws(sc), sc->pos);
+            if (scan_key(sc, k, &odd)) {
+                rc = sc->errors ? scan_bad_json(sc, at, "string or '}' expected") : 1;
+            } else if (!odd && strcmp(k, "shape") == 0 && !shape) {
+                rc = (shape = scan_field_value(sc)) ? 0 : sc->refused ? -1 : 1;
+            } else if (!odd && strcmp(k, "dtype") == 0 && !dtype) {
+                rc = (dtype = scan_field_value(sc)) ? 0 : sc->refused ? -1 : 1;
+            } else if (!odd && strcmp(k, "b64") == 0 && !b64) {
+                /* no escape check here: the base64 decoder refuses '\\' and
+                 * every other byte outside its alphabet (then: jansson) */
+                const char *q = NULL;
+                if (peek(sc) == '"') {
+                    const size_t got = read_sized(sc, t, shape, dtype, name);
+                    decoded = got > 0;
+                    q = decoded ? sc->s + sc->pos + 1 + got
+                                : memchr(sc->s + sc->pos + 1, '"', sc->len - sc->pos - 1);
+                }
+                rc = q ? 0 : sc->errors ? scan_refuse(sc, ERR_INVALID_TENSOR, "%s.b64 must be "
+                                                          "a base64 string", name) : 1;
+                if (q) {
+                    b64 = sc->s + sc->pos + 1, b64_len = (size_t)(q - b64);
+                    sc->pos = (size_t)(q - sc->s) + 1;
+                }
+            } else if (!odd && strcmp(k, "data") == 0 && !have_data) {
+                struct jsonnum_array a;
+                char dn[48];
+                snprintf(dn, sizeof dn, "%s.data", name);
+                skip_ws(sc);
+                const unsigned o = leaf_options(sc, kind);
+                rc = scan_numbers(sc, &a, o, dn);
+                if (rc == 0 && a.ndim != 1)
+                    rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s.data must be a flat array",
+                                     name);
+                if (rc == 0) {
+                    t->f = a.data, t->count = have = a.count, have_data = 1;
+                    if (o == JSONNUM_BOOL)
+                        to_bytes(t);
+                }
+            } else if (!odd && (!strcmp(k, "shape") || !strcmp(k, "dtype") ||
+                                !strcmp(k, "b64") || !strcmp(k, "data"))) {
+                rc = scan_bad_json(sc, at, "duplicate object key");
+            } else {
+                sc->refused = 1;
+                rc = tensor_unknown_field(sc->err, name, k);
+            }
+            if (rc)
+                break;
+            const int c = peek(sc);
+            sc->pos++;
+            if (c == '}')
+                break;
+            if (c != ',') {
+                rc = scan_bad_json(sc, sc->pos - 1, "',' or '}' expected");
+                break;
+            }
+        }
+    struct api_error e;
+    if (rc == 0 && tensor_shape_from_json(t, shape, name, sc->max, &e))
+        rc = scan_refuse(sc, e.code, "%s", e.msg);
+    if (rc == 0 && have_data == (b64 != NULL))
+        rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s needs exactly one of 'data' or 'b64'",
+                         name);
+    if (rc == 0 && have_data) {
+        char s[96];
+        tensor_shape_str(s, sizeof s, t->shape, t->ndim);
+        if (dtype)
+            rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s: 'dtype' goes with 'b64', not 'data'",
+                             name);
+        else if (have != t->count)
+            rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s.data has %zu elements but shape %s "
+                             "needs %zu", name, have, s, t->count);
+    }
+    if (rc == 0 && b64) {
+        const char *dt = json_string_value(dtype);
+        t->is_bool = dt && strcmp(dt, "bool") == 0;
+        if (!dt || (!t->is_bool && strcmp(dt, "float32")))
+            rc = scan_refuse(sc, ERR_INVALID_TENSOR, "%s.dtype must be \"float32\" (or \"bool\" "
+                             "for masks) with 'b64'", name);
+        else if (!decoded && tensor_read_b64(t, b64, b64_len, sc->a, name, &e))
+            /* an escape is for jansson to read; anything else is the answer */
+            rc = memchr(b64, '\\', b64_len) ? 1 : scan_refuse(sc, e.code, "%s", e.msg);
+    }
+    json_decref(shape);
+    json_decref(dtype);
+    return rc;
+}
+
+/* A tensor at the cursor into t: 0, 1 (doubt) or -1 (refused). */
+static int read_tensor(struct scan *sc, struct tensor *t, enum tensor_kind kind,
+                       const char *name)
+{
+    memset(t, 0, sizeof *t);
+    const int c = peek(sc);
+    if (c == '[') { /* nested arrays of numbers, or of booleans in a mask */
+        struct jsonnum_array a;
+        const unsigned o = leaf_options(sc, kind);
+        const int rc = scan_numbers(sc, &a, o, name);
+        if (rc)
+            return rc;
+        t->f = a.data, t->count = a.count, t->ndim = a.ndim;
+        memcpy(t->shape, a.shape, sizeof t->shape);
+        if (o == JSONNUM_BOOL)
+            to_bytes(t);
+        return 0;
+    }
+    if (c == '{') {
+        sc->pos++;
+        return scan_object(sc, t, kind, name);
+    }
+    return 1;
+}
+
+/* The placeholder of the next slot (the root will own it). */
+static json_t *placeholder(struct scan *sc)
+{
+    json_t *v = json_pack("{s:i}", SCAN_KEY, sc->st->n);
+    if (v)
+        sc->st->placeholder[sc->st->n++] = v;
+    return v;
+}
+
+/* A tensor at the cursor into the next slot; returns its placeholder. On a
+ * large body, a tensor the fast reader could not read (booleans, escapes)
+ * or refused while small is read alone by jansson instead, and the schema
+ * reads that (tensor_from_json: the reference's own messages); a large one
+ * it refused keeps the fast reader's message. */
+static json_t *tensor_value(struct scan *sc, enum tensor_kind kind, const char *name)
+{
+    if (sc->st->n == SCAN_MAX_TENSORS)
+        return NULL;
+    const size_t start = (skip_ws(sc), sc->pos);
+    const int slot = sc->st->n;
+    const int rc = read_tensor(sc, &sc->st->t[slot], kind, name);
+    sc->st->bad[slot] = 0;
+    if (rc == 0)
+        return placeholder(sc);
+    if (!sc->errors)
+        return NULL;
+    sc->pos = start;
+    const int sk = scan_skip_value(sc);
+    if (rc < 0 && sk == 0 && sc->pos - start > SCAN_SMALL) {
+        /* the schema reports it when it reaches this field, in its order */
+        sc->st->bad[slot] = 1;
+        sc->st->err[slot] = *sc->err;
+        sc->refused = 0;
+        return placeholder(sc);
+    }
+    if (rc < 0 && sk)
+        return NULL; /* not JSON: sc->err holds the answer */
+    sc->refused = 0;
+    sc->pos = start;
+    return scan_extent_value(sc);
+}
+
+/* "tokens" or "key_tokens": counted first, without a DOM; more than max
+ * (a bound on L or S) cannot be right, nor more than SCAN_TOKENS_MAX_BYTES
+ * of text. Then, bounded, through jansson. */
+static json_t *tokens_value(struct scan *sc, const char *key, int max, const char *what,
+                            const char *limit)
+{
+    const size_t start = (skip_ws(sc), sc->pos);
+    size_t n = 0;
+    int strings = 1;
+    if (peek(sc) == '[') {
+        sc->pos++;
+        int c = peek(sc);
+        while (c != ']') {
+            if (c != '"') {
+                strings = 0;
+                break;
+            }
+            sc->pos++;
+            while (sc->pos < sc->len && sc->s[sc->pos] != '"')
+                sc->pos += sc->s[sc->pos] == '\\' ? 2 : 1;
+            if (sc->pos >= sc->len)
+                break;
+            sc->pos++, n++;
+            c = peek(sc);
+            if (c == ',')
+                sc->pos++, c = peek(sc);
+            else if (c != ']')
+                break;
+        }
+    } else {
+        strings = 0;
+    }
+    if (strings && n > (size_t)max) {
+        if (sc->errors)
+            scan_refuse(sc, ERR_INVALID_PARAMETER, "%s has %zu entries but needs exactly one "
+                        "per %s position, and there are at most %d (%s)", key, n, what, max,
+                        limit);
+        return NULL;
+    }
+    if (strings && sc->errors && sc->pos - start > SCAN_TOKENS_MAX_BYTES) {
+        scan_refuse(sc, ERR_PAYLOAD_TOO_LARGE, "%s takes %zu bytes; labels may take at most %d",
+                    key, sc->pos - start, SCAN_TOKENS_MAX_BYTES);
+        return NULL;
+    }
+    sc->pos = start;
+    if (!strings && sc->errors && scan_skip_value(sc) == 0 && sc->pos - start > SCAN_SMALL) {
+        if (sc->s[start] == '[')
+            scan_refuse(sc, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, n);
+        else
+            scan_refuse(sc, ERR_INVALID_PARAMETER, "%s must be an array of strings", key);
+        return NULL;
+    }
+    sc->pos = start;
+    return scan_extent_value(sc);
+}
+
+/* "weights": an object of tensors. */
+static json_t *weights_value(struct scan *sc)
+{
+    json_t *v = json_object();
+    sc->pos++; /* '{' */
+    if (v && peek(sc) == '}') {
+        sc->pos++;
+        return v;
+    }
+    while (v) {
+        char k[32], name[48];
+        int odd;
+        json_t *t = NULL;
+        const size_t at = (skip_ws(sc), sc->pos);
+        if (scan_key(sc, k, &odd)) {
+            if (sc->errors)
+                scan_bad_json(sc, at, "string or '}' expected");
+            break;
+        }
+        if (odd || !scan_is_weight(k)) {
+            if (sc->errors)
+                sc->refused = 1, scan_unknown_field(sc->err, 1, k);
+            break;
+        }
+        if (json_object_get(v, k)) {
+            if (sc->errors)
+                scan_bad_json(sc, at, "duplicate object key");
+            break;
+        }
+        snprintf(name, sizeof name, "weights.%s", k);
+        if (!(t = tensor_value(sc, TENSOR_FLOAT, name)) || json_object_set_new(v, k, t))
+            break;
+        const int c = peek(sc);
+        sc->pos++;
+        if (c == '}')
+            return v;
+        if (c != ',') {
+            if (sc->errors)
+                scan_bad_json(sc, sc->pos - 1, "',' or '}' expected");
+            break;
+        }
+    }
+    json_decref(v);
+    return NULL;
+}
+
+int scan_request(json_t **out, const char *body, size_t len, const struct codec_limits *lim,
+                 int errors, struct scan_tensors *st, struct tensor_arena *a,
+                 struct api_error *err)
+{
+    struct scan sc = {body, len, 0, lim->max_tensor_elements, errors, st, a, err, 0};
+    st->n = 0;
+    *out = NULL;
+    json_t *root = json_object();
+    if (!root)
+        return 1;
+    int c = peek(&sc);
+    if (c != '{') {
+        if (!errors)
+            goto defer;
+        if (c == '[') {
+            if (scan_skip_value(&sc) == -2)
+                scan_bad_json(&sc, 0, "maximum parsing depth reached");
+            else
+                scan_refuse(&sc, ERR_INVALID_JSON, "the request body must be a JSON object");
+        } else {
+            scan_bad_json(&sc, sc.pos, "'[' or '{' expected");
+        }
+        goto defer;
+    }
+    sc.pos++;
+    if (peek(&sc) == '}') {
+        sc.pos++;
+    } else {
+        for (;;) {
+            char key[32];
+            int odd;
+            json_t *v = NULL;
+            const size_t at = (skip_ws(&sc), sc.pos);
+            if (scan_key(&sc, key, &odd)) {
+                if (errors)
+                    scan_bad_json(&sc, at, "string or '}' expected");
+                goto defer;
+            }
+            /* an unknown field is refused before its value is read */
+            if (odd || !scan_is_field(key)) {
+                if (errors)
+                    sc.refused = 1, scan_unknown_field(err, 0, key);
+                goto defer;
+            }
+            if (json_object_get(root, key)) {
+                if (errors)
+                    scan_bad_json(&sc, at, "duplicate object key");
+                goto defer;
+            }
+            const int str = peek(&sc) == '"';
+            if (!strcmp(key, "query") || !strcmp(key, "key") || !strcmp(key, "value"))
+                v = tensor_value(&sc, TENSOR_FLOAT, key);
+            else if (!str && !strcmp(key, "key_padding_mask"))
+                v = tensor_value(&sc, TENSOR_BOOL, key);
+            else if (!str && !strcmp(key, "attn_mask"))
+                v = tensor_value(&sc, TENSOR_MASK, key);
+            else if (!strcmp(key, "weights") && peek(&sc) == '{')
+                v = weights_value(&sc);
+            else if (!strcmp(key, "tokens"))
+                v = tokens_value(&sc, key, lim->max_target_len, "query", "max_target_len");
+            else if (!strcmp(key, "key_tokens"))
+                v = tokens_value(&sc, key, lim->max_source_len, "key", "max_source_len");
+            else
+                v = scan_field_value(&sc);
+            if (!v || json_object_set_new(root, key, v))
+                goto defer;
+            c = peek(&sc);
+            sc.pos++;
+            if (c == '}')
+                break;
+            if (c != ',') {
+                if (errors)
+                    scan_bad_json(&sc, sc.pos - 1, "',' or '}' expected");
+                goto defer;
+            }
+        }
+    }
+    if (peek(&sc) != -1) {
+        if (errors)
+            scan_bad_json(&sc, sc.pos, "end of file expected");
+        goto defer; /* trailing bytes */
+    }
+    *out = root;
+    return 0;
+defer:
+    json_decref(root);
+    return errors && sc.refused ? -1 : 1;
+}

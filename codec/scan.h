@@ -1,0 +1,84 @@
+/* scan.h -- the fast decoder's pass over a POST /attention body.
+ *
+ * It reads the body's structure itself and every tensor straight into
+ * floats (jsonnum.h for numbers, base64 decoded from the body in place), so
+ * a big tensor never becomes a DOM; only small fields go through jansson,
+ * each from its own extent. It returns a jansson object of the request's
+ * fields in which each tensor is a placeholder for an entry of a struct
+ * scan_tensors; the request schema (codec_request.c) reads that object
+ * exactly as it reads one jansson loaded, and checks every tensor with
+ * tensor_check().
+ *
+ * Two modes. Without errors (small bodies) it never reports an error:
+ * anything it does not handle cleanly returns 1 and the body goes to
+ * jansson, which says what is wrong. With errors (large bodies, where a
+ * DOM of the whole body costs 20-30x its size) it never hands over: an
+ * unknown field is refused before its value is read, tokens are counted
+ * before they are loaded, a tensor it cannot read is read alone by jansson
+ * when it is small (the reference's own messages) or refused with the fast
+ * reader's message naming the field, the problem and where (reported when
+ * the schema reaches that field, in the reference's order); only a tensor
+ * of booleans or with escaped strings is loaded whole by jansson, and
+ * never more than that one value.
+ *
+ * Files: scan.c (the request: fields, tensors, tokens) over scan_json.c
+ * (the lexical layer: cursor, keys, values, the syntax check; its internal
+ * header scan_json.h). */
+#ifndef SERVER_SCAN_H
+#define SERVER_SCAN_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "codec/codec.h"
+#include "lib/errors.h"
+#include "codec/tensor.h"
+
+#define SCAN_MAX_TENSORS 12
+
+/* A value's extent up to which jansson may read it alone (a DOM of at most
+ * ~30x this). */
+#define SCAN_SMALL (64 * 1024)
+
+/* The most text "tokens" or "key_tokens" may take (4096 labels of 256
+ * bytes; their DOM and their copy for the answer cost up to 4x this). */
+#define SCAN_TOKENS_MAX_BYTES (1024 * 1024)
+
+struct scan_tensors {
+    struct tensor t[SCAN_MAX_TENSORS];
+    int bad[SCAN_MAX_TENSORS];              /* refused (large bodies): ... */
+    struct api_error err[SCAN_MAX_TENSORS]; /* ... with this answer */
+    json_t *placeholder[SCAN_MAX_TENSORS];  /* borrowed: the root owns them */
+    int n;
+};
+
+/* The fields of body (len bytes) into *root, with placeholders for tensors
+ * whose data is kept in a. Returns 0 (caller json_decref()s *root), 1 to
+ * leave the body to jansson, or -1: refused, err says why (errors only). */
+int scan_request(json_t **root, const char *body, size_t len, const struct codec_limits *lim,
+                 int errors, struct scan_tensors *st, struct tensor_arena *a,
+                 struct api_error *err);
+
+/* The tensor v stands for, when v is one of st's placeholders; else NULL.
+ * *err: the fast reader's refusal of it (a large body), or NULL. */
+const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
+                                    const struct api_error **err);
+
+/* Is body one JSON text, as jansson reads it (duplicate keys aside)? 0, or
+ * -1 with err an invalid_json naming line and column. No DOM, no
+ * allocation: a large body's refusal is checked against it, so that invalid
+ * JSON anywhere is the answer, as it is for the reference. */
+int scan_json_check(const char *body, size_t len, struct api_error *err);
+
+/* Is key a field of a request, of "weights"? (the one list of each) */
+int scan_is_field(const char *key);
+int scan_is_weight(const char *key);
+/* The position of key in the list of weights: in_proj_weight, q_proj_weight,
+ * k_proj_weight, v_proj_weight, in_proj_bias, out_proj_weight,
+ * out_proj_bias; or -1. */
+int scan_weight_index(const char *key);
+/* The refusal of an unknown field key of the request (in_weights: of
+ * "weights"), naming the nearest field (suggest.h). Returns -1. */
+int scan_unknown_field(struct api_error *err, int in_weights, const char *key);
+
+#endif

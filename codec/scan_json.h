@@ -1,0 +1,75 @@
+/* scan_json.h -- the fast decoder's lexical layer, shared by scan.c (the
+ * request) and scan_json.c (this layer); internal to those two.
+ *
+ * A cursor over the body (struct scan, which also carries the request's
+ * mode and its tensor slots), whitespace, keys, skipping a value or reading
+ * one alone through jansson, refusals with jansson's line and column. The
+ * whole-body syntax check, scan_json_check(), is declared in scan.h. */
+#ifndef SERVER_SCAN_JSON_H
+#define SERVER_SCAN_JSON_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "lib/errors.h"
+#include "codec/scan.h"
+#include "codec/tensor.h"
+
+struct scan {
+    const char *s;
+    size_t len, pos;
+    long long max;            /* max_tensor_elements */
+    int errors;               /* large body: say what is wrong, never hand over */
+    struct scan_tensors *st;
+    struct tensor_arena *a;
+    struct api_error *err;
+    int refused;              /* err holds the answer */
+};
+
+/* err gets code and the message; sc->refused is set. Returns -1. */
+int scan_refuse(struct scan *sc, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A refusal found by the fast decoder: the byte offset as jansson counts
+ * lines and columns (bytes here, not characters). */
+void scan_line_col(const struct scan *sc, size_t off, int *line, int *col);
+
+/* An invalid_json refusal at byte off, what is wrong as jansson says it. */
+int scan_bad_json(struct scan *sc, size_t off, const char *what);
+
+static inline void skip_ws(struct scan *sc)
+{
+    while (sc->pos < sc->len && (sc->s[sc->pos] == ' ' || sc->s[sc->pos] == '\n' ||
+                                 sc->s[sc->pos] == '\r' || sc->s[sc->pos] == '\t'))
+        sc->pos++;
+}
+
+static inline int peek(struct scan *sc)
+{
+    skip_ws(sc);
+    return sc->pos < sc->len ? (unsigned char)sc->s[sc->pos] : -1;
+}
+
+static inline int expect(struct scan *sc, char c)
+{
+    if (peek(sc) != c)
+        return -1;
+    sc->pos++;
+    return 0;
+}
+
+/* A key into key[32], and the ':' after it; *odd: no field name. -1 when
+ * it is not a key at all. */
+int scan_key(struct scan *sc, char key[32], int *odd);
+
+/* Skip one JSON value of any kind (extent only; jansson checks it).
+ * -2: nested deeper than jansson's 2048. */
+int scan_skip_value(struct scan *sc);
+
+/* One value through jansson, from its own extent in the body. */
+json_t *scan_extent_value(struct scan *sc);
+
+/* A field that is not a tensor (num_heads, scale, ...). */
+json_t *scan_field_value(struct scan *sc);
+
+#endif

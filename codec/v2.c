@@ -1,0 +1,426 @@
+/* v2_codec.c -- the Open Inference Protocol infer request: its JSON part
+ * through jansson, each input from JSON "data" (read beforehand by
+ * v2_scan.c into floats, or by tensor.c as for POST /attention) or from
+ * the binary bytes after the JSON, and then the one att_check(); see
+ * v2_codec.h. Parameters, outputs and the shape
+ * rules are in v2_codec_params.c, the answer in v2_codec_answer.c. */
+#include "codec/v2_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/repo.h"
+#include "lib/jsonnum.h"
+#include "codec/scan.h"
+#include "lib/suggest.h"
+
+static const char *const tensor_inputs[IN_WEIGHT] = {"query", "key", "value", "attn_mask",
+                                                     "key_padding_mask"};
+
+/* The bytes after the JSON part, taken in the order of "inputs". */
+struct binpart {
+    const char *p;
+    size_t len, used;
+    int present; /* Inference-Header-Content-Length was given */
+};
+
+const char *v2_input_name(int idx)
+{
+    static const char *const weights[] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
+                                          "v_proj_weight", "in_proj_bias", "out_proj_weight",
+                                          "out_proj_bias"};
+    return idx < IN_WEIGHT ? tensor_inputs[idx] : weights[idx - IN_WEIGHT];
+}
+
+int v2_input_index(const char *name)
+{
+    for (int i = 0; i < IN_WEIGHT; i++)
+        if (strcmp(name, tensor_inputs[i]) == 0)
+            return i;
+    const int w = scan_weight_index(name);
+    return w < 0 ? -1 : IN_WEIGHT + w;
+}
+
+/* What an input may hold: attn_mask BOOL or FP32 (then -inf too),
+ * key_padding_mask BOOL, the rest FP32. */
+static enum tensor_kind input_kind(int idx)
+{
+    return idx == IN_ATTN_MASK ? TENSOR_MASK : idx == IN_KPM ? TENSOR_BOOL : TENSOR_FLOAT;
+}
+
+/* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */
+int v2_known_fields(json_t *obj, const char *const *list, const char *what,
+                    struct api_error *err)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) {
+        int i = 0;
+        while (list[i] && strcmp(k, list[i]))
+            i++;
+        if (!list[i]) {
+            char all[96] = "", hint[96];
+            for (i = 0; list[i]; i++)
+                snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? ", " : "",
+                         list[i]);
+            const char *near = suggest_nearest(k, list, (size_t)i);
+            if (near)
+                snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s' (%sits "
+                            "fields are %s)", what, k, near ? hint : "", all);
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* One input                                                               */
+
+/* The n bytes of t (shape counted, is_bool set) from the binary part. */
+static int read_binary(struct tensor *t, json_t *size, const char *name, struct binpart *b,
+                       struct tensor_arena *a, struct api_error *err)
+{
+    long long n = 0;
+    if (json_int_value(size, &n) != JSON_INT_OK || n < 0)
+        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': binary_data_size must be an "
+                        "integer >= 0", name);
+    if (!b->present)
+        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' has binary_data_size but the "
+                        "request has no binary part (Inference-Header-Content-Length)", name);
+    const size_t want = t->count * (t->is_bool ? 1 : sizeof(float));
+    if ((unsigned long long)n != want) {
+        char s[96];
+        tensor_shape_str(s, sizeof s, t->shape, t->ndim);
+        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size is %lld bytes "
+                        "but shape %s of %s needs %zu", name, n, s, t->is_bool ? "BOOL" : "FP32",
+                        want);
+    }
+    if (want > b->len - b->used)
+        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size %zu goes past "
+                        "the end of the body (%zu bytes of binary data left)", name, want,
+                        b->len - b->used);
+    /* a copy: the body may be released before the computation (service.h),
+     * and its bytes need not be aligned for floats */
+    void *buf = tensor_arena_keep(a, malloc(want));
+    if (!buf)
+        return api_fail(err, ERR_INTERNAL, "out of memory for input '%s'", name);
+    memcpy(buf, b->p + b->used, want);
+    b->used += want;
+    if (t->is_bool)
+        t->u8 = buf;
+    else
+        t->f = buf;
+    return 0;
+}
+
+/* t's data from JSON "data", flat or nested (row-major either way), read
+ * by tensor_from_json() or, when fast is set, already read (v2_scan.c:
+ * data is its placeholder); the shape declared in t must be its true
+ * shape. */
+static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_kind kind,
+                     const char *name, const struct codec_limits *lim, struct tensor_arena *a,
+                     const struct v2_fast_slot *fast, struct api_error *err)
+{
+    char want[96];
+    tensor_shape_str(want, sizeof want, t->shape, t->ndim);
+    if (fast && fast->state == V2_FAST_REFUSED) {
+        *err = fast->err;
+        return -1;
+    }
+    struct tensor d;
+    if (fast) {
+        d = fast->t;
+        if (d.ndim == 1) { /* flat: t's shape */
+            if (d.count != t->count)
+                return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match "
+                                "the true shape of data: %zu elements where the shape needs "
+                                "%zu", name, want, d.count, t->count);
+            d.ndim = t->ndim;
+            memcpy(d.shape, t->shape, sizeof d.shape);
+        }
+    } else if (!json_is_array(data)) {
+        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': data must be an array", name);
+    }
+    if (fast && d.ndim != t->ndim) {
+        char got[96];
+        tensor_shape_str(got, sizeof got, d.shape, d.ndim);
+        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
+                        "true shape %s of its nested data", name, want, got);
+    } else if (fast) {
+        for (int i = 0; i < d.ndim; i++)
+            if (d.shape[i] != t->shape[i]) {
+                char got[96];
+                tensor_shape_str(got, sizeof got, d.shape, d.ndim);
+                return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match "
+                                "the true shape %s of its nested data", name, want, got);
+            }
+    } else if (json_is_array(json_array_get(data, 0))) { /* nested: its nesting is its shape */
+        char dname[64];
+        snprintf(dname, sizeof dname, "%s.data", name);
+        if (tensor_from_json(&d, data, kind, dname, lim->max_tensor_elements, a, err))
+            return -1;
+        int same = d.ndim == t->ndim;
+        for (int i = 0; same && i < d.ndim; i++)
+            same = d.shape[i] == t->shape[i];
+        if (!same) {
+            char got[96];
+            tensor_shape_str(got, sizeof got, d.shape, d.ndim);
+            return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
+                            "true shape %s of its nested data", name, want, got);
+        }
+    } else { /* flat: as the {shape, data} form of POST /attention */
+        if (json_array_size(data) != t->count)
+            return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
+                            "true shape of data: %zu elements where the shape needs %zu", name,
+                            want, json_array_size(data), t->count);
+        json_t *o = json_pack("{sOsO}", "shape", shape, "data", data);
+        if (!o)
+            return api_fail(err, ERR_INTERNAL, "out of memory reading input '%s'", name);
+        const int rc = tensor_from_json(&d, o, kind, name, lim->max_tensor_elements, a, err);
+        json_decref(o);
+        if (rc)
+            return -1;
+    }
+    if (d.is_bool != t->is_bool) /* a mask reads either; its datatype says which */
+        return api_fail(err, ERR_INVALID_TENSOR, "input '%s' has datatype %s but its data "
+                        "holds %s", name, t->is_bool ? "BOOL" : "FP32",
+                        d.is_bool ? "booleans" : "numbers");
+    *t = d;
+    return 0;
+}
+
+static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
+                      struct binpart *b, const struct codec_limits *lim, struct tensor_arena *a,
+                      const struct v2_fast_slot *fast, struct api_error *err)
+{
+    static const char *const fields[] = {"name", "shape", "datatype", "parameters", "data",
+                                         NULL};
+    char what[96];
+    snprintf(what, sizeof what, "input '%s'", name);
+    if (v2_known_fields(in, fields, what, err))
+        return -1;
+    /* 1. datatype, for this input */
+    const enum tensor_kind kind = input_kind(idx);
+    const char *dt = json_string_value(json_object_get(in, "datatype"));
+    if (!dt)
+        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': datatype must be a string",
+                        name);
+    const int is_bool = strcmp(dt, "BOOL") == 0;
+    if ((!is_bool && strcmp(dt, "FP32")) || (is_bool && kind == TENSOR_FLOAT) ||
+        (!is_bool && kind == TENSOR_BOOL))
+        return api_fail(err, ERR_INVALID_TENSOR, "input '%s' has datatype %s; it takes %s",
+                        name, dt, kind == TENSOR_MASK ? "BOOL or FP32"
+                                  : kind == TENSOR_BOOL ? "BOOL" : "FP32");
+
+    /* 2. shape: dimensions >= 1, the element limit */
+    memset(t, 0, sizeof *t);
+    json_t *shape = json_object_get(in, "shape");
+    if (tensor_shape_from_json(t, shape, name, lim->max_tensor_elements, err))
+        return -1;
+    t->is_bool = is_bool;
+
+    /* 3. data, from the JSON or the binary part */
+    json_t *params = json_object_get(in, "parameters");
+    if (params && !json_is_object(params))
+        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
+                        name);
+    snprintf(what, sizeof what, "input '%s': ", name);
+    if (v2_check_parameters(params, V2_PARAMS_INPUT, what, err))
+        return -1;
+    json_t *size = json_object_get(params, "binary_data_size");
+    json_t *data = json_object_get(in, "data");
+    if (size && data)
+        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' has both data and "
+                        "binary_data_size", name);
+    if (!size && !data)
+        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' has no data (nor "
+                        "parameters.binary_data_size)", name);
+    if (size ? read_binary(t, size, name, b, a, err)
+             : read_data(t, shape, data, kind, name, lim, a, fast, err))
+        return -1;
+
+    /* 4. the one validation of every tensor */
+    return tensor_check(t, kind, name, err);
+}
+
+static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
+                       const struct model *m, const struct codec_limits *lim,
+                       struct tensor_arena *a, const struct v2_fast *f, struct api_error *err)
+{
+    if (!json_is_array(list))
+        return api_fail(err, ERR_INVALID_PARAMETER, "inputs must be an array of tensors");
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *x = json_array_get(list, i);
+        const char *name = json_string_value(json_object_get(x, "name"));
+        if (!json_is_object(x) || !name)
+            return api_fail(err, ERR_INVALID_PARAMETER, "inputs[%zu] must be an object with a "
+                            "string name", i);
+        const int idx = v2_input_index(name);
+        if (idx < 0) {
+            const char *names[IN_COUNT];
+            char hint[96];
+            for (int k = 0; k < IN_COUNT; k++)
+                names[k] = k < IN_WEIGHT || !m ? v2_input_name(k) : NULL;
+            return api_fail(err, ERR_INVALID_PARAMETER, "unknown input '%.64s'%s (inputs are "
+                            "query, key, value, attn_mask, key_padding_mask%s)", name,
+                            suggest_hint(hint, sizeof hint, name, names, IN_COUNT),
+                            m ? "" : " and the weights");
+        }
+        if (idx >= IN_WEIGHT && m)
+            return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': model '%s' holds its own "
+                            "weights; only the built-in model 'attention' takes them as inputs",
+                            name, m->name);
+        if (in->name[idx])
+            return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' already exists in request",
+                            name);
+        in->name[idx] = name;
+        const struct v2_fast_slot *fast =
+            i < IN_COUNT && f->slot[i].state != V2_FAST_NONE ? &f->slot[i] : NULL;
+        if (read_input(&in->t[idx], x, idx, name, b, lim, a, fast, err))
+            return -1;
+    }
+    if (!in->name[IN_QUERY])
+        return api_fail(err, ERR_INVALID_PARAMETER, "input 'query' is required");
+    if (b->used != b->len)
+        return api_fail(err, ERR_INVALID_TENSOR, "%zu bytes of binary data after the JSON part "
+                        "belong to no input (the binary_data_size of the inputs add up to %zu)",
+                        b->len - b->used, b->used);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The request                                                             */
+
+static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
+                       const struct model *m, const struct codec_limits *lim,
+                       const struct v2_fast *f, struct api_error *err)
+{
+    /* model_name: KServe's client (InferRequest.to_rest) repeats the path's */
+    static const char *const fields[] = {"id", "parameters", "inputs", "outputs", "model_name",
+                                         NULL};
+    struct att_params *p = &r->c.p;
+    json_t *v;
+
+    /* 1. the fields, id, model_name */
+    if (v2_known_fields(root, fields, "the request", err))
+        return -1;
+    const char *model = m ? m->name : REPO_BUILTIN;
+    if ((v = json_object_get(root, "model_name")) &&
+        (!json_is_string(v) || strcmp(json_string_value(v), model)))
+        return api_fail(err, ERR_INVALID_PARAMETER, "model_name must be the name of the model "
+                        "in the path, '%s'", model);
+    if ((v = json_object_get(root, "id"))) {
+        if (!json_is_string(v))
+            return api_fail(err, ERR_INVALID_PARAMETER, "id must be a string");
+        if (!(r->id = strdup(json_string_value(v))))
+            return api_fail(err, ERR_INTERNAL, "out of memory copying id");
+    }
+
+    /* 2. parameters, then every input and the binary part */
+    struct v2_options o;
+    struct v2_inputs in;
+    memset(&in, 0, sizeof in);
+    const int rc = v2_read_options(&o, json_object_get(root, "parameters"), m, lim, err) ||
+                   read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, f,
+                               err);
+    p->H = (int)o.heads;
+
+    /* 3. shapes against each other, variants, weights, masks, outputs */
+    if (rc || v2_set_tensors(r, &in, m, &o, lim, err) ||
+        v2_read_outputs(r, json_object_get(root, "outputs"), &o, err)) {
+        v2_options_deinit(&o);
+        return -1;
+    }
+    v2_options_deinit(&o);
+    if (o.causal) {
+        if (in.name[IN_ATTN_MASK] && o.causal_asked)
+            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.is_causal is true and the "
+                            "request has an attn_mask input: give one or the other");
+        if (!in.name[IN_ATTN_MASK]) /* an attn_mask input overrides a default */
+            p->mask_kind = o.lower_right ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
+    }
+    p->has_scale = o.has_scale, p->scale = o.scale;
+    p->positional_encoding = o.pe;
+
+    /* 4. the whole, as the core sees it, once; then the weights limit */
+    struct att_error ae;
+    const int st = att_check(p, &r->c.out_len, &r->c.weights_len, &ae);
+    if (st != ATT_OK)
+        return api_fail(err, http_error_from_att(st), "%s", ae.msg);
+    return codec_weights_limit(&r->c, lim, "leave attention_weights out of outputs, or set "
+                               "need_weights false or average_attn_weights true, or ask for "
+                               "weights_top_k or weights_pool", err);
+}
+
+/* Invalid JSON because bytes follow the JSON part: binary data without the
+ * header that says where they start. Names the header (and its value). */
+static int missing_header(const char *body, size_t len, struct api_error *err)
+{
+    const size_t end = err->code == ERR_INVALID_JSON ? v2_json_end(body, len) : 0;
+    if (end)
+        api_fail(err, ERR_BAD_REQUEST, "the body has %zu bytes after its JSON part (%zu "
+                 "bytes): a request with binary tensor data needs the header "
+                 "Inference-Header-Content-Length: %zu", len - end, end, end);
+    return -1;
+}
+
+int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long long header_len,
+                    const struct model *m, const struct codec_limits *lim,
+                    struct api_error *err)
+{
+    memset(r, 0, sizeof *r);
+    att_params_init(&r->c.p);
+    r->c.path = CODEC_PATH_JANSSON;
+    struct binpart b = {0};
+    size_t jlen = len;
+    if (header_len >= 0) {
+        if ((unsigned long long)header_len > len)
+            return api_fail(err, ERR_BAD_REQUEST, "Inference-Header-Content-Length %lld is "
+                            "beyond the body's %zu bytes", header_len, len);
+        if (header_len == 0)
+            return api_fail(err, ERR_BAD_REQUEST, "Inference-Header-Content-Length 0 (a raw "
+                            "binary request) is not supported: send the JSON part first");
+        jlen = (size_t)header_len;
+        b = (struct binpart){.p = body + jlen, .len = len - jlen, .present = 1};
+    }
+    if (jlen == 0)
+        return api_fail(err, ERR_INVALID_JSON, "the request body is empty");
+    /* the big arrays first, without a DOM (v2_scan.c); then jansson over
+     * the rest, a number it cannot hold read through its stand-in as POST
+     * /attention reads it (codec_decode_request_reference) */
+    const int errors = jlen > CODEC_FAST_ERRORS_FROM;
+    struct v2_fast f;
+    if (v2_fast_scan(&f, body, jlen, errors, m, lim, &r->c.arena, err)) {
+        v2_fast_free(&f);
+        return header_len < 0 ? missing_header(body, len, err) : -1;
+    }
+    json_error_t je;
+    int nomem;
+    json_t *root = v2_fast_load(&f, body, jlen, &je, &nomem);
+    int rc;
+    if (!root)
+        rc = nomem ? api_fail(err, ERR_INTERNAL, "out of memory for a copy of the body")
+                   : api_fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s",
+                              je.line, je.column, je.text);
+    else
+        rc = json_is_object(root)
+                 ? decode_root(r, root, &b, m, lim, &f, err)
+                 : api_fail(err, ERR_INVALID_JSON, "the request must be a JSON object");
+    json_decref(root);
+    /* a large body's arrays jansson did not read: invalid JSON anywhere in
+     * them comes first, as it does for the reference */
+    if (rc && f.n_range && errors && err->code != ERR_INVALID_JSON)
+        scan_json_check(body, jlen, err);
+    if (f.n_range)
+        r->c.path = CODEC_PATH_FAST;
+    v2_fast_free(&f);
+    return rc && header_len < 0 ? missing_header(body, len, err) : rc;
+}
+
+void v2_request_deinit(struct v2_request *r)
+{
+    codec_request_deinit(&r->c);
+    free(r->id);
+    r->id = NULL;
+}

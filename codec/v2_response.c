@@ -1,0 +1,219 @@
+/* v2_codec_answer.c -- the 200 answer of a v2 infer request: the JSON part
+ * written at once (shortest round-trip floats, jsonnum.h), the binary
+ * outputs' bytes copied out of the float arrays as they are read; see
+ * v2_codec.h. */
+#include "codec/v2.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/jsonnum.h"
+
+struct v2_stream {
+    char *text;      /* the JSON part */
+    size_t text_len; /* its bytes, no NUL */
+    size_t total;    /* bytes of the whole body */
+    struct {
+        const char *src; /* the floats' bytes (little-endian on x86-64) */
+        size_t n;
+    } bin[V2_OUT_COUNT]; /* binary outputs, in the order of the outputs */
+    int nbin;
+    float *out, *weights; /* owned */
+};
+
+/* A JSON string for s, quotes and escapes included (malloc'd), or NULL. */
+static char *json_quote(const char *s)
+{
+    json_t *j = json_string(s);
+    char *q = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+    json_decref(j);
+    return q;
+}
+
+/* The shape of output k and its element count. */
+static int output_shape(const struct v2_request *r, int k, long long shape[4], size_t *count)
+{
+    const struct att_params *p = &r->c.p;
+    if (k != V2_OUT_OUTPUT) /* the weights, in full or reduced */
+        return codec_weights_shape(&r->c, shape, count);
+    int nd = 0;
+    if (r->c.batched)
+        shape[nd++] = p->N;
+    shape[nd++] = p->L, shape[nd++] = p->E;
+    *count = r->c.out_len;
+    return nd;
+}
+
+/* Output k's data: out, the weights, or the top-k indices after the
+ * values (attention.h), int32 read from the same bytes. */
+static const float *output_data(const struct v2_request *r, int k, const float *out,
+                                const float *weights)
+{
+    long long shape[4];
+    size_t count;
+    if (k == V2_OUT_OUTPUT)
+        return out;
+    output_shape(r, k, shape, &count);
+    return k == V2_OUT_TOPK_INDICES ? weights + count : weights;
+}
+
+/* n int32 values as a JSON array at dst (JSONNUM_ARRAY_MAX(n) bytes). */
+static size_t format_ints(char *dst, const int32_t *x, size_t n)
+{
+    size_t o = 0;
+    dst[o++] = '[';
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(dst + o, 16, "%s%d", i ? "," : "", (int)x[i]);
+    dst[o++] = ']';
+    dst[o] = '\0';
+    return o;
+}
+
+/* Append to dst at *o (room reserved by the caller). */
+static void put(char *dst, size_t *o, const char *s)
+{
+    const size_t n = strlen(s);
+    memcpy(dst + *o, s, n);
+    *o += n;
+}
+
+static void put_output(struct v2_stream *st, char *dst, size_t *o, const struct v2_request *r,
+                       int k, const float *x)
+{
+    static const char *const names[V2_OUT_COUNT] = {
+        "output", "attention_weights", "attention_weights_top_k_values",
+        "attention_weights_top_k_indices", "attention_weights_pooled"};
+    long long shape[4];
+    size_t count;
+    char s[64];
+    const int nd = output_shape(r, k, shape, &count);
+    put(dst, o, "{\"name\":\"");
+    put(dst, o, names[k]);
+    put(dst, o, k == V2_OUT_TOPK_INDICES ? "\",\"datatype\":\"INT32\",\"shape\":["
+                                         : "\",\"datatype\":\"FP32\",\"shape\":[");
+    for (int d = 0; d < nd; d++) {
+        snprintf(s, sizeof s, "%s%lld", d ? "," : "", shape[d]);
+        put(dst, o, s);
+    }
+    put(dst, o, "],");
+    if (r->binary[k]) {
+        snprintf(s, sizeof s, "\"parameters\":{\"binary_data_size\":%zu}}",
+                 count * sizeof(float));
+        put(dst, o, s);
+        st->bin[st->nbin].src = (const char *)x;
+        st->bin[st->nbin].n = count * sizeof(float);
+        st->nbin++;
+        return;
+    }
+    put(dst, o, "\"data\":");
+    if (k == V2_OUT_TOPK_INDICES)
+        *o += format_ints(dst + *o, (const int32_t *)(const void *)x, count);
+    else
+        *o += jsonnum_format_array(dst + *o, x, count);
+    put(dst, o, "}");
+}
+
+struct v2_stream *v2_stream_new(const struct v2_request *r, const char *model_name,
+                                float *out, float *weights)
+{
+    struct v2_stream *st = calloc(1, sizeof *st);
+    char *name = json_quote(model_name), *id = r->id ? json_quote(r->id) : NULL;
+    if (!st || !name || (r->id && !id))
+        goto fail;
+    st->out = out, st->weights = weights;
+
+    /* 1. the room: JSON outputs at JSONNUM_FLOAT_MAX characters a float */
+    size_t room = 256 + strlen(name) + (id ? strlen(id) : 0);
+    for (int i = 0; i < r->n_outputs; i++) {
+        const int k = r->outputs[i];
+        if (k == V2_OUT_OUTPUT ? !out : !weights || r->c.p.weights_mode == ATT_WEIGHTS_NONE)
+            goto fail; /* the decoder never asks for weights it does not compute */
+        room += 256 + (r->binary[k] ? 0
+                       : JSONNUM_ARRAY_MAX(k == V2_OUT_OUTPUT ? r->c.out_len
+                                                              : r->c.weights_len));
+        /* an int32 index is at most 11 characters and its comma: within a float's room */
+    }
+    if (!(st->text = malloc(room)))
+        goto fail;
+
+    /* 2. the JSON part */
+    size_t o = 0;
+    put(st->text, &o, "{\"model_name\":");
+    put(st->text, &o, name);
+    put(st->text, &o, ",\"model_version\":\"1\"");
+    if (id) {
+        put(st->text, &o, ",\"id\":");
+        put(st->text, &o, id);
+    }
+    put(st->text, &o, ",\"outputs\":[");
+    for (int i = 0; i < r->n_outputs; i++) {
+        if (i)
+            put(st->text, &o, ",");
+        const int k = r->outputs[i];
+        put_output(st, st->text, &o, r, k, output_data(r, k, out, weights));
+    }
+    put(st->text, &o, "]}");
+    st->text_len = st->total = o;
+    for (int i = 0; i < st->nbin; i++)
+        st->total += st->bin[i].n;
+    free(name);
+    free(id);
+    return st;
+fail:
+    free(name);
+    free(id);
+    if (st)
+        v2_stream_free(st);
+    else {
+        free(out);
+        free(weights);
+    }
+    return NULL;
+}
+
+size_t v2_stream_size(const struct v2_stream *st)
+{
+    return st->total;
+}
+
+size_t v2_stream_header_len(const struct v2_stream *st)
+{
+    return st->text_len;
+}
+
+int v2_stream_is_binary(const struct v2_stream *st)
+{
+    return st->nbin > 0;
+}
+
+size_t v2_stream_read(const struct v2_stream *st, size_t pos, char *dst, size_t max)
+{
+    /* the body is pieces end to end: the JSON part, then each binary output */
+    size_t done = 0, start = 0;
+    for (int i = -1; i < st->nbin && done < max; i++) {
+        const char *src = i < 0 ? st->text : st->bin[i].src;
+        const size_t n = i < 0 ? st->text_len : st->bin[i].n;
+        if (pos < start + n) {
+            size_t k = start + n - pos;
+            if (k > max - done)
+                k = max - done;
+            memcpy(dst + done, src + (pos - start), k);
+            done += k, pos += k;
+        }
+        start += n;
+    }
+    return done;
+}
+
+void v2_stream_free(struct v2_stream *st)
+{
+    if (!st)
+        return;
+    free(st->text);
+    free(st->out);
+    free(st->weights);
+    free(st);
+}

@@ -1,0 +1,137 @@
+/* main.c -- attention-server: configuration, start-up, signal-driven drain.
+ *
+ * SIGTERM or SIGINT: readiness turns 503, the listening socket closes, and
+ * requests on connections already open are answered (Connection: close)
+ * until no connection remains or drain_timeout has passed; then the ones
+ * still uploading are closed with 503, those being computed are still
+ * answered, and the process exits 0 (http/http.h). A second SIGTERM or
+ * SIGINT exits at once, with status 1.
+ *
+ * Exit statuses (enum cfg_exit, printed by --help): 2 when start-up
+ * refuses a setting, for its value (cfg_parse) or for what it names
+ * (static_dir, the TLS pair: http_start; model_repository: repo_start);
+ * 1 for the system's failures (the port in use, out of memory), then or
+ * later. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "config/cpus.h"
+#include "core/attention.h"
+#include "model/repo.h"
+#include "http/framing.h"
+#include "http/http.h"
+#include "lib/pool.h"
+
+extern char **environ;
+
+/* After the first signal: a second one stops the process at once, however
+ * far the drain has come. */
+static void *second_signal(void *arg)
+{
+    const sigset_t *sigs = arg;
+    int sig = 0;
+    sigwait(sigs, &sig);
+    static const char msg[] = "attention-server: second signal, stopping now\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(CFG_EXIT_FAILURE);
+}
+
+int main(int argc, char **argv)
+{
+    const char *blas_core = att_blas_select_kernels(argv); /* may re-exec */
+    struct cfg c;
+    char err[256];
+    int rc = cfg_parse(&c, argc, argv, environ, stdout, err, sizeof err);
+    if (rc == 1)
+        return CFG_EXIT_OK; /* --help */
+    if (rc < 0) {
+        fprintf(stderr, "attention-server: %s\n", err);
+        return CFG_EXIT_SETTING;
+    }
+
+    /* Block the signals before any thread starts, so all inherit the mask
+     * and only sigwait() below receives them. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    /* workers: as set, else the CPUs this process may use (config/cpus.h) */
+    char workers_from[96] = "set";
+    if (!c.workers_explicit) {
+        struct cfg_cpus cpus;
+        cfg_cpus_detect(c.threads_per_request, &cpus);
+        c.workers = cpus.workers > 64 ? 64 : cpus.workers;
+        char quota[16] = "none";
+        if (cpus.quota > 0)
+            snprintf(quota, sizeof quota, "%d", cpus.quota);
+        snprintf(workers_from, sizeof workers_from, "%d CPU%s: affinity %d, cgroup quota %s%s",
+                 cpus.cpus, cpus.cpus == 1 ? "" : "s", cpus.affinity, quota,
+                 c.threads_per_request > 1 ? ", / threads_per_request" : "");
+    }
+
+    att_init(c.threads_per_request);
+    if (c.workers * c.threads_per_request > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN))
+        fprintf(stderr, "attention-server: warning: workers %d x threads_per_request %d "
+                        "oversubscribes %ld cores\n", c.workers, c.threads_per_request,
+                sysconf(_SC_NPROCESSORS_ONLN));
+    struct pool *pool = pool_new(c.workers, c.queue_depth, 0);
+    if (!pool) {
+        fprintf(stderr, "attention-server: could not start %d workers\n", c.workers);
+        return CFG_EXIT_FAILURE;
+    }
+    int refused = 0;
+    struct http_server *srv = http_start(&c, pool, &refused, err, sizeof err);
+    if (!srv) {
+        fprintf(stderr, "attention-server: %s\n", err);
+        pool_free(pool);
+        return refused ? CFG_EXIT_SETTING : CFG_EXIT_FAILURE;
+    }
+    /* The default repository, "models" beside the working directory, may be
+     * missing (the binary run from elsewhere): then only the built-in model.
+     * One set explicitly must be there. */
+    struct stat repo_st;
+    if (!c.model_repository_explicit && c.model_repository[0] &&
+        stat(c.model_repository, &repo_st) != 0 && errno == ENOENT) {
+        fprintf(stderr, "attention-server: no model repository at '%s' (the default "
+                        "model_repository): serving the built-in model only\n",
+                c.model_repository);
+        c.model_repository[0] = '\0';
+    }
+    /* models load in the background: live at once, ready when loaded */
+    if (repo_start(c.model_repository, stderr) != 0) { /* it cannot be listed */
+        http_stop(srv);
+        pool_free(pool);
+        return CFG_EXIT_SETTING;
+    }
+    if (c.log_level >= CFG_LOG_DEBUG)
+        cfg_dump(&c, stderr);
+    fprintf(stderr, "attention-server: %s\n", framing_library());
+    fprintf(stderr, "attention-server: listening on http://%s:%d (workers %d (%s), queue %d, "
+                    "threads_per_request %d, OpenBLAS kernels %s)\n", c.bind, http_port(srv),
+            c.workers, workers_from, c.queue_depth, c.threads_per_request, blas_core);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "attention-server: %s, draining (up to %d s)\n", strsignal(sig),
+            c.drain_timeout);
+    pthread_t second;
+    if (pthread_create(&second, NULL, second_signal, &sigs) != 0)
+        fprintf(stderr, "attention-server: warning: a second signal will not stop the drain\n");
+    int cut = http_drain(srv, c.drain_timeout);
+    pool_close(pool); /* every job has resumed its connection by now */
+    http_stop(srv);
+    pool_free(pool);
+    repo_stop();
+    fprintf(stderr, "attention-server: stopped (%d requests cut off at drain_timeout)\n", cut);
+    return CFG_EXIT_OK;
+}

@@ -1,0 +1,120 @@
+#include "tests/support/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int check_tensor(const char *name, const float *got, const float *want, size_t n,
+                 double atol, double rtol)
+{
+    return check_tensor_torch(name, got, want, NULL, n, atol, rtol);
+}
+
+int check_tensor_torch(const char *name, const float *got, const float *want,
+                       const float *want32, size_t n, double atol, double rtol)
+{
+    double maxd = 0.0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        double tol = atol + rtol * fabs((double)want[i]);
+        if (want32 && CHECK_TORCH32_FACTOR * fabs((double)want32[i] - want[i]) > tol)
+            tol = CHECK_TORCH32_FACTOR * fabs((double)want32[i] - want[i]);
+        if (!(d <= tol)) { /* NaN fails too */
+            if (bad < 5)
+                fprintf(stderr, "  %s[%zu]: got %.9g want %.9g (|d| %.3g)\n",
+                        name, i, (double)got[i], (double)want[i], d);
+            bad++;
+        }
+        if (d > maxd || isnan(d))
+            maxd = d;
+    }
+    if (bad)
+        fprintf(stderr, "%s: %zu of %zu elements out of tolerance, max |d| %.3g\n",
+                name, bad, n, maxd);
+    return bad == 0;
+}
+
+float check_randf(unsigned long long *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static long status_kib(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0)
+            v = atol(line + strlen(key));
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static long peak_base;
+
+int check_peak_reset(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f || fputs("5", f) < 0 || fclose(f) != 0)
+        return -1;
+    peak_base = status_kib("VmRSS:");
+    return 0;
+}
+
+long check_peak_kib(void)
+{
+    return status_kib("VmHWM:") - peak_base;
+}
+
+float *check_randv(size_t n, float amp, unsigned long long *state)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; x && i < n; i++)
+        x[i] = amp * check_randf(state);
+    return x;
+}
+
+unsigned char *check_randb(size_t n, double p_true, unsigned long long *state)
+{
+    unsigned char *x = malloc(n ? n : 1);
+    for (size_t i = 0; x && i < n; i++)
+        x[i] = (check_randf(state) + 1.0f) * 0.5f < p_true;
+    return x;
+}
+
+void check_topk_row(float *vals, int *idx, const float *row, int S, int k)
+{
+    for (int x = 0; x < k; x++) {
+        int best = -1;
+        for (int j = 0; j < S; j++) {
+            int taken = 0;
+            for (int y = 0; y < x && !taken; y++)
+                taken = idx[y] == j;
+            if (!taken && (best < 0 || row[j] > row[best] || (row[j] == row[best] && j < best)))
+                best = j;
+        }
+        vals[x] = row[best], idx[x] = best;
+    }
+}
+
+void check_pool(float *dst, const float *full, size_t planes, int L, int S, int p)
+{
+    const int LT = (L - 1) / p + 1, ST = (S - 1) / p + 1;
+    for (size_t pn = 0; pn < planes; pn++)
+        for (int ti = 0; ti < LT; ti++)
+            for (int tj = 0; tj < ST; tj++) {
+                double s = 0.0;
+                int cells = 0;
+                for (int i = ti * p; i < L && i < ti * p + p; i++)
+                    for (int j = tj * p; j < S && j < tj * p + p; j++, cells++)
+                        s += (double)full[(pn * L + i) * S + j];
+                dst[(pn * LT + ti) * ST + tj] = (float)(s / cells);
+            }
+}

@@ -1,0 +1,61 @@
+#include "tests/support/testdata.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int testdata_list(const char *dir, char **paths, int max)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
+            paths[n] = malloc(strlen(dir) + len + 2);
+            sprintf(paths[n++], "%s/%s", dir, e->d_name);
+        }
+    }
+    closedir(d);
+    qsort(paths, (size_t)n, sizeof *paths, cmp_str);
+    return n;
+}
+
+char *testdata_body(json_t *c, size_t *len)
+{
+    json_t *raw = json_object_get(c, "raw");
+    if (raw) { /* may hold NUL bytes: keep the length */
+        *len = json_string_length(raw);
+        char *s = malloc(*len + 1);
+        if (s)
+            memcpy(s, json_string_value(raw), *len + 1);
+        return s;
+    }
+    json_t *b = json_object_get(c, "request");
+    char *s = json_dumps(b ? b : json_object_get(c, "body"), JSON_COMPACT);
+    *len = s ? strlen(s) : 0;
+    return s;
+}
+
+int testdata_copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (!rc && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0)
+        rc = -1;
+    return rc;
+}
