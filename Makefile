@@ -56,7 +56,7 @@ LIB_SRC    := lib/base64.c lib/jsonnum.c lib/jsonnum_format.c lib/errors.c lib/p
 CONFIG_SRC := config/config.c config/values.c config/cpus.c
 # Server-held models: model.safetensors and config.json (model/model.h).
 MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
-CODEC_SRC  := codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
+CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c
 API_SRC    := api/service.c api/metrics.c api/v2.c
@@ -94,7 +94,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean mhd
-.PHONY: lint readme-check soak deploy-check container-test scale-test scale-test-short
+.PHONY: lint layers-check readme-check soak deploy-check container-test scale-test scale-test-short
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -196,7 +196,7 @@ browser-test: deps-build
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/browser-test.sh
 
 test: deps-test
-	$(MAKE) unit http-test lint-openapi browser-test deploy-check readme-check
+	$(MAKE) layers-check unit http-test lint-openapi browser-test deploy-check readme-check
 	$(MAKE) soak SOAK_SECONDS=10
 	$(MAKE) scale-test-short
 
@@ -250,6 +250,11 @@ lint:
 # grace period.
 deploy-check: $(SERVER)
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/deploy-check.sh
+
+# The layer rule (scripts/layers.sh: which folder may include which), and
+# that it refuses a planted violation.
+layers-check:
+	tests/check_layers.sh
 
 # The README's layout table against the tree, and no issue numbers in it.
 readme-check:

@@ -63,6 +63,11 @@
 #include "lib/errors.h"
 #include "codec/tensor.h"
 
+/* The error that answers a core status (enum att_status, core/attention.h):
+ * ATT_ERANGE, finite inputs whose result overflows, is invalid_parameter
+ * (codec/errors.c). */
+enum http_error http_error_from_att(int att_status);
+
 /* Bodies above this many bytes get their errors from the fast decoder. */
 #define CODEC_FAST_ERRORS_FROM (64 * 1024)
 

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/attention.h"
 
 static const struct {
     int status;
@@ -30,17 +29,6 @@ const char *http_error_slug(enum http_error e)
 const char *http_error_message(enum http_error e)
 {
     return (unsigned)e < ERR_COUNT ? table[e].message : "internal error";
-}
-
-enum http_error http_error_from_att(int att_status)
-{
-    switch (att_status) {
-    case ATT_EPARAM:  return ERR_INVALID_PARAMETER;
-    case ATT_ESHAPE:  return ERR_SHAPE_MISMATCH;
-    case ATT_ETOOBIG: return ERR_PAYLOAD_TOO_LARGE;
-    case ATT_ERANGE:  return ERR_INVALID_PARAMETER;
-    default:          return ERR_INTERNAL;
-    }
 }
 
 int api_fail(struct api_error *err, int code, const char *fmt, ...)

@@ -7,7 +7,7 @@
  * (tests/api/test_spec.c) checks that the two agree. A module that refuses
  * input fills a struct api_error (an enum http_error and a message naming
  * the field); the HTTP layer turns it into the answer. The core's statuses
- * map onto the table here too (http_error_from_att), beside it. */
+ * map onto the table in codec/ (http_error_from_att, codec/codec.h). */
 #ifndef SERVER_ERRORS_H
 #define SERVER_ERRORS_H
 
@@ -44,10 +44,6 @@ enum http_error {
 int http_error_status(enum http_error e);
 const char *http_error_slug(enum http_error e);
 const char *http_error_message(enum http_error e);
-
-/* The error that answers a core status (enum att_status, core/attention.h):
- * ATT_ERANGE, finite inputs whose result overflows, is invalid_parameter. */
-enum http_error http_error_from_att(int att_status);
 
 /* A refusal: which error, and a message naming the field at fault. */
 struct api_error {

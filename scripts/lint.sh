@@ -52,5 +52,8 @@ if [ -n "$big" ]; then
     status=1
 fi
 
+# The layer rule: which folder may include which (scripts/layers.sh).
+scripts/layers.sh || status=1
+
 [ "$status" -eq 0 ] && echo "lint: clean"
 exit "$status"

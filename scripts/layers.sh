@@ -1,0 +1,83 @@
+#!/bin/sh
+# layers.sh -- the layer rule (part of `make lint` and `make test`): which
+# folder's C files may include which folder's headers. The request path
+# reads in one direction, HTTP -> api -> codec -> core -> codec -> HTTP, and
+# no layer reaches around the one below it:
+#
+#   folder   what it owns                                may include
+#   lib/     leaf utilities: base64, JSON numbers,       lib
+#            UTF-8, the pool, "did you mean", errors
+#   core/    the attention math                          core
+#   config/  the settings table and its sources          config lib
+#   model/   safetensors, model configs, the registry    model core lib
+#   codec/   the two protocols' bodies                   codec model core lib
+#            (never the registry: model/repo.h)
+#   api/     routes and handlers; the only caller of     api codec model core config lib
+#            the registry                                and http/route.h, the transport's
+#                                                        interface
+#   http/    the transport on libmicrohttpd: knows no    http lib config
+#            protocol, model or core
+#   main.c   the composition root                        anything
+#
+# Usage: scripts/layers.sh [ROOT]   (default: the repository)
+# Prints every include that breaks the rule, as FILE:LINE: the include and
+# the rule, and exits 1 if there is one.
+set -eu
+cd "${1:-$(dirname "$0")/..}"
+
+allowed() { # folder -> the folders its files may include
+    case "$1" in
+    lib) echo "lib" ;;
+    core) echo "core" ;;
+    config) echo "config lib" ;;
+    model) echo "model core lib" ;;
+    codec) echo "codec model core lib" ;;
+    api) echo "api codec model core config lib" ;;
+    http) echo "http lib config" ;;
+    esac
+}
+
+# The exceptions, one header each: the registry belongs to model/ and is
+# called from api/ only; api/ reaches the transport only through its
+# interface.
+exception() { # folder header -> 0 if allowed although its folder is not
+    [ "$1" = api ] && [ "$2" = http/route.h ]
+}
+forbidden() { # folder header -> 0 if refused although its folder is allowed
+    [ "$2" = model/repo.h ] && [ "$1" != model ] && [ "$1" != api ]
+}
+
+status=0
+n=0
+for layer in lib core config model codec api http; do
+    [ -d "$layer" ] || continue
+    ok=$(allowed "$layer")
+    for f in "$layer"/*.c "$layer"/*.h; do
+        [ -f "$f" ] || continue
+        n=$((n + 1))
+        # "folder/file.h" includes only: <system> headers are not ours
+        grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" |
+            sed -E 's/^([0-9]+):.*"([^"]+)".*/\1 \2/' >"${TMPDIR:-/tmp}/layers.$$" || true
+        while read -r line inc; do
+            dir=${inc%%/*}
+            [ "$dir" != "$inc" ] || continue # a same-folder "x.h" (none today)
+            if forbidden "$layer" "$inc"; then
+                echo "$f:$line: includes $inc: only model/ and api/ may use the registry"
+                status=1
+            elif exception "$layer" "$inc"; then
+                :
+            elif ! printf '%s\n' $ok | grep -qx "$dir"; then
+                echo "$f:$line: includes $inc: $layer/ may include only $ok"
+                status=1
+            fi
+        done <"${TMPDIR:-/tmp}/layers.$$"
+    done
+done
+rm -f "${TMPDIR:-/tmp}/layers.$$"
+
+if [ "$status" -eq 0 ]; then
+    echo "layers: $n files keep the layer rule (scripts/layers.sh)"
+else
+    echo "layers: the includes above break the layer rule (scripts/layers.sh says who may include whom)"
+fi
+exit "$status"

@@ -1,0 +1,27 @@
+#!/bin/sh
+# check_layers.sh -- `make layers-check` (part of `make test`; `make lint`
+# runs scripts/layers.sh too): the tree keeps the layer rule, and the rule
+# can fail: a copy of the tree's sources with one include that breaks it
+# (http/ including the core, as a transport that knew the math would) must
+# be refused.
+set -eu
+cd "$(dirname "$0")/.."
+scripts/layers.sh
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for d in lib core config model codec api http; do
+    mkdir -p "$tmp/$d"
+    cp "$d"/*.[ch] "$tmp/$d/" 2>/dev/null || true
+done
+printf '#include "core/attention.h"\n' >>"$tmp/http/http.c"
+if scripts/layers.sh "$tmp" >"$tmp/out" 2>&1; then
+    echo "check_layers: an include of core/ from http/ was not refused" >&2
+    exit 1
+fi
+grep -q '^http/http.c:[0-9]*: includes core/attention.h' "$tmp/out" || {
+    echo "check_layers: the refusal does not name the include:" >&2
+    cat "$tmp/out" >&2
+    exit 1
+}
+echo "check_layers: a planted violation is refused ($(head -n 1 "$tmp/out"))"
