@@ -256,6 +256,11 @@ def main():
                 proc.wait(timeout=25)
             except subprocess.TimeoutExpired:
                 proc.kill()
+            if proc.returncode not in (0, None):
+                errors.append(f"the server exited with status {proc.returncode} after SIGTERM")
+            slog = open(os.path.join(WORK, "server.log"), encoding="utf-8", errors="replace").read()
+            for s in re.findall(r".*(?:Sanitizer|runtime error:).*", slog):
+                errors.append(f"the server's log (build/docs-check/server.log): {s}")
     for rel, line, why in skipped:
         print(f"skip {rel}:{line}: {why}")
     for e in errors:
