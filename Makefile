@@ -47,7 +47,7 @@ CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/refer
              core/blas.c core/posenc.c core/variants.c core/reduce.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
-# The layers (docs/design.md; scripts/layers.sh checks who includes whom):
+# The layers (README.md; scripts/layers.sh checks who includes whom):
 # lib/ leaf utilities, core/ the attention math, config/ settings, model/
 # server-held models, codec/ the two protocols' bodies, api/ routes and
 # handlers, http/ the transport; main.c composes them.
@@ -95,6 +95,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean mhd
 .PHONY: lint layers-check readme-check soak deploy-check container-test scale-test scale-test-short
+.PHONY: docs-check screenshot
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -196,7 +197,7 @@ browser-test: deps-build
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/browser-test.sh
 
 test: deps-test
-	$(MAKE) layers-check unit http-test lint-openapi browser-test deploy-check readme-check
+	$(MAKE) layers-check unit http-test lint-openapi browser-test deploy-check readme-check docs-check
 	$(MAKE) soak SOAK_SECONDS=10
 	$(MAKE) scale-test-short
 
@@ -259,6 +260,19 @@ layers-check:
 # The README's layout table against the tree, and no issue numbers in it.
 readme-check:
 	tests/check_readme.sh
+
+# Every example of README.md and docs/ that talks to the server, run against
+# $(SERVER) started as make run starts it (on a free port), and every
+# relative link; the examples that cannot run here are listed in the
+# checker with the reason (tests/check_docs.py).
+docs-check: $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) /usr/bin/python3 tests/check_docs.py
+
+# docs/screenshot.png, the README's picture: the page on the trained model
+# as the browser tests drive it (tests/browser/screenshot.mjs).
+screenshot: deps-build
+	$(MAKE) $(SERVER)
+	ATTN_SERVER=$(SERVER) scripts/browser-test.sh screenshot
 
 # The image and the image with the test models baked in
 # (deploy/image/Dockerfile.models), built with podman, run, exercised and

@@ -2,7 +2,7 @@
 """v2_client.py -- a client of the service's Open Inference Protocol (KServe v2)
 endpoints, with Python's standard library and numpy only.
 
-    /usr/bin/python3 examples/v2_client.py --url http://127.0.0.1:8080 --model bert-l3
+    /usr/bin/python3 examples/v2_client.py --url http://127.0.0.1:8080 --model digits-reverse
 
 Asks for the server metadata, the model list and the model's metadata, then
 calls the model twice on the same random query: with JSON tensors, and with

@@ -2,6 +2,8 @@
 # browser-test.sh -- end-to-end tests of the web client (web/) in headless
 # Chromium, driven by playwright-core, against a real attention-server.
 # Usage: scripts/browser-test.sh   (from anywhere; works on the repo root)
+#        scripts/browser-test.sh screenshot   (`make screenshot`: only
+#        tests/browser/screenshot.mjs, which writes docs/screenshot.png)
 #
 # On a fresh Debian 12 it installs what is missing (scripts/lib.sh): Debian's
 # chromium (Playwright's own browser download is not used) and a font for the
@@ -28,6 +30,10 @@ if [ -z "${ATTN_SERVER:-}" ]; then
     make --no-print-directory build/attention-server
     ATTN_SERVER=build/attention-server
     export ATTN_SERVER
+fi
+
+if [ "${1:-}" = screenshot ]; then
+    exec node tests/browser/screenshot.mjs
 fi
 
 status=0

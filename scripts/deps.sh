@@ -16,8 +16,9 @@ build="gcc make pkg-config libc6-dev libgnutls28-dev $(scripts/mhd.sh packages) 
 scale="nginx wrk curl"
 case "${1:-build}" in
 build) pkgs="$build" ;;
-# openssl: the HTTPS test makes a self-signed certificate with it
-test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl $scale" ;;
+# openssl: the HTTPS test makes a self-signed certificate with it;
+# python3, python3-numpy: tests/check_docs.py and the example client it runs
+test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl $scale python3 python3-numpy" ;;
 scale) pkgs="$build $scale" ;;
 bench) pkgs="$build libcurl4-openssl-dev python3-torch python3-numpy gnuplot-nox wrk curl bc" ;;
 # libFuzzer's runtime is only a Recommends of clang in Debian 12

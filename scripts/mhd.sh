@@ -4,9 +4,9 @@
 # enough (pkg-config), else one built once from Debian's source package into
 # build/mhd/ and linked statically (the binary does not need it installed).
 # Debian 12 has 0.9.75, whose request parser lets malformed framing through
-# (README.md, Malformed requests); 1.0 rewrote it for RFC 9110/9112. The
+# (docs/operations.md, Malformed requests); 1.0 rewrote it for RFC 9110/9112. The
 # build applies scripts/mhd-chunk-size.patch: no 1.0.x release refuses a
-# chunk size of 2^64-1, it waits for the bytes (README.md, Malformed
+# chunk size of 2^64-1, it waits for the bytes (docs/operations.md, Malformed
 # requests).
 #
 #   scripts/mhd.sh cflags     compiler flags  } the Makefile reads these three

@@ -121,7 +121,7 @@ cases = {
     "param_unknown_weight_typo": (400, "invalid_parameter", "weights has an unknown field 'out_proj_bais' (did you mean 'out_proj_bias'?)", req(weights={"out_proj_bais": [0, 0, 0, 0]}), None),
     "param_weights_not_object": (400, "invalid_parameter", "weights must be an object", req(weights=[1]), None),
     "param_attn_mask_word": (400, "invalid_parameter", "attn_mask must be \"causal\", \"causal_lower_right\" or a tensor", req(attn_mask="bidirectional"), None),
-    # the attention variants (README "Attention variants"): 400 naming the field
+    # the attention variants (docs/variants.md): 400 naming the field
     "variant_kv_heads_not_dividing": (400, "invalid_parameter", "num_kv_heads is 3, which does not divide num_heads 2", req(num_kv_heads=3), None),
     "variant_kv_heads_zero": (400, "invalid_parameter", "num_kv_heads must be an integer >= 1", req(num_kv_heads=0), None),
     "variant_kv_heads_real": (400, "invalid_parameter", "num_kv_heads must be an integer >= 1", req(num_kv_heads=1.5), None),
@@ -166,7 +166,7 @@ cases = {
     "param_key_tokens_count": (400, "invalid_parameter", "key_tokens has 1 entries but the keys have S = 4", req(key_tokens=["x"]), None),
     "param_key_tokens_cross": (400, "invalid_parameter", "key_tokens has 4 entries but the keys have S = 2", req(key=Q[:2], tokens=list("abcd"), key_tokens=list("wxyz")), None),
     "param_packed_and_separate": (400, "invalid_parameter", "mutually exclusive", req(weights={"in_proj_weight": Q * 3, "q_proj_weight": Q}), None),
-    # the range rule (README "Semantics"): finite inputs, a result beyond float32
+    # the range rule (docs/numerics.md, "Semantics"): finite inputs, a result beyond float32
     "range_row_below_minus_flt_max": (400, "invalid_parameter", "every unmasked attention score of query 0 (batch 0, head 0) is below -3.4e38",
                                       {"query": [[1e20]], "key": [[-1e20], [-2e20]], "value": [[1], [2]], "num_heads": 1,
                                        "weights": {"out_proj_bias": [0.5]}}, None),

@@ -206,7 +206,7 @@ def _call_without_out_proj(E, common, proj, dtype=torch.float64):
 def expected_torch(r, dtype=torch.float64):
     """PyTorch's answer in dtype: float64 is the expected value, float32
     PyTorch's own float32 answer (its error against float64 widens the
-    tolerance, see README "Accuracy")."""
+    tolerance, see docs/numerics.md, "Accuracy")."""
     def tt(a):
         return t64(a).to(dtype)
 

@@ -1,9 +1,9 @@
 /* test_spec.c -- the error table in lib/errors.h, openapi.yaml and the
- * README agree.
+ * reference in docs/ agree.
  *
  * HTTP_ERRORS is the one source of truth. openapi.yaml lists the slugs as the
  * enum of components/schemas/Error/properties/error/properties/code, with an
- * `x-status` map (slug: status) beside it; README.md has a table with one row
+ * `x-status` map (slug: status) beside it; docs/api.md has a table with one row
  * per slug, e.g. "| 400 | `invalid_json` | ... |". Every mismatch is printed,
  * naming the side it is missing from.
  *
@@ -21,7 +21,8 @@
 #include "lib/errors.h"
 
 #define SPEC_PATH "openapi.yaml"
-#define README_PATH "README.md"
+#define ERRORS_DOC "docs/api.md"      /* the error table */
+#define CORS_DOC "docs/operations.md" /* the CORS headers */
 #define MAX_ENTRIES 64
 
 /* One non-blank, non-comment line of the YAML file, borrowed from the buffer. */
@@ -326,9 +327,9 @@ static int row_has_cell(const char *row, size_t len, const char *want)
     return 0;
 }
 
-Test(spec, readme_error_table_lists_every_slug)
+Test(spec, docs_error_table_lists_every_slug)
 {
-    char *readme = read_file(README_PATH);
+    char *readme = read_file(ERRORS_DOC);
     int missing = 0;
     for (int e = 0; e < ERR_COUNT; e++) {
         char status[16], slug[80];
@@ -345,14 +346,14 @@ Test(spec, readme_error_table_lists_every_slug)
             p += len + (p[len] == '\n');
         }
         if (!found) {
-            cr_log_error("README.md has no table row with cells '%s' and '%s'", status, slug);
+            cr_log_error("%s has no table row with cells '%s' and '%s'", ERRORS_DOC, status, slug);
             missing++;
         }
     }
     cr_expect_eq(missing, 0,
-                 "%d slug(s) of %s missing from README.md's error table (listed above), "
+                 "%d slug(s) of %s missing from %s's error table (listed above), "
                  "e.g. a row \"| %d | `%s` | %s |\"",
-                 missing, CODE_NAME, http_error_status(0), http_error_slug(0),
+                 missing, CODE_NAME, ERRORS_DOC, http_error_status(0), http_error_slug(0),
                  http_error_message(0));
     free(readme);
 }
@@ -383,17 +384,17 @@ static int check_header_quotes(const char *text, const char *file, const char *n
     return n;
 }
 
-/* README's CORS section quotes the headers the server sends (once they
+/* The CORS section of docs/operations.md quotes the headers the server sends (once they
  * differed: Content-Type only, while five were sent). */
 Test(spec, cors_header_lists_in_the_docs_are_what_is_sent)
 {
-    char *readme = read_file(README_PATH), *spec = read_file(SPEC_PATH);
-    cr_expect_geq(check_header_quotes(readme, README_PATH, "Access-Control-Allow-Headers",
-                                      CORS_ALLOW_HEADERS), 1, "README.md quotes no "
-                  "Access-Control-Allow-Headers");
-    cr_expect_geq(check_header_quotes(readme, README_PATH, "Access-Control-Expose-Headers",
-                                      CORS_EXPOSE_HEADERS), 1, "README.md quotes no "
-                  "Access-Control-Expose-Headers");
+    char *readme = read_file(CORS_DOC), *spec = read_file(SPEC_PATH);
+    cr_expect_geq(check_header_quotes(readme, CORS_DOC, "Access-Control-Allow-Headers",
+                                      CORS_ALLOW_HEADERS), 1, "%s quotes no "
+                  "Access-Control-Allow-Headers", CORS_DOC);
+    cr_expect_geq(check_header_quotes(readme, CORS_DOC, "Access-Control-Expose-Headers",
+                                      CORS_EXPOSE_HEADERS), 1, "%s quotes no "
+                  "Access-Control-Expose-Headers", CORS_DOC);
     check_header_quotes(spec, SPEC_PATH, "Access-Control-Allow-Headers", CORS_ALLOW_HEADERS);
     check_header_quotes(spec, SPEC_PATH, "Access-Control-Expose-Headers", CORS_EXPOSE_HEADERS);
     cr_expect_null(strstr(CORS_ALLOW_HEADERS, "Authorization"), "a page may send the admin token");

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Browser tests of the served-model picker (README "In the browser"),
+// Browser tests of the served-model picker (docs/web.md),
 // against a real build/attention-server started on a free port with
 // --model-repository tests/models/repo (every layout and dtype of the
 // fixtures). Run through scripts/browser-test.sh, or directly:

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Browser tests of reduced weights (README "In the browser": pooled and
+// Browser tests of reduced weights (docs/web.md: pooled and
 // top-k weights, the long-sequence example), against a real
 // build/attention-server started on a free port. Run through
 // scripts/browser-test.sh, or directly: node tests/browser/reduced.test.mjs

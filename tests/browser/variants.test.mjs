@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Browser tests of the attention-variant controls (README "In the browser",
+// Browser tests of the attention-variant controls (docs/web.md,
 // issue 12), against a real build/attention-server started on a free port.
 // Run through scripts/browser-test.sh, or directly:
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Browser tests of the page's analysis views (README "In the browser"),
+// Browser tests of the page's analysis views (docs/web.md),
 // against a real build/attention-server started on a free port. Run
 // through scripts/browser-test.sh, or directly: node tests/browser/views.test.mjs
 //

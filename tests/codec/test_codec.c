@@ -759,7 +759,7 @@ static char *big_body(enum big_body which, size_t target, size_t *len)
     return b;
 }
 
-/* Decoding memory (README, Request): at most 3x the body beyond the body
+/* Decoding memory (docs/api.md, Request): at most 3x the body beyond the body
  * itself, whatever the body holds. Peak resident memory is measured around
  * one decode (VmHWM, reset through /proc/self/clear_refs). The whole-body
  * DOM cost 14-31x on these bodies (unknown field 20x, empty tokens 31x,

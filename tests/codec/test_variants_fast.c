@@ -13,7 +13,7 @@
 #include "tests/support/check.h"
 #include "tests/support/golden.h"
 
-/* The tolerances of test_attention.c (README "Accuracy"). */
+/* The tolerances of test_attention.c (docs/numerics.md, "Accuracy"). */
 #define OUT_ATOL 1e-4
 #define OUT_RTOL 1e-4
 #define W_ATOL 1e-5

@@ -12,7 +12,7 @@
 #include "tests/support/check.h"
 #include "tests/support/golden.h"
 
-/* Tolerances (README "Accuracy"): outputs |Δ| ≤ 1e-4·(1 + |ref|), weights
+/* Tolerances (docs/numerics.md, "Accuracy"): outputs |Δ| ≤ 1e-4·(1 + |ref|), weights
  * 1e-5; against PyTorch, or 4× PyTorch float32's own error if larger. */
 #define OUT_ATOL 1e-4
 #define OUT_RTOL 1e-4

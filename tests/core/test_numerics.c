@@ -1,4 +1,4 @@
-/* test_numerics.c -- numbers at the edges (README "Accuracy" and "Range").
+/* test_numerics.c -- numbers at the edges (docs/numerics.md, "Accuracy" and "Range").
  *
  * The property: for random requests whose magnitudes are drawn
  * log-uniformly from 1e-40 to 1e38 (values, weights, biases, scales, float

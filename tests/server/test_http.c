@@ -675,13 +675,16 @@ Test(http, readme_examples_answer_what_the_readme_shows)
         char *end = strchr(d, '\'');
         char body[512];
         snprintf(body, sizeof body, "%.*s", (int)(end - d), d);
-        /* the answer: a ```json block (first example) or the next line */
+        /* the answer: the next ```json block, wrapped (first example) or
+         * on one line (second) */
         char want[4096] = "";
-        char *blk = ex == 0 ? strstr(end, "```json\n") : strchr(end, '\n') + 1;
-        char *stop = ex == 0 ? strstr(blk + 8, "```") : strchr(blk, '\n');
+        char *blk = strstr(end, "```json\n");
+        cr_assert_not_null(blk, "example %d: no ```json answer after it", ex + 1);
+        blk += 8;
+        char *stop = ex == 0 ? strstr(blk, "```") : strchr(blk, '\n');
         size_t w = 0;
-        for (char *c = blk + (ex == 0 ? 8 : 0); c < stop && w < sizeof want - 1; c++)
-            if (ex == 1 || (*c != ' ' && *c != '\n')) /* 1: undo the wrapping */
+        for (char *c = blk; c < stop && w < sizeof want - 1; c++)
+            if (ex == 1 || (*c != ' ' && *c != '\n')) /* 0: undo the wrapping */
                 want[w++] = *c;
         want[w] = '\0';
         struct answer a = post(s.port, body);
@@ -1736,7 +1739,7 @@ static const char *expect_one_answer(const struct reply *r, const char *what, in
     return body;
 }
 
-/* libmicrohttpd's own refusal, before our code runs (README.md, Malformed
+/* libmicrohttpd's own refusal, before our code runs (docs/operations.md, Malformed
  * requests): one answer with status, and its HTML page. */
 static void expect_library_refusal(const struct reply *r, const char *what, int status)
 {
@@ -2014,7 +2017,7 @@ Test(http, static_dir_on_the_host_root_stops_startup)
 }
 
 /* Findings 7 and 8, hostile framing that libmicrohttpd refuses before our
- * code runs (README.md, Malformed requests). 0.9.75 answered a malformed
+ * code runs (docs/operations.md, Malformed requests). 0.9.75 answered a malformed
  * Content-Length with its header block twice (the second inside the first's
  * body) and an HTML page, and waited for the bytes of a 2^64-1 chunk until
  * a timeout (nginx answers 413 at once). Now each gets one well-formed 4xx,
@@ -2054,7 +2057,7 @@ Test(http, hostile_framing_gets_one_answer_at_once, .timeout = 60)
                    &r);
         if (chunk && !patched) {
             loud("NOTE %s: the system's libmicrohttpd lacks scripts/mhd.sh's patch: %s after "
-                 "%.1f s (README.md, Malformed requests)", cases[i].what, r.buf, r.secs);
+                 "%.1f s (docs/operations.md, Malformed requests)", cases[i].what, r.buf, r.secs);
             int st = 0;
             cr_assert(sscanf(r.buf, "HTTP/1.1 %d ", &st) == 1 && st == 408 && r.closed,
                       "%s: want the watchdog's 408: %s", cases[i].what, r.buf);

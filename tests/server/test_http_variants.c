@@ -1,4 +1,4 @@
-/* test_http_variants.c -- the attention variants (README "Attention
+/* test_http_variants.c -- the attention variants (docs/variants.md, "Attention
  * variants") over HTTP: every golden case of tests/golden_variants through
  * POST /attention and through v2's built-in model (JSON and binary
  * tensors), the causal alignments when L != S, the same options through

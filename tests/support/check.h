@@ -12,7 +12,7 @@
 int check_tensor(const char *name, const float *got, const float *want, size_t n,
                  double atol, double rtol);
 
-/* The accuracy claim against PyTorch (README "Accuracy"): want is PyTorch's
+/* The accuracy claim against PyTorch (docs/numerics.md, "Accuracy"): want is PyTorch's
  * float64 answer, want32 its float32 answer (or NULL); got[i] passes when
  * |got[i] - want[i]| <= max(atol + rtol·|want[i]|,
  * CHECK_TORCH32_FACTOR·|want32[i] - want[i]|): never worse than 4× PyTorch's

@@ -24,7 +24,7 @@ char *b64_encode(const unsigned char *bytes, size_t nb);
 json_t *reform(json_t *t, int form);
 /* POST /attention the golden case at path with its tensors in form (1
  * nested, 2 {shape, data}, 3 base64), the answer in base64 or JSON;
- * 1 when it matches PyTorch within the README's tolerance. */
+ * 1 when it matches PyTorch within the tolerance of docs/numerics.md. */
 int check_golden(int port, const char *path, int form, int base64_out);
 
 /* A v2 error: status, {"error": "<message containing text>"} and nothing else. */

@@ -11,7 +11,7 @@
 //                       // {response, request, answer, bytes, timing} or {error} / {aborted};
 //                       // reduce (reduced.js): pooled or top-k outputs instead of the weights
 //
-// Binary tensors (README "Infer, binary tensors"): the request body is the
+// Binary tensors (docs/models.md, "Infer, binary tensors"): the request body is the
 // JSON header, then each input's little-endian float32 bytes in the order
 // of `inputs`; Inference-Header-Content-Length gives the header's length.
 // The answer, asked with binary_data_output, is its JSON header (length in

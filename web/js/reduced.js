@@ -1,4 +1,4 @@
-// Reduced attention weights (README "Response": weights_pool, weights_top_k)
+// Reduced attention weights (docs/api.md, "Reduced weights": weights_pool, weights_top_k)
 // as the page draws them, and when the page asks for them.
 //
 //   reduceFor(L, S, H, mode)     -> {pool: p} | {topK: k} | null, the request's choice

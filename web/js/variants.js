@@ -1,4 +1,4 @@
-// The attention variants (README "Attention variants") as /attention
+// The attention variants (docs/variants.md) as /attention
 // request fields, from the sidebar's form: grouped KV heads, rotary
 // positions, the query position offset, ALiBi, a sliding window and
 // soft-capping. A field is sent only when its control is set; the server

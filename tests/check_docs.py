@@ -1,0 +1,274 @@
+#!/usr/bin/python3
+"""check_docs.py -- `make docs-check` (part of `make test`): the examples of
+README.md and docs/*.md run against the server, so that none goes stale.
+
+1. Starts the server ($ATTN_SERVER, default build/attention-server) as `make
+   run` starts it -- its default settings, so model_repository `models` and
+   static_dir `web` -- from a scratch directory (build/docs-check/run/) that
+   holds a copy of models/ (one example replaces a model's file) and links to
+   web/ and examples/, on a free loopback port, with ATTN_ADMIN_TOKEN set (the
+   model repository examples need it; the examples read it as $TOKEN). Waits
+   until it is ready (the start-up loads are done).
+2. Runs every ```sh block that talks to the server (localhost:8080,
+   127.0.0.1:8080, examples/v2_client.py), in the order of its file, one bash
+   per file (`set -e -o pipefail`; a block may use what an earlier block of the
+   same file made), in the scratch directory, with localhost:8080 turned into
+   the server's address. curl is wrapped: an HTTP status of 400 or more fails
+   the block unless the block says `# answers NNN` with that status. A block
+   that cannot run here must match one of SKIPS below, which says why; a sh
+   block that neither runs nor is listed fails the check, and so does a
+   command in a block not marked sh.
+3. Every model an example names (/v2/models/X, "model": "X", --model X) is
+   the built-in `attention` or a folder of models/.
+4. Every relative link and image of those files resolves: the file exists,
+   and an anchor (#...) is a heading of it (GitHub's heading ids).
+
+Prints what ran and what was skipped, and exits 1 on any failure.
+Usage: tests/check_docs.py [FILE.md ...]   (default: README.md docs/*.md)
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+SERVER = os.path.abspath(os.path.join(ROOT, os.environ.get("ATTN_SERVER", "build/attention-server")))
+WORK = os.path.join(ROOT, "build", "docs-check")
+TOKEN = "docs-check-admin-token-0123456789"
+
+# Blocks that cannot run against the test server: a pattern found in the
+# block, and why it does not run. Each must match some block (a stale entry
+# fails the check too).
+SKIPS = [
+    (r"^make run +# ", "starts the server itself (this check starts it the same way) and "
+                       "`make test`, which runs this check"),
+    (r"^docker (build|run)", "needs a Docker engine; `make container-test` builds and checks "
+                             "the images with podman"),
+    (r"^kubectl ", "needs a Kubernetes cluster; `make deploy-check` renders and validates "
+                   "the manifests offline and checks them against the server"),
+    (r"^openssl req ", "starts a second server with TLS on port 8080 (the HTTP tests cover "
+                       "TLS: tests/server/test_http_admin.c)"),
+    (r"^ATTN_ADMIN_TOKEN=\$TOKEN ", "starts a server with an admin token: this check "
+                                    "starts its own that way"),
+    (r"train_digits_reverse\.py", "retrains the model: minutes of CPU, and it rewrites "
+                                  "models/ (byte for byte the same)"),
+]
+
+TALKS = re.compile(r"localhost:8080|127\.0\.0\.1:8080|examples/v2_client\.py")
+FENCE = re.compile(r"^```(\w*)\s*$")
+
+
+def blocks(path):
+    """The fenced blocks of a Markdown file: (info string, first line number, text)."""
+    out, cur = [], None
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            m = FENCE.match(line)
+            if cur is None and m:
+                cur = (m.group(1), n + 1, [])
+            elif cur is not None and line.rstrip() == "```":
+                out.append((cur[0], cur[1], "".join(cur[2])))
+                cur = None
+            elif cur is not None:
+                cur[2].append(line)
+    return out
+
+
+def slug(heading, seen):
+    """GitHub's id for a heading: lower case, punctuation dropped, spaces to
+    hyphens, -1, -2, ... for repeats."""
+    s = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading.strip())
+    s = re.sub(r"[^\w\- ]", "", s.lower()).replace(" ", "-")
+    n = seen.get(s, 0)
+    seen[s] = n + 1
+    return s if n == 0 else f"{s}-{n}"
+
+
+def anchors(path):
+    seen, ids, infence = {}, set(), False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("```"):
+                infence = not infence
+            elif not infence and re.match(r"#{1,6} ", line):
+                ids.add(slug(line.lstrip("#"), seen))
+    return ids
+
+
+def check_links(path, errors):
+    """Every relative link and image of `path` resolves; returns how many."""
+    text = open(path, encoding="utf-8").read()
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)   # code blocks
+    text = re.sub(r"`[^`\n]*`", "", text)                          # inline code
+    n = 0
+    for target in re.findall(r"!?\[[^\]]*\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        n += 1
+        file, _, frag = target.partition("#")
+        dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+        if not os.path.exists(dest):
+            errors.append(f"{os.path.relpath(path, ROOT)}: link to {target}: "
+                          f"{os.path.relpath(dest, ROOT)} does not exist")
+        elif frag and (not dest.endswith(".md") or frag not in anchors(dest)):
+            errors.append(f"{os.path.relpath(path, ROOT)}: link to {target}: "
+                          f"no heading '#{frag}' in {os.path.relpath(dest, ROOT)}")
+    return n
+
+
+def check_models(path, line, text, errors):
+    names = re.findall(r"/v2/(?:repository/)?models/([A-Za-z0-9._-]+)", text)
+    names += re.findall(r'"model": *"([^"]+)"', text) + re.findall(r"--model[ =](\S+)", text)
+    served = set(os.listdir(os.path.join(ROOT, "models"))) | {"attention", "stats"}
+    for name in names:
+        if name not in served:
+            errors.append(f"{os.path.relpath(path, ROOT)}:{line}: the example names model "
+                          f"'{name}', which models/ does not hold")
+
+
+# The shell every file's runnable blocks run in. curl reports its status on
+# stderr (-w %{stderr}), which the wrapper takes back out.
+PRELUDE = r"""
+set -e -o pipefail
+curl() {
+    local err rc st
+    err=$(mktemp)
+    rc=0
+    command curl -w '%{stderr}@@status %{http_code}\n' "$@" 2>"$err" || rc=$?
+    st=$(sed -n 's/^@@status //p' "$err" | tail -n 1)
+    grep -v '^@@status ' "$err" >&2 || true
+    rm -f "$err"
+    if [ "$rc" -ne 0 ]; then echo "check_docs: curl exited with status $rc" >&2; return "$rc"; fi
+    case "$st" in [0-9][0-9][0-9]) ;; *) echo "check_docs: no HTTP status from curl" >&2; return 1;; esac
+    case " $ALLOW " in *" $st "*) ;; *)
+        if [ "$st" -ge 400 ]; then echo "check_docs: HTTP $st" >&2; return 22; fi;;
+    esac
+}
+"""
+
+
+def start_server():
+    run = os.path.join(WORK, "run")
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(run)
+    shutil.copytree(os.path.join(ROOT, "models"), os.path.join(run, "models"))
+    for d in ("web", "examples"):
+        os.symlink(os.path.join(ROOT, d), os.path.join(run, d))
+    if not os.access(SERVER, os.X_OK):
+        sys.exit(f"check_docs: {SERVER} is missing: make build/attention-server")
+    env = dict(os.environ, ATTN_ADMIN_TOKEN=TOKEN)
+    log = open(os.path.join(WORK, "server.log"), "wb")
+    proc = subprocess.Popen([SERVER, "--port", "0", "--bind", "127.0.0.1"], cwd=run, env=env,
+                            stdout=log, stderr=subprocess.PIPE)
+    port, seen = None, b""
+    deadline = time.time() + 20
+    while port is None and time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        log.write(line)
+        seen += line
+        m = re.search(rb"listening on https?://127\.0\.0\.1:(\d+)", line)
+        port = int(m.group(1)) if m else None
+    if port is None:
+        proc.kill()
+        sys.exit(f"check_docs: the server did not start:\n{seen.decode(errors='replace')}")
+    # keep draining its log (the access log) so that it never blocks
+    subprocess.Popen(["cat"], stdin=proc.stderr, stdout=log)
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2):
+                break
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        sys.exit("check_docs: the server was not ready within 20 s")
+    return proc, port, run
+
+
+def main():
+    files = sys.argv[1:] or ["README.md"] + sorted(glob.glob("docs/*.md"))
+    files = [os.path.join(ROOT, f) for f in files]
+    errors, plan, used = [], [], set()
+    skipped = []
+    nlinks = 0
+    for path in files:
+        rel = os.path.relpath(path, ROOT)
+        nlinks += check_links(path, errors)
+        runnable = []
+        for info, line, text in blocks(path):
+            if info not in ("sh", "bash"):
+                if re.search(r"^(\$ |curl |kubectl |docker |make )", text, re.M):
+                    errors.append(f"{rel}:{line}: a command in a block not marked sh")
+                continue
+            skip = next((i for i, (pat, _) in enumerate(SKIPS) if re.search(pat, text, re.M)), None)
+            if skip is not None:
+                used.add(skip)
+                skipped.append((rel, line, SKIPS[skip][1]))
+            elif TALKS.search(text):
+                check_models(path, line, text, errors)
+                runnable.append((line, text))
+            else:
+                errors.append(f"{rel}:{line}: a sh block that does not talk to the server "
+                              f"and is not listed in tests/check_docs.py's SKIPS")
+        if runnable:
+            plan.append((rel, runnable))
+    for i, (pat, why) in enumerate(SKIPS):
+        if i not in used and not sys.argv[1:]:
+            errors.append(f"tests/check_docs.py: SKIPS entry {pat!r} matches no block")
+
+    ran = 0
+    if plan:
+        proc, port, run = start_server()
+        try:
+            for rel, runnable in plan:
+                script = [PRELUDE]
+                for k, (line, text) in enumerate(runnable):
+                    text = re.sub(r"(?:localhost|127\.0\.0\.1):8080", f"127.0.0.1:{port}", text)
+                    allow = " ".join(re.findall(r"# answers (\d{3})", text))
+                    script.append(f"echo {k} > \"$CHECK_DOCS_AT\"\nALLOW='{allow}'\n{text}\n")
+                at = os.path.join(WORK, "at")
+                logpath = os.path.join(WORK, rel.replace("/", "_") + ".log")
+                with open(logpath, "wb") as log:
+                    r = subprocess.run(["bash", "-c", "".join(script)], cwd=run, stdout=log,
+                                       stderr=subprocess.STDOUT, timeout=300,
+                                       env=dict(os.environ, TOKEN=TOKEN, CHECK_DOCS_AT=at))
+                k = int(open(at).read()) if os.path.exists(at) else 0
+                if r.returncode == 0:
+                    ran += len(runnable)
+                    print(f"ok   {rel}: {len(runnable)} example(s) ran")
+                    continue
+                ran += k
+                line = runnable[k][0]
+                out = open(logpath, encoding="utf-8", errors="replace").read()
+                errors.append(f"{rel}:{line}: the example failed (exit status {r.returncode}); "
+                              f"its output ({os.path.relpath(logpath, ROOT)}) ends:\n"
+                              + "\n".join("    " + s[-300:] for s in out.splitlines()[-15:]))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=25)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            if proc.returncode not in (0, None):
+                errors.append(f"the server exited with status {proc.returncode} after SIGTERM")
+            slog = open(os.path.join(WORK, "server.log"), encoding="utf-8", errors="replace").read()
+            for s in re.findall(r".*(?:Sanitizer|runtime error:).*", slog):
+                errors.append(f"the server's log (build/docs-check/server.log): {s}")
+    for rel, line, why in skipped:
+        print(f"skip {rel}:{line}: {why}")
+    for e in errors:
+        print(f"FAIL {e}", file=sys.stderr)
+    print(f"docs-check: {ran} example(s) ran against the server, {len(skipped)} skipped "
+          f"(reasons above), {nlinks} relative link(s) checked; {len(errors)} failure(s)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
