@@ -58,7 +58,7 @@ CONFIG_SRC := config/config.c config/values.c config/cpus.c
 MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
 CODEC_SRC  := codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
-              codec/v2_response.c
+              codec/v2_response.c codec/options.c
 API_SRC    := api/service.c api/metrics.c api/v2.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c
 SVC_SRC    := $(LIB_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
@@ -145,7 +145,8 @@ $(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o
 $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
-$(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o)
+$(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o) \
+                          $(BUILD)/codec/options.o
 	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/lib/jsonnum.o \
@@ -232,7 +233,7 @@ bench:
 FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/support/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) \
              $(MODEL_SRC)
 FUZZ_LIBS := $(SVC_LIBS)
-FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC)
+FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC) codec/options.c
 FUZZ_ST_LIBS := -ljansson -lm
 fuzz:
 	scripts/fuzz.sh

@@ -31,28 +31,112 @@ void codec_variants_set(struct codec_variants *cv, enum codec_var i, json_t *v,
     snprintf(cv->name[i], sizeof cv->name[i], "%s", name);
 }
 
+void codec_variants_merge(struct codec_variants *cv, enum codec_var i, json_t *v,
+                          const char *name)
+{
+    if (v || !cv->v[i])
+        codec_variants_set(cv, i, v, name);
+}
+
+/* Each part's option, and its member (rope's, window's end) or -1: whole. */
+static const struct {
+    enum opt_id opt;
+    int member;
+} parts[CV_COUNT] = {
+    [CV_NUM_KV_HEADS] = {OPT_NUM_KV_HEADS, -1},
+    [CV_HEAD_DIM] = {OPT_HEAD_DIM, -1},
+    [CV_ROPE_STYLE] = {OPT_ROPE, 0},
+    [CV_ROPE_THETA] = {OPT_ROPE, 1},
+    [CV_ROPE_ROTARY_DIM] = {OPT_ROPE, 2},
+    [CV_QUERY_POSITION_OFFSET] = {OPT_QUERY_POSITION_OFFSET, -1},
+    [CV_ALIBI] = {OPT_ALIBI, -1},
+    [CV_ALIBI_SLOPES] = {OPT_ALIBI_SLOPES, -1},
+    [CV_WINDOW_LEFT] = {OPT_WINDOW, 0},
+    [CV_WINDOW_RIGHT] = {OPT_WINDOW, 1},
+    [CV_SOFTCAP] = {OPT_SOFTCAP, -1},
+    [CV_NEED_WEIGHTS] = {OPT_NEED_WEIGHTS, -1},
+    [CV_AVERAGE_ATTN_WEIGHTS] = {OPT_AVERAGE_ATTN_WEIGHTS, -1},
+    [CV_ATTN_MASK] = {OPT_ATTN_MASK, -1},
+    [CV_SCALE] = {OPT_SCALE, -1},
+    [CV_POSITIONAL_ENCODING] = {OPT_POSITIONAL_ENCODING, -1},
+    [CV_OUTPUT_ENCODING] = {OPT_OUTPUT_ENCODING, -1},
+};
+
+void codec_variants_defaults(struct codec_variants *cv, const struct model *m, int say_model)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < CV_COUNT; i++) {
+        const enum opt_id o = parts[i].opt;
+        const int k = parts[i].member;
+        json_t *v = json_object_get(m->defaults, opt_name(o));
+        if (!v)
+            continue;
+        char from[sizeof cv->name[0]];
+        size_t n = (size_t)snprintf(from, sizeof from, "%s%s%s%s", say_model ? "model '" : "",
+                                    say_model ? m->name : "", say_model ? "' defaults." : "",
+                                    opt_name(o));
+        n = n < sizeof from ? n : sizeof from - 1;
+        if (k >= 0 && o == OPT_WINDOW) {
+            snprintf(from + n, sizeof from - n, "[%d] (%s)", k, k ? "right" : "left");
+            v = json_array_get(v, (size_t)k);
+        } else if (k >= 0) {
+            snprintf(from + n, sizeof from - n, ".%s", opt_member(o, k));
+            v = json_object_get(v, opt_member(o, k));
+        }
+        codec_variants_set(cv, (enum codec_var)i, v, from);
+    }
+}
+
+void codec_variants_over(struct codec_variants *cv, json_t *obj, int v2)
+{
+    const unsigned flag = v2 ? OPT_V2_PARAM : OPT_ATTENTION;
+    const int alibi = json_object_get(obj, opt_name(OPT_ALIBI)) ||
+                      json_object_get(obj, opt_name(OPT_ALIBI_SLOPES));
+    char from[192];
+    for (int i = 0; i < CV_COUNT; i++) {
+        const enum opt_id o = parts[i].opt;
+        if (parts[i].member >= 0 || !(opt_get(o)->flags & flag))
+            continue;
+        snprintf(from, sizeof from, "%s%s", v2 ? "parameters." : "", opt_name(o));
+        json_t *v = json_object_get(obj, opt_name(o));
+        if (o == OPT_ALIBI || o == OPT_ALIBI_SLOPES) {
+            if (alibi) /* one option: the request's either replaces both */
+                codec_variants_set(cv, (enum codec_var)i, v, from);
+            else if (!cv->v[i])
+                codec_variants_set(cv, (enum codec_var)i, NULL, from);
+        } else {
+            codec_variants_merge(cv, (enum codec_var)i, v, from);
+        }
+    }
+}
+
 int codec_variants_rope(struct codec_variants *cv, json_t *rope, const char *name,
                         struct api_error *err)
 {
-    static const char *const members[3] = {"style", "theta", "rotary_dim"};
+    const char *members[3] = {opt_member(OPT_ROPE, 0), opt_member(OPT_ROPE, 1),
+                              opt_member(OPT_ROPE, 2)};
     if (!json_is_object(rope))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an object {\"style\": \"half\" "
-                        "or \"interleaved\", \"theta\", \"rotary_dim\"}", name);
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an object {\"%s\": \"%s\" "
+                        "or \"%s\", \"%s\", \"%s\"}", name, members[0],
+                        opt_choice(OPT_ROPE, 0), opt_choice(OPT_ROPE, 1), members[1],
+                        members[2]);
     const char *k;
     json_t *v;
     json_object_foreach(rope, k, v) {
         if (strcmp(k, members[0]) && strcmp(k, members[1]) && strcmp(k, members[2])) {
             char hint[96];
             return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s'%s (its "
-                            "fields are style, theta and rotary_dim)", name, k,
-                            suggest_hint(hint, sizeof hint, k, members, 3));
+                            "fields are %s, %s and %s)", name, k,
+                            suggest_hint(hint, sizeof hint, k, members, 3), members[0],
+                            members[1], members[2]);
         }
     }
     for (int i = 0; i < 3; i++) {
         char full[192];
         snprintf(full, sizeof full, "%s.%s", name, members[i]);
-        codec_variants_set(cv, (enum codec_var)(CV_ROPE_STYLE + i),
-                           json_object_get(rope, members[i]), full);
+        codec_variants_merge(cv, (enum codec_var)(CV_ROPE_STYLE + i),
+                             json_object_get(rope, members[i]), full);
     }
     return 0;
 }
@@ -151,10 +235,12 @@ static int set_rope(struct att_params *p, const struct codec_variants *cv,
         return api_fail(err, ERR_INVALID_PARAMETER, "%s is required with %s (\"half\" or "
                         "\"interleaved\")", cv->name[CV_ROPE_STYLE],
                         cv->name[v[CV_ROPE_THETA] ? CV_ROPE_THETA : CV_ROPE_ROTARY_DIM]);
-    if (!style || (strcmp(style, "half") && strcmp(style, "interleaved")))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"half\" (GPT-NeoX, Hugging "
-                        "Face Llama) or \"interleaved\" (GPT-J, Meta)", cv->name[CV_ROPE_STYLE]);
-    p->rope_style = strcmp(style, "half") == 0 ? ATT_ROPE_HALF : ATT_ROPE_INTERLEAVED;
+    const int si = opt_choice_index(OPT_ROPE, style);
+    if (si < 0)
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" (GPT-NeoX, Hugging "
+                        "Face Llama) or \"%s\" (GPT-J, Meta)", cv->name[CV_ROPE_STYLE],
+                        opt_choice(OPT_ROPE, 0), opt_choice(OPT_ROPE, 1));
+    p->rope_style = si == 0 ? ATT_ROPE_HALF : ATT_ROPE_INTERLEAVED;
     if (v[CV_ROPE_THETA]) {
         const double t = json_number_value(v[CV_ROPE_THETA]);
         if (!json_is_number(v[CV_ROPE_THETA]) || !(t > 0) || !isfinite(t))
@@ -313,13 +399,13 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
         int din;
         const char *in;
     } m[] = {
-        {packed ? p->in_proj_weight : p->q_proj_weight, "q_proj_weight", "num_heads", dq, p->E,
+        {packed ? p->in_proj_weight : p->q_proj_weight, "q_proj_weight", opt_name(OPT_NUM_HEADS), dq, p->E,
          "embed_dim"},
-        {packed ? p->in_proj_weight : p->k_proj_weight, "k_proj_weight", "num_kv_heads", dkv,
+        {packed ? p->in_proj_weight : p->k_proj_weight, "k_proj_weight", opt_name(OPT_NUM_KV_HEADS), dkv,
          p->kdim, "kdim"},
-        {packed ? p->in_proj_weight : p->v_proj_weight, "v_proj_weight", "num_kv_heads", dkv,
+        {packed ? p->in_proj_weight : p->v_proj_weight, "v_proj_weight", opt_name(OPT_NUM_KV_HEADS), dkv,
          p->vdim, "vdim"},
-        {p->out_proj_weight, "out_proj_weight", "num_heads", dq, p->E, "embed_dim"},
+        {p->out_proj_weight, "out_proj_weight", opt_name(OPT_NUM_HEADS), dq, p->E, "embed_dim"},
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (!m[i].w && m[i].dout != p->E && m[i].dout != m[i].din)
@@ -330,15 +416,144 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
     return 0;
 }
 
-int codec_model_dim(const struct model *m, const char *key, json_t *given, const char *name,
+int codec_model_dim(const struct model *m, enum opt_id id, json_t *given, const char *name,
                     struct api_error *err)
 {
     /* the weights' own values, never the defaults (model_set_defaults keeps
      * those equal to them) */
-    const long long want = strcmp(key, "num_kv_heads") == 0 ? m->Hkv : m->head_dim;
+    const long long want = id == OPT_NUM_KV_HEADS ? m->Hkv : m->head_dim;
     long long got = 0;
     if (!given || (json_int_value(given, &got) == JSON_INT_OK && got == want))
         return 0;
     return api_fail(err, ERR_INVALID_PARAMETER, "%s must be %lld for model '%s' (its weights "
                     "have that shape): leave it out or give %lld", name, want, m->name, want);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The rest of a request, for both protocols                               */
+
+int codec_check_dim(long long v, int max, const char *what, const char *key,
+                    struct api_error *err)
+{
+    if (v > max)
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what, v,
+                        max, key);
+    return 0;
+}
+
+int codec_num_heads(long long *heads, json_t *v, const char *name,
+                    const struct codec_limits *lim, struct api_error *err)
+{
+    const enum json_int hk = json_int_value(v, heads);
+    if (hk == JSON_INT_HUGE)
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s is beyond 2^63; the limit is %d "
+                        "(max_heads)", name, lim->max_heads);
+    if (hk != JSON_INT_OK || *heads < 1)
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an integer >= 1", name);
+    return 0;
+}
+
+int codec_query_rank(const struct tensor *q, struct api_error *err)
+{
+    if (q->ndim != 2 && q->ndim != 3)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s must have rank 2 (L, E) or 3 (N, L, E), "
+                        "got rank %d", opt_name(OPT_QUERY), q->ndim);
+    return 0;
+}
+
+int codec_set_sequences(struct att_params *p, int *batched, const struct tensor *q,
+                        const struct tensor *kt, const struct tensor *vt,
+                        const struct codec_limits *lim, struct api_error *err)
+{
+    if (codec_query_rank(q, err))
+        return -1;
+    const int b = *batched = q->ndim == 3;
+    const char *key = opt_name(OPT_KEY), *value = opt_name(OPT_VALUE);
+    if (kt->ndim != q->ndim || vt->ndim != q->ndim)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has rank %d but query has rank %d",
+                        kt->ndim != q->ndim ? key : value,
+                        kt->ndim != q->ndim ? kt->ndim : vt->ndim, q->ndim);
+    if (b && (kt->shape[0] != q->shape[0] || vt->shape[0] != q->shape[0]))
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has batch size %lld but query has %lld",
+                        kt->shape[0] != q->shape[0] ? key : value,
+                        kt->shape[0] != q->shape[0] ? kt->shape[0] : vt->shape[0], q->shape[0]);
+    if (kt->shape[b] != vt->shape[b])
+        return api_fail(err, ERR_SHAPE_MISMATCH, "key has source length %lld but value has %lld",
+                        kt->shape[b], vt->shape[b]);
+    if (codec_check_dim(b ? q->shape[0] : 1, lim->max_batch, "batch size", "max_batch", err) ||
+        codec_check_dim(q->shape[b], lim->max_target_len, "target length", "max_target_len",
+                        err) ||
+        codec_check_dim(kt->shape[b], lim->max_source_len, "source length", "max_source_len",
+                        err) ||
+        codec_check_dim(q->shape[b + 1], lim->max_embed_dim, "embed_dim", "max_embed_dim", err) ||
+        codec_check_dim(kt->shape[b + 1], lim->max_embed_dim, "kdim", "max_embed_dim", err) ||
+        codec_check_dim(vt->shape[b + 1], lim->max_embed_dim, "vdim", "max_embed_dim", err))
+        return -1;
+    p->N = b ? (int)q->shape[0] : 1;
+    p->L = (int)q->shape[b], p->E = (int)q->shape[b + 1];
+    p->S = (int)kt->shape[b], p->kdim = (int)kt->shape[b + 1], p->vdim = (int)vt->shape[b + 1];
+    p->query = q->f, p->key = kt->f, p->value = vt->f;
+    return 0;
+}
+
+int codec_set_mask(struct att_params *p, const struct tensor *t, struct api_error *err)
+{
+    if (t->ndim != 2 && t->ndim != 3)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s must have rank 2 (L, S) or 3 "
+                        "(N*num_heads, L, S), got rank %d", opt_name(OPT_ATTN_MASK), t->ndim);
+    p->mask_kind = t->is_bool ? ATT_MASK_BOOL : ATT_MASK_FLOAT;
+    p->bool_mask = t->u8, p->float_mask = t->f;
+    p->mask_ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++)
+        p->mask_shape[i] = (int)t->shape[i];
+    return 0;
+}
+
+int codec_set_key_padding_mask(struct att_params *p, int batched, const struct tensor *t,
+                               struct api_error *err)
+{
+    const char *name = opt_name(OPT_KEY_PADDING_MASK);
+    if (batched ? codec_expect_shape(t, name, 2, p->N, p->S, err)
+                : codec_expect_shape(t, name, 1, p->S, 0, err))
+        return -1;
+    p->key_padding_mask = t->u8;
+    return 0;
+}
+
+int codec_option_bool(const struct codec_variants *cv, enum codec_var i, int *out,
+                      struct api_error *err)
+{
+    json_t *v = cv->v[i];
+    if (v && !json_is_boolean(v))
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false", cv->name[i]);
+    if (v)
+        *out = json_is_true(v);
+    return 0;
+}
+
+int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
+                       struct api_error *err)
+{
+    json_t *v = cv->v[CV_SCALE];
+    if (!v)
+        return 0;
+    const double s = json_number_value(v);
+    if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0",
+                        cv->name[CV_SCALE]);
+    *has = 1, *scale = (float)s;
+    return 0;
+}
+
+int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err)
+{
+    json_t *v = cv->v[CV_POSITIONAL_ENCODING];
+    if (!v)
+        return 0;
+    if (opt_choice_index(OPT_POSITIONAL_ENCODING, json_string_value(v)) < 0)
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\"",
+                        cv->name[CV_POSITIONAL_ENCODING],
+                        opt_choice(OPT_POSITIONAL_ENCODING, 0));
+    *pe = 1;
+    return 0;
 }

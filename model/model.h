@@ -13,8 +13,8 @@
  * config.json:
  *   {"format": "torch_mha" | "hf_bert" | "hf_gpt2",
  *    "prefix": "bert.encoder.layer.3.",      (optional, default "")
- *    "num_heads": 12,
- *    "defaults": {"attn_mask": "causal", "scale": 0.125}}   (optional)
+ *    num_heads: 12,                          (named as the option, options.h)
+ *    "defaults": {attn_mask: causal, scale: 0.125}}   (optional; options.h's names)
  *   Any other top-level key is kept (m->config) and ignored.
  *
  * A Hugging Face decoder layer (README "Hugging Face checkpoints"):
@@ -22,7 +22,7 @@
  *    "checkpoint": "/path/to/hf-folder",   (absolute, or relative to DIR/<name>)
  *    "layer": 3,
  *    "prefix": "model.layers.3.",          (optional, this default)
- *    "num_heads": 32,                      (optional: must equal the checkpoint's)
+ *    num_heads: 32,                        (optional: must equal the checkpoint's)
  *    "hf_ignore": ["some_field"],          (optional: checkpoint config fields the
  *                                           user declares irrelevant to attention)
  *    "defaults": {...}}                    (optional: override the derived ones)
@@ -37,7 +37,7 @@
  *   self_attn.{q,k,v,o}_proj.weight, and .bias when attention_bias.
  *   The loader puts what it derived into m->defaults, in POST /attention's
  *   names: num_kv_heads, head_dim, rope {"style": "half", "theta",
- *   "rotary_dim"}, attn_mask "causal_lower_right", window [W - 1, 0]
+ *   "rotary_dim"}, attn_mask causal_lower_right, window [W - 1, 0]
  *   (sliding_window W; hf_gemma2 on even layers only), softcap, scale
  *   (hf_gemma2: query_pre_attn_scalar^-1/2). A key of the model config's
  *   own defaults replaces the derived one; null removes it.
@@ -105,15 +105,13 @@ struct model {
     char dtype[8];          /* dtype of the weights in the file: "F32", "F16", "BF16" */
 };
 
-/* The options "defaults" may set, as POST /attention names them:
- * need_weights, average_attn_weights, alibi (booleans), attn_mask
- * ("causal" or "causal_lower_right"), scale, softcap (numbers > 0),
- * positional_encoding ("sinusoidal"), output_encoding ("json" or
- * "base64"), num_kv_heads and head_dim (the model's own only), rope
- * ({"style": "half" | "interleaved", "theta", "rotary_dim"}), window
- * ([left, right], >= -1), query_position_offset (>= 0); and
- * sliding_window (W >= 1), Hugging Face's notation, stored as window
- * [W - 1, 0]. */
+/* Whether key is an option "defaults" may set, as POST /attention names
+ * it: a row of the options table marked OPT_DEFAULT (codec/options.h:
+ * need_weights, average_attn_weights, alibi, attn_mask's strings, scale,
+ * softcap, positional_encoding, output_encoding, num_kv_heads and head_dim
+ * (the model's own only), rope, window, query_position_offset), each
+ * checked against its row; or sliding_window (W >= 1), Hugging Face's
+ * notation, stored as window [W - 1, 0]. */
 int model_is_default_option(const char *key);
 
 /* Load DIR/<name>/ (config.json + model.safetensors). Returns 0 with *out
