@@ -73,7 +73,7 @@ static int num_heads(struct att_params *p, json_t *v, const struct model *m,
     return 0;
 }
 
-/* "model": hold it (r->model); its defaults go under the request's options
+/* model: hold it (r->model); its defaults go under the request's options
  * (codec_variants_defaults, in decode_fields). */
 static int use_model(struct codec_request *r, json_t *root, json_t *v, const struct model **m,
                      struct api_error *err)

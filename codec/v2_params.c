@@ -1,7 +1,7 @@
-/* v2_codec_params.c -- a v2 infer request's parameters over a model's
- * defaults, its outputs, and its inputs put together into struct
- * att_params with codec_request.c's shape rules and limits; see
- * v2_codec_internal.h. */
+/* v2_params.c -- a v2 infer request's parameters (the options table's v2
+ * names, codec/options.h) over a model's defaults, its outputs, and its
+ * inputs put together into struct att_params with the rules POST
+ * /attention uses too (codec/variants.h); see v2_internal.h. */
 #include "codec/v2_internal.h"
 
 #include <math.h>
@@ -206,7 +206,7 @@ static int read_variants(struct codec_variants *cv, json_t *params, const struct
     return 0;
 }
 
-/* is_causal over the model's attn_mask "causal" or "causal_lower_right",
+/* is_causal over the model's attn_mask causal or causal_lower_right,
  * and causal_alignment (opt_v2(OPT_ATTN_MASK, 0 and 1)). */
 static int read_causal(struct v2_options *o, json_t *params, struct api_error *err)
 {
@@ -215,7 +215,7 @@ static int read_causal(struct v2_options *o, json_t *params, struct api_error *e
     if (v && !json_is_boolean(v))
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false", ic);
     o->causal = json_is_true(v);
-    /* a model's default attn_mask "causal" is is_causal's default */
+    /* a model's default attn_mask causal is is_causal's default */
     if ((v = o->cv.v[CV_ATTN_MASK])) {
         const int c = opt_choice_index(OPT_ATTN_MASK, json_string_value(v));
         if (c < 0)

@@ -107,7 +107,7 @@ void codec_variants_over(struct codec_variants *cv, json_t *obj, int v2);
 int codec_variants_rope(struct codec_variants *cv, json_t *rope, const char *name,
                         struct api_error *err);
 
-/* A window [left, right] (name: "window"). */
+/* A window [left, right] (name: what it is called, window). */
 int codec_variants_window(struct codec_variants *cv, json_t *w, const char *name,
                           struct api_error *err);
 
