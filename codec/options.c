@@ -24,7 +24,7 @@ static const struct opt rows[OPT_COUNT] = {
                        .choices = {"causal", "causal_lower_right"},
                        .v2 = {"is_causal", "causal_alignment"},
                        .rule = "\"causal\" or \"causal_lower_right\"",
-                       .doc = "a bool or float mask (L, S) or (N*H, L, S), or a causal mask by name"},
+                       .doc = "a mask (L, S) or (N*H, L, S), or a causal mask by name"},
     [OPT_KEY_PADDING_MASK] = {"key_padding_mask", OPT_ATTENTION | OPT_V2_INPUT, OPT_T_TENSOR,
                               .doc = "bool (S) or (N, S): true keys are ignored"},
     [OPT_NEED_WEIGHTS] = {"need_weights", BOTH | OPT_DEFAULT, OPT_T_BOOL, .rule = "a boolean",

@@ -391,6 +391,7 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
     const long long d = p->head_dim ? p->head_dim : p->E / p->H;
     const long long dq = p->H * d, dkv = (p->Hkv ? p->Hkv : p->H) * d;
     const int packed = p->in_proj_weight != NULL;
+    const char *nh = opt_name(OPT_NUM_HEADS), *nkv = opt_name(OPT_NUM_KV_HEADS);
     /* dout == E is att_check()'s case (the messages of before) */
     const struct {
         const float *w;
@@ -399,13 +400,13 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
         int din;
         const char *in;
     } m[] = {
-        {packed ? p->in_proj_weight : p->q_proj_weight, "q_proj_weight", opt_name(OPT_NUM_HEADS), dq, p->E,
+        {packed ? p->in_proj_weight : p->q_proj_weight, "q_proj_weight", nh, dq, p->E,
          "embed_dim"},
-        {packed ? p->in_proj_weight : p->k_proj_weight, "k_proj_weight", opt_name(OPT_NUM_KV_HEADS), dkv,
-         p->kdim, "kdim"},
-        {packed ? p->in_proj_weight : p->v_proj_weight, "v_proj_weight", opt_name(OPT_NUM_KV_HEADS), dkv,
-         p->vdim, "vdim"},
-        {p->out_proj_weight, "out_proj_weight", opt_name(OPT_NUM_HEADS), dq, p->E, "embed_dim"},
+        {packed ? p->in_proj_weight : p->k_proj_weight, "k_proj_weight", nkv, dkv, p->kdim,
+         "kdim"},
+        {packed ? p->in_proj_weight : p->v_proj_weight, "v_proj_weight", nkv, dkv, p->vdim,
+         "vdim"},
+        {p->out_proj_weight, "out_proj_weight", nh, dq, p->E, "embed_dim"},
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (!m[i].w && m[i].dout != p->E && m[i].dout != m[i].din)

@@ -624,17 +624,21 @@ Test(v2, compressed_bodies_are_inflated_with_limits_on_the_inflated_size, .timeo
 /* ---------------------------------------------------------------------- */
 /* The one rule of a model's defaults (README "Model defaults: one rule")  */
 
-/* The "output" data of an answer (POST /attention or v2) as floats. */
-static size_t answer_output(const struct answer *a, float *out, size_t max)
+/* The "output" of body posted to path (POST /attention or a v2 infer), as
+ * floats into out (4096 at most); asserts 200. Returns how many. */
+static size_t answer_output(int port, const char *path, const char *body, float *out)
 {
-    json_t *r = json_loadb(a->body, a->len, 0, NULL);
-    cr_assert_not_null(r, "not JSON: %.300s", a->body);
+    struct answer a = request(port, "POST", path, body, strlen(body), NULL, 0);
+    cr_assert_eq(a.status, 200, "%s: %.300s", path, a.body);
+    json_t *r = json_loadb(a.body, a.len, 0, NULL);
+    cr_assert_not_null(r, "not JSON: %.300s", a.body);
     json_t *o = json_object_get(r, "output");
     if (!o) /* v2: outputs[0] */
         o = json_object_get(json_array_get(json_object_get(r, "outputs"), 0), "data");
     size_t n = 0;
-    flatten_into(o, out, &n, max);
+    flatten_into(o, out, &n, 4096);
     json_decref(r);
+    free(a.body);
     return n;
 }
 
@@ -667,35 +671,23 @@ Test(v2, rope_defaults_merge_member_by_member_on_both_protocols, .timeout = 60)
     snprintf(body, sizeof body, "{\"model\": \"llama_l1\", \"need_weights\": false, \"query\": "
              "%s, \"rope\": {\"style\": \"%s\", \"theta\": 1000, \"rotary_dim\": %lld}}",
              query, style, rd);
-    struct answer a = post(s.port, body);
-    cr_assert_eq(a.status, 200, "%.300s", a.body);
-    const size_t n = answer_output(&a, want, 4096);
-    free(a.body);
+    const size_t n = answer_output(s.port, "/attention", body, want);
     cr_assert_eq(n, (size_t)(L * E));
     /* POST /attention: theta alone, the rest the model's */
     snprintf(body, sizeof body, "{\"model\": \"llama_l1\", \"need_weights\": false, \"query\": "
              "%s, \"rope\": {\"theta\": 1000}}", query);
-    a = post(s.port, body);
-    cr_assert_eq(a.status, 200, "/attention: %.300s", a.body);
-    cr_assert_eq(answer_output(&a, got, 4096), n);
-    free(a.body);
+    cr_assert_eq(answer_output(s.port, "/attention", body, got), n);
     cr_assert(check_tensor("/attention rope {theta}", got, want, n, 0, 0));
     /* v2: rope as JSON text, theta alone */
     snprintf(body, sizeof body, "{\"parameters\": {\"need_weights\": false, \"rope\": "
              "\"{\\\"theta\\\": 1000}\"}, \"inputs\": [{\"name\": \"query\", \"datatype\": "
              "\"FP32\", \"shape\": [%d, %lld], \"data\": [%s]}]}", L, E, data);
-    a = request(s.port, "POST", "/v2/models/llama_l1/infer", body, strlen(body), NULL, 0);
-    cr_assert_eq(a.status, 200, "v2: %.300s", a.body);
-    cr_assert_eq(answer_output(&a, got, 4096), n);
-    free(a.body);
+    cr_assert_eq(answer_output(s.port, "/v2/models/llama_l1/infer", body, got), n);
     cr_assert(check_tensor("v2 rope {theta}", got, want, n, 0, 0));
     /* and the model's own theta is not 1000: the request's member counts */
     snprintf(body, sizeof body, "{\"model\": \"llama_l1\", \"need_weights\": false, \"query\": "
              "%s}", query);
-    a = post(s.port, body);
-    cr_assert_eq(a.status, 200, "%.300s", a.body);
-    cr_assert_eq(answer_output(&a, got, 4096), n);
-    free(a.body);
+    cr_assert_eq(answer_output(s.port, "/attention", body, got), n);
     cr_assert(memcmp(got, want, n * sizeof *got) != 0, "theta 1000 changed nothing");
     json_decref(meta);
     cr_assert_eq(server_stop(&s), 0);
