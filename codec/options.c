@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/attention.h"
+
 #define BOTH (OPT_ATTENTION | OPT_V2_PARAM)
 #define NUMBER_RULE "a number > 0, finite in float32"
 #define HUGE_OFFSET (1LL << 40)
@@ -69,7 +71,8 @@ static const struct opt rows[OPT_COUNT] = {
                     .v2 = {"window_left", "window_right"},
                     .rule = "[left, right], integers >= -1",
                     .doc = "local attention: keys within [i - left, i + right] (-1: unlimited)"},
-    [OPT_SOFTCAP] = {"softcap", BOTH | OPT_DEFAULT, OPT_T_NUMBER, .rule = NUMBER_RULE,
+    [OPT_SOFTCAP] = {"softcap", BOTH | OPT_DEFAULT | OPT_CORE_FLOAT, OPT_T_NUMBER,
+                     .field = offsetof(struct att_params, softcap), .rule = NUMBER_RULE,
                      .doc = "scores become c * tanh(scores / c)"},
     [OPT_WEIGHTS_TOP_K] = {"weights_top_k", BOTH, OPT_T_INT, 1, 0,
                            .doc = "answer the k largest weights of each row instead"},

@@ -20,9 +20,11 @@
  *     json_object_get(root, opt_name(OPT_SOFTCAP));
  *     api_fail(err, ERR_INVALID_PARAMETER, "%s must be ...", opt_name(OPT_SCALE));
  *
- * Adding an option: an id here, its row in options.c, its semantics in the
- * core (struct att_params) and where a protocol reads it (for a variant,
- * one entry of codec/variants.c's parts).
+ * Adding an option: an id here, its row in options.c and its semantics in
+ * the core (struct att_params); a number the core takes as it is
+ * (OPT_CORE_FLOAT) needs nothing else: both protocols read it, a model's
+ * defaults may set it (OPT_DEFAULT), and codec_variants_apply() checks and
+ * sets it. Any other needs its reading in codec/variants.c.
  *
  * This header includes nothing of codec/ but jansson: model/ reads the
  * rows too (scripts/layers.sh lets model/ include this one codec header).
@@ -31,6 +33,7 @@
 #define CODEC_OPTIONS_H
 
 #include <jansson.h>
+#include <stddef.h>
 
 enum opt_id {
     /* POST /attention's fields, in the order of its field list */
@@ -83,6 +86,8 @@ enum opt_type {
 #define OPT_DEFAULT 4u    /* a model's "defaults" may set it */
 #define OPT_FIXED 8u      /* ... only to its weights' own value */
 #define OPT_V2_PARAM 16u  /* a v2 request parameter of the same name */
+#define OPT_CORE_FLOAT 32u /* a number > 0 (finite in float32) the core takes as it is:
+                              codec_variants_apply sets struct att_params' float at field */
 
 #define OPT_MAX_V2 4
 
@@ -94,6 +99,7 @@ struct opt {
     const char *choices[3];        /* OPT_T_CHOICE, attn_mask's strings, rope's styles */
     const char *members[3];        /* OPT_T_ROPE: its object's members */
     const char *v2[OPT_MAX_V2 - 1]; /* v2 request parameters of other names (NULL-ended) */
+    size_t field;                  /* OPT_CORE_FLOAT: offsetof(struct att_params, ...) */
     const char *rule;              /* what a model's default must be (load error) */
     const char *doc;               /* one line */
 };

@@ -210,7 +210,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         return -1;
 
     /* 5. masks: attn_mask, the request's or the model's */
-    if ((v = cv->v[CV_ATTN_MASK])) {
+    if ((v = cv->v[OPT_ATTN_MASK])) {
         const char *an = opt_name(OPT_ATTN_MASK);
         if (json_is_string(v)) {
             const int c = opt_choice_index(OPT_ATTN_MASK, json_string_value(v));
@@ -236,8 +236,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
 
     /* 6. options, the request's or the model's */
     int need = 1, avg = 0;
-    if (codec_option_bool(cv, CV_NEED_WEIGHTS, &need, err) ||
-        codec_option_bool(cv, CV_AVERAGE_ATTN_WEIGHTS, &avg, err))
+    if (codec_option_bool(cv, OPT_NEED_WEIGHTS, &need, err) ||
+        codec_option_bool(cv, OPT_AVERAGE_ATTN_WEIGHTS, &avg, err))
         return -1;
     p->weights_mode = !need ? ATT_WEIGHTS_NONE : avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
     if (codec_weights_reduce(p, json_object_get(root, opt_name(OPT_WEIGHTS_TOP_K)),
@@ -245,7 +245,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         codec_option_scale(cv, &p->has_scale, &p->scale, err) ||
         codec_option_pe(cv, &p->positional_encoding, err))
         return -1;
-    if ((v = cv->v[CV_OUTPUT_ENCODING])) {
+    if ((v = cv->v[OPT_OUTPUT_ENCODING])) {
         const int c = opt_choice_index(OPT_OUTPUT_ENCODING, json_string_value(v));
         if (c < 0)
             return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" or \"%s\"",

@@ -174,10 +174,10 @@ static int read_variants(struct codec_variants *cv, json_t *params, const struct
             return -1;
     }
     if (json_is_string(v = json_object_get(params, opt_name(OPT_ALIBI_SLOPES))) &&
-        !(v = codec_variants_parse(cv, v, cv->name[CV_ALIBI_SLOPES], err)))
+        !(v = codec_variants_parse(cv, v, cv->name[OPT_ALIBI_SLOPES], err)))
         return -1;
     if (v)
-        cv->v[CV_ALIBI_SLOPES] = v;
+        cv->v[OPT_ALIBI_SLOPES] = v;
 
     const char *rn = opt_name(OPT_ROPE);
     json_t *rope = json_object_get(params, rn);
@@ -187,7 +187,7 @@ static int read_variants(struct codec_variants *cv, json_t *params, const struct
             return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s and %s cannot be used "
                             "together: give the %s object or the flat parameters", rn, from, rn);
         if (!cv->name[CV_ROPE_STYLE + k][0]) /* a default's keeps its name */
-            codec_variants_set(cv, (enum codec_var)(CV_ROPE_STYLE + k), NULL, from);
+            codec_variants_set(cv, CV_ROPE_STYLE + k, NULL, from);
     }
     snprintf(from, sizeof from, "parameters.%s", rn);
     if (rope && ((json_is_string(rope) && !(rope = codec_variants_parse(cv, rope, from, err))) ||
@@ -196,12 +196,12 @@ static int read_variants(struct codec_variants *cv, json_t *params, const struct
     for (int k = 0; k < 3; k++)
         if ((v = json_object_get(params, opt_v2(OPT_ROPE, k + 1)))) {
             snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_ROPE, k + 1));
-            codec_variants_set(cv, (enum codec_var)(CV_ROPE_STYLE + k), v, from);
+            codec_variants_set(cv, CV_ROPE_STYLE + k, v, from);
         }
     for (int k = 0; k < 2; k++)
         if ((v = json_object_get(params, opt_v2(OPT_WINDOW, k)))) {
             snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_WINDOW, k));
-            codec_variants_set(cv, (enum codec_var)(CV_WINDOW_LEFT + k), v, from);
+            codec_variants_set(cv, CV_WINDOW_LEFT + k, v, from);
         }
     return 0;
 }
@@ -216,11 +216,11 @@ static int read_causal(struct v2_options *o, json_t *params, struct api_error *e
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false", ic);
     o->causal = json_is_true(v);
     /* a model's default attn_mask causal is is_causal's default */
-    if ((v = o->cv.v[CV_ATTN_MASK])) {
+    if ((v = o->cv.v[OPT_ATTN_MASK])) {
         const int c = opt_choice_index(OPT_ATTN_MASK, json_string_value(v));
         if (c < 0)
             return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" or \"%s\"",
-                            o->cv.name[CV_ATTN_MASK], opt_choice(OPT_ATTN_MASK, 0),
+                            o->cv.name[OPT_ATTN_MASK], opt_choice(OPT_ATTN_MASK, 0),
                             opt_choice(OPT_ATTN_MASK, 1));
         if (!o->causal_asked)
             o->causal = 1;
@@ -260,8 +260,8 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
     o->pool = json_object_get(params, opt_name(OPT_WEIGHTS_POOL));
     o->causal_asked = json_object_get(params, opt_v2(OPT_ATTN_MASK, 0)) != NULL;
     v = json_object_get(params, opt_name(OPT_BINARY_DATA_OUTPUT));
-    if (codec_option_bool(&o->cv, CV_NEED_WEIGHTS, &o->need, err) ||
-        codec_option_bool(&o->cv, CV_AVERAGE_ATTN_WEIGHTS, &o->avg, err))
+    if (codec_option_bool(&o->cv, OPT_NEED_WEIGHTS, &o->need, err) ||
+        codec_option_bool(&o->cv, OPT_AVERAGE_ATTN_WEIGHTS, &o->avg, err))
         return -1;
     if (v && !json_is_boolean(v))
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false",

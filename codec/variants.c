@@ -24,54 +24,38 @@ void codec_variants_deinit(struct codec_variants *cv)
     cv->n_own = 0;
 }
 
-void codec_variants_set(struct codec_variants *cv, enum codec_var i, json_t *v,
+void codec_variants_set(struct codec_variants *cv, int i, json_t *v,
                         const char *name)
 {
     cv->v[i] = v;
     snprintf(cv->name[i], sizeof cv->name[i], "%s", name);
 }
 
-void codec_variants_merge(struct codec_variants *cv, enum codec_var i, json_t *v,
+void codec_variants_merge(struct codec_variants *cv, int i, json_t *v,
                           const char *name)
 {
     if (v || !cv->v[i])
         codec_variants_set(cv, i, v, name);
 }
 
-/* Each part's option, and its member (rope's, window's end) or -1: whole. */
-static const struct {
-    enum opt_id opt;
-    int member;
-} parts[CV_COUNT] = {
-    [CV_NUM_KV_HEADS] = {OPT_NUM_KV_HEADS, -1},
-    [CV_HEAD_DIM] = {OPT_HEAD_DIM, -1},
-    [CV_ROPE_STYLE] = {OPT_ROPE, 0},
-    [CV_ROPE_THETA] = {OPT_ROPE, 1},
-    [CV_ROPE_ROTARY_DIM] = {OPT_ROPE, 2},
-    [CV_QUERY_POSITION_OFFSET] = {OPT_QUERY_POSITION_OFFSET, -1},
-    [CV_ALIBI] = {OPT_ALIBI, -1},
-    [CV_ALIBI_SLOPES] = {OPT_ALIBI_SLOPES, -1},
-    [CV_WINDOW_LEFT] = {OPT_WINDOW, 0},
-    [CV_WINDOW_RIGHT] = {OPT_WINDOW, 1},
-    [CV_SOFTCAP] = {OPT_SOFTCAP, -1},
-    [CV_NEED_WEIGHTS] = {OPT_NEED_WEIGHTS, -1},
-    [CV_AVERAGE_ATTN_WEIGHTS] = {OPT_AVERAGE_ATTN_WEIGHTS, -1},
-    [CV_ATTN_MASK] = {OPT_ATTN_MASK, -1},
-    [CV_SCALE] = {OPT_SCALE, -1},
-    [CV_POSITIONAL_ENCODING] = {OPT_POSITIONAL_ENCODING, -1},
-    [CV_OUTPUT_ENCODING] = {OPT_OUTPUT_ENCODING, -1},
-};
+/* Part i's option and its member (rope's, window's end), or -1: the whole
+ * option, for i < OPT_COUNT. */
+static enum opt_id part_option(int i, int *member)
+{
+    *member = i < CV_ROPE_STYLE ? -1 : i < CV_WINDOW_LEFT ? i - CV_ROPE_STYLE : i - CV_WINDOW_LEFT;
+    return i < CV_ROPE_STYLE ? (enum opt_id)i : i < CV_WINDOW_LEFT ? OPT_ROPE : OPT_WINDOW;
+}
 
 void codec_variants_defaults(struct codec_variants *cv, const struct model *m, int say_model)
 {
     if (!m)
         return;
     for (int i = 0; i < CV_COUNT; i++) {
-        const enum opt_id o = parts[i].opt;
-        const int k = parts[i].member;
+        int k;
+        const enum opt_id o = part_option(i, &k);
         json_t *v = json_object_get(m->defaults, opt_name(o));
-        if (!v)
-            continue;
+        if (!v || (k < 0 && (o == OPT_ROPE || o == OPT_WINDOW)))
+            continue; /* those two in members */
         char from[sizeof cv->name[0]];
         size_t n = (size_t)snprintf(from, sizeof from, "%s%s%s%s", say_model ? "model '" : "",
                                     say_model ? m->name : "", say_model ? "' defaults." : "",
@@ -84,7 +68,7 @@ void codec_variants_defaults(struct codec_variants *cv, const struct model *m, i
             snprintf(from + n, sizeof from - n, ".%s", opt_member(o, k));
             v = json_object_get(v, opt_member(o, k));
         }
-        codec_variants_set(cv, (enum codec_var)i, v, from);
+        codec_variants_set(cv, i, v, from);
     }
 }
 
@@ -94,19 +78,19 @@ void codec_variants_over(struct codec_variants *cv, json_t *obj, int v2)
     const int alibi = json_object_get(obj, opt_name(OPT_ALIBI)) ||
                       json_object_get(obj, opt_name(OPT_ALIBI_SLOPES));
     char from[192];
-    for (int i = 0; i < CV_COUNT; i++) {
-        const enum opt_id o = parts[i].opt;
-        if (parts[i].member >= 0 || !(opt_get(o)->flags & flag))
-            continue;
+    for (int i = 0; i < OPT_COUNT; i++) {
+        const enum opt_id o = (enum opt_id)i;
+        if (o == OPT_ROPE || o == OPT_WINDOW || !(opt_get(o)->flags & flag))
+            continue; /* those two in members (codec_variants_rope, _window) */
         snprintf(from, sizeof from, "%s%s", v2 ? "parameters." : "", opt_name(o));
         json_t *v = json_object_get(obj, opt_name(o));
         if (o == OPT_ALIBI || o == OPT_ALIBI_SLOPES) {
             if (alibi) /* one option: the request's either replaces both */
-                codec_variants_set(cv, (enum codec_var)i, v, from);
+                codec_variants_set(cv, i, v, from);
             else if (!cv->v[i])
-                codec_variants_set(cv, (enum codec_var)i, NULL, from);
+                codec_variants_set(cv, i, NULL, from);
         } else {
-            codec_variants_merge(cv, (enum codec_var)i, v, from);
+            codec_variants_merge(cv, i, v, from);
         }
     }
 }
@@ -135,7 +119,7 @@ int codec_variants_rope(struct codec_variants *cv, json_t *rope, const char *nam
     for (int i = 0; i < 3; i++) {
         char full[192];
         snprintf(full, sizeof full, "%s.%s", name, members[i]);
-        codec_variants_merge(cv, (enum codec_var)(CV_ROPE_STYLE + i),
+        codec_variants_merge(cv, CV_ROPE_STYLE + i,
                              json_object_get(rope, members[i]), full);
     }
     return 0;
@@ -197,28 +181,28 @@ static int set_heads(struct att_params *p, const struct codec_variants *cv,
                      const struct codec_limits *lim, struct api_error *err)
 {
     long long x = 0;
-    if (cv->v[CV_NUM_KV_HEADS]) {
-        if (get_int(cv->v[CV_NUM_KV_HEADS], cv->name[CV_NUM_KV_HEADS], 1, LLONG_MAX,
+    if (cv->v[OPT_NUM_KV_HEADS]) {
+        if (get_int(cv->v[OPT_NUM_KV_HEADS], cv->name[OPT_NUM_KV_HEADS], 1, LLONG_MAX,
                     "an integer >= 1", &x, err))
             return -1;
         if (x < 1 || x > p->H || p->H % x)
             return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld, which does not divide "
                             "num_heads %d (each KV head serves num_heads / num_kv_heads query "
-                            "heads)", cv->name[CV_NUM_KV_HEADS], x, p->H);
+                            "heads)", cv->name[OPT_NUM_KV_HEADS], x, p->H);
         p->Hkv = (int)x;
     }
-    if (!cv->v[CV_HEAD_DIM]) {
+    if (!cv->v[OPT_HEAD_DIM]) {
         if (p->E % p->H)
             return api_fail(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by "
                             "num_heads %d", p->E, p->H);
         return 0;
     }
-    if (get_int(cv->v[CV_HEAD_DIM], cv->name[CV_HEAD_DIM], 1, LLONG_MAX, "an integer >= 1", &x,
+    if (get_int(cv->v[OPT_HEAD_DIM], cv->name[OPT_HEAD_DIM], 1, LLONG_MAX, "an integer >= 1", &x,
                 err))
         return -1;
     if (x > lim->max_embed_dim || x * p->H > lim->max_embed_dim)
         return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld times num_heads %d exceeds the "
-                        "limit %d (max_embed_dim)", cv->name[CV_HEAD_DIM], x, p->H,
+                        "limit %d (max_embed_dim)", cv->name[OPT_HEAD_DIM], x, p->H,
                         lim->max_embed_dim);
     p->head_dim = (int)x;
     return 0;
@@ -274,20 +258,20 @@ static int set_alibi(struct att_params *p, const struct codec_variants *cv,
                      const struct codec_limits *lim, struct tensor_arena *a,
                      struct api_error *err)
 {
-    json_t *on = cv->v[CV_ALIBI], *slopes = cv->v[CV_ALIBI_SLOPES];
+    json_t *on = cv->v[OPT_ALIBI], *slopes = cv->v[OPT_ALIBI_SLOPES];
     if (on && !json_is_boolean(on))
         return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false",
-                        cv->name[CV_ALIBI]);
+                        cv->name[OPT_ALIBI]);
     if (on && slopes)
         return api_fail(err, ERR_INVALID_PARAMETER, "%s and %s cannot be used together: give "
                         "alibi true for the paper's slopes, or the slopes",
-                        cv->name[CV_ALIBI], cv->name[CV_ALIBI_SLOPES]);
+                        cv->name[OPT_ALIBI], cv->name[OPT_ALIBI_SLOPES]);
     if (slopes) {
         struct tensor t;
-        if (tensor_from_json(&t, slopes, TENSOR_FLOAT, cv->name[CV_ALIBI_SLOPES],
+        if (tensor_from_json(&t, slopes, TENSOR_FLOAT, cv->name[OPT_ALIBI_SLOPES],
                              lim->max_tensor_elements, a, err) ||
-            tensor_check(&t, TENSOR_FLOAT, cv->name[CV_ALIBI_SLOPES], err) ||
-            codec_expect_shape(&t, cv->name[CV_ALIBI_SLOPES], 1, p->H, 0, err))
+            tensor_check(&t, TENSOR_FLOAT, cv->name[OPT_ALIBI_SLOPES], err) ||
+            codec_expect_shape(&t, cv->name[OPT_ALIBI_SLOPES], 1, p->H, 0, err))
             return -1;
         p->alibi_slopes = t.f;
     } else if (json_is_true(on)) {
@@ -308,8 +292,8 @@ int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
     long long x = 0;
     if (set_heads(p, cv, lim, err) || set_rope(p, cv, err))
         return -1;
-    if (v[CV_QUERY_POSITION_OFFSET]) {
-        if (get_int(v[CV_QUERY_POSITION_OFFSET], cv->name[CV_QUERY_POSITION_OFFSET], 0,
+    if (v[OPT_QUERY_POSITION_OFFSET]) {
+        if (get_int(v[OPT_QUERY_POSITION_OFFSET], cv->name[OPT_QUERY_POSITION_OFFSET], 0,
                     CODEC_MAX_POSITION_OFFSET, "an integer from 0 to 2^52", &x, err))
             return -1;
         p->query_position_offset = x;
@@ -327,12 +311,16 @@ int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
                 *(i == CV_WINDOW_LEFT ? &p->window_left : &p->window_right) = (int)x;
         }
     }
-    if (v[CV_SOFTCAP]) {
-        const double c = json_number_value(v[CV_SOFTCAP]);
-        if (!json_is_number(v[CV_SOFTCAP]) || !(c > 0) || !isfinite((float)c) || !((float)c > 0))
+    /* the numbers the core takes as they are (options.h: OPT_CORE_FLOAT) */
+    for (int id = 0; id < OPT_COUNT; id++) {
+        const struct opt *o = opt_get((enum opt_id)id);
+        if (!(o->flags & OPT_CORE_FLOAT) || !v[id])
+            continue;
+        const double c = json_number_value(v[id]);
+        if (!json_is_number(v[id]) || !(c > 0) || !isfinite((float)c) || !((float)c > 0))
             return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0 (finite in "
-                            "float32)", cv->name[CV_SOFTCAP]);
-        p->softcap = (float)c;
+                            "float32)", cv->name[id]);
+        *(float *)(void *)((char *)p + o->field) = (float)c;
     }
     return 0;
 }
@@ -521,7 +509,7 @@ int codec_set_key_padding_mask(struct att_params *p, int batched, const struct t
     return 0;
 }
 
-int codec_option_bool(const struct codec_variants *cv, enum codec_var i, int *out,
+int codec_option_bool(const struct codec_variants *cv, int i, int *out,
                       struct api_error *err)
 {
     json_t *v = cv->v[i];
@@ -535,25 +523,25 @@ int codec_option_bool(const struct codec_variants *cv, enum codec_var i, int *ou
 int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
                        struct api_error *err)
 {
-    json_t *v = cv->v[CV_SCALE];
+    json_t *v = cv->v[OPT_SCALE];
     if (!v)
         return 0;
     const double s = json_number_value(v);
     if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
         return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0",
-                        cv->name[CV_SCALE]);
+                        cv->name[OPT_SCALE]);
     *has = 1, *scale = (float)s;
     return 0;
 }
 
 int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err)
 {
-    json_t *v = cv->v[CV_POSITIONAL_ENCODING];
+    json_t *v = cv->v[OPT_POSITIONAL_ENCODING];
     if (!v)
         return 0;
     if (opt_choice_index(OPT_POSITIONAL_ENCODING, json_string_value(v)) < 0)
         return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\"",
-                        cv->name[CV_POSITIONAL_ENCODING],
+                        cv->name[OPT_POSITIONAL_ENCODING],
                         opt_choice(OPT_POSITIONAL_ENCODING, 0));
     *pe = 1;
     return 0;

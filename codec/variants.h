@@ -39,28 +39,16 @@
 /* The largest query_position_offset: positions stay exact in a double. */
 #define CODEC_MAX_POSITION_OFFSET (1LL << 52)
 
-/* The parts of a request's options a protocol gathers: the variants
- * (checked by codec_variants_apply), then the options a model's defaults
- * may also set, which each protocol reads itself. rope and window come in
- * members; the rest whole. */
-enum codec_var {
-    CV_NUM_KV_HEADS,
-    CV_HEAD_DIM,
-    CV_ROPE_STYLE,
+/* The parts of a request's options a protocol gathers: each option's
+ * value at its id (enum opt_id: OPT_SOFTCAP, ...), but rope's and window's,
+ * which come in members, after them. codec_variants_apply() checks the
+ * variants; each protocol reads the rest itself. */
+enum {
+    CV_ROPE_STYLE = OPT_COUNT,
     CV_ROPE_THETA,
     CV_ROPE_ROTARY_DIM,
-    CV_QUERY_POSITION_OFFSET,
-    CV_ALIBI,
-    CV_ALIBI_SLOPES,
     CV_WINDOW_LEFT,
     CV_WINDOW_RIGHT,
-    CV_SOFTCAP,
-    CV_NEED_WEIGHTS,
-    CV_AVERAGE_ATTN_WEIGHTS,
-    CV_ATTN_MASK,
-    CV_SCALE,
-    CV_POSITIONAL_ENCODING,
-    CV_OUTPUT_ENCODING,
     CV_COUNT
 };
 
@@ -75,13 +63,13 @@ void codec_variants_init(struct codec_variants *cv);
 void codec_variants_deinit(struct codec_variants *cv);
 
 /* Value i is v (borrowed; NULL: not given, the name is kept for messages). */
-void codec_variants_set(struct codec_variants *cv, enum codec_var i, json_t *v,
+void codec_variants_set(struct codec_variants *cv, int i, json_t *v,
                         const char *name);
 
 /* The request's value of part i over what is there (a model's default):
  * v given replaces it; NULL keeps it (naming the part name when there is
  * none, for messages). */
-void codec_variants_merge(struct codec_variants *cv, enum codec_var i, json_t *v,
+void codec_variants_merge(struct codec_variants *cv, int i, json_t *v,
                           const char *name);
 
 struct model;
@@ -177,7 +165,7 @@ int codec_set_mask(struct att_params *p, const struct tensor *t, struct api_erro
 int codec_set_key_padding_mask(struct att_params *p, int batched, const struct tensor *t,
                                struct api_error *err);
 /* Part i (a boolean option) into *out when given (else *out is kept). */
-int codec_option_bool(const struct codec_variants *cv, enum codec_var i, int *out,
+int codec_option_bool(const struct codec_variants *cv, int i, int *out,
                       struct api_error *err);
 /* scale, when given, into *has and *scale. */
 int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
