@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "codec/options.h"
+#include "codec/v2.h"
 #include "model/repo.h"
 #include "lib/suggest.h"
 
@@ -166,15 +167,14 @@ static json_t *model_meta(const char *name, const struct model *m)
         json_array_append_new(in, tensor_meta("out_proj_weight", "FP32", -1, -1, 0));
         json_array_append_new(in, tensor_meta("out_proj_bias", "FP32", -1, 0, 0));
     }
-    json_array_append_new(out, tensor_meta("output", "FP32", -1, -1, E));
+    json_array_append_new(out, tensor_meta(v2_output_name(V2_OUT_OUTPUT), "FP32", -1, -1, E));
     json_t *wshape = json_pack("[i,i,i,i]", -1, m ? m->H : -1, -1, -1);
     /* the weights, in full or reduced (parameters weights_top_k, weights_pool) */
-    static const char *const wnames[4] = {"attention_weights", "attention_weights_top_k_values",
-                                          "attention_weights_top_k_indices",
-                                          "attention_weights_pooled"};
-    for (int k = 0; k < 4; k++)
-        json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "name", wnames[k], "datatype",
-                                             k == 2 ? "INT32" : "FP32", "shape", wshape));
+    for (int k = V2_OUT_WEIGHTS; k < V2_OUT_COUNT; k++)
+        json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "name",
+                                             v2_output_name((enum v2_output)k), "datatype",
+                                             k == V2_OUT_TOPK_INDICES ? "INT32" : "FP32",
+                                             "shape", wshape));
     json_decref(wshape);
     json_t *o = json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name", name, "versions", REPO_VERSION,
                           "platform", m ? "attention_safetensors" : "attention_builtin",

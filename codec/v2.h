@@ -101,6 +101,9 @@ enum v2_output {
     V2_OUT_COUNT
 };
 
+/* The name of output k ("output", "attention_weights", ...): the one list. */
+const char *v2_output_name(enum v2_output k);
+
 struct v2_request {
     struct codec_request c; /* p (checked), out_len, weights_len, batched, arena */
     char *id;               /* the request's "id" (owned), or NULL */

@@ -350,6 +350,11 @@ static const char *const output_names[V2_OUT_COUNT] = {
     "output", "attention_weights", "attention_weights_top_k_values",
     "attention_weights_top_k_indices", "attention_weights_pooled"};
 
+const char *v2_output_name(enum v2_output k)
+{
+    return output_names[k];
+}
+
 static int output_index(const char *name)
 {
     for (int k = 0; k < V2_OUT_COUNT; k++)
@@ -440,7 +445,7 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
             any |= asked[k];
         if (any && o->need_asked && !o->need)
             return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is requested but "
-                            "parameters.need_weights is false", output_names[wlo]);
+                            "parameters.%s is false", output_names[wlo], opt_name(OPT_NEED_WEIGHTS));
         need = any;
     }
     p->weights_mode = !need ? ATT_WEIGHTS_NONE

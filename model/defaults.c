@@ -15,7 +15,14 @@
  * including the query's own, stored as the window option [W - 1, 0]. */
 #define HF_SLIDING_WINDOW "sliding_window"
 
-int model_is_default_option(const char *key)
+/* Whether key is an option "defaults" may set, as POST /attention names
+ * it: a row of the options table marked OPT_DEFAULT (codec/options.h:
+ * need_weights, average_attn_weights, alibi, attn_mask's strings, scale,
+ * softcap, positional_encoding, output_encoding, num_kv_heads and head_dim
+ * (the model's own only), rope, window, query_position_offset), each
+ * checked against its row; or sliding_window (W >= 1), Hugging Face's
+ * notation, stored as window [W - 1, 0]. */
+static int is_default_option(const char *key)
 {
     const int id = opt_find(key);
     return !strcmp(key, HF_SLIDING_WINDOW) ||
@@ -55,7 +62,7 @@ int model_set_defaults(struct model *m, json_t *derived, json_t *user, char *err
     const char *key;
     json_t *v;
     json_object_foreach (user, key, v) {
-        if (!model_is_default_option(key))
+        if (!is_default_option(key))
             return model_fail(err, errlen, "config.json: defaults.%.64s is not an option a "
                               "model may set", key);
         /* HF's sliding_window = W is window [W - 1, 0] */

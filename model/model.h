@@ -95,7 +95,8 @@ struct model {
     float *in_proj_bias;    /* (Dq + 2·Dkv): q, k, v blocks */
     float *out_proj_weight; /* (E, Dq) */
     float *out_proj_bias;   /* (E) */
-    json_t *defaults;       /* object of POST /attention options (owned, never NULL) */
+    json_t *defaults;       /* object of POST /attention options (owned, never NULL;
+                               checked against codec/options.h's rows, defaults.c) */
     json_t *config;         /* config.json as read (owned, never NULL) */
     json_t *hf_config;      /* hf_* decoder formats: the checkpoint's config.json
                                (owned); else NULL */
@@ -104,15 +105,6 @@ struct model {
     size_t bytes;           /* bytes of float32 weights held */
     char dtype[8];          /* dtype of the weights in the file: "F32", "F16", "BF16" */
 };
-
-/* Whether key is an option "defaults" may set, as POST /attention names
- * it: a row of the options table marked OPT_DEFAULT (codec/options.h:
- * need_weights, average_attn_weights, alibi, attn_mask's strings, scale,
- * softcap, positional_encoding, output_encoding, num_kv_heads and head_dim
- * (the model's own only), rope, window, query_position_offset), each
- * checked against its row; or sliding_window (W >= 1), Hugging Face's
- * notation, stored as window [W - 1, 0]. */
-int model_is_default_option(const char *key);
 
 /* Load DIR/<name>/ (config.json + model.safetensors). Returns 0 with *out
  * set, or -1 with err naming the problem (the file, the key, the shapes).
