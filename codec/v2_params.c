@@ -445,7 +445,8 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
             any |= asked[k];
         if (any && o->need_asked && !o->need)
             return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is requested but "
-                            "parameters.%s is false", output_names[wlo], opt_name(OPT_NEED_WEIGHTS));
+                            "parameters.%s is false", output_names[wlo],
+                            opt_name(OPT_NEED_WEIGHTS));
         need = any;
     }
     p->weights_mode = !need ? ATT_WEIGHTS_NONE
