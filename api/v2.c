@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/options.h"
+#include "codec/v2.h"
 #include "model/repo.h"
 #include "lib/suggest.h"
 
@@ -151,11 +153,11 @@ static json_t *model_meta(const char *name, const struct model *m)
 {
     const int E = m ? m->E : -1, kd = m ? m->kdim : -1, vd = m ? m->vdim : -1;
     json_t *in = json_array(), *out = json_array();
-    json_array_append_new(in, tensor_meta("query", "FP32", -1, -1, E));
-    json_array_append_new(in, tensor_meta("key", "FP32", -1, -1, kd));
-    json_array_append_new(in, tensor_meta("value", "FP32", -1, -1, vd));
-    json_array_append_new(in, tensor_meta("attn_mask", "BOOL", -1, -1, -1));
-    json_array_append_new(in, tensor_meta("key_padding_mask", "BOOL", -1, -1, 0));
+    json_array_append_new(in, tensor_meta(opt_name(OPT_QUERY), "FP32", -1, -1, E));
+    json_array_append_new(in, tensor_meta(opt_name(OPT_KEY), "FP32", -1, -1, kd));
+    json_array_append_new(in, tensor_meta(opt_name(OPT_VALUE), "FP32", -1, -1, vd));
+    json_array_append_new(in, tensor_meta(opt_name(OPT_ATTN_MASK), "BOOL", -1, -1, -1));
+    json_array_append_new(in, tensor_meta(opt_name(OPT_KEY_PADDING_MASK), "BOOL", -1, -1, 0));
     if (!m) {
         json_array_append_new(in, tensor_meta("in_proj_weight", "FP32", -1, -1, 0));
         json_array_append_new(in, tensor_meta("q_proj_weight", "FP32", -1, -1, 0));
@@ -165,28 +167,28 @@ static json_t *model_meta(const char *name, const struct model *m)
         json_array_append_new(in, tensor_meta("out_proj_weight", "FP32", -1, -1, 0));
         json_array_append_new(in, tensor_meta("out_proj_bias", "FP32", -1, 0, 0));
     }
-    json_array_append_new(out, tensor_meta("output", "FP32", -1, -1, E));
+    json_array_append_new(out, tensor_meta(v2_output_name(V2_OUT_OUTPUT), "FP32", -1, -1, E));
     json_t *wshape = json_pack("[i,i,i,i]", -1, m ? m->H : -1, -1, -1);
     /* the weights, in full or reduced (parameters weights_top_k, weights_pool) */
-    static const char *const wnames[4] = {"attention_weights", "attention_weights_top_k_values",
-                                          "attention_weights_top_k_indices",
-                                          "attention_weights_pooled"};
-    for (int k = 0; k < 4; k++)
-        json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "name", wnames[k], "datatype",
-                                             k == 2 ? "INT32" : "FP32", "shape", wshape));
+    for (int k = V2_OUT_WEIGHTS; k < V2_OUT_COUNT; k++)
+        json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "name",
+                                             v2_output_name((enum v2_output)k), "datatype",
+                                             k == V2_OUT_TOPK_INDICES ? "INT32" : "FP32",
+                                             "shape", wshape));
     json_decref(wshape);
     json_t *o = json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name", name, "versions", REPO_VERSION,
                           "platform", m ? "attention_safetensors" : "attention_builtin",
                           "inputs", in, "outputs", out);
     if (o && m) {
         /* the dimensions the weights have (defaults, else H and E / H) */
-        json_t *kv = json_object_get(m->defaults, "num_kv_heads");
-        json_t *hd = json_object_get(m->defaults, "head_dim");
+        json_t *kv = json_object_get(m->defaults, opt_name(OPT_NUM_KV_HEADS));
+        json_t *hd = json_object_get(m->defaults, opt_name(OPT_HEAD_DIM));
         kv = kv ? json_incref(kv) : json_integer(m->H);
         hd = hd ? json_incref(hd) : json_integer(m->E / m->H);
         json_object_set_new(o, "parameters",
-                            json_pack("{s:i, s:o, s:o, s:s, s:s, s:O}", "num_heads", m->H,
-                                      "num_kv_heads", kv, "head_dim", hd, "format",
+                            json_pack("{s:i, s:o, s:o, s:s, s:s, s:O}", opt_name(OPT_NUM_HEADS),
+                                      m->H, opt_name(OPT_NUM_KV_HEADS), kv,
+                                      opt_name(OPT_HEAD_DIM), hd, "format",
                                       model_format_name(m->format), "dtype", m->dtype,
                                       "defaults", m->defaults));
     }

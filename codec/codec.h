@@ -28,14 +28,14 @@
  * r.path says which decoder answered. Call it on a thread with >= 1 MiB of
  * stack (jansson recurses up to its 2048-deep limit).
  *
- * A server-held model ("model": name, model/repo.h) gives the weights (then
- * "weights" is refused), num_heads (optional then; if given it must agree),
+ * A server-held model (model: its name, model/repo.h) gives the weights (then
+ * weights is refused), num_heads (optional then; if given it must agree),
  * num_kv_heads and head_dim (the same: its weights have those shapes) and
  * its "defaults" for the options the request does not set; an unknown
  * model is 404 not_found, one not ready 503 model_not_ready. The name of
  * the built-in model, "attention", means the weights are in the request.
  *
- * Labels: "tokens" must have exactly L entries and "key_tokens" exactly S
+ * Labels: tokens must have exactly L entries and key_tokens exactly S
  * (the same labels serve every batch item).
  *
  * Numbers. A tensor value is any JSON number that fits float32; jansson
@@ -90,10 +90,10 @@ struct codec_request {
     size_t weights_len;   /* floats of the attention weights, 0 if none */
     int batched;          /* query had rank 3 */
     int base64_out;       /* output_encoding "base64" */
-    char *tokens_json;    /* compact JSON of "tokens", or NULL (owned) */
+    char *tokens_json;    /* compact JSON of tokens, or NULL (owned) */
     char *key_tokens_json;
     enum codec_path path; /* which decoder read it */
-    struct repo_ref *model; /* "model": the server-held model (held until deinit), or NULL */
+    struct repo_ref *model; /* model: the server-held model (held until deinit), or NULL */
     struct tensor_arena arena;
 };
 

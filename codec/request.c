@@ -3,6 +3,7 @@
  * tensor.c (jansson) or scan.c (the fast decoder), and every one goes
  * through tensor_check() here, whichever read it. */
 #include "codec/codec.h"
+#include "codec/options.h"
 #include "codec/variants.h"
 
 #include <math.h>
@@ -36,28 +37,6 @@ static int decode_tensor(struct codec_request *r, const struct scan_tensors *fas
     return tensor_check(t, k, name, err);
 }
 
-static int check_dim(long long v, int max, const char *what, const char *key,
-                     struct api_error *err)
-{
-    if (v > max)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what, v,
-                    max, key);
-    return 0;
-}
-
-static int get_bool(json_t *root, const char *key, int dflt, int *out, struct api_error *err)
-{
-    json_t *v = json_object_get(root, key);
-    if (!v) {
-        *out = dflt;
-        return 0;
-    }
-    if (!json_is_boolean(v))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false", key);
-    *out = json_is_true(v);
-    return 0;
-}
-
 /* Labels: an array of strings, exactly one per position (want: L or S;
  * the same labels serve every batch item). */
 static int get_tokens(json_t *root, const char *key, int want, const char *what, char **out,
@@ -81,30 +60,28 @@ static int get_tokens(json_t *root, const char *key, int want, const char *what,
 static int num_heads(struct att_params *p, json_t *v, const struct model *m,
                      const struct codec_limits *lim, struct api_error *err)
 {
+    const char *name = opt_name(OPT_NUM_HEADS);
     long long heads = 0;
-    const enum json_int hk = json_int_value(v, &heads);
-    if (hk == JSON_INT_HUGE)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "num_heads is beyond 2^63; the limit is %d "
-                    "(max_heads)", lim->max_heads);
-    if (hk != JSON_INT_OK || heads < 1)
-        return api_fail(err, ERR_INVALID_PARAMETER, "num_heads must be an integer >= 1");
-    if (check_dim(heads, lim->max_heads, "num_heads", "max_heads", err))
+    if (codec_num_heads(&heads, v, name, lim, err) ||
+        codec_check_dim(heads, lim->max_heads, name, "max_heads", err))
         return -1;
     if (m && heads != m->H)
-        return api_fail(err, ERR_INVALID_PARAMETER, "num_heads is %lld but model '%s' has %d "
-                        "heads; leave num_heads out or give %d", heads, m->name, m->H, m->H);
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld but model '%s' has %d "
+                        "heads; leave %s out or give %d", name, heads, m->name, m->H, name,
+                        m->H);
     p->H = (int)heads;
     return 0;
 }
 
-/* "model": hold it (r->model) and fill the options it has defaults for. */
+/* model: hold it (r->model); its defaults go under the request's options
+ * (codec_variants_defaults, in decode_fields). */
 static int use_model(struct codec_request *r, json_t *root, json_t *v, const struct model **m,
                      struct api_error *err)
 {
     if (!json_is_string(v))
         return api_fail(err, ERR_INVALID_PARAMETER, "model must be a string: the name of a "
                         "server-held model");
-    if (json_object_get(root, "weights"))
+    if (json_object_get(root, opt_name(OPT_WEIGHTS)))
         return api_fail(err, ERR_INVALID_PARAMETER, "model and weights cannot be used together: "
                         "the model '%.100s' holds its weights", json_string_value(v));
     char why[sizeof err->msg];
@@ -116,21 +93,11 @@ static int use_model(struct codec_request *r, json_t *root, json_t *v, const str
     if (!*m)
         return 0;
     /* the dimensions its weights have: a request may repeat them only */
-    if (codec_model_dim(*m, "num_kv_heads", json_object_get(root, "num_kv_heads"),
-                        "num_kv_heads", err) ||
-        codec_model_dim(*m, "head_dim", json_object_get(root, "head_dim"), "head_dim", err))
-        return -1;
-    /* alibi and alibi_slopes are one option: the request's either replaces both */
-    const int alibi = json_object_get(root, "alibi") || json_object_get(root, "alibi_slopes");
-    const char *k;
-    json_t *dv;
-    json_object_foreach((*m)->defaults, k, dv) {
-        if (alibi && !strncmp(k, "alibi", 5))
-            continue;
-        if (!json_object_get(root, k) && json_object_set(root, k, dv))
-            return api_fail(err, ERR_INTERNAL, "out of memory applying defaults");
-    }
-    return 0;
+    const char *kv = opt_name(OPT_NUM_KV_HEADS), *hd = opt_name(OPT_HEAD_DIM);
+    return codec_model_dim(*m, OPT_NUM_KV_HEADS, json_object_get(root, kv), kv, err) ||
+                   codec_model_dim(*m, OPT_HEAD_DIM, json_object_get(root, hd), hd, err)
+               ? -1
+               : 0;
 }
 
 /* The model's weights, after its dimensions are checked against the request's. */
@@ -148,33 +115,25 @@ static int model_weights(struct att_params *p, const struct model *m, struct api
     return 0;
 }
 
-/* The variant fields by their names (codec_variants.h), checked and set. */
-static int variants(struct att_params *p, json_t *root, const struct codec_limits *lim,
-                    struct tensor_arena *a, struct api_error *err)
+/* The request's options over the model's defaults (cv holds those), the
+ * variants checked and set. */
+static int variants(struct att_params *p, struct codec_variants *cv, json_t *root,
+                    const struct codec_limits *lim, struct tensor_arena *a,
+                    struct api_error *err)
 {
-    static const struct { enum codec_var i; const char *name; } scalars[] = {
-        {CV_NUM_KV_HEADS, "num_kv_heads"},
-        {CV_HEAD_DIM, "head_dim"},
-        {CV_QUERY_POSITION_OFFSET, "query_position_offset"},
-        {CV_ALIBI, "alibi"},
-        {CV_ALIBI_SLOPES, "alibi_slopes"},
-        {CV_SOFTCAP, "softcap"},
-    };
-    struct codec_variants cv;
-    codec_variants_init(&cv);
-    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++)
-        codec_variants_set(&cv, scalars[i].i, json_object_get(root, scalars[i].name),
-                           scalars[i].name);
-    json_t *rope = json_object_get(root, "rope"), *window = json_object_get(root, "window");
-    const int rc = (rope && codec_variants_rope(&cv, rope, "rope", err)) ||
-                   (window && codec_variants_window(&cv, window, "window", err)) ||
-                   codec_variants_apply(p, &cv, lim, a, err);
-    codec_variants_deinit(&cv);
-    return rc ? -1 : 0;
+    codec_variants_over(cv, root, 0);
+    const char *rn = opt_name(OPT_ROPE), *wn = opt_name(OPT_WINDOW);
+    json_t *rope = json_object_get(root, rn), *window = json_object_get(root, wn);
+    return (rope && codec_variants_rope(cv, rope, rn, err)) ||
+                   (window && codec_variants_window(cv, window, wn, err)) ||
+                   codec_variants_apply(p, cv, lim, a, err)
+               ? -1
+               : 0;
 }
 
 static int decode_fields(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
-                         const struct codec_limits *lim, struct api_error *err)
+                         struct codec_variants *cv, const struct codec_limits *lim,
+                         struct api_error *err)
 {
     struct att_params *p = &r->p;
     const char *k;
@@ -188,70 +147,48 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
 
     /* 1b. a server-held model: weights, num_heads, defaults (codec.h) */
     const struct model *m = NULL;
-    if ((v = json_object_get(root, "model")) && use_model(r, root, v, &m, err))
+    if ((v = json_object_get(root, opt_name(OPT_MODEL))) && use_model(r, root, v, &m, err))
         return -1;
+    codec_variants_defaults(cv, m, 0);
 
     /* 2. num_heads */
-    v = json_object_get(root, "num_heads");
+    v = json_object_get(root, opt_name(OPT_NUM_HEADS));
     if (!v && m)
         p->H = m->H;
     else if (!v)
-        return api_fail(err, ERR_INVALID_PARAMETER, "num_heads is required");
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s is required", opt_name(OPT_NUM_HEADS));
     else if (num_heads(p, v, m, lim, err))
         return -1;
 
     /* 3. query, key, value: same rank, same batch */
     struct tensor q, kt, vt;
-    v = json_object_get(root, "query");
+    const char *qn = opt_name(OPT_QUERY), *kn = opt_name(OPT_KEY), *vn = opt_name(OPT_VALUE);
+    v = json_object_get(root, qn);
     if (!v)
-        return api_fail(err, ERR_INVALID_PARAMETER, "query is required");
-    if (decode_tensor(r, fast, &q, v, TENSOR_FLOAT, "query", lim, err))
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s is required", qn);
+    if (decode_tensor(r, fast, &q, v, TENSOR_FLOAT, qn, lim, err) || codec_query_rank(&q, err))
         return -1;
-    if (q.ndim != 2 && q.ndim != 3)
-        return api_fail(err, ERR_SHAPE_MISMATCH, "query must have rank 2 (L, E) or 3 (N, L, E), "
-                    "got rank %d", q.ndim);
-    r->batched = q.ndim == 3;
     kt = q, vt = q;
-    if ((v = json_object_get(root, "key"))) {
-        if (decode_tensor(r, fast, &kt, v, TENSOR_FLOAT, "key", lim, err))
+    if ((v = json_object_get(root, kn))) {
+        if (decode_tensor(r, fast, &kt, v, TENSOR_FLOAT, kn, lim, err))
             return -1;
         vt = kt;
     }
-    if ((v = json_object_get(root, "value")) &&
-        decode_tensor(r, fast, &vt, v, TENSOR_FLOAT, "value", lim, err))
+    if ((v = json_object_get(root, vn)) &&
+        decode_tensor(r, fast, &vt, v, TENSOR_FLOAT, vn, lim, err))
         return -1;
-    if (kt.ndim != q.ndim || vt.ndim != q.ndim)
-        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has rank %d but query has rank %d",
-                    kt.ndim != q.ndim ? "key" : "value", kt.ndim != q.ndim ? kt.ndim : vt.ndim,
-                    q.ndim);
-    const int b = r->batched;
-    if (b && (kt.shape[0] != q.shape[0] || vt.shape[0] != q.shape[0]))
-        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has batch size %lld but query has %lld",
-                    kt.shape[0] != q.shape[0] ? "key" : "value",
-                    kt.shape[0] != q.shape[0] ? kt.shape[0] : vt.shape[0], q.shape[0]);
-    if (kt.shape[b] != vt.shape[b])
-        return api_fail(err, ERR_SHAPE_MISMATCH, "key has source length %lld but value has %lld",
-                    kt.shape[b], vt.shape[b]);
-    if (check_dim(b ? q.shape[0] : 1, lim->max_batch, "batch size", "max_batch", err) ||
-        check_dim(q.shape[b], lim->max_target_len, "target length", "max_target_len", err) ||
-        check_dim(kt.shape[b], lim->max_source_len, "source length", "max_source_len", err) ||
-        check_dim(q.shape[b + 1], lim->max_embed_dim, "embed_dim", "max_embed_dim", err) ||
-        check_dim(kt.shape[b + 1], lim->max_embed_dim, "kdim", "max_embed_dim", err) ||
-        check_dim(vt.shape[b + 1], lim->max_embed_dim, "vdim", "max_embed_dim", err))
+    if (codec_set_sequences(p, &r->batched, &q, &kt, &vt, lim, err))
         return -1;
-    p->N = b ? (int)q.shape[0] : 1;
-    p->L = (int)q.shape[b], p->E = (int)q.shape[b + 1];
-    p->S = (int)kt.shape[b], p->kdim = (int)kt.shape[b + 1], p->vdim = (int)vt.shape[b + 1];
-    p->query = q.f, p->key = kt.f, p->value = vt.f;
 
     /* 3b. the variants (codec_variants.h): heads, head_dim, RoPE, ALiBi, ... */
-    if (variants(p, root, lim, &r->arena, err) || (m && model_weights(p, m, err)))
+    if (variants(p, cv, root, lim, &r->arena, err) || (m && model_weights(p, m, err)))
         return -1;
 
     /* 4. weights, each with its exact PyTorch shape (for H, Hkv and d) */
-    json_t *w = json_object_get(root, "weights");
+    json_t *w = json_object_get(root, opt_name(OPT_WEIGHTS));
     if (w && !json_is_object(w))
-        return api_fail(err, ERR_INVALID_PARAMETER, "weights must be an object");
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an object",
+                        opt_name(OPT_WEIGHTS));
     if (w) {
         /* in the order of the one list of names (scan_weight_index) */
         struct att_weight_shape ws[ATT_NWEIGHTS];
@@ -261,7 +198,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
             if (i < 0)
                 return scan_unknown_field(err, 1, k);
             char name[48];
-            snprintf(name, sizeof name, "weights.%s", k);
+            snprintf(name, sizeof name, "%s.%s", opt_name(OPT_WEIGHTS), k);
             struct tensor t;
             if (decode_tensor(r, fast, &t, v, TENSOR_FLOAT, name, lim, err) ||
                 codec_expect_shape(&t, name, ws[i].ndim, ws[i].d0, ws[i].d1, err))
@@ -272,71 +209,55 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     if (codec_identity_check(p, m ? "the model's " : "weights.", err))
         return -1;
 
-    /* 5. masks */
-    if ((v = json_object_get(root, "attn_mask"))) {
+    /* 5. masks: attn_mask, the request's or the model's */
+    if ((v = cv->v[OPT_ATTN_MASK])) {
+        const char *an = opt_name(OPT_ATTN_MASK);
         if (json_is_string(v)) {
-            const char *s = json_string_value(v);
-            if (strcmp(s, "causal") && strcmp(s, "causal_lower_right"))
-                return api_fail(err, ERR_INVALID_PARAMETER, "attn_mask must be \"causal\", "
-                                "\"causal_lower_right\" or a tensor, not \"%.64s\"", s);
-            p->mask_kind = strcmp(s, "causal") ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
+            const int c = opt_choice_index(OPT_ATTN_MASK, json_string_value(v));
+            if (c < 0)
+                return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\", \"%s\" or a "
+                                "tensor, not \"%.64s\"", an, opt_choice(OPT_ATTN_MASK, 0),
+                                opt_choice(OPT_ATTN_MASK, 1), json_string_value(v));
+            p->mask_kind = c ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
         } else {
             struct tensor t;
-            if (decode_tensor(r, fast, &t, v, TENSOR_MASK, "attn_mask", lim, err))
+            if (decode_tensor(r, fast, &t, v, TENSOR_MASK, an, lim, err) ||
+                codec_set_mask(p, &t, err))
                 return -1;
-            if (t.ndim != 2 && t.ndim != 3)
-                return api_fail(err, ERR_SHAPE_MISMATCH, "attn_mask must have rank 2 (L, S) or 3 "
-                            "(N*num_heads, L, S), got rank %d", t.ndim);
-            p->mask_kind = t.is_bool ? ATT_MASK_BOOL : ATT_MASK_FLOAT;
-            p->bool_mask = t.u8, p->float_mask = t.f;
-            p->mask_ndim = t.ndim;
-            for (int i = 0; i < t.ndim; i++)
-                p->mask_shape[i] = (int)t.shape[i];
         }
     }
-    if ((v = json_object_get(root, "key_padding_mask"))) {
+    if ((v = json_object_get(root, opt_name(OPT_KEY_PADDING_MASK)))) {
         struct tensor t;
-        if (decode_tensor(r, fast, &t, v, TENSOR_BOOL, "key_padding_mask", lim, err))
+        if (decode_tensor(r, fast, &t, v, TENSOR_BOOL, opt_name(OPT_KEY_PADDING_MASK), lim,
+                          err) ||
+            codec_set_key_padding_mask(p, r->batched, &t, err))
             return -1;
-        if (b ? codec_expect_shape(&t, "key_padding_mask", 2, p->N, p->S, err)
-              : codec_expect_shape(&t, "key_padding_mask", 1, p->S, 0, err))
-            return -1;
-        p->key_padding_mask = t.u8;
     }
 
-    /* 6. options */
+    /* 6. options, the request's or the model's */
     int need = 1, avg = 0;
-    if (get_bool(root, "need_weights", 1, &need, err) ||
-        get_bool(root, "average_attn_weights", 0, &avg, err))
+    if (codec_option_bool(cv, OPT_NEED_WEIGHTS, &need, err) ||
+        codec_option_bool(cv, OPT_AVERAGE_ATTN_WEIGHTS, &avg, err))
         return -1;
     p->weights_mode = !need ? ATT_WEIGHTS_NONE : avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
-    if (codec_weights_reduce(p, json_object_get(root, "weights_top_k"),
-                             json_object_get(root, "weights_pool"), need, "", err))
+    if (codec_weights_reduce(p, json_object_get(root, opt_name(OPT_WEIGHTS_TOP_K)),
+                             json_object_get(root, opt_name(OPT_WEIGHTS_POOL)), need, "", err) ||
+        codec_option_scale(cv, &p->has_scale, &p->scale, err) ||
+        codec_option_pe(cv, &p->positional_encoding, err))
         return -1;
-    if ((v = json_object_get(root, "scale"))) {
-        double s = json_number_value(v);
-        if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
-            return api_fail(err, ERR_INVALID_PARAMETER, "scale must be a number > 0");
-        p->has_scale = 1, p->scale = (float)s;
-    }
-    if ((v = json_object_get(root, "positional_encoding"))) {
-        if (!json_is_string(v) || strcmp(json_string_value(v), "sinusoidal"))
-            return api_fail(err, ERR_INVALID_PARAMETER, "positional_encoding must be "
-                            "\"sinusoidal\"");
-        p->positional_encoding = 1;
-    }
-    if ((v = json_object_get(root, "output_encoding"))) {
-        const char *s = json_string_value(v);
-        if (!s || (strcmp(s, "json") && strcmp(s, "base64")))
-            return api_fail(err, ERR_INVALID_PARAMETER, "output_encoding must be \"json\" or "
-                        "\"base64\"");
-        r->base64_out = strcmp(s, "base64") == 0;
+    if ((v = cv->v[OPT_OUTPUT_ENCODING])) {
+        const int c = opt_choice_index(OPT_OUTPUT_ENCODING, json_string_value(v));
+        if (c < 0)
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" or \"%s\"",
+                            opt_name(OPT_OUTPUT_ENCODING), opt_choice(OPT_OUTPUT_ENCODING, 0),
+                            opt_choice(OPT_OUTPUT_ENCODING, 1));
+        r->base64_out = c == 1;
     }
     char lw[48], sw[48];
     snprintf(lw, sizeof lw, "query has L = %d", p->L);
     snprintf(sw, sizeof sw, "the keys have S = %d", p->S);
-    if (get_tokens(root, "tokens", p->L, lw, &r->tokens_json, err) ||
-        get_tokens(root, "key_tokens", p->S, sw, &r->key_tokens_json, err))
+    if (get_tokens(root, opt_name(OPT_TOKENS), p->L, lw, &r->tokens_json, err) ||
+        get_tokens(root, opt_name(OPT_KEY_TOKENS), p->S, sw, &r->key_tokens_json, err))
         return -1;
 
     /* 7. the whole, as the core sees it, once: the sizes stay with r;
@@ -347,6 +268,17 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         return api_fail(err, http_error_from_att(st), "%s", ae.msg);
     return codec_weights_limit(r, lim, "ask for need_weights false, average_attn_weights true, "
                                "weights_top_k or weights_pool", err);
+}
+
+/* decode_fields with the request's option values (cv) around it. */
+static int decode_root(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
+                       const struct codec_limits *lim, struct api_error *err)
+{
+    struct codec_variants cv;
+    codec_variants_init(&cv);
+    const int rc = decode_fields(r, root, fast, &cv, lim, err);
+    codec_variants_deinit(&cv);
+    return rc;
 }
 
 int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
@@ -379,7 +311,7 @@ int codec_decode_request_reference(struct codec_request *r, const char *body, si
         return api_fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
                     je.column, je.text);
     int rc = json_is_object(root)
-                 ? decode_fields(r, root, NULL, lim, err)
+                 ? decode_root(r, root, NULL, lim, err)
                  : api_fail(err, ERR_INVALID_JSON, "the request body must be a JSON object");
     json_decref(root);
     return rc;
@@ -399,7 +331,7 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
     json_t *root = NULL;
     const int sr = len ? scan_request(&root, body, len, lim, errors, &fast, &r->arena, err) : 1;
     if (sr <= 0) {
-        int rc = sr < 0 ? -1 : decode_fields(r, root, &fast, lim, err);
+        int rc = sr < 0 ? -1 : decode_root(r, root, &fast, lim, err);
         json_decref(root);
         if (rc && errors && err->code != ERR_INVALID_JSON)
             scan_json_check(body, len, err); /* invalid JSON anywhere comes first */

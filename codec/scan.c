@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "codec/options.h"
 #include "lib/jsonnum.h"
 #include "codec/scan_json.h"
 #include "lib/suggest.h"
@@ -27,28 +28,15 @@ const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
     return &st->t[json_integer_value(i)];
 }
 
-/* The fields of a request and of "weights": the one list (decode_fields
- * uses it too). */
-static const char *const fields[] = {
-    "query", "key", "value", "num_heads", "weights", "attn_mask", "key_padding_mask",
-    "need_weights", "average_attn_weights", "scale", "positional_encoding", "output_encoding",
-    "tokens", "key_tokens", "model", "num_kv_heads", "head_dim", "rope", "query_position_offset",
-    "alibi", "alibi_slopes", "window", "softcap", "weights_top_k", "weights_pool"};
+/* The fields of a request: the options table's (codec/options.h); of
+ * weights: the one list (decode_fields uses it too). */
 static const char *const weight_fields[] = {
     "in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
     "out_proj_weight", "out_proj_bias"};
 
-static int in_list(const char *k, const char *const *list, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(k, list[i]) == 0)
-            return 1;
-    return 0;
-}
-
 int scan_is_field(const char *key)
 {
-    return in_list(key, fields, sizeof fields / sizeof fields[0]);
+    return opt_find(key) >= 0;
 }
 
 int scan_weight_index(const char *key)
@@ -57,6 +45,11 @@ int scan_weight_index(const char *key)
         if (strcmp(key, weight_fields[i]) == 0)
             return (int)i;
     return -1;
+}
+
+const char *scan_weight_name(int i)
+{
+    return weight_fields[i];
 }
 
 int scan_is_weight(const char *key)
@@ -71,9 +64,12 @@ int scan_unknown_field(struct api_error *err, int in_weights, const char *key)
         return api_fail(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'%s", key,
                         suggest_hint(hint, sizeof hint, key, weight_fields,
                                      sizeof weight_fields / sizeof weight_fields[0]));
+    const char *fields[OPT_COUNT];
+    for (int i = 0; i < OPT_COUNT; i++)
+        fields[i] = opt_get((enum opt_id)i)->flags & OPT_ATTENTION ? opt_name((enum opt_id)i)
+                                                                  : NULL;
     return api_fail(err, ERR_INVALID_PARAMETER, "unknown field '%s'%s", key,
-                    suggest_hint(hint, sizeof hint, key, fields,
-                                 sizeof fields / sizeof fields[0]));
+                    suggest_hint(hint, sizeof hint, key, fields, OPT_COUNT));
 }
 
 /* The answer for a numeric array the fast reader stopped in; 1 (doubt)
@@ -338,7 +334,7 @@ static json_t *tensor_value(struct scan *sc, enum tensor_kind kind, const char *
     return scan_extent_value(sc);
 }
 
-/* "tokens" or "key_tokens": counted first, without a DOM; more than max
+/* tokens or key_tokens: counted first, without a DOM; more than max
  * (a bound on L or S) cannot be right, nor more than SCAN_TOKENS_MAX_BYTES
  * of text. Then, bounded, through jansson. */
 static json_t *tokens_value(struct scan *sc, const char *key, int max, const char *what,
@@ -394,7 +390,7 @@ static json_t *tokens_value(struct scan *sc, const char *key, int max, const cha
     return scan_extent_value(sc);
 }
 
-/* "weights": an object of tensors. */
+/* weights: an object of tensors. */
 static json_t *weights_value(struct scan *sc)
 {
     json_t *v = json_object();
@@ -490,18 +486,21 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
                 goto defer;
             }
             const int str = peek(&sc) == '"';
-            if (!strcmp(key, "query") || !strcmp(key, "key") || !strcmp(key, "value"))
+            const int id = opt_find(key);
+            if (id == OPT_QUERY || id == OPT_KEY || id == OPT_VALUE)
                 v = tensor_value(&sc, TENSOR_FLOAT, key);
-            else if (!str && !strcmp(key, "key_padding_mask"))
+            else if (!str && id == OPT_KEY_PADDING_MASK)
                 v = tensor_value(&sc, TENSOR_BOOL, key);
-            else if (!str && !strcmp(key, "attn_mask"))
+            else if (!str && id == OPT_ATTN_MASK)
                 v = tensor_value(&sc, TENSOR_MASK, key);
-            else if (!strcmp(key, "weights") && peek(&sc) == '{')
+            else if (id == OPT_WEIGHTS && peek(&sc) == '{')
                 v = weights_value(&sc);
-            else if (!strcmp(key, "tokens"))
-                v = tokens_value(&sc, key, lim->max_target_len, "query", "max_target_len");
-            else if (!strcmp(key, "key_tokens"))
-                v = tokens_value(&sc, key, lim->max_source_len, "key", "max_source_len");
+            else if (id == OPT_TOKENS)
+                v = tokens_value(&sc, key, lim->max_target_len, opt_name(OPT_QUERY),
+                                 "max_target_len");
+            else if (id == OPT_KEY_TOKENS)
+                v = tokens_value(&sc, key, lim->max_source_len, opt_name(OPT_KEY),
+                                 "max_source_len");
             else
                 v = scan_field_value(&sc);
             if (!v || json_object_set_new(root, key, v))

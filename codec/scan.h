@@ -40,7 +40,7 @@
  * ~30x this). */
 #define SCAN_SMALL (64 * 1024)
 
-/* The most text "tokens" or "key_tokens" may take (4096 labels of 256
+/* The most text tokens or key_tokens may take (4096 labels of 256
  * bytes; their DOM and their copy for the answer cost up to 4x this). */
 #define SCAN_TOKENS_MAX_BYTES (1024 * 1024)
 
@@ -70,15 +70,17 @@ const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
  * JSON anywhere is the answer, as it is for the reference. */
 int scan_json_check(const char *body, size_t len, struct api_error *err);
 
-/* Is key a field of a request, of "weights"? (the one list of each) */
+/* Is key a field of a request, of weights? (the one list of each) */
 int scan_is_field(const char *key);
 int scan_is_weight(const char *key);
 /* The position of key in the list of weights: in_proj_weight, q_proj_weight,
  * k_proj_weight, v_proj_weight, in_proj_bias, out_proj_weight,
  * out_proj_bias; or -1. */
 int scan_weight_index(const char *key);
+/* The name of weight i (0 <= i < 7) of that list. */
+const char *scan_weight_name(int i);
 /* The refusal of an unknown field key of the request (in_weights: of
- * "weights"), naming the nearest field (suggest.h). Returns -1. */
+ * weights), naming the nearest field (suggest.h). Returns -1. */
 int scan_unknown_field(struct api_error *err, int in_weights, const char *key);
 
 #endif

@@ -10,13 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/options.h"
 #include "model/repo.h"
 #include "lib/jsonnum.h"
 #include "codec/scan.h"
 #include "lib/suggest.h"
 
-static const char *const tensor_inputs[IN_WEIGHT] = {"query", "key", "value", "attn_mask",
-                                                     "key_padding_mask"};
+/* The tensor inputs, in their enum order: options of the table. */
+static const enum opt_id tensor_inputs[IN_WEIGHT] = {OPT_QUERY, OPT_KEY, OPT_VALUE,
+                                                     OPT_ATTN_MASK, OPT_KEY_PADDING_MASK};
 
 /* The bytes after the JSON part, taken in the order of "inputs". */
 struct binpart {
@@ -27,16 +29,13 @@ struct binpart {
 
 const char *v2_input_name(int idx)
 {
-    static const char *const weights[] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
-                                          "v_proj_weight", "in_proj_bias", "out_proj_weight",
-                                          "out_proj_bias"};
-    return idx < IN_WEIGHT ? tensor_inputs[idx] : weights[idx - IN_WEIGHT];
+    return idx < IN_WEIGHT ? opt_name(tensor_inputs[idx]) : scan_weight_name(idx - IN_WEIGHT);
 }
 
 int v2_input_index(const char *name)
 {
     for (int i = 0; i < IN_WEIGHT; i++)
-        if (strcmp(name, tensor_inputs[i]) == 0)
+        if (strcmp(name, opt_name(tensor_inputs[i])) == 0)
             return i;
     const int w = scan_weight_index(name);
     return w < 0 ? -1 : IN_WEIGHT + w;

@@ -24,7 +24,7 @@
  *   is_causal), the variants (codec_variants.h: num_kv_heads, head_dim,
  *   rope as JSON text or rope_style / rope_theta / rope_rotary_dim,
  *   query_position_offset, alibi, alibi_slopes as JSON text, window_left,
- *   window_right, softcap), scale (number > 0), positional_encoding ("sinusoidal"),
+ *   window_right, softcap), scale (number > 0), positional_encoding (sinusoidal),
  *   num_heads (integer; required for the built-in model; with a server-held
  *   model optional and, if given, equal to the model's), binary_data_output
  *   (boolean). Any other name is refused, naming the nearest known one
@@ -34,9 +34,11 @@
  *   sequence_id, sequence_start, sequence_end and classification only
  *   with their "off" value; shared_memory_* refused). The request's
  *   "model_name" (KServe's client) must be the model's.
- *   A server-held model's "defaults" (model.h) fill the options a request
- *   does not set (attn_mask "causal" there means is_causal,
- *   "causal_lower_right" is_causal with causal_alignment "lower_right").
+ *   The names are the options table's (codec/options.h). A server-held
+ *   model's "defaults" (model.h) fill what a request does not set, member
+ *   by member (codec_variants_defaults, the rule POST /attention follows
+ *   too; attn_mask causal there means is_causal, causal_lower_right
+ *   is_causal with causal_alignment "lower_right").
  * Outputs: "output" FP32 (shape of query), "attention_weights" FP32
  *   (N, H, L, S), or (N, L, S) averaged, without N when query has rank 2.
  *   With the parameter weights_top_k (integer >= 1) instead
@@ -98,6 +100,9 @@ enum v2_output {
     V2_OUT_POOLED,        /* attention_weights_pooled (weights_pool) */
     V2_OUT_COUNT
 };
+
+/* The name of output k ("output", "attention_weights", ...): the one list. */
+const char *v2_output_name(enum v2_output k);
 
 struct v2_request {
     struct codec_request c; /* p (checked), out_len, weights_len, batched, arena */

@@ -1,7 +1,7 @@
-/* v2_codec_params.c -- a v2 infer request's parameters over a model's
- * defaults, its outputs, and its inputs put together into struct
- * att_params with codec_request.c's shape rules and limits; see
- * v2_codec_internal.h. */
+/* v2_params.c -- a v2 infer request's parameters (the options table's v2
+ * names, codec/options.h) over a model's defaults, its outputs, and its
+ * inputs put together into struct att_params with the rules POST
+ * /attention uses too (codec/variants.h); see v2_internal.h. */
 #include "codec/v2_internal.h"
 
 #include <math.h>
@@ -46,31 +46,9 @@ struct param_name {
                 "request stands alone (leave it out, or send sequence_id 0 and " \
                 "sequence_start and sequence_end false)"
 
+/* The names v2 keeps for its own protocol and its clients; the options'
+ * parameters are the options table's (codec/options.h), read. */
 static const struct param_name params_known[] = {
-    /* read (v2_read_options, read_variants, read_causal; read_input;
-     * v2_read_outputs) */
-    {"num_heads", REQ, USE_READ, T_ANY, NULL},
-    {"need_weights", REQ, USE_READ, T_ANY, NULL},
-    {"average_attn_weights", REQ, USE_READ, T_ANY, NULL},
-    {"is_causal", REQ, USE_READ, T_ANY, NULL},
-    {"causal_alignment", REQ, USE_READ, T_ANY, NULL},
-    {"scale", REQ, USE_READ, T_ANY, NULL},
-    {"positional_encoding", REQ, USE_READ, T_ANY, NULL},
-    {"binary_data_output", REQ, USE_READ, T_ANY, NULL},
-    {"weights_top_k", REQ, USE_READ, T_ANY, NULL},
-    {"weights_pool", REQ, USE_READ, T_ANY, NULL},
-    {"num_kv_heads", REQ, USE_READ, T_ANY, NULL},
-    {"head_dim", REQ, USE_READ, T_ANY, NULL},
-    {"rope", REQ, USE_READ, T_ANY, NULL},
-    {"rope_style", REQ, USE_READ, T_ANY, NULL},
-    {"rope_theta", REQ, USE_READ, T_ANY, NULL},
-    {"rope_rotary_dim", REQ, USE_READ, T_ANY, NULL},
-    {"query_position_offset", REQ, USE_READ, T_ANY, NULL},
-    {"alibi", REQ, USE_READ, T_ANY, NULL},
-    {"alibi_slopes", REQ, USE_READ, T_ANY, NULL},
-    {"window_left", REQ, USE_READ, T_ANY, NULL},
-    {"window_right", REQ, USE_READ, T_ANY, NULL},
-    {"softcap", REQ, USE_READ, T_ANY, NULL},
     {"binary_data_size", IN, USE_READ, T_ANY, NULL},
     {"binary_data", OUT, USE_READ, T_ANY, NULL},
     /* Triton's parameters extension (schedule policy, forwarded headers)
@@ -90,12 +68,20 @@ static const struct param_name params_known[] = {
     {"shared_memory_offset", IN | OUT, USE_REFUSED, T_ANY, SHM_WHY},
 };
 #define N_KNOWN (sizeof params_known / sizeof params_known[0])
+/* The most names a level may hold: every option's v2 parameters, and those. */
+#define N_NAMES (OPT_COUNT * OPT_MAX_V2 + N_KNOWN)
+
+/* A request parameter an option of the table is read from. */
+static const struct param_name option_param = {NULL, REQ, USE_READ, T_ANY, NULL};
 
 static const struct param_name *find_param(enum v2_param_level level, const char *k)
 {
-    for (size_t i = 0; i < N_KNOWN; i++)
-        if ((params_known[i].levels & (1u << level)) && strcmp(k, params_known[i].name) == 0)
-            return &params_known[i];
+    int i;
+    if (level == V2_PARAMS_REQUEST && opt_find_v2(k, &i) >= 0)
+        return &option_param;
+    for (size_t n = 0; n < N_KNOWN; n++)
+        if ((params_known[n].levels & (1u << level)) && strcmp(k, params_known[n].name) == 0)
+            return &params_known[n];
     return NULL;
 }
 
@@ -141,14 +127,18 @@ int v2_check_parameters(json_t *params, enum v2_param_level level, const char *w
         if (!p && strncmp(k, "triton_", 7) == 0)
             continue; /* Triton's own namespace */
         if (!p) { /* the nearest name this level takes */
-            const char *names[N_KNOWN];
+            const char *names[N_NAMES];
+            size_t n = 0;
             char hint[96];
+            for (int o = 0; level == V2_PARAMS_REQUEST && o < OPT_COUNT; o++)
+                for (int i = 0; opt_v2((enum opt_id)o, i); i++)
+                    names[n++] = opt_v2((enum opt_id)o, i);
             for (size_t i = 0; i < N_KNOWN; i++)
-                names[i] = (params_known[i].levels & (1u << level)) &&
-                                   params_known[i].use <= USE_IGNORED
-                               ? params_known[i].name : NULL;
+                if ((params_known[i].levels & (1u << level)) &&
+                    params_known[i].use <= USE_IGNORED)
+                    names[n++] = params_known[i].name;
             return api_fail(err, ERR_INVALID_PARAMETER, "%sunknown parameter '%.64s'%s", what,
-                            k, suggest_hint(hint, sizeof hint, k, names, N_KNOWN));
+                            k, suggest_hint(hint, sizeof hint, k, names, n));
         }
         if (p->use == USE_REFUSED)
             return api_fail(err, ERR_INVALID_PARAMETER, "%sparameters.%s: %s", what, k, p->why);
@@ -167,139 +157,82 @@ int v2_check_parameters(json_t *params, enum v2_param_level level, const char *w
 /* ---------------------------------------------------------------------- */
 /* Parameters, over the model's defaults                                   */
 
-static int check_dim(long long v, int max, const char *what, const char *key,
-                     struct api_error *err)
-{
-    if (v > max)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what,
-                        v, max, key);
-    return 0;
-}
-
-/* The request's parameter key or else, with a model, its default dkey;
- * NULL when neither. *from names where it was found, for messages. */
-static json_t *option(json_t *params, const char *key, const struct model *m, const char *dkey,
-                      char *from, size_t n)
-{
-    json_t *v = json_object_get(params, key);
-    snprintf(from, n, "parameters.%s", key);
-    if (!v && m && (v = json_object_get(m->defaults, dkey)))
-        snprintf(from, n, "model '%s' defaults.%s", m->name, dkey);
-    return v;
-}
-
-static int option_bool(json_t *params, const char *key, const struct model *m, int *out,
-                       struct api_error *err)
-{
-    char from[192];
-    json_t *v = option(params, key, m, key, from, sizeof from);
-    if (v && !json_is_boolean(v))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false", from);
-    if (v)
-        *out = json_is_true(v);
-    return 0;
-}
-
-/* The variants' values (codec_variants.h) under v2's names: the scalars
- * keep their POST /attention names; rope is a JSON string (or an object)
- * or the flat rope_style, rope_theta, rope_rotary_dim over the model's
- * rope; window is window_left and window_right over the model's window;
- * the request's alibi or alibi_slopes replace both of the model's. */
+/* The variants' values (codec_variants.h) under v2's names, over the
+ * model's defaults (in cv already): the scalars keep their POST /attention
+ * names; rope is a JSON string (or an object) or the flat rope_style,
+ * rope_theta, rope_rotary_dim; window is window_left and window_right;
+ * alibi_slopes is JSON text. */
 static int read_variants(struct codec_variants *cv, json_t *params, const struct model *m,
                          struct api_error *err)
 {
-    static const struct { enum codec_var i; const char *key; } scalars[] = {
-        {CV_NUM_KV_HEADS, "num_kv_heads"},
-        {CV_HEAD_DIM, "head_dim"},
-        {CV_QUERY_POSITION_OFFSET, "query_position_offset"},
-        {CV_SOFTCAP, "softcap"},
-    };
-    static const char *const flat[3] = {"rope_style", "rope_theta", "rope_rotary_dim"};
     char from[192];
     json_t *v;
-    if (m && (codec_model_dim(m, "num_kv_heads", json_object_get(params, "num_kv_heads"),
-                              "parameters.num_kv_heads", err) ||
-              codec_model_dim(m, "head_dim", json_object_get(params, "head_dim"),
-                              "parameters.head_dim", err)))
+    for (int k = 0; m && k < 2; k++) {
+        const enum opt_id id = k ? OPT_HEAD_DIM : OPT_NUM_KV_HEADS;
+        snprintf(from, sizeof from, "parameters.%s", opt_name(id));
+        if (codec_model_dim(m, id, json_object_get(params, opt_name(id)), from, err))
+            return -1;
+    }
+    if (json_is_string(v = json_object_get(params, opt_name(OPT_ALIBI_SLOPES))) &&
+        !(v = codec_variants_parse(cv, v, cv->name[OPT_ALIBI_SLOPES], err)))
         return -1;
-    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {
-        v = option(params, scalars[i].key, m, scalars[i].key, from, sizeof from);
-        codec_variants_set(cv, scalars[i].i, v, from);
-    }
-    const int own_alibi = json_object_get(params, "alibi") || json_object_get(params, "alibi_slopes");
-    for (int k = 0; k < 2; k++) {
-        const char *key = k ? "alibi_slopes" : "alibi";
-        v = option(own_alibi ? params : NULL, key, own_alibi ? NULL : m, key, from, sizeof from);
-        if (k && json_is_string(v) && !(v = codec_variants_parse(cv, v, from, err)))
-            return -1;
-        codec_variants_set(cv, k ? CV_ALIBI_SLOPES : CV_ALIBI, v, from);
-    }
+    if (v)
+        cv->v[OPT_ALIBI_SLOPES] = v;
 
-    json_t *rope = json_object_get(params, "rope");
-    for (int k = 0; k < 3; k++) {
-        snprintf(from, sizeof from, "parameters.%s", flat[k]);
-        if (rope && json_object_get(params, flat[k]))
-            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.rope and %s cannot be used "
-                            "together: give the rope object or the flat parameters", from);
-        codec_variants_set(cv, (enum codec_var)(CV_ROPE_STYLE + k), NULL, from);
+    const char *rn = opt_name(OPT_ROPE);
+    json_t *rope = json_object_get(params, rn);
+    for (int k = 0; k < 3; k++) { /* opt_v2(OPT_ROPE, 1..3): the flat members */
+        snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_ROPE, k + 1));
+        if (rope && json_object_get(params, opt_v2(OPT_ROPE, k + 1)))
+            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s and %s cannot be used "
+                            "together: give the %s object or the flat parameters", rn, from, rn);
+        if (!cv->name[CV_ROPE_STYLE + k][0]) /* a default's keeps its name */
+            codec_variants_set(cv, CV_ROPE_STYLE + k, NULL, from);
     }
-    if (!rope && m && (v = json_object_get(m->defaults, "rope"))) {
-        snprintf(from, sizeof from, "model '%s' defaults.rope", m->name);
-        if (codec_variants_rope(cv, v, from, err))
-            return -1;
-    }
-    if (rope && ((json_is_string(rope) &&
-                  !(rope = codec_variants_parse(cv, rope, "parameters.rope", err))) ||
-                 codec_variants_rope(cv, rope, "parameters.rope", err)))
+    snprintf(from, sizeof from, "parameters.%s", rn);
+    if (rope && ((json_is_string(rope) && !(rope = codec_variants_parse(cv, rope, from, err))) ||
+                 codec_variants_rope(cv, rope, from, err)))
         return -1;
     for (int k = 0; k < 3; k++)
-        if ((v = json_object_get(params, flat[k]))) {
-            snprintf(from, sizeof from, "parameters.%s", flat[k]);
-            codec_variants_set(cv, (enum codec_var)(CV_ROPE_STYLE + k), v, from);
+        if ((v = json_object_get(params, opt_v2(OPT_ROPE, k + 1)))) {
+            snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_ROPE, k + 1));
+            codec_variants_set(cv, CV_ROPE_STYLE + k, v, from);
         }
-
-    if (m && (v = json_object_get(m->defaults, "window"))) {
-        snprintf(from, sizeof from, "model '%s' defaults.window", m->name);
-        if (codec_variants_window(cv, v, from, err))
-            return -1;
-    }
-    for (int k = 0; k < 2; k++) {
-        const char *key = k ? "window_right" : "window_left";
-        if ((v = json_object_get(params, key))) {
-            snprintf(from, sizeof from, "parameters.%s", key);
-            codec_variants_set(cv, (enum codec_var)(CV_WINDOW_LEFT + k), v, from);
+    for (int k = 0; k < 2; k++)
+        if ((v = json_object_get(params, opt_v2(OPT_WINDOW, k)))) {
+            snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_WINDOW, k));
+            codec_variants_set(cv, CV_WINDOW_LEFT + k, v, from);
         }
-    }
     return 0;
 }
 
-/* is_causal over the model's attn_mask "causal" or "causal_lower_right",
- * and causal_alignment. */
-static int read_causal(struct v2_options *o, json_t *params, const struct model *m,
-                       struct api_error *err)
+/* is_causal over the model's attn_mask causal or causal_lower_right,
+ * and causal_alignment (opt_v2(OPT_ATTN_MASK, 0 and 1)). */
+static int read_causal(struct v2_options *o, json_t *params, struct api_error *err)
 {
-    char from[192];
-    json_t *v;
-    if (option_bool(params, "is_causal", NULL, &o->causal, err))
-        return -1;
-    /* a model's default attn_mask "causal" is is_causal's default */
-    if ((v = option(NULL, "is_causal", m, "attn_mask", from, sizeof from))) {
-        const char *s = json_string_value(v);
-        if (!s || (strcmp(s, "causal") && strcmp(s, "causal_lower_right")))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"causal\" or "
-                            "\"causal_lower_right\"", from);
+    const char *ic = opt_v2(OPT_ATTN_MASK, 0), *ca = opt_v2(OPT_ATTN_MASK, 1);
+    json_t *v = json_object_get(params, ic);
+    if (v && !json_is_boolean(v))
+        return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false", ic);
+    o->causal = json_is_true(v);
+    /* a model's default attn_mask causal is is_causal's default */
+    if ((v = o->cv.v[OPT_ATTN_MASK])) {
+        const int c = opt_choice_index(OPT_ATTN_MASK, json_string_value(v));
+        if (c < 0)
+            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" or \"%s\"",
+                            o->cv.name[OPT_ATTN_MASK], opt_choice(OPT_ATTN_MASK, 0),
+                            opt_choice(OPT_ATTN_MASK, 1));
         if (!o->causal_asked)
             o->causal = 1;
-        o->lower_right = strcmp(s, "causal_lower_right") == 0;
+        o->lower_right = c == 1;
     }
-    if ((v = json_object_get(params, "causal_alignment"))) {
+    if ((v = json_object_get(params, ca))) {
         const char *s = json_string_value(v);
         if (!s || (strcmp(s, "upper_left") && strcmp(s, "lower_right")))
-            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.causal_alignment must be "
-                            "\"upper_left\" or \"lower_right\"");
+            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be "
+                            "\"upper_left\" or \"lower_right\"", ca);
         if (!o->causal)
-            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.causal_alignment needs "
-                            "is_causal true");
+            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s needs %s true", ca, ic);
         o->lower_right = strcmp(s, "lower_right") == 0;
     }
     return 0;
@@ -313,93 +246,49 @@ void v2_options_deinit(struct v2_options *o)
 int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
                     const struct codec_limits *lim, struct api_error *err)
 {
-    char from[192];
     json_t *v;
     *o = (struct v2_options){.need = 1};
     if (params && !json_is_object(params))
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters must be an object");
     if (v2_check_parameters(params, V2_PARAMS_REQUEST, "", err))
         return -1;
-    o->need_asked = json_object_get(params, "need_weights") != NULL;
-    o->top_k = json_object_get(params, "weights_top_k");
-    o->pool = json_object_get(params, "weights_pool");
-    o->causal_asked = json_object_get(params, "is_causal") != NULL;
-    if (option_bool(params, "need_weights", m, &o->need, err) ||
-        option_bool(params, "average_attn_weights", m, &o->avg, err) ||
-        option_bool(params, "binary_data_output", NULL, &o->binary_out, err) ||
-        read_causal(o, params, m, err) || read_variants(&o->cv, params, m, err))
+    /* the one rule of defaults (codec_variants_defaults), then the request's */
+    codec_variants_defaults(&o->cv, m, 1);
+    codec_variants_over(&o->cv, params, 1);
+    o->need_asked = json_object_get(params, opt_name(OPT_NEED_WEIGHTS)) != NULL;
+    o->top_k = json_object_get(params, opt_name(OPT_WEIGHTS_TOP_K));
+    o->pool = json_object_get(params, opt_name(OPT_WEIGHTS_POOL));
+    o->causal_asked = json_object_get(params, opt_v2(OPT_ATTN_MASK, 0)) != NULL;
+    v = json_object_get(params, opt_name(OPT_BINARY_DATA_OUTPUT));
+    if (codec_option_bool(&o->cv, OPT_NEED_WEIGHTS, &o->need, err) ||
+        codec_option_bool(&o->cv, OPT_AVERAGE_ATTN_WEIGHTS, &o->avg, err))
         return -1;
-    if ((v = option(params, "scale", m, "scale", from, sizeof from))) {
-        const double s = json_number_value(v);
-        if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0", from);
-        o->has_scale = 1, o->scale = (float)s;
-    }
-    v = option(params, "positional_encoding", m, "positional_encoding", from, sizeof from);
-    if (v) {
-        if (!json_is_string(v) || strcmp(json_string_value(v), "sinusoidal"))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"sinusoidal\"", from);
-        o->pe = 1;
-    }
-    if ((v = json_object_get(params, "num_heads"))) {
-        const enum json_int hk = json_int_value(v, &o->heads);
-        if (hk == JSON_INT_HUGE)
-            return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "parameters.num_heads is beyond 2^63; "
-                            "the limit is %d (max_heads)", lim->max_heads);
-        if (hk != JSON_INT_OK || o->heads < 1)
-            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.num_heads must be an "
-                            "integer >= 1");
-    }
+    if (v && !json_is_boolean(v))
+        return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false",
+                        opt_name(OPT_BINARY_DATA_OUTPUT));
+    o->binary_out = json_is_true(v);
+    if (read_causal(o, params, err) || read_variants(&o->cv, params, m, err) ||
+        codec_option_scale(&o->cv, &o->has_scale, &o->scale, err) ||
+        codec_option_pe(&o->cv, &o->pe, err))
+        return -1;
+    const char *hn = opt_name(OPT_NUM_HEADS);
+    char from[64];
+    snprintf(from, sizeof from, "parameters.%s", hn);
+    if ((v = json_object_get(params, hn)) && codec_num_heads(&o->heads, v, from, lim, err))
+        return -1;
     if (!m && !o->heads)
-        return api_fail(err, ERR_INVALID_PARAMETER, "parameters.num_heads is required by the "
-                        "built-in model 'attention'");
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s is required by the built-in model "
+                        "'attention'", from);
     if (m && o->heads && o->heads != m->H)
-        return api_fail(err, ERR_INVALID_PARAMETER, "parameters.num_heads is %lld but model "
-                        "'%s' has num_heads %d", o->heads, m->name, m->H);
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld but model '%s' has %s %d",
+                        from, o->heads, m->name, hn, m->H);
     if (m && !o->heads)
         o->heads = m->H;
-    return check_dim(o->heads, lim->max_heads, "num_heads", "max_heads", err);
+    return codec_check_dim(o->heads, lim->max_heads, hn, "max_heads", err);
 }
 
 /* ---------------------------------------------------------------------- */
 /* Shapes against each other, limits, weights: codec_request.c's rules     */
-
-/* query, key, value: ranks, batch, lengths and their limits into r->c.p */
-static int set_sequences(struct v2_request *r, const struct v2_inputs *in,
-                         const struct codec_limits *lim, struct api_error *err)
-{
-    struct att_params *p = &r->c.p;
-    const struct tensor *q = &in->t[IN_QUERY];
-    if (q->ndim != 2 && q->ndim != 3)
-        return api_fail(err, ERR_SHAPE_MISMATCH, "query must have rank 2 (L, E) or 3 (N, L, E), "
-                        "got rank %d", q->ndim);
-    const struct tensor *kt = in->name[IN_KEY] ? &in->t[IN_KEY] : q;
-    const struct tensor *vt = in->name[IN_VALUE] ? &in->t[IN_VALUE] : kt;
-    const int b = r->c.batched = q->ndim == 3;
-    if (kt->ndim != q->ndim || vt->ndim != q->ndim)
-        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has rank %d but query has rank %d",
-                        kt->ndim != q->ndim ? "key" : "value",
-                        kt->ndim != q->ndim ? kt->ndim : vt->ndim, q->ndim);
-    if (b && (kt->shape[0] != q->shape[0] || vt->shape[0] != q->shape[0]))
-        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has batch size %lld but query has %lld",
-                        kt->shape[0] != q->shape[0] ? "key" : "value",
-                        kt->shape[0] != q->shape[0] ? kt->shape[0] : vt->shape[0], q->shape[0]);
-    if (kt->shape[b] != vt->shape[b])
-        return api_fail(err, ERR_SHAPE_MISMATCH, "key has source length %lld but value has %lld",
-                        kt->shape[b], vt->shape[b]);
-    if (check_dim(b ? q->shape[0] : 1, lim->max_batch, "batch size", "max_batch", err) ||
-        check_dim(q->shape[b], lim->max_target_len, "target length", "max_target_len", err) ||
-        check_dim(kt->shape[b], lim->max_source_len, "source length", "max_source_len", err) ||
-        check_dim(q->shape[b + 1], lim->max_embed_dim, "embed_dim", "max_embed_dim", err) ||
-        check_dim(kt->shape[b + 1], lim->max_embed_dim, "kdim", "max_embed_dim", err) ||
-        check_dim(vt->shape[b + 1], lim->max_embed_dim, "vdim", "max_embed_dim", err))
-        return -1;
-    p->N = b ? (int)q->shape[0] : 1;
-    p->L = (int)q->shape[b], p->E = (int)q->shape[b + 1];
-    p->S = (int)kt->shape[b], p->kdim = (int)kt->shape[b + 1], p->vdim = (int)vt->shape[b + 1];
-    p->query = q->f, p->key = kt->f, p->value = vt->f;
-    return 0;
-}
 
 /* The projections: a server-held model's (its dimensions must be the
  * inputs'), or the built-in model's weight inputs with their exact
@@ -433,33 +322,21 @@ static int set_weights(struct att_params *p, const struct v2_inputs *in, const s
 
 static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct api_error *err)
 {
-    struct att_params *p = &r->c.p;
-    if (in->name[IN_ATTN_MASK]) {
-        const struct tensor *t = &in->t[IN_ATTN_MASK];
-        if (t->ndim != 2 && t->ndim != 3)
-            return api_fail(err, ERR_SHAPE_MISMATCH, "attn_mask must have rank 2 (L, S) or 3 "
-                            "(N*num_heads, L, S), got rank %d", t->ndim);
-        p->mask_kind = t->is_bool ? ATT_MASK_BOOL : ATT_MASK_FLOAT;
-        p->bool_mask = t->u8, p->float_mask = t->f;
-        p->mask_ndim = t->ndim;
-        for (int i = 0; i < t->ndim; i++)
-            p->mask_shape[i] = (int)t->shape[i];
-    }
-    if (in->name[IN_KPM]) {
-        const struct tensor *t = &in->t[IN_KPM];
-        if (r->c.batched ? codec_expect_shape(t, "key_padding_mask", 2, p->N, p->S, err)
-                         : codec_expect_shape(t, "key_padding_mask", 1, p->S, 0, err))
-            return -1;
-        p->key_padding_mask = t->u8;
-    }
-    return 0;
+    return (in->name[IN_ATTN_MASK] && codec_set_mask(&r->c.p, &in->t[IN_ATTN_MASK], err)) ||
+                   (in->name[IN_KPM] &&
+                    codec_set_key_padding_mask(&r->c.p, r->c.batched, &in->t[IN_KPM], err))
+               ? -1
+               : 0;
 }
 
 int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struct model *m,
                    const struct v2_options *o, const struct codec_limits *lim,
                    struct api_error *err)
 {
-    if (set_sequences(r, in, lim, err) ||
+    const struct tensor *q = &in->t[IN_QUERY];
+    const struct tensor *kt = in->name[IN_KEY] ? &in->t[IN_KEY] : q;
+    const struct tensor *vt = in->name[IN_VALUE] ? &in->t[IN_VALUE] : kt;
+    if (codec_set_sequences(&r->c.p, &r->c.batched, q, kt, vt, lim, err) ||
         codec_variants_apply(&r->c.p, &o->cv, lim, &r->c.arena, err) ||
         set_weights(&r->c.p, in, m, err))
         return -1;
@@ -472,6 +349,11 @@ int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struc
 static const char *const output_names[V2_OUT_COUNT] = {
     "output", "attention_weights", "attention_weights_top_k_values",
     "attention_weights_top_k_indices", "attention_weights_pooled"};
+
+const char *v2_output_name(enum v2_output k)
+{
+    return output_names[k];
+}
 
 static int output_index(const char *name)
 {
@@ -563,7 +445,8 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
             any |= asked[k];
         if (any && o->need_asked && !o->need)
             return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is requested but "
-                            "parameters.need_weights is false", output_names[wlo]);
+                            "parameters.%s is false", output_names[wlo],
+                            opt_name(OPT_NEED_WEIGHTS));
         need = any;
     }
     p->weights_mode = !need ? ATT_WEIGHTS_NONE

@@ -24,35 +24,103 @@ void codec_variants_deinit(struct codec_variants *cv)
     cv->n_own = 0;
 }
 
-void codec_variants_set(struct codec_variants *cv, enum codec_var i, json_t *v,
+void codec_variants_set(struct codec_variants *cv, int i, json_t *v,
                         const char *name)
 {
     cv->v[i] = v;
     snprintf(cv->name[i], sizeof cv->name[i], "%s", name);
 }
 
+void codec_variants_merge(struct codec_variants *cv, int i, json_t *v,
+                          const char *name)
+{
+    if (v || !cv->v[i])
+        codec_variants_set(cv, i, v, name);
+}
+
+/* Part i's option and its member (rope's, window's end), or -1: the whole
+ * option, for i < OPT_COUNT. */
+static enum opt_id part_option(int i, int *member)
+{
+    *member = i < CV_ROPE_STYLE ? -1 : i < CV_WINDOW_LEFT ? i - CV_ROPE_STYLE : i - CV_WINDOW_LEFT;
+    return i < CV_ROPE_STYLE ? (enum opt_id)i : i < CV_WINDOW_LEFT ? OPT_ROPE : OPT_WINDOW;
+}
+
+void codec_variants_defaults(struct codec_variants *cv, const struct model *m, int say_model)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < CV_COUNT; i++) {
+        int k;
+        const enum opt_id o = part_option(i, &k);
+        json_t *v = json_object_get(m->defaults, opt_name(o));
+        if (!v || (k < 0 && (o == OPT_ROPE || o == OPT_WINDOW)))
+            continue; /* those two in members */
+        char from[sizeof cv->name[0]];
+        size_t n = (size_t)snprintf(from, sizeof from, "%s%s%s%s", say_model ? "model '" : "",
+                                    say_model ? m->name : "", say_model ? "' defaults." : "",
+                                    opt_name(o));
+        n = n < sizeof from ? n : sizeof from - 1;
+        if (k >= 0 && o == OPT_WINDOW) {
+            snprintf(from + n, sizeof from - n, "[%d] (%s)", k, k ? "right" : "left");
+            v = json_array_get(v, (size_t)k);
+        } else if (k >= 0) {
+            snprintf(from + n, sizeof from - n, ".%s", opt_member(o, k));
+            v = json_object_get(v, opt_member(o, k));
+        }
+        codec_variants_set(cv, i, v, from);
+    }
+}
+
+void codec_variants_over(struct codec_variants *cv, json_t *obj, int v2)
+{
+    const unsigned flag = v2 ? OPT_V2_PARAM : OPT_ATTENTION;
+    const int alibi = json_object_get(obj, opt_name(OPT_ALIBI)) ||
+                      json_object_get(obj, opt_name(OPT_ALIBI_SLOPES));
+    char from[192];
+    for (int i = 0; i < OPT_COUNT; i++) {
+        const enum opt_id o = (enum opt_id)i;
+        if (o == OPT_ROPE || o == OPT_WINDOW || !(opt_get(o)->flags & flag))
+            continue; /* those two in members (codec_variants_rope, _window) */
+        snprintf(from, sizeof from, "%s%s", v2 ? "parameters." : "", opt_name(o));
+        json_t *v = json_object_get(obj, opt_name(o));
+        if (o == OPT_ALIBI || o == OPT_ALIBI_SLOPES) {
+            if (alibi) /* one option: the request's either replaces both */
+                codec_variants_set(cv, i, v, from);
+            else if (!cv->v[i])
+                codec_variants_set(cv, i, NULL, from);
+        } else {
+            codec_variants_merge(cv, i, v, from);
+        }
+    }
+}
+
 int codec_variants_rope(struct codec_variants *cv, json_t *rope, const char *name,
                         struct api_error *err)
 {
-    static const char *const members[3] = {"style", "theta", "rotary_dim"};
+    const char *members[3] = {opt_member(OPT_ROPE, 0), opt_member(OPT_ROPE, 1),
+                              opt_member(OPT_ROPE, 2)};
     if (!json_is_object(rope))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an object {\"style\": \"half\" "
-                        "or \"interleaved\", \"theta\", \"rotary_dim\"}", name);
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an object {\"%s\": \"%s\" "
+                        "or \"%s\", \"%s\", \"%s\"}", name, members[0],
+                        opt_choice(OPT_ROPE, 0), opt_choice(OPT_ROPE, 1), members[1],
+                        members[2]);
     const char *k;
     json_t *v;
     json_object_foreach(rope, k, v) {
         if (strcmp(k, members[0]) && strcmp(k, members[1]) && strcmp(k, members[2])) {
             char hint[96];
             return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s'%s (its "
-                            "fields are style, theta and rotary_dim)", name, k,
-                            suggest_hint(hint, sizeof hint, k, members, 3));
+                            "fields are %s, %s and %s)", name, k,
+                            suggest_hint(hint, sizeof hint, k, members, 3), members[0],
+                            members[1], members[2]);
         }
     }
     for (int i = 0; i < 3; i++) {
         char full[192];
         snprintf(full, sizeof full, "%s.%s", name, members[i]);
-        codec_variants_set(cv, (enum codec_var)(CV_ROPE_STYLE + i),
-                           json_object_get(rope, members[i]), full);
+        codec_variants_merge(cv, CV_ROPE_STYLE + i,
+                             json_object_get(rope, members[i]), full);
     }
     return 0;
 }
@@ -113,28 +181,28 @@ static int set_heads(struct att_params *p, const struct codec_variants *cv,
                      const struct codec_limits *lim, struct api_error *err)
 {
     long long x = 0;
-    if (cv->v[CV_NUM_KV_HEADS]) {
-        if (get_int(cv->v[CV_NUM_KV_HEADS], cv->name[CV_NUM_KV_HEADS], 1, LLONG_MAX,
+    if (cv->v[OPT_NUM_KV_HEADS]) {
+        if (get_int(cv->v[OPT_NUM_KV_HEADS], cv->name[OPT_NUM_KV_HEADS], 1, LLONG_MAX,
                     "an integer >= 1", &x, err))
             return -1;
         if (x < 1 || x > p->H || p->H % x)
             return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld, which does not divide "
                             "num_heads %d (each KV head serves num_heads / num_kv_heads query "
-                            "heads)", cv->name[CV_NUM_KV_HEADS], x, p->H);
+                            "heads)", cv->name[OPT_NUM_KV_HEADS], x, p->H);
         p->Hkv = (int)x;
     }
-    if (!cv->v[CV_HEAD_DIM]) {
+    if (!cv->v[OPT_HEAD_DIM]) {
         if (p->E % p->H)
             return api_fail(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by "
                             "num_heads %d", p->E, p->H);
         return 0;
     }
-    if (get_int(cv->v[CV_HEAD_DIM], cv->name[CV_HEAD_DIM], 1, LLONG_MAX, "an integer >= 1", &x,
+    if (get_int(cv->v[OPT_HEAD_DIM], cv->name[OPT_HEAD_DIM], 1, LLONG_MAX, "an integer >= 1", &x,
                 err))
         return -1;
     if (x > lim->max_embed_dim || x * p->H > lim->max_embed_dim)
         return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld times num_heads %d exceeds the "
-                        "limit %d (max_embed_dim)", cv->name[CV_HEAD_DIM], x, p->H,
+                        "limit %d (max_embed_dim)", cv->name[OPT_HEAD_DIM], x, p->H,
                         lim->max_embed_dim);
     p->head_dim = (int)x;
     return 0;
@@ -151,10 +219,12 @@ static int set_rope(struct att_params *p, const struct codec_variants *cv,
         return api_fail(err, ERR_INVALID_PARAMETER, "%s is required with %s (\"half\" or "
                         "\"interleaved\")", cv->name[CV_ROPE_STYLE],
                         cv->name[v[CV_ROPE_THETA] ? CV_ROPE_THETA : CV_ROPE_ROTARY_DIM]);
-    if (!style || (strcmp(style, "half") && strcmp(style, "interleaved")))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"half\" (GPT-NeoX, Hugging "
-                        "Face Llama) or \"interleaved\" (GPT-J, Meta)", cv->name[CV_ROPE_STYLE]);
-    p->rope_style = strcmp(style, "half") == 0 ? ATT_ROPE_HALF : ATT_ROPE_INTERLEAVED;
+    const int si = opt_choice_index(OPT_ROPE, style);
+    if (si < 0)
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" (GPT-NeoX, Hugging "
+                        "Face Llama) or \"%s\" (GPT-J, Meta)", cv->name[CV_ROPE_STYLE],
+                        opt_choice(OPT_ROPE, 0), opt_choice(OPT_ROPE, 1));
+    p->rope_style = si == 0 ? ATT_ROPE_HALF : ATT_ROPE_INTERLEAVED;
     if (v[CV_ROPE_THETA]) {
         const double t = json_number_value(v[CV_ROPE_THETA]);
         if (!json_is_number(v[CV_ROPE_THETA]) || !(t > 0) || !isfinite(t))
@@ -188,20 +258,20 @@ static int set_alibi(struct att_params *p, const struct codec_variants *cv,
                      const struct codec_limits *lim, struct tensor_arena *a,
                      struct api_error *err)
 {
-    json_t *on = cv->v[CV_ALIBI], *slopes = cv->v[CV_ALIBI_SLOPES];
+    json_t *on = cv->v[OPT_ALIBI], *slopes = cv->v[OPT_ALIBI_SLOPES];
     if (on && !json_is_boolean(on))
         return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false",
-                        cv->name[CV_ALIBI]);
+                        cv->name[OPT_ALIBI]);
     if (on && slopes)
         return api_fail(err, ERR_INVALID_PARAMETER, "%s and %s cannot be used together: give "
                         "alibi true for the paper's slopes, or the slopes",
-                        cv->name[CV_ALIBI], cv->name[CV_ALIBI_SLOPES]);
+                        cv->name[OPT_ALIBI], cv->name[OPT_ALIBI_SLOPES]);
     if (slopes) {
         struct tensor t;
-        if (tensor_from_json(&t, slopes, TENSOR_FLOAT, cv->name[CV_ALIBI_SLOPES],
+        if (tensor_from_json(&t, slopes, TENSOR_FLOAT, cv->name[OPT_ALIBI_SLOPES],
                              lim->max_tensor_elements, a, err) ||
-            tensor_check(&t, TENSOR_FLOAT, cv->name[CV_ALIBI_SLOPES], err) ||
-            codec_expect_shape(&t, cv->name[CV_ALIBI_SLOPES], 1, p->H, 0, err))
+            tensor_check(&t, TENSOR_FLOAT, cv->name[OPT_ALIBI_SLOPES], err) ||
+            codec_expect_shape(&t, cv->name[OPT_ALIBI_SLOPES], 1, p->H, 0, err))
             return -1;
         p->alibi_slopes = t.f;
     } else if (json_is_true(on)) {
@@ -222,8 +292,8 @@ int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
     long long x = 0;
     if (set_heads(p, cv, lim, err) || set_rope(p, cv, err))
         return -1;
-    if (v[CV_QUERY_POSITION_OFFSET]) {
-        if (get_int(v[CV_QUERY_POSITION_OFFSET], cv->name[CV_QUERY_POSITION_OFFSET], 0,
+    if (v[OPT_QUERY_POSITION_OFFSET]) {
+        if (get_int(v[OPT_QUERY_POSITION_OFFSET], cv->name[OPT_QUERY_POSITION_OFFSET], 0,
                     CODEC_MAX_POSITION_OFFSET, "an integer from 0 to 2^52", &x, err))
             return -1;
         p->query_position_offset = x;
@@ -241,12 +311,16 @@ int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
                 *(i == CV_WINDOW_LEFT ? &p->window_left : &p->window_right) = (int)x;
         }
     }
-    if (v[CV_SOFTCAP]) {
-        const double c = json_number_value(v[CV_SOFTCAP]);
-        if (!json_is_number(v[CV_SOFTCAP]) || !(c > 0) || !isfinite((float)c) || !((float)c > 0))
+    /* the numbers the core takes as they are (options.h: OPT_CORE_FLOAT) */
+    for (int id = 0; id < OPT_COUNT; id++) {
+        const struct opt *o = opt_get((enum opt_id)id);
+        if (!(o->flags & OPT_CORE_FLOAT) || !v[id])
+            continue;
+        const double c = json_number_value(v[id]);
+        if (!json_is_number(v[id]) || !(c > 0) || !isfinite((float)c) || !((float)c > 0))
             return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0 (finite in "
-                            "float32)", cv->name[CV_SOFTCAP]);
-        p->softcap = (float)c;
+                            "float32)", cv->name[id]);
+        *(float *)(void *)((char *)p + o->field) = (float)c;
     }
     return 0;
 }
@@ -305,6 +379,7 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
     const long long d = p->head_dim ? p->head_dim : p->E / p->H;
     const long long dq = p->H * d, dkv = (p->Hkv ? p->Hkv : p->H) * d;
     const int packed = p->in_proj_weight != NULL;
+    const char *nh = opt_name(OPT_NUM_HEADS), *nkv = opt_name(OPT_NUM_KV_HEADS);
     /* dout == E is att_check()'s case (the messages of before) */
     const struct {
         const float *w;
@@ -313,13 +388,13 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
         int din;
         const char *in;
     } m[] = {
-        {packed ? p->in_proj_weight : p->q_proj_weight, "q_proj_weight", "num_heads", dq, p->E,
+        {packed ? p->in_proj_weight : p->q_proj_weight, "q_proj_weight", nh, dq, p->E,
          "embed_dim"},
-        {packed ? p->in_proj_weight : p->k_proj_weight, "k_proj_weight", "num_kv_heads", dkv,
-         p->kdim, "kdim"},
-        {packed ? p->in_proj_weight : p->v_proj_weight, "v_proj_weight", "num_kv_heads", dkv,
-         p->vdim, "vdim"},
-        {p->out_proj_weight, "out_proj_weight", "num_heads", dq, p->E, "embed_dim"},
+        {packed ? p->in_proj_weight : p->k_proj_weight, "k_proj_weight", nkv, dkv, p->kdim,
+         "kdim"},
+        {packed ? p->in_proj_weight : p->v_proj_weight, "v_proj_weight", nkv, dkv, p->vdim,
+         "vdim"},
+        {p->out_proj_weight, "out_proj_weight", nh, dq, p->E, "embed_dim"},
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (!m[i].w && m[i].dout != p->E && m[i].dout != m[i].din)
@@ -330,15 +405,144 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
     return 0;
 }
 
-int codec_model_dim(const struct model *m, const char *key, json_t *given, const char *name,
+int codec_model_dim(const struct model *m, enum opt_id id, json_t *given, const char *name,
                     struct api_error *err)
 {
     /* the weights' own values, never the defaults (model_set_defaults keeps
      * those equal to them) */
-    const long long want = strcmp(key, "num_kv_heads") == 0 ? m->Hkv : m->head_dim;
+    const long long want = id == OPT_NUM_KV_HEADS ? m->Hkv : m->head_dim;
     long long got = 0;
     if (!given || (json_int_value(given, &got) == JSON_INT_OK && got == want))
         return 0;
     return api_fail(err, ERR_INVALID_PARAMETER, "%s must be %lld for model '%s' (its weights "
                     "have that shape): leave it out or give %lld", name, want, m->name, want);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The rest of a request, for both protocols                               */
+
+int codec_check_dim(long long v, int max, const char *what, const char *key,
+                    struct api_error *err)
+{
+    if (v > max)
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what, v,
+                        max, key);
+    return 0;
+}
+
+int codec_num_heads(long long *heads, json_t *v, const char *name,
+                    const struct codec_limits *lim, struct api_error *err)
+{
+    const enum json_int hk = json_int_value(v, heads);
+    if (hk == JSON_INT_HUGE)
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s is beyond 2^63; the limit is %d "
+                        "(max_heads)", name, lim->max_heads);
+    if (hk != JSON_INT_OK || *heads < 1)
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an integer >= 1", name);
+    return 0;
+}
+
+int codec_query_rank(const struct tensor *q, struct api_error *err)
+{
+    if (q->ndim != 2 && q->ndim != 3)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s must have rank 2 (L, E) or 3 (N, L, E), "
+                        "got rank %d", opt_name(OPT_QUERY), q->ndim);
+    return 0;
+}
+
+int codec_set_sequences(struct att_params *p, int *batched, const struct tensor *q,
+                        const struct tensor *kt, const struct tensor *vt,
+                        const struct codec_limits *lim, struct api_error *err)
+{
+    if (codec_query_rank(q, err))
+        return -1;
+    const int b = *batched = q->ndim == 3;
+    const char *key = opt_name(OPT_KEY), *value = opt_name(OPT_VALUE);
+    if (kt->ndim != q->ndim || vt->ndim != q->ndim)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has rank %d but query has rank %d",
+                        kt->ndim != q->ndim ? key : value,
+                        kt->ndim != q->ndim ? kt->ndim : vt->ndim, q->ndim);
+    if (b && (kt->shape[0] != q->shape[0] || vt->shape[0] != q->shape[0]))
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has batch size %lld but query has %lld",
+                        kt->shape[0] != q->shape[0] ? key : value,
+                        kt->shape[0] != q->shape[0] ? kt->shape[0] : vt->shape[0], q->shape[0]);
+    if (kt->shape[b] != vt->shape[b])
+        return api_fail(err, ERR_SHAPE_MISMATCH, "key has source length %lld but value has %lld",
+                        kt->shape[b], vt->shape[b]);
+    if (codec_check_dim(b ? q->shape[0] : 1, lim->max_batch, "batch size", "max_batch", err) ||
+        codec_check_dim(q->shape[b], lim->max_target_len, "target length", "max_target_len",
+                        err) ||
+        codec_check_dim(kt->shape[b], lim->max_source_len, "source length", "max_source_len",
+                        err) ||
+        codec_check_dim(q->shape[b + 1], lim->max_embed_dim, "embed_dim", "max_embed_dim", err) ||
+        codec_check_dim(kt->shape[b + 1], lim->max_embed_dim, "kdim", "max_embed_dim", err) ||
+        codec_check_dim(vt->shape[b + 1], lim->max_embed_dim, "vdim", "max_embed_dim", err))
+        return -1;
+    p->N = b ? (int)q->shape[0] : 1;
+    p->L = (int)q->shape[b], p->E = (int)q->shape[b + 1];
+    p->S = (int)kt->shape[b], p->kdim = (int)kt->shape[b + 1], p->vdim = (int)vt->shape[b + 1];
+    p->query = q->f, p->key = kt->f, p->value = vt->f;
+    return 0;
+}
+
+int codec_set_mask(struct att_params *p, const struct tensor *t, struct api_error *err)
+{
+    if (t->ndim != 2 && t->ndim != 3)
+        return api_fail(err, ERR_SHAPE_MISMATCH, "%s must have rank 2 (L, S) or 3 "
+                        "(N*num_heads, L, S), got rank %d", opt_name(OPT_ATTN_MASK), t->ndim);
+    p->mask_kind = t->is_bool ? ATT_MASK_BOOL : ATT_MASK_FLOAT;
+    p->bool_mask = t->u8, p->float_mask = t->f;
+    p->mask_ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++)
+        p->mask_shape[i] = (int)t->shape[i];
+    return 0;
+}
+
+int codec_set_key_padding_mask(struct att_params *p, int batched, const struct tensor *t,
+                               struct api_error *err)
+{
+    const char *name = opt_name(OPT_KEY_PADDING_MASK);
+    if (batched ? codec_expect_shape(t, name, 2, p->N, p->S, err)
+                : codec_expect_shape(t, name, 1, p->S, 0, err))
+        return -1;
+    p->key_padding_mask = t->u8;
+    return 0;
+}
+
+int codec_option_bool(const struct codec_variants *cv, int i, int *out,
+                      struct api_error *err)
+{
+    json_t *v = cv->v[i];
+    if (v && !json_is_boolean(v))
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false", cv->name[i]);
+    if (v)
+        *out = json_is_true(v);
+    return 0;
+}
+
+int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
+                       struct api_error *err)
+{
+    json_t *v = cv->v[OPT_SCALE];
+    if (!v)
+        return 0;
+    const double s = json_number_value(v);
+    if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0",
+                        cv->name[OPT_SCALE]);
+    *has = 1, *scale = (float)s;
+    return 0;
+}
+
+int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err)
+{
+    json_t *v = cv->v[OPT_POSITIONAL_ENCODING];
+    if (!v)
+        return 0;
+    if (opt_choice_index(OPT_POSITIONAL_ENCODING, json_string_value(v)) < 0)
+        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\"",
+                        cv->name[OPT_POSITIONAL_ENCODING],
+                        opt_choice(OPT_POSITIONAL_ENCODING, 0));
+    *pe = 1;
+    return 0;
 }

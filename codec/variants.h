@@ -1,10 +1,11 @@
-/* codec_variants.h -- the attention variants' options (README "Attention
- * variants"), with one set of rules for both protocols: POST /attention's
+/* variants.h -- the attention variants' options (README "Attention
+ * variants") and the other options a model's defaults may set, with one
+ * set of rules for both protocols: POST /attention's
  * fields (codec_request.c) and the v2 request parameters
  * (v2_codec_params.c).
  *
  * A protocol gathers each value with the name its messages should blame
- * (codec_variants_set), reading a "rope" object or a "window" array whole
+ * (codec_variants_set), reading a rope object or a window array whole
  * with codec_variants_rope() / codec_variants_window(), and a v2 parameter
  * that holds JSON text with codec_variants_parse(). codec_variants_apply()
  * then checks every value, and the values against each other and against
@@ -13,7 +14,8 @@
  *
  *     struct codec_variants cv;
  *     codec_variants_init(&cv);
- *     codec_variants_set(&cv, CV_SOFTCAP, json_object_get(root, "softcap"), "softcap");
+ *     codec_variants_defaults(&cv, model, 0);   (a server-held model's, if any)
+ *     codec_variants_over(&cv, root, 0);         (the request's, over them)
  *     ...                                  (p->H and p->E set before)
  *     if (codec_variants_apply(p, &cv, lim, &arena, &err) == 0)
  *         ... att_weight_shapes(ws, p) ... codec_identity_check(p, "weights.", &err) ...
@@ -30,24 +32,23 @@
 
 #include "core/attention.h"
 #include "codec/codec.h"
+#include "codec/options.h"
 #include "lib/errors.h"
 #include "codec/tensor.h"
 
 /* The largest query_position_offset: positions stay exact in a double. */
 #define CODEC_MAX_POSITION_OFFSET (1LL << 52)
 
-enum codec_var {
-    CV_NUM_KV_HEADS,
-    CV_HEAD_DIM,
-    CV_ROPE_STYLE,
+/* The parts of a request's options a protocol gathers: each option's
+ * value at its id (enum opt_id: OPT_SOFTCAP, ...), but rope's and window's,
+ * which come in members, after them. codec_variants_apply() checks the
+ * variants; each protocol reads the rest itself. */
+enum {
+    CV_ROPE_STYLE = OPT_COUNT,
     CV_ROPE_THETA,
     CV_ROPE_ROTARY_DIM,
-    CV_QUERY_POSITION_OFFSET,
-    CV_ALIBI,
-    CV_ALIBI_SLOPES,
     CV_WINDOW_LEFT,
     CV_WINDOW_RIGHT,
-    CV_SOFTCAP,
     CV_COUNT
 };
 
@@ -62,15 +63,39 @@ void codec_variants_init(struct codec_variants *cv);
 void codec_variants_deinit(struct codec_variants *cv);
 
 /* Value i is v (borrowed; NULL: not given, the name is kept for messages). */
-void codec_variants_set(struct codec_variants *cv, enum codec_var i, json_t *v,
+void codec_variants_set(struct codec_variants *cv, int i, json_t *v,
                         const char *name);
 
-/* A rope object {"style", "theta"?, "rotary_dim"?} (name: what it is
- * called, "rope"): its members replace all three rope values. */
+/* The request's value of part i over what is there (a model's default):
+ * v given replaces it; NULL keeps it (naming the part name when there is
+ * none, for messages). */
+void codec_variants_merge(struct codec_variants *cv, int i, json_t *v,
+                          const char *name);
+
+struct model;
+/* The one rule of a model's defaults, for both protocols (README
+ * "Model defaults"): called first, it puts each default of m (NULL: none)
+ * into its parts; the request's values then go over them with
+ * codec_variants_merge() member by member (rope's members, window's ends,
+ * each whole option), except alibi and alibi_slopes, one option whose
+ * either, given, replaces both (codec_variants_over). say_model: messages
+ * call a default "model 'x' defaults.name" (v2) rather than by the field's
+ * own name (POST /attention, as when defaults were merged into its body). */
+void codec_variants_defaults(struct codec_variants *cv, const struct model *m, int say_model);
+
+/* The whole options of obj over cv (codec_variants_merge; alibi and
+ * alibi_slopes: both set when obj has either), by their names: POST
+ * /attention's fields (v2 0, names as they are), or a v2 request's
+ * parameters of the same name (v2 1, named "parameters.name"; alibi_slopes
+ * is then its JSON text, for the caller to parse). */
+void codec_variants_over(struct codec_variants *cv, json_t *obj, int v2);
+
+/* A rope object {style, theta?, rotary_dim?} (name: what it is called,
+ * rope): its members go over the three rope values (codec_variants_merge). */
 int codec_variants_rope(struct codec_variants *cv, json_t *rope, const char *name,
                         struct api_error *err);
 
-/* A window [left, right] (name: "window"). */
+/* A window [left, right] (name: what it is called, window). */
 int codec_variants_window(struct codec_variants *cv, json_t *w, const char *name,
                           struct api_error *err);
 
@@ -110,12 +135,42 @@ void codec_model_weights(struct att_params *p, const struct model *m);
 int codec_identity_check(const struct att_params *p, const char *prefix,
                          struct api_error *err);
 
-/* A model's value for a dimension it fixes ("num_kv_heads" or
- * "head_dim": its defaults, else H or E/H); a request may repeat it but
- * not change it (the weights' shapes follow from it). given: the request's
+/* A model's value for a dimension it fixes (OPT_NUM_KV_HEADS or
+ * OPT_HEAD_DIM: its weights' Hkv or d); a request may repeat it but not
+ * change it (the weights' shapes follow from it). given: the request's
  * value (NULL: none), called name. */
-struct model;
-int codec_model_dim(const struct model *m, const char *key, json_t *given, const char *name,
+int codec_model_dim(const struct model *m, enum opt_id id, json_t *given, const char *name,
                     struct api_error *err);
+
+/* The rest of a request's rules, for both protocols. */
+
+/* v (called what) over max: payload_too_large naming the setting key. */
+int codec_check_dim(long long v, int max, const char *what, const char *key,
+                    struct api_error *err);
+/* num_heads (called name) as an integer >= 1 into *heads; beyond 2^63:
+ * payload_too_large. The limit and a model's own H are the caller's. */
+int codec_num_heads(long long *heads, json_t *v, const char *name,
+                    const struct codec_limits *lim, struct api_error *err);
+/* query's rank: 2 (L, E) or 3 (N, L, E). */
+int codec_query_rank(const struct tensor *q, struct api_error *err);
+/* query, key and value (key: query when not given, value: key) against
+ * each other and the limits, into p (N, L, E, S, kdim, vdim, the data);
+ * *batched: query has rank 3. */
+int codec_set_sequences(struct att_params *p, int *batched, const struct tensor *q,
+                        const struct tensor *kt, const struct tensor *vt,
+                        const struct codec_limits *lim, struct api_error *err);
+/* A mask tensor (L, S) or (N*H, L, S) into p. */
+int codec_set_mask(struct att_params *p, const struct tensor *t, struct api_error *err);
+/* key_padding_mask (S) or, batched, (N, S) into p (p->N and S set). */
+int codec_set_key_padding_mask(struct att_params *p, int batched, const struct tensor *t,
+                               struct api_error *err);
+/* Part i (a boolean option) into *out when given (else *out is kept). */
+int codec_option_bool(const struct codec_variants *cv, int i, int *out,
+                      struct api_error *err);
+/* scale, when given, into *has and *scale. */
+int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
+                       struct api_error *err);
+/* positional_encoding, when given, into *pe. */
+int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err);
 
 #endif

@@ -219,20 +219,24 @@ static int check_weight_lens(const struct att_params *p, struct att_error *err)
 int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
               struct att_error *err)
 {
+    /* the core's messages name struct att_params' fields; the wire names of
+     * the options are the codec's (codec/options.c) */
     static const char *const dim_names[] = {
         "batch size", "target length", "source length",
-        "embed_dim", "kdim", "vdim", "num_heads"};
-    const int dims[] = {p->N, p->L, p->S, p->E, p->kdim, p->vdim, p->H};
-    for (int i = 0; i < 7; i++)
+        "embed_dim", "kdim", "vdim"};
+    const int dims[] = {p->N, p->L, p->S, p->E, p->kdim, p->vdim};
+    for (int i = 0; i < 6; i++)
         if (dims[i] < 1)
             return att_fail(err, ATT_EPARAM, "%s must be >= 1 (got %d)",
                             dim_names[i], dims[i]);
+    if (p->H < 1)
+        return att_fail(err, ATT_EPARAM, "num_heads must be >= 1 (got %d)", p->H);
     int rc = check_heads(p, err);
     if (rc != ATT_OK)
         return rc;
     if (!p->query || !p->key || !p->value)
-        return att_fail(err, ATT_EPARAM, "%s is missing",
-                        !p->query ? "query" : !p->key ? "key" : "value");
+        return att_fail(err, ATT_EPARAM, !p->query ? "query is missing"
+                                         : !p->key ? "key is missing" : "value is missing");
     if ((rc = check_identity(p, err)) != ATT_OK)
         return rc;
 
@@ -276,8 +280,9 @@ int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
         return att_fail(err, ATT_EPARAM, "weights_top_k (%d) and weights_pool (%d): at most "
                         "one, >= 1", p->weights_top_k, p->weights_pool);
     if ((p->weights_top_k > 0 || p->weights_pool > 0) && p->weights_mode == ATT_WEIGHTS_NONE)
-        return att_fail(err, ATT_EPARAM, "%s needs the weights (need_weights)",
-                        p->weights_top_k > 0 ? "weights_top_k" : "weights_pool");
+        return att_fail(err, ATT_EPARAM, p->weights_top_k > 0
+                                             ? "weights_top_k needs the weights (need_weights)"
+                                             : "weights_pool needs the weights (need_weights)");
 
     /* Sizes: every element count (inputs, projections: (N·L, H·d),
      * (N·S, Hkv·d)) must fit size_t, and every BLAS dimension (rows of a

@@ -14,6 +14,8 @@
  * 4. The defaults derived from 2, under the POST /attention names. */
 #include "model/model_internal.h"
 
+#include "codec/options.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,16 +254,19 @@ static int read_hf_config(const struct model *m, json_t *hc, long long layer,
 /* 4. The defaults derived from h. */
 static json_t *derived_defaults(const struct hfcfg *h)
 {
-    json_t *d = json_pack("{sI sI s{ss sf sI} ss}", "num_kv_heads", h->Hkv, "head_dim", h->d,
-                          "rope", "style", "half", "theta", h->theta, "rotary_dim", h->d,
-                          "attn_mask", "causal_lower_right");
+    json_t *d = json_pack("{sI sI s{ss sf sI} ss}", opt_name(OPT_NUM_KV_HEADS), h->Hkv,
+                          opt_name(OPT_HEAD_DIM), h->d, opt_name(OPT_ROPE),
+                          opt_member(OPT_ROPE, 0), opt_choice(OPT_ROPE, 0),
+                          opt_member(OPT_ROPE, 1), h->theta, opt_member(OPT_ROPE, 2), h->d,
+                          opt_name(OPT_ATTN_MASK), opt_choice(OPT_ATTN_MASK, 1));
     if (d && h->layer_slides && h->window &&
-        json_object_set_new(d, "window", json_pack("[Ii]", h->window - 1, 0)))
+        json_object_set_new(d, opt_name(OPT_WINDOW), json_pack("[Ii]", h->window - 1, 0)))
         goto oom;
-    if (d && h->softcap > 0 && json_object_set_new(d, "softcap", json_real(h->softcap)))
+    if (d && h->softcap > 0 &&
+        json_object_set_new(d, opt_name(OPT_SOFTCAP), json_real(h->softcap)))
         goto oom;
     if (d && h->qscalar > 0 &&
-        json_object_set_new(d, "scale", json_real(1.0 / sqrt(h->qscalar))))
+        json_object_set_new(d, opt_name(OPT_SCALE), json_real(1.0 / sqrt(h->qscalar))))
         goto oom;
     return d;
 oom:
@@ -447,7 +452,7 @@ int model_load_hf(struct model *m, json_t *cfg, const char *folder, char *err, s
     if (known_fields(m, m->hf_config, json_object_get(cfg, "hf_ignore"), err, errlen) ||
         read_hf_config(m, m->hf_config, layer, &h, err, errlen))
         goto done;
-    json_t *nh = json_object_get(cfg, "num_heads");
+    json_t *nh = json_object_get(cfg, opt_name(OPT_NUM_HEADS));
     if (nh && json_integer_value(nh) != h.H) {
         model_fail(err, errlen, "config.json: num_heads does not match the checkpoint's "
                    "num_attention_heads = %lld", h.H);

@@ -7,6 +7,8 @@
  * folder instead: hf.c. */
 #include "model/model_internal.h"
 
+#include "codec/options.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -63,7 +65,7 @@ static int check_config(struct model *m, json_t *cfg, const char **prefix, char 
         return model_fail(err, errlen, "config.json: prefix is not a string of at most %d "
                           "bytes", MODEL_PREFIX_MAX);
     *prefix = p ? json_string_value(p) : "";
-    json_t *h = json_object_get(cfg, "num_heads");
+    json_t *h = json_object_get(cfg, opt_name(OPT_NUM_HEADS));
     if (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > 65536)
         return model_fail(err, errlen, "config.json: num_heads is not an integer in 1..65536");
     m->H = (int)json_integer_value(h);

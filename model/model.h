@@ -13,8 +13,8 @@
  * config.json:
  *   {"format": "torch_mha" | "hf_bert" | "hf_gpt2",
  *    "prefix": "bert.encoder.layer.3.",      (optional, default "")
- *    "num_heads": 12,
- *    "defaults": {"attn_mask": "causal", "scale": 0.125}}   (optional)
+ *    num_heads: 12,                          (named as the option, options.h)
+ *    "defaults": {attn_mask: causal, scale: 0.125}}   (optional; options.h's names)
  *   Any other top-level key is kept (m->config) and ignored.
  *
  * A Hugging Face decoder layer (README "Hugging Face checkpoints"):
@@ -22,7 +22,7 @@
  *    "checkpoint": "/path/to/hf-folder",   (absolute, or relative to DIR/<name>)
  *    "layer": 3,
  *    "prefix": "model.layers.3.",          (optional, this default)
- *    "num_heads": 32,                      (optional: must equal the checkpoint's)
+ *    num_heads: 32,                        (optional: must equal the checkpoint's)
  *    "hf_ignore": ["some_field"],          (optional: checkpoint config fields the
  *                                           user declares irrelevant to attention)
  *    "defaults": {...}}                    (optional: override the derived ones)
@@ -37,7 +37,7 @@
  *   self_attn.{q,k,v,o}_proj.weight, and .bias when attention_bias.
  *   The loader puts what it derived into m->defaults, in POST /attention's
  *   names: num_kv_heads, head_dim, rope {"style": "half", "theta",
- *   "rotary_dim"}, attn_mask "causal_lower_right", window [W - 1, 0]
+ *   "rotary_dim"}, attn_mask causal_lower_right, window [W - 1, 0]
  *   (sliding_window W; hf_gemma2 on even layers only), softcap, scale
  *   (hf_gemma2: query_pre_attn_scalar^-1/2). A key of the model config's
  *   own defaults replaces the derived one; null removes it.
@@ -95,7 +95,8 @@ struct model {
     float *in_proj_bias;    /* (Dq + 2·Dkv): q, k, v blocks */
     float *out_proj_weight; /* (E, Dq) */
     float *out_proj_bias;   /* (E) */
-    json_t *defaults;       /* object of POST /attention options (owned, never NULL) */
+    json_t *defaults;       /* object of POST /attention options (owned, never NULL;
+                               checked against codec/options.h's rows, defaults.c) */
     json_t *config;         /* config.json as read (owned, never NULL) */
     json_t *hf_config;      /* hf_* decoder formats: the checkpoint's config.json
                                (owned); else NULL */
@@ -104,17 +105,6 @@ struct model {
     size_t bytes;           /* bytes of float32 weights held */
     char dtype[8];          /* dtype of the weights in the file: "F32", "F16", "BF16" */
 };
-
-/* The options "defaults" may set, as POST /attention names them:
- * need_weights, average_attn_weights, alibi (booleans), attn_mask
- * ("causal" or "causal_lower_right"), scale, softcap (numbers > 0),
- * positional_encoding ("sinusoidal"), output_encoding ("json" or
- * "base64"), num_kv_heads and head_dim (the model's own only), rope
- * ({"style": "half" | "interleaved", "theta", "rotary_dim"}), window
- * ([left, right], >= -1), query_position_offset (>= 0); and
- * sliding_window (W >= 1), Hugging Face's notation, stored as window
- * [W - 1, 0]. */
-int model_is_default_option(const char *key);
 
 /* Load DIR/<name>/ (config.json + model.safetensors). Returns 0 with *out
  * set, or -1 with err naming the problem (the file, the key, the shapes).

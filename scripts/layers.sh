@@ -10,6 +10,7 @@
 #   core/    the attention math                          core
 #   config/  the settings table and its sources          config lib
 #   model/   safetensors, model configs, the registry    model core lib
+#                                                        and codec/options.h, the options table
 #   codec/   the two protocols' bodies                   codec model core lib
 #            (never the registry: model/repo.h)
 #   api/     routes and handlers; the only caller of     api codec model core config lib
@@ -39,9 +40,12 @@ allowed() { # folder -> the folders its files may include
 
 # The exceptions, one header each: the registry belongs to model/ and is
 # called from api/ only; api/ reaches the transport only through its
-# interface.
+# interface; model/ checks a model's "defaults" against the request options
+# table (codec/options.h, a leaf: it includes only jansson), the one
+# statement of what each option may be.
 exception() { # folder header -> 0 if allowed although its folder is not
-    [ "$1" = api ] && [ "$2" = http/route.h ]
+    { [ "$1" = api ] && [ "$2" = http/route.h ]; } ||
+        { [ "$1" = model ] && [ "$2" = codec/options.h ]; }
 }
 forbidden() { # folder header -> 0 if refused although its folder is allowed
     [ "$2" = model/repo.h ] && [ "$1" != model ] && [ "$1" != api ]

@@ -620,3 +620,75 @@ Test(v2, compressed_bodies_are_inflated_with_limits_on_the_inflated_size, .timeo
     server_still_serves(s.port);
     cr_assert_eq(server_stop(&s), 0);
 }
+
+/* ---------------------------------------------------------------------- */
+/* The one rule of a model's defaults (README "Model defaults: one rule")  */
+
+/* The "output" of body posted to path (POST /attention or a v2 infer), as
+ * floats into out (4096 at most); asserts 200. Returns how many. */
+static size_t answer_output(int port, const char *path, const char *body, float *out)
+{
+    struct answer a = request(port, "POST", path, body, strlen(body), NULL, 0);
+    cr_assert_eq(a.status, 200, "%s: %.300s", path, a.body);
+    json_t *r = json_loadb(a.body, a.len, 0, NULL);
+    cr_assert_not_null(r, "not JSON: %.300s", a.body);
+    json_t *o = json_object_get(r, "output");
+    if (!o) /* v2: outputs[0] */
+        o = json_object_get(json_array_get(json_object_get(r, "outputs"), 0), "data");
+    size_t n = 0;
+    flatten_into(o, out, &n, 4096);
+    json_decref(r);
+    free(a.body);
+    return n;
+}
+
+/* A partial rope over a model's rope default is merged member by member,
+ * the same on both protocols: POST /attention's {"theta": t} (refused
+ * before the rule, "rope.style is required") and v2's rope as JSON text
+ * (which replaced the model's whole before) answer what the whole rope
+ * with the model's style and rotary_dim answers. */
+Test(v2, rope_defaults_merge_member_by_member_on_both_protocols, .timeout = 60)
+{
+    struct server s;
+    start_repo(&s);
+    json_t *meta = get_json(s.port, "/v2/models/llama_l1", 200);
+    json_t *rope = json_object_get(json_object_get(json_object_get(meta, "parameters"),
+                                                   "defaults"), "rope");
+    const char *style = json_string_value(json_object_get(rope, "style"));
+    const long long rd = json_integer_value(json_object_get(rope, "rotary_dim"));
+    json_t *qshape = json_object_get(json_array_get(json_object_get(meta, "inputs"), 0), "shape");
+    const long long E = json_integer_value(json_array_get(qshape, json_array_size(qshape) - 1));
+    cr_assert(style && rd > 0 && E > 0, "llama_l1 has no rope default");
+    const int L = 3;
+    char data[8192] = "";
+    for (int i = 0; i < L * E; i++)
+        snprintf(data + strlen(data), sizeof data - strlen(data), "%s%.3f", i ? "," : "",
+                 (double)((i * 37) % 17) / 8.0 - 1.0);
+    char body[12288], query[9000];
+    snprintf(query, sizeof query, "{\"shape\": [%d, %lld], \"data\": [%s]}", L, E, data);
+    static float want[4096], got[4096];
+    /* the whole rope, written out */
+    snprintf(body, sizeof body, "{\"model\": \"llama_l1\", \"need_weights\": false, \"query\": "
+             "%s, \"rope\": {\"style\": \"%s\", \"theta\": 1000, \"rotary_dim\": %lld}}",
+             query, style, rd);
+    const size_t n = answer_output(s.port, "/attention", body, want);
+    cr_assert_eq(n, (size_t)(L * E));
+    /* POST /attention: theta alone, the rest the model's */
+    snprintf(body, sizeof body, "{\"model\": \"llama_l1\", \"need_weights\": false, \"query\": "
+             "%s, \"rope\": {\"theta\": 1000}}", query);
+    cr_assert_eq(answer_output(s.port, "/attention", body, got), n);
+    cr_assert(check_tensor("/attention rope {theta}", got, want, n, 0, 0));
+    /* v2: rope as JSON text, theta alone */
+    snprintf(body, sizeof body, "{\"parameters\": {\"need_weights\": false, \"rope\": "
+             "\"{\\\"theta\\\": 1000}\"}, \"inputs\": [{\"name\": \"query\", \"datatype\": "
+             "\"FP32\", \"shape\": [%d, %lld], \"data\": [%s]}]}", L, E, data);
+    cr_assert_eq(answer_output(s.port, "/v2/models/llama_l1/infer", body, got), n);
+    cr_assert(check_tensor("v2 rope {theta}", got, want, n, 0, 0));
+    /* and the model's own theta is not 1000: the request's member counts */
+    snprintf(body, sizeof body, "{\"model\": \"llama_l1\", \"need_weights\": false, \"query\": "
+             "%s}", query);
+    cr_assert_eq(answer_output(s.port, "/attention", body, got), n);
+    cr_assert(memcmp(got, want, n * sizeof *got) != 0, "theta 1000 changed nothing");
+    json_decref(meta);
+    cr_assert_eq(server_stop(&s), 0);
+}

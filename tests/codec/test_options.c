@@ -1,0 +1,232 @@
+/* test_options.c -- the options table (codec/options.h) against what reads
+ * it and what documents it: every row is a property of openapi.yaml's
+ * AttentionRequest (POST /attention) and its v2 parameters are properties
+ * of InferParameters and accepted by the v2 parameter reader (and no other
+ * option name is); a model default of an option the weights fix is
+ * refused; the one rule of defaults (codec_variants_defaults) merges rope
+ * member by member for both protocols. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/options.h"
+#include "codec/v2_internal.h"
+#include "codec/variants.h"
+#include "model/model.h"
+
+#define SPEC_PATH "openapi.yaml"
+#define REPO "tests/models/repo"
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s (tests run from the repository root)", path);
+    static char buf[1 << 20];
+    *len = fread(buf, 1, sizeof buf - 1, f);
+    cr_assert_lt(*len, sizeof buf - 1, "%s is larger than this test reads", path);
+    fclose(f);
+    buf[*len] = '\0';
+    return buf;
+}
+
+/* The names of the properties of components.schemas.<schema> (the keys
+ * indented 8 spaces below its "properties:"), as one string "|a|b|...|". */
+static char *schema_properties(const char *schema)
+{
+    size_t len;
+    const char *spec = read_file(SPEC_PATH, &len);
+    char head[96];
+    snprintf(head, sizeof head, "\n    %s:\n", schema);
+    const char *s = strstr(spec, head);
+    cr_assert_not_null(s, "%s: no schema %s", SPEC_PATH, schema);
+    s += strlen(head);
+    const char *props = strstr(s, "\n      properties:\n");
+    cr_assert_not_null(props, "%s: %s has no properties", SPEC_PATH, schema);
+    static char out[8192];
+    size_t n = 0;
+    out[n++] = '|';
+    /* the lines after "properties:" until one indented 6 or less */
+    for (const char *l = props + strlen("\n      properties:\n"); *l;) {
+        const char *eol = strchr(l, '\n');
+        const size_t ll = eol ? (size_t)(eol - l) : strlen(l);
+        size_t ind = 0;
+        while (ind < ll && l[ind] == ' ')
+            ind++;
+        if (ind < ll && ind <= 6)
+            break;
+        const char *colon = memchr(l, ':', ll);
+        if (ind == 8 && colon) {
+            const size_t k = (size_t)(colon - (l + 8));
+            cr_assert_lt(n + k + 2, sizeof out);
+            memcpy(out + n, l + 8, k);
+            n += k;
+            out[n++] = '|';
+        }
+        if (!eol)
+            break;
+        l = eol + 1;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+static int has(const char *props, const char *name)
+{
+    char key[96];
+    snprintf(key, sizeof key, "|%s|", name);
+    return strstr(props, key) != NULL;
+}
+
+Test(options, every_row_is_in_openapi)
+{
+    char *attention = strdup(schema_properties("AttentionRequest"));
+    const char *infer = schema_properties("InferParameters");
+    int rows = 0, v2 = 0;
+    for (int id = 0; id < OPT_COUNT; id++) {
+        const struct opt *o = opt_get((enum opt_id)id);
+        cr_assert_not_null(o->name, "row %d has no name", id);
+        cr_assert_not_null(o->doc, "%s has no doc line", o->name);
+        cr_assert(!(o->flags & OPT_DEFAULT) || o->rule, "%s: a default without its rule",
+                  o->name);
+        if (o->flags & OPT_ATTENTION) {
+            cr_assert(has(attention, o->name), "%s: AttentionRequest has no property %s",
+                      SPEC_PATH, o->name);
+            rows++;
+        }
+        for (int i = 0; opt_v2((enum opt_id)id, i); i++, v2++)
+            cr_assert(has(infer, opt_v2((enum opt_id)id, i)),
+                      "%s: InferParameters has no property %s (option %s)", SPEC_PATH,
+                      opt_v2((enum opt_id)id, i), o->name);
+    }
+    /* and the other way: every documented field is a row */
+    for (char *p = attention + 1, *bar; (bar = strchr(p, '|')); p = bar + 1) {
+        *bar = '\0';
+        cr_assert_geq(opt_find(p), 0, "%s: AttentionRequest.%s is not a row of the options "
+                      "table", SPEC_PATH, p);
+        rows--;
+    }
+    cr_assert_eq(rows, 0);
+    cr_assert_gt(v2, 0);
+    free(attention);
+}
+
+Test(options, v2_reads_every_v2_name_of_the_table)
+{
+    const char *infer = schema_properties("InferParameters");
+    for (int id = 0; id < OPT_COUNT; id++)
+        for (int i = 0; opt_v2((enum opt_id)id, i); i++) {
+            const char *name = opt_v2((enum opt_id)id, i);
+            json_t *params = json_pack("{s:b}", name, 0);
+            struct api_error err = {0};
+            cr_assert_eq(v2_check_parameters(params, V2_PARAMS_REQUEST, "", &err), 0,
+                         "parameters.%s: %s", name, err.msg);
+            int k = -1;
+            cr_assert_eq(opt_find_v2(name, &k), id, "%s", name);
+            cr_assert_eq(k, i, "%s", name);
+            json_decref(params);
+        }
+    /* what InferParameters documents is a row's, or one v2 keeps itself */
+    char *all = strdup(infer);
+    for (char *p = all + 1, *bar; (bar = strchr(p, '|')); p = bar + 1) {
+        *bar = '\0';
+        int k;
+        cr_assert(opt_find_v2(p, &k) >= 0 || v2_param_known(V2_PARAMS_REQUEST, p),
+                  "%s: InferParameters.%s is neither an option nor reserved", SPEC_PATH, p);
+    }
+    free(all);
+    /* a near miss is refused, naming the row's name */
+    json_t *params = json_pack("{s:f}", "sofcap", 1.0);
+    struct api_error err = {0};
+    cr_assert_eq(v2_check_parameters(params, V2_PARAMS_REQUEST, "", &err), -1);
+    char want[96];
+    snprintf(want, sizeof want, "(did you mean '%s'?)", opt_name(OPT_SOFTCAP));
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
+    json_decref(params);
+}
+
+/* A torch_mha model (H 2, E 16: Hkv 2, head_dim 8) with these defaults. */
+static int load_with(const char *defaults, struct model **m, char *err, size_t errlen)
+{
+    static unsigned char st[8192];
+    static size_t st_len;
+    if (!st_len) {
+        FILE *fp = fopen(REPO "/mha_f32/model.safetensors", "rb");
+        cr_assert(fp);
+        st_len = fread(st, 1, sizeof st, fp);
+        fclose(fp);
+    }
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "{\"format\":\"torch_mha\",\"num_heads\":2,\"defaults\":%s}",
+             defaults);
+    return model_parse(m, "x", cfg, strlen(cfg), st, st_len, err, errlen);
+}
+
+Test(options, a_default_the_weights_fix_is_refused)
+{
+    int fixed = 0;
+    for (int id = 0; id < OPT_COUNT; id++) {
+        const struct opt *o = opt_get((enum opt_id)id);
+        if (!(o->flags & OPT_FIXED))
+            continue;
+        fixed++;
+        const int own = id == OPT_NUM_KV_HEADS ? 2 : 8;
+        char defaults[128], err[512] = "";
+        struct model *m = NULL;
+        /* another value, and null, contradict the weights */
+        const int bad[2] = {own + 1, -1};
+        for (int k = 0; k < 2; k++) {
+            if (k)
+                snprintf(defaults, sizeof defaults, "{\"%s\":null}", o->name);
+            else
+                snprintf(defaults, sizeof defaults, "{\"%s\":%d}", o->name, bad[k]);
+            cr_assert_eq(load_with(defaults, &m, err, sizeof err), -1, "%s loaded", defaults);
+            char want[96];
+            snprintf(want, sizeof want, "defaults.%s = ", o->name);
+            cr_assert(strstr(err, want) && strstr(err, "contradicts the weights"), "%s: %s",
+                      defaults, err);
+        }
+        /* its own value is allowed */
+        snprintf(defaults, sizeof defaults, "{\"%s\":%d}", o->name, own);
+        cr_assert_eq(load_with(defaults, &m, err, sizeof err), 0, "%s: %s", defaults, err);
+        model_free(m);
+    }
+    cr_assert_eq(fixed, 2, "num_kv_heads and head_dim are the weights'");
+    /* an option no row lets a model set */
+    struct model *m = NULL;
+    char err[512], defaults[128];
+    snprintf(defaults, sizeof defaults, "{\"%s\":3}", opt_name(OPT_WEIGHTS_TOP_K));
+    cr_assert_eq(load_with(defaults, &m, err, sizeof err), -1);
+    cr_assert(strstr(err, "is not an option a model may set"), "%s", err);
+}
+
+/* The one rule of defaults: a partial rope over the model's goes member by
+ * member, for /attention's object and v2's parameters alike. */
+Test(options, rope_defaults_merge_member_by_member)
+{
+    struct model *m = NULL;
+    char err[512];
+    cr_assert_eq(load_with("{\"rope\":{\"style\":\"interleaved\",\"theta\":500000,"
+                           "\"rotary_dim\":4}}",
+                           &m, err, sizeof err),
+                 0, "%s", err);
+    for (int v2 = 0; v2 < 2; v2++) {
+        struct codec_variants cv;
+        codec_variants_init(&cv);
+        codec_variants_defaults(&cv, m, v2);
+        json_t *rope = json_pack("{s:f}", opt_member(OPT_ROPE, 1), 1e6);
+        json_t *req = json_pack("{s:O}", opt_name(OPT_ROPE), rope);
+        codec_variants_over(&cv, req, v2);
+        struct api_error e;
+        cr_assert_eq(codec_variants_rope(&cv, rope, opt_name(OPT_ROPE), &e), 0, "%s", e.msg);
+        cr_assert_str_eq(json_string_value(cv.v[CV_ROPE_STYLE]), "interleaved");
+        cr_assert_eq(json_number_value(cv.v[CV_ROPE_THETA]), 1e6);
+        cr_assert_eq(json_integer_value(cv.v[CV_ROPE_ROTARY_DIM]), 4);
+        cr_assert_str_eq(cv.name[CV_ROPE_STYLE], v2 ? "model 'x' defaults.rope.style"
+                                                    : "rope.style");
+        json_decref(req);
+        json_decref(rope);
+        codec_variants_deinit(&cv);
+    }
+    model_free(m);
+}
