@@ -76,7 +76,7 @@ static void conn_cut(struct http_server *s, struct conn *c, int e, const char *m
     s->live--;
     c->t_cut = 0;
     /* (over TLS a raw write would corrupt the stream: the cut is silent) */
-    if (e >= 0 && !c->answered && !s->tls.cert) {
+    if (e >= 0 && !c->responded && !s->tls.cert) {
         struct route_response er = {0}; /* in the style of the connection's row */
         c->error(&er, e, msg);
         const size_t len = er.body ? er.len : 0;
@@ -94,7 +94,7 @@ static void conn_cut(struct http_server *s, struct conn *c, int e, const char *m
         if (send(c->fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n && er.body)
             (void)!send(c->fd, er.body, len, MSG_DONTWAIT | MSG_NOSIGNAL);
         route_response_free(&er);
-        c->answered = 1;
+        c->responded = 1;
         shutdown(c->fd, SHUT_WR);
         c->t_cut = route_now();
         return;

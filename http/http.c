@@ -72,7 +72,7 @@ static void release_body_cb(void *r)
 }
 
 /* Whether the responses not yet sent have spent max_answer_bytes. */
-static int answers_over_budget(const struct http_server *s)
+static int responses_over_budget(const struct http_server *s)
 {
     return atomic_load(&s->answer_bytes) >= s->opt.max_answer_bytes;
 }
@@ -110,7 +110,7 @@ static void run_job(void *arg)
         body_release(r);
         r->route->error(&r->resp, ERR_OVERLOADED, "the client has gone away");
         r->client_gone = 1;
-    } else if (answers_over_budget(s)) {
+    } else if (responses_over_budget(s)) {
         body_release(r);
         r->route->error(&r->resp, ERR_OVERLOADED, "answers not yet read by their clients "
                                                   "hold max_answer_bytes; retry later");
@@ -286,7 +286,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return r->client_gone ? MHD_NO : response_send(r);
     if (r->submitted)
         return MHD_YES;
-    if (answers_over_budget(s))
+    if (responses_over_budget(s))
         return response_error(r, ERR_OVERLOADED, "answers not yet read by their clients hold "
                                                  "max_answer_bytes; retry later");
     /* 5. hand the body to a worker; the connection sleeps meanwhile */
@@ -337,7 +337,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->c->kept_alive = 1;
         r->c->error = s->table->rows[s->table->count - 1].error;
         r->c->request_id[0] = '\0';
-        r->c->answered = 0;
+        r->c->responded = 0;
         r->c->t_phase = r->c->t_win = route_now();
         r->c->bytes = r->c->win_bytes = 0;
         pthread_mutex_unlock(&s->lock);

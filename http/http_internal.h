@@ -37,7 +37,7 @@ struct conn {
     enum phase phase;
     int kept_alive; /* PH_HEADERS after an answer on this connection */
     int refused;    /* over max_connections: 503 at its first request */
-    int answered;   /* a response is queued: a cut sends no message */
+    int responded;  /* a response is queued: a cut sends no message */
     int cut;        /* the watchdog shut the socket; what comes is dropped */
     double t_phase, t_cut;               /* when the phase began; when cut */
     double t_win;                        /* start of the rate window */

@@ -61,7 +61,7 @@ enum MHD_Result response_queue(struct req *r, int status, struct MHD_Response *r
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (r->c) {
         pthread_mutex_lock(&r->srv->lock);
-        r->c->answered = 1;
+        r->c->responded = 1;
         pthread_mutex_unlock(&r->srv->lock);
     }
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);

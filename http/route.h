@@ -25,7 +25,7 @@
  *             network thread once the request is in.
  *             ROUTE_ADMIN: Authorization: Bearer <admin_token> is needed
  *             (401/403 before the body is read).
- *             ROUTE_CORS: the answers carry the CORS headers, and OPTIONS
+ *             ROUTE_CORS: the responses carry the CORS headers, and OPTIONS
  *             is a preflight (http/cors.h); without it, neither.
  *   error     the error style: fills a response with an error body for an
  *             enum http_error code (lib/errors.h) and a message (NULL: the
@@ -109,7 +109,7 @@ struct route_header {
 };
 
 /* What a handler fills: a status, then one of three bodies -- a buffer,
- * a generator the transport pulls from as it sends (large answers,
+ * a generator the transport pulls from as it sends (large responses,
  * encoded as they go), or an open file (sent from its descriptor). */
 struct route_response {
     int status;
