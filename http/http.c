@@ -105,7 +105,7 @@ static void run_job(void *arg)
 {
     struct req *r = arg;
     struct http_server *s = r->srv;
-    if (r->fd >= 0 && conn_client_gone(r->fd)) {
+    if (gone_of(&r->view)) {
         /* nobody to answer: not computed (the access log says 499) */
         body_release(r);
         r->route->error(&r->resp, ERR_OVERLOADED, "the client has gone away");

@@ -92,7 +92,8 @@ struct route_request {
     const char *request_id;     /* X-Request-Id: the client's, or made up */
     double t_first, t_body;     /* route_now() at the headers, at the body's end */
     struct route_state state;
-    /* A request header (case-insensitive name), or NULL. */
+    /* A request header (case-insensitive name), or NULL; on a worker too
+     * (the connection sleeps meanwhile). */
     const char *(*header)(const struct route_request *rq, const char *name);
     /* Whether the client has gone away (a long handler may stop early). */
     int (*client_gone)(const struct route_request *rq);
