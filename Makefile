@@ -59,14 +59,15 @@ MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c mode
 CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c codec/options.c
-API_SRC    := api/service.c api/metrics.c api/v2.c
-HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c
+API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c
+HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
 SVC_SRC    := $(LIB_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
-             $(MODEL_SRC:%.c=$(BUILD)/%.o)
-HTTP_OBJ  := $(BUILD)/main.o $(BUILD)/http/http.o $(BUILD)/http/conn.o \
-             $(BUILD)/http/response.o $(BUILD)/http/static.o $(BUILD)/api/embed.o \
-             $(BUILD)/http/body.o $(BUILD)/http/http_v2.o
+             $(MODEL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/api/embed.o
+# The transport on libmicrohttpd (the unit tests serve a table of their own).
+TRANSPORT_OBJ := $(BUILD)/http/http.o $(BUILD)/http/conn.o $(BUILD)/http/response.o \
+                 $(BUILD)/http/body.o $(BUILD)/http/request.o
+HTTP_OBJ  := $(BUILD)/main.o $(TRANSPORT_OBJ)
 SERVER    := $(BUILD)/attention-server
 SVC_LIBS  := $(MHD_LIBS) -lgnutls -ljansson -lz $(BLAS_LIBS) -lm
 
@@ -76,7 +77,7 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_cpus.c \
              tests/lib/test_pool.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/api/test_service.c \
-             tests/core/test_numerics.c tests/http/test_inflate.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c
+             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests
@@ -157,8 +158,8 @@ $(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/lib/jsonnu
 $(BUILD)/bench/const_server: $(BUILD)/bench/const_server.o
 	$(CC) $(LDFLAGS) $^ -o $@ $(MHD_LIBS)
 
-$(UNIT): $(UNIT_OBJ) $(CORE_OBJ) $(SVC_OBJ)
-	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion $(SVC_LIBS)
+$(UNIT): $(UNIT_OBJ) $(CORE_OBJ) $(SVC_OBJ) $(TRANSPORT_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion -lcurl $(SVC_LIBS)
 
 $(HTTPTEST): $(HTTPTEST_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion -lcurl -ljansson -lz -lm

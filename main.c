@@ -7,11 +7,15 @@
  * answered, and the process exits 0 (http/http.h). A second SIGTERM or
  * SIGINT exits at once, with status 1.
  *
+ * The composition root: the settings (config/) become the transport's
+ * options (http/http.h) and the route table's setup (api/routes.h), and
+ * main hands the table to the transport.
+ *
  * Exit statuses (enum cfg_exit, printed by --help): 2 when start-up
  * refuses a setting, for its value (cfg_parse) or for what it names
- * (static_dir, the TLS pair: http_start; model_repository: repo_start);
- * 1 for the system's failures (the port in use, out of memory), then or
- * later. */
+ * (static_dir here, the TLS pair: http_start; model_repository:
+ * repo_start); 1 for the system's failures (the port in use, out of
+ * memory), then or later. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/routes.h"
 #include "config/config.h"
 #include "config/cpus.h"
 #include "core/attention.h"
@@ -41,6 +46,30 @@ static void *second_signal(void *arg)
     static const char msg[] = "attention-server: second signal, stopping now\n";
     (void)!write(2, msg, sizeof msg - 1);
     _exit(CFG_EXIT_FAILURE);
+}
+
+/* What the transport takes of the settings (strings borrowed from c). */
+static struct http_options http_options_of(const struct cfg *c)
+{
+    return (struct http_options){
+        .bind = c->bind,
+        .port = c->port,
+        .conn_timeout = c->conn_timeout,
+        .conn_memory_limit = c->conn_memory_limit,
+        .max_connections = c->max_connections,
+        .header_timeout = c->header_timeout,
+        .body_timeout = c->body_timeout,
+        .min_upload_rate = c->min_upload_rate,
+        .min_send_rate = c->min_send_rate,
+        .max_body_bytes = c->max_body_bytes,
+        .max_inflight_bytes = c->max_inflight_bytes,
+        .max_answer_bytes = c->max_answer_bytes,
+        .cors_allow_origin = c->cors_allow_origin,
+        .admin_token = c->admin_token,
+        .tls_cert_file = c->tls_cert_file,
+        .tls_key_file = c->tls_key_file,
+        .log_requests = c->log_level >= CFG_LOG_INFO,
+    };
 }
 
 int main(int argc, char **argv)
@@ -89,8 +118,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "attention-server: could not start %d workers\n", c.workers);
         return CFG_EXIT_FAILURE;
     }
+    char msg[512];
+    const int sd = cfg_check_static_dir(c.static_dir, msg, sizeof msg);
+    if (sd < 0) {
+        fprintf(stderr, "attention-server: %s\n", msg);
+        pool_free(pool);
+        return CFG_EXIT_SETTING;
+    }
+    if (sd > 0 && c.log_level >= CFG_LOG_WARN)
+        fprintf(stderr, "attention-server: WARNING: %s\n", msg);
+    const struct http_options opt = http_options_of(&c);
     int refused = 0;
-    struct http_server *srv = http_start(&c, pool, &refused, err, sizeof err);
+    struct http_server *srv =
+        http_start(&opt, routes_init(&c, pool), pool, &refused, err, sizeof err);
     if (!srv) {
         fprintf(stderr, "attention-server: %s\n", err);
         pool_free(pool);

@@ -3,10 +3,13 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-static const char *const ep_names[EP_COUNT] = {
-    "attention", "healthz", "readyz", "metrics", "openapi", "static", "other",
-    "v2_infer", "v2_repository", "v2"};
+/* The declared labels; "other" always. Set at start-up, before any
+ * request: read without a lock. */
+static const char *ep_names[METRICS_ENDPOINTS] = {METRICS_OTHER};
+static int ep_count = 1;
+#define EP_COUNT METRICS_ENDPOINTS
 
 /* Latency buckets (seconds), as Prometheus histograms want them: cumulative. */
 static const double buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -35,15 +38,30 @@ static size_t bucket_of(double seconds)
     return b;
 }
 
-const char *metrics_endpoint_name(enum metrics_endpoint ep)
+static int endpoint_of(const char *name)
 {
-    return (unsigned)ep < EP_COUNT ? ep_names[ep] : "other";
+    for (int i = 0; name && i < ep_count; i++)
+        if (strcmp(ep_names[i], name) == 0)
+            return i;
+    return -1;
 }
 
-void metrics_record(enum metrics_endpoint ep, int status, double seconds)
+int metrics_endpoint_add(const char *name)
 {
-    if ((unsigned)ep >= EP_COUNT)
-        ep = EP_OTHER;
+    int i = endpoint_of(name);
+    if (i >= 0)
+        return i;
+    if (ep_count == METRICS_ENDPOINTS)
+        return -1;
+    ep_names[ep_count] = name;
+    return ep_count++;
+}
+
+void metrics_record(const char *endpoint, int status, double seconds)
+{
+    int ep = endpoint_of(endpoint);
+    if (ep < 0)
+        ep = 0; /* other */
     if (status < 100 || status > 599)
         status = 500;
     atomic_fetch_add(&requests[ep][status], 1);
@@ -91,7 +109,7 @@ char *metrics_write(const struct metrics_gauges *g, size_t *len)
         return NULL;
     fprintf(f, "# HELP attention_http_requests_total Requests answered, by endpoint and status.\n"
                "# TYPE attention_http_requests_total counter\n");
-    for (int e = 0; e < EP_COUNT; e++)
+    for (int e = 0; e < ep_count; e++)
         for (int s = 100; s < 600; s++) {
             unsigned long n = atomic_load(&requests[e][s]);
             if (n)
@@ -101,7 +119,7 @@ char *metrics_write(const struct metrics_gauges *g, size_t *len)
     fprintf(f, "# HELP attention_http_request_duration_seconds Time from first byte to answer.\n"
                "# TYPE attention_http_request_duration_seconds histogram\n");
     write_histogram(f, "attention_http_request_duration_seconds", "endpoint", ep_names,
-                    EP_COUNT, latency_count, latency_sum_us);
+                    ep_count, latency_count, latency_sum_us);
     fprintf(f, "# HELP attention_stage_seconds_total Time spent per stage of POST /attention.\n"
                "# TYPE attention_stage_seconds_total counter\n");
     for (int i = 0; i < STAGE_COUNT; i++)

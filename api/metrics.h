@@ -7,18 +7,19 @@
 
 #include <stddef.h>
 
-enum metrics_endpoint {
-    EP_ATTENTION, EP_HEALTHZ, EP_READYZ, EP_METRICS, EP_OPENAPI, EP_STATIC, EP_OTHER,
-    EP_V2_INFER,  /* POST /v2/models/{m}[/versions/{v}]/infer */
-    EP_V2_REPO,   /* POST /v2/repository/... */
-    EP_V2,        /* the other /v2 endpoints (GET) */
-    EP_COUNT
-};
+/* The endpoint labels, at most this many: the route table's metric
+ * column (api/routes.c) declares them at start-up, in its order. */
+#define METRICS_ENDPOINTS 16
+/* The label of requests that reached no endpoint. */
+#define METRICS_OTHER "other"
 
-const char *metrics_endpoint_name(enum metrics_endpoint ep);
+/* Declare the label name (static storage), if new; every declared label is
+ * written, counted or not. -1 when the labels are all taken. */
+int metrics_endpoint_add(const char *name);
 
-/* One finished request: its endpoint, HTTP status and duration. */
-void metrics_record(enum metrics_endpoint ep, int status, double seconds);
+/* One finished request: its endpoint's label (NULL, or one not declared:
+ * "other"), HTTP status and duration. */
+void metrics_record(const char *endpoint, int status, double seconds);
 
 /* The stages of one POST /attention or v2 infer, in order: the upload, the wait for a
  * worker, then the job's three steps. */

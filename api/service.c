@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "model/repo.h"
 #include "api/metrics.h"
@@ -13,9 +12,7 @@
 
 double service_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return route_now();
 }
 
 struct codec_limits service_limits(const struct cfg *c)
@@ -31,33 +28,24 @@ struct codec_limits service_limits(const struct cfg *c)
     };
 }
 
-void service_error(struct service_answer *a, int code, const char *msg)
+void service_error(struct route_response *a, int code, const char *msg)
 {
-    service_answer_free(a);
+    route_response_free(a);
     a->status = http_error_status(code);
+    a->content_type = "application/json";
     a->body = api_error_body(code, msg, &a->len);
     if (!a->body)
         a->len = 0; /* the sender answers 500 with an empty body */
 }
 
-void service_v2_error(struct service_answer *a, int code, const char *msg)
+void service_v2_error(struct route_response *a, int code, const char *msg)
 {
-    service_answer_free(a);
+    route_response_free(a);
     a->status = http_error_status(code);
+    a->content_type = "application/json";
     a->body = api_v2_error_body(msg ? msg : http_error_message(code), &a->len);
     if (!a->body)
         a->len = 0; /* the sender answers 500 with an empty body */
-}
-
-void service_answer_free(struct service_answer *a)
-{
-    free(a->body);
-    a->body = NULL;
-    if (a->reader && a->free_reader)
-        a->free_reader(a->reader);
-    a->reader = NULL;
-    a->read = NULL;
-    a->free_reader = NULL;
 }
 
 static size_t stream_read(void *cls, size_t pos, char *dst, size_t max)
@@ -72,7 +60,7 @@ static void stream_free(void *cls)
 
 /* Encode r's results into a: a buffer, or a stream for base64 answers
  * (which takes out and w). */
-static int encode(struct service_answer *a, const struct codec_request *r, float **out,
+static int encode(struct route_response *a, const struct codec_request *r, float **out,
                   float **w)
 {
     a->status = 200;
@@ -98,14 +86,16 @@ static double lap(double *mark)
 }
 
 /* Server-Timing, the stage metrics and the model's statistics. */
-static void finish(struct service_answer *a, const double d[STAGE_COUNT], int ok,
+static void finish(struct route_response *a, const double d[STAGE_COUNT], int ok,
                    const char *model, int batch)
 {
+    char timing[200];
     size_t o = 0;
-    for (int s = 0; s < STAGE_COUNT && o < sizeof a->timing; s++)
-        o += (size_t)snprintf(a->timing + o, sizeof a->timing - o, "%s%s;dur=%.3f",
+    for (int s = 0; s < STAGE_COUNT && o < sizeof timing; s++)
+        o += (size_t)snprintf(timing + o, sizeof timing - o, "%s%s;dur=%.3f",
                               s ? ", " : "", metrics_stage_name((enum metrics_stage)s),
                               d[s] * 1e3);
+    route_header_set(a, "Server-Timing", timing);
     if (ok)
         metrics_record_stages(d);
     if (model) {
@@ -120,7 +110,7 @@ static void finish(struct service_answer *a, const double d[STAGE_COUNT], int ok
 
 void service_attention(const struct codec_limits *lim, const char *body, size_t len,
                        const struct service_times *t, void (*release)(void *), void *cls,
-                       struct service_answer *a)
+                       struct route_response *a)
 {
     memset(a, 0, sizeof *a);
     double d[STAGE_COUNT] = {0}, mark = t->body_done; /* a stage not run took 0 s */
@@ -182,7 +172,7 @@ static void v2_free(void *cls)
 void service_infer(const struct codec_limits *lim, const char *model, const char *version,
                    const char *body, size_t len, long long header_len,
                    const struct service_times *t, void (*release)(void *), void *cls,
-                   struct service_answer *a)
+                   struct route_response *a)
 {
     memset(a, 0, sizeof *a);
     double d[STAGE_COUNT] = {0}, mark = t->body_done;
@@ -241,8 +231,9 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
     a->len = v2_stream_size(vs);
     if (v2_stream_is_binary(vs)) {
         a->content_type = "application/octet-stream";
-        a->header_len = v2_stream_header_len(vs);
-        a->has_header_len = 1;
+        char hl[24];
+        snprintf(hl, sizeof hl, "%zu", v2_stream_header_len(vs));
+        route_header_set(a, "Inference-Header-Content-Length", hl);
     }
     ok = 1;
 done:

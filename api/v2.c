@@ -23,104 +23,15 @@
 static const char *const extensions[] = {"binary_tensor_data", "statistics", "model_repository",
                                          "model_configuration"};
 
-/* The next path segment of *p (after a '/'), into seg; 0 at the end. */
-static int segment(const char **p, char *seg, size_t n)
-{
-    if (**p != '/')
-        return 0;
-    const char *s = *p + 1, *e = strchr(s, '/');
-    size_t len = e ? (size_t)(e - s) : strlen(s);
-    if (len == 0 || len >= n)
-        return -1;
-    memcpy(seg, s, len);
-    seg[len] = '\0';
-    *p = s + len;
-    return 1;
-}
-
-static int route_model(const char *p, struct v2_route *rt)
-{
-    char seg[128];
-    if (segment(&p, rt->model, sizeof rt->model) != 1)
-        return -1;
-    int k = segment(&p, seg, sizeof seg);
-    if (k == 1 && strcmp(seg, "versions") == 0) {
-        if (segment(&p, rt->version, sizeof rt->version) != 1)
-            return -1;
-        k = segment(&p, seg, sizeof seg);
-    }
-    if (k == 0) {
-        rt->kind = V2_MODEL;
-        return 0;
-    }
-    if (k < 0 || *p)
-        return -1;
-    static const struct { const char *name; enum v2_kind kind; } tails[] = {
-        {"ready", V2_MODEL_READY}, {"config", V2_MODEL_CONFIG},
-        {"stats", V2_MODEL_STATS}, {"infer", V2_INFER},
-    };
-    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++)
-        if (strcmp(seg, tails[i].name) == 0) {
-            rt->kind = tails[i].kind;
-            return 0;
-        }
-    return -1;
-}
-
-int v2_route(const char *path, struct v2_route *rt)
-{
-    memset(rt, 0, sizeof *rt);
-    if (strncmp(path, "/v2", 3) != 0)
-        return -1;
-    const char *p = path + 3;
-    static const struct { const char *path; enum v2_kind kind; } fixed[] = {
-        {"", V2_SERVER},           {"/health/live", V2_LIVE},
-        {"/health/ready", V2_READY}, {"/models", V2_MODELS},
-        {"/models/stats", V2_ALL_STATS}, {"/repository/index", V2_REPO_INDEX},
-    };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        if (strcmp(p, fixed[i].path) == 0) {
-            rt->kind = fixed[i].kind;
-            return 0;
-        }
-    if (strncmp(p, "/models/", 8) == 0)
-        return route_model(p + 7, rt);
-    if (strncmp(p, "/repository/models/", 19) == 0) {
-        p += 18;
-        char seg[16];
-        if (segment(&p, rt->model, sizeof rt->model) != 1 || segment(&p, seg, sizeof seg) != 1 ||
-            *p)
-            return -1;
-        if (strcmp(seg, "load") == 0)
-            rt->kind = V2_REPO_LOAD;
-        else if (strcmp(seg, "unload") == 0)
-            rt->kind = V2_REPO_UNLOAD;
-        else
-            return -1;
-        return 0;
-    }
-    return -1;
-}
-
-int v2_route_has_body(const struct v2_route *rt)
-{
-    return rt->kind >= V2_INFER;
-}
-
-const char *v2_route_method(const struct v2_route *rt)
-{
-    return v2_route_has_body(rt) ? "POST" : "GET";
-}
-
 /* ---------------------------------------------------------------------- */
 
-static void answer_json(struct service_answer *a, int status, json_t *o)
+static void answer_json(struct route_response *a, int status, json_t *o)
 {
     if (!o) {
         service_v2_error(a, ERR_INTERNAL, "out of memory");
         return;
     }
-    service_answer_free(a);
+    route_response_free(a);
     a->status = status;
     a->body = json_dumps(o, JSON_COMPACT);
     a->len = a->body ? strlen(a->body) : 0;
@@ -129,9 +40,9 @@ static void answer_json(struct service_answer *a, int status, json_t *o)
         service_v2_error(a, ERR_INTERNAL, "out of memory");
 }
 
-static void answer_empty(struct service_answer *a)
+static void answer_empty(struct route_response *a)
 {
-    service_answer_free(a);
+    route_response_free(a);
     a->status = 200;
     a->body = malloc(1);
     a->len = 0;
@@ -215,7 +126,7 @@ static json_t *public_config(const struct model *m)
 }
 
 /* A model route's model, held; answers 404/503 itself (returns NULL). */
-static struct repo_ref *held(const struct v2_route *rt, struct service_answer *a)
+static struct repo_ref *held(const struct v2_route *rt, struct route_response *a)
 {
     struct repo_ref *ref = NULL;
     char why[600];
@@ -227,7 +138,7 @@ static struct repo_ref *held(const struct v2_route *rt, struct service_answer *a
 }
 
 void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
-                   struct service_answer *a)
+                   struct route_response *a)
 {
     memset(a, 0, sizeof *a);
     struct repo_ref *ref;
@@ -301,7 +212,7 @@ void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
 }
 
 /* The body of a repository request: empty, or a JSON object. */
-static json_t *repo_body(const char *body, size_t len, struct service_answer *a)
+static json_t *repo_body(const char *body, size_t len, struct route_response *a)
 {
     json_error_t je;
     json_t *o = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &je) : json_object();
@@ -317,7 +228,7 @@ static json_t *repo_body(const char *body, size_t len, struct service_answer *a)
 }
 
 void v2_answer_repository(const struct v2_route *rt, const char *body, size_t len,
-                          struct service_answer *a)
+                          struct route_response *a)
 {
     memset(a, 0, sizeof *a);
     json_t *o = repo_body(body, len, a);

@@ -2,8 +2,8 @@
  * infer body itself (service_infer, api/service.h): the URL routes, and
  * the answers of server and model metadata, health, the model list,
  * statistics and the model repository extension. No libmicrohttpd: the
- * HTTP front (http/http.c) routes with v2_route() and sends what these
- * fill in. Every non-2xx answer is {"error": msg}.
+ * route table (api/routes.c) names the endpoint, the transport sends what
+ * these fill in. Every non-2xx answer is {"error": msg}.
  */
 #ifndef SERVER_V2_H
 #define SERVER_V2_H
@@ -34,13 +34,6 @@ struct v2_route {
     char version[32]; /* "" when the URL has none */
 };
 
-/* Route a path under /v2. Returns 0, or -1 (404: no such endpoint). */
-int v2_route(const char *path, struct v2_route *rt);
-/* The method the route takes: "GET" or "POST". */
-const char *v2_route_method(const struct v2_route *rt);
-/* Whether the route reads a request body (infer, repository). */
-int v2_route_has_body(const struct v2_route *rt);
-
 /* What the server's state is, for health and metadata. */
 struct v2_server_state {
     int draining;
@@ -48,11 +41,11 @@ struct v2_server_state {
 
 /* The answer of a GET route (a buffer, in a). */
 void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
-                   struct service_answer *a);
+                   struct route_response *a);
 
 /* The answer of a repository route (index, load, unload), on a worker: a
  * load reads the model's files and an unload waits for its requests. */
 void v2_answer_repository(const struct v2_route *rt, const char *body, size_t len,
-                          struct service_answer *a);
+                          struct route_response *a);
 
 #endif

@@ -27,14 +27,14 @@ int body_begin(struct req *r, char *msg, size_t msglen)
                                                  MHD_HTTP_HEADER_CONTENT_ENCODING);
     struct api_error e;
     if (ce && *ce) {
-        r->inflate = body_inflate_new(ce, (size_t)r->srv->cfg.max_body_bytes, &e);
+        r->inflate = inflate_new(ce, (size_t)r->srv->opt.max_body_bytes, &e);
         if (!r->inflate) {
             snprintf(msg, msglen, "%s", e.msg);
             return e.code;
         }
         return -1; /* the inflated size is not known: the buffer grows */
     }
-    /* With a Content-Length (early_check compared it with max_body_bytes),
+    /* With a Content-Length (first_checks compared it with max_body_bytes),
      * size the buffer once instead of doubling it: no copies of a big
      * upload. The pages are only touched (and counted against
      * max_inflight_bytes) as bytes arrive, so a client that claims a big
@@ -56,7 +56,7 @@ static int append(void *cls, const char *data, size_t n)
 {
     struct req *r = cls;
     struct http_server *s = r->srv;
-    const size_t max = (size_t)s->cfg.max_body_bytes;
+    const size_t max = (size_t)s->opt.max_body_bytes;
     if (r->too_large || r->over_budget)
         return 0;
     if (r->len + n > max) {
@@ -65,7 +65,7 @@ static int append(void *cls, const char *data, size_t n)
         return 0;
     }
     if (atomic_fetch_add(&s->inflight_bytes, (long long)n) + (long long)n >
-        s->cfg.max_inflight_bytes) {
+        s->opt.max_inflight_bytes) {
         atomic_fetch_sub(&s->inflight_bytes, (long long)n);
         r->over_budget = 1;
         body_release(r);
@@ -107,10 +107,10 @@ int body_append(struct req *r, const char *data, size_t n)
     if (r->too_large || r->over_budget || r->body_error)
         return 0;
     struct api_error e;
-    const int rc = body_inflate_feed(r->inflate, data, n, append, r, &e);
-    if (rc == BODY_INFLATE_ESINK)
+    const int rc = inflate_feed(r->inflate, data, n, append, r, &e);
+    if (rc == INFLATE_ESINK)
         return -1;
-    if (rc != BODY_INFLATE_OK)
+    if (rc != INFLATE_OK)
         refuse(r, &e);
     return 0;
 }
@@ -119,13 +119,13 @@ void body_end(struct req *r)
 {
     struct api_error e;
     if (r->inflate && !r->too_large && !r->over_budget && !r->body_error &&
-        body_inflate_finish(r->inflate, &e) != 0)
+        inflate_finish(r->inflate, &e) != 0)
         refuse(r, &e);
 }
 
 void body_free(struct req *r)
 {
     body_release(r);
-    body_inflate_free(r->inflate);
+    inflate_free(r->inflate);
     r->inflate = NULL;
 }

@@ -10,8 +10,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "http/route.h"
 #include "lib/errors.h"
-#include "api/service.h"
 
 /* Past max_connections, a connection that has not sent its headers within
  * this many seconds may be closed to make room; a refused one is closed
@@ -43,19 +43,19 @@
  * descriptor. Suspended connections (PH_COMPUTE) are left alone: their
  * request is being computed and will be answered. */
 
-void phase_set(struct http_server *s, struct conn *c, enum phase ph)
+void conn_phase_set(struct http_server *s, struct conn *c, enum phase ph)
 {
     if (!c)
         return;
     pthread_mutex_lock(&s->lock);
     c->phase = ph;
     c->eof_seen = 0;
-    c->t_phase = c->t_win = service_now();
+    c->t_phase = c->t_win = route_now();
     c->bytes = c->win_bytes = 0;
     pthread_mutex_unlock(&s->lock);
 }
 
-void phase_progress(struct http_server *s, struct conn *c, unsigned long long bytes)
+void conn_progress(struct http_server *s, struct conn *c, unsigned long long bytes)
 {
     if (!c)
         return;
@@ -76,26 +76,27 @@ static void conn_cut(struct http_server *s, struct conn *c, int e, const char *m
     s->live--;
     c->t_cut = 0;
     /* (over TLS a raw write would corrupt the stream: the cut is silent) */
-    if (e >= 0 && !c->answered && !s->tls.cert) {
-        size_t len = 0;
-        char *body = c->v2 ? api_v2_error_body(msg, &len) : api_error_body(e, msg, &len);
+    if (e >= 0 && !c->responded && !s->tls.cert) {
+        struct route_response er = {0}; /* in the style of the connection's row */
+        c->error(&er, e, msg);
+        const size_t len = er.body ? er.len : 0;
         char head[384], id[96] = "";
         if (c->request_id[0])
             snprintf(id, sizeof id, "X-Request-Id: %s\r\n", c->request_id);
         const int status = http_error_status(e);
         int n = snprintf(head, sizeof head,
-                         "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                         "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
                          "Content-Length: %zu\r\nConnection: close\r\n%s%s\r\n",
                          status, status == 408 ? "Request Timeout" : "Service Unavailable",
-                         body ? len : 0, status == 503 ? "Retry-After: " RETRY_AFTER_S "\r\n" : "",
-                         id);
+                         er.content_type ? er.content_type : "application/json", len,
+                         status == 503 ? "Retry-After: " RETRY_AFTER_S "\r\n" : "", id);
         /* a few hundred bytes into an empty send buffer: it never blocks */
-        if (send(c->fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n && body)
-            (void)!send(c->fd, body, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        free(body);
-        c->answered = 1;
+        if (send(c->fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n && er.body)
+            (void)!send(c->fd, er.body, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        route_response_free(&er);
+        c->responded = 1;
         shutdown(c->fd, SHUT_WR);
-        c->t_cut = service_now();
+        c->t_cut = route_now();
         return;
     }
     /* A slow reader gets a reset, not a close: its answer would otherwise
@@ -130,8 +131,8 @@ static int make_room(struct http_server *s, const struct conn *newc, double now)
     return 0;
 }
 
-void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                   enum MHD_ConnectionNotificationCode toe)
+void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                 enum MHD_ConnectionNotificationCode toe)
 {
     struct http_server *s = cls;
     struct conn *c = *socket_context;
@@ -144,8 +145,9 @@ void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context
         if (!c)
             return; /* untracked: libmicrohttpd's own timeout still applies */
         c->fd = ci->connect_fd;
+        c->error = s->table->rows[s->table->count - 1].error;
         c->phase = PH_HEADERS;
-        c->t_phase = c->t_win = service_now();
+        c->t_phase = c->t_win = route_now();
         pthread_mutex_lock(&s->lock);
         c->next = s->conns;
         if (s->conns)
@@ -154,7 +156,7 @@ void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context
         s->live++;
         if (atomic_load(&s->draining))
             s->started_draining++; /* handed over from the backlog (http_drain) */
-        if (s->live > s->cfg.max_connections && make_room(s, c, c->t_phase) != 0)
+        if (s->live > s->opt.max_connections && make_room(s, c, c->t_phase) != 0)
             c->refused = 1;
         pthread_mutex_unlock(&s->lock);
         return;
@@ -211,7 +213,7 @@ static int watch_eof(struct conn *c)
 
 static void watch_one(struct http_server *s, struct conn *c, double now)
 {
-    const struct cfg *cf = &s->cfg;
+    const struct http_options *cf = &s->opt;
     const double age = now - c->t_phase;
     if (c->cut) {
         if (c->t_cut > 0 && now - c->t_cut > LINGER_S) {
@@ -259,7 +261,7 @@ static void watch_one(struct http_server *s, struct conn *c, double now)
     }
 }
 
-void *watchdog_main(void *arg)
+void *conn_watchdog(void *arg)
 {
     struct http_server *s = arg;
     pthread_mutex_lock(&s->lock);
@@ -270,7 +272,7 @@ void *watchdog_main(void *arg)
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
         pthread_cond_timedwait(&s->wake, &s->lock, &ts);
-        const double now = service_now();
+        const double now = route_now();
         for (struct conn *c = s->conns; c && !s->stopping; c = c->next)
             watch_one(s, c, now);
     }
@@ -293,7 +295,7 @@ struct conn *conn_of(struct MHD_Connection *conn)
  * the answer (HTTP/1.0 tools, nc -N), and a plain close looks the same
  * from here; such an answer is computed, and freed at the first write
  * that fails. */
-int client_gone(int fd)
+int conn_client_gone(int fd)
 {
     char b;
     const ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);

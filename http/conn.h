@@ -8,23 +8,23 @@
 
 /* c enters phase ph now: its deadlines and byte count start over (c NULL:
  * untracked, a no-op). */
-void phase_set(struct http_server *s, struct conn *c, enum phase ph);
+void conn_phase_set(struct http_server *s, struct conn *c, enum phase ph);
 
 /* c has moved bytes in its phase so far (c NULL: a no-op). */
-void phase_progress(struct http_server *s, struct conn *c, unsigned long long bytes);
+void conn_progress(struct http_server *s, struct conn *c, unsigned long long bytes);
 
 /* MHD_OPTION_NOTIFY_CONNECTION (cls: the server): track a connection on
  * s->conns from accept to close, refusing it past max_connections. */
-void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                   enum MHD_ConnectionNotificationCode toe);
+void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                 enum MHD_ConnectionNotificationCode toe);
 
 /* The watchdog thread (arg: the server), until s->stopping. */
-void *watchdog_main(void *arg);
+void *conn_watchdog(void *arg);
 
 /* The connection libmicrohttpd keeps our struct conn for (may be NULL). */
 struct conn *conn_of(struct MHD_Connection *conn);
 
 /* Whether the client of a connection waiting for its answer has gone. */
-int client_gone(int fd);
+int conn_client_gone(int fd);
 
 #endif

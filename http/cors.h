@@ -13,13 +13,14 @@
  *                              match is echoed, and every answer says
  *                              Vary: Origin so caches keep them apart
  *
- * The HTTP module calls cors_add_headers() on every answer it sends, errors
+ * The transport calls cors_add_headers() on every answer it sends, errors
  * included (a browser shows a page nothing of an answer without them), and
  * answers a preflight (OPTIONS on an existing path) 204 with
- * cors_add_preflight_headers() as well -- except on the model repository
- * endpoints (/v2/repository/..., behind the admin token): they send no CORS
- * header and get no preflight, so no page can load or unload models. No
- * credentials (cookies) are ever allowed, nor the Authorization header.
+ * cors_add_preflight_headers() as well -- on the routes whose row has
+ * ROUTE_CORS (http/route.h). The model repository's rows (behind the admin
+ * token) have not: they send no CORS header and get no preflight, so no
+ * page can load or unload models. No credentials (cookies) are ever
+ * allowed, nor the Authorization header.
  */
 #ifndef SERVER_CORS_H
 #define SERVER_CORS_H

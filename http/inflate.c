@@ -1,7 +1,7 @@
 /* inflate.c -- compressed request bodies on zlib; see inflate.h.
  *
  * One z_stream per body. Each feed hands zlib the input and an output
- * window of at most BODY_INFLATE_CHUNK bytes, and never more than one byte
+ * window of at most INFLATE_CHUNK bytes, and never more than one byte
  * past what max_out still allows: zlib stops when the window is full, so
  * the total it produces never exceeds max_out + 1, and that extra byte is
  * what proves the body too large. The chunk that passes the limit is not
@@ -30,11 +30,11 @@
 
 enum coding { CODING_IDENTITY, CODING_GZIP, CODING_DEFLATE };
 
-struct body_inflate {
+struct inflate {
     enum coding coding;
     size_t max_out, total; /* total: bytes given to the sink */
     size_t max_in, in;     /* compressed bytes: the bound, and fed so far */
-    int failed;            /* the enum body_inflate_status of a failure, or 0 */
+    int failed;            /* the enum inflate_status of a failure, or 0 */
     struct api_error err;  /* the failure, returned again by later calls */
     int ended;             /* the stream (the last gzip member) has ended */
     int members;           /* gzip members that have ended */
@@ -42,7 +42,7 @@ struct body_inflate {
     unsigned char head[2]; /* deflate: the first bytes, until chosen */
     size_t nhead;
     z_stream zs;
-    unsigned char out[]; /* BODY_INFLATE_CHUNK bytes, except for identity */
+    unsigned char out[]; /* INFLATE_CHUNK bytes, except for identity */
 };
 
 static const char *coding_name(enum coding c)
@@ -78,7 +78,7 @@ static int coding_parse(const char *value, const char **start, size_t *len)
     return -1;
 }
 
-struct body_inflate *body_inflate_new(const char *content_encoding, size_t max_out,
+struct inflate *inflate_new(const char *content_encoding, size_t max_out,
                                       struct api_error *err)
 {
     const char *name;
@@ -93,8 +93,8 @@ struct body_inflate *body_inflate_new(const char *content_encoding, size_t max_o
                  len > 64 ? 64 : (int)len, name, len > 64 ? "..." : "");
         return NULL;
     }
-    size_t size = sizeof(struct body_inflate) + (c == CODING_IDENTITY ? 0 : BODY_INFLATE_CHUNK);
-    struct body_inflate *st = calloc(1, size);
+    size_t size = sizeof(struct inflate) + (c == CODING_IDENTITY ? 0 : INFLATE_CHUNK);
+    struct inflate *st = calloc(1, size);
     if (!st)
         goto oom;
     st->coding = (enum coding)c;
@@ -116,7 +116,7 @@ oom:
     return NULL;
 }
 
-void body_inflate_free(struct body_inflate *st)
+void inflate_free(struct inflate *st)
 {
     if (!st)
         return;
@@ -125,34 +125,34 @@ void body_inflate_free(struct body_inflate *st)
     free(st);
 }
 
-size_t body_inflate_total(const struct body_inflate *st)
+size_t inflate_total(const struct inflate *st)
 {
     return st->total;
 }
 
 /* Records st->err as st's final state and copies it to err. */
-static int refuse(struct body_inflate *st, struct api_error *err, int status)
+static int refuse(struct inflate *st, struct api_error *err, int status)
 {
     st->failed = status;
     *err = st->err;
     return status;
 }
 
-static int too_large(struct body_inflate *st, struct api_error *err)
+static int too_large(struct inflate *st, struct api_error *err)
 {
     api_fail(&st->err, ERR_PAYLOAD_TOO_LARGE,
              "the body inflates to more than %zu bytes (max_body_bytes)", st->max_out);
-    return refuse(st, err, BODY_INFLATE_EREFUSED);
+    return refuse(st, err, INFLATE_EREFUSED);
 }
 
-static int sink_failed(struct body_inflate *st, struct api_error *err)
+static int sink_failed(struct inflate *st, struct api_error *err)
 {
     api_fail(&st->err, ERR_INTERNAL, "the inflated body could not be stored");
-    return refuse(st, err, BODY_INFLATE_ESINK);
+    return refuse(st, err, INFLATE_ESINK);
 }
 
 /* A zlib return other than Z_OK, Z_STREAM_END or Z_BUF_ERROR as a refusal. */
-static int zlib_failed(struct body_inflate *st, int ret, struct api_error *err)
+static int zlib_failed(struct inflate *st, int ret, struct api_error *err)
 {
     const char *what = coding_name(st->coding);
     const char *why = st->zs.msg ? st->zs.msg : "invalid data";
@@ -168,12 +168,12 @@ static int zlib_failed(struct body_inflate *st, int ret, struct api_error *err)
                  st->members, why);
     else
         api_fail(&st->err, ERR_BAD_REQUEST, "the %s body is corrupt: %s", what, why);
-    return refuse(st, err, BODY_INFLATE_EREFUSED);
+    return refuse(st, err, INFLATE_EREFUSED);
 }
 
 /* Inflates in[0..n) (n ≤ UINT_MAX) into the sink, chunk by chunk. */
-static int run(struct body_inflate *st, const unsigned char *in, size_t n,
-               body_inflate_sink sink, void *cls, struct api_error *err)
+static int run(struct inflate *st, const unsigned char *in, size_t n,
+               inflate_sink sink, void *cls, struct api_error *err)
 {
     z_stream *zs = &st->zs;
     zs->next_in = in;
@@ -181,11 +181,11 @@ static int run(struct body_inflate *st, const unsigned char *in, size_t n,
     for (;;) {
         if (st->ended) {
             if (zs->avail_in == 0)
-                return BODY_INFLATE_OK;
+                return INFLATE_OK;
             if (st->coding != CODING_GZIP) {
                 api_fail(&st->err, ERR_BAD_REQUEST,
                          "the deflate body has bytes after the end of its stream");
-                return refuse(st, err, BODY_INFLATE_EREFUSED);
+                return refuse(st, err, INFLATE_EREFUSED);
             }
             /* RFC 1952 §2.2: a gzip file is a series of members */
             if (inflateReset(zs) != Z_OK)
@@ -196,7 +196,7 @@ static int run(struct body_inflate *st, const unsigned char *in, size_t n,
          *    past the limit (left ≤ max_out, so left + 1 only overflows
          *    when left == SIZE_MAX, which the first test catches) */
         size_t left = st->max_out - st->total;
-        size_t cap = left >= BODY_INFLATE_CHUNK ? BODY_INFLATE_CHUNK : left + 1;
+        size_t cap = left >= INFLATE_CHUNK ? INFLATE_CHUNK : left + 1;
         zs->next_out = st->out;
         zs->avail_out = (uInt)cap;
         int ret = inflate(zs, Z_NO_FLUSH);
@@ -216,7 +216,7 @@ static int run(struct body_inflate *st, const unsigned char *in, size_t n,
         }
         /* 3. a window zlib did not fill means it has used all the input */
         if (zs->avail_out != 0 || ret == Z_BUF_ERROR)
-            return BODY_INFLATE_OK;
+            return INFLATE_OK;
     }
 }
 
@@ -229,23 +229,23 @@ static int zlib_header(const unsigned char h[2])
 
 /* deflate: keeps the first two bytes until they say zlib or raw, then
  * inflates them. *in and *n are advanced past what was kept. */
-static int choose_format(struct body_inflate *st, const unsigned char **in, size_t *n,
-                         body_inflate_sink sink, void *cls, struct api_error *err)
+static int choose_format(struct inflate *st, const unsigned char **in, size_t *n,
+                         inflate_sink sink, void *cls, struct api_error *err)
 {
     while (st->nhead < 2 && *n > 0) {
         st->head[st->nhead++] = **in;
         (*in)++, (*n)--;
     }
     if (st->nhead < 2)
-        return BODY_INFLATE_OK;
+        return INFLATE_OK;
     st->chosen = 1;
     if (!zlib_header(st->head) && inflateReset2(&st->zs, -15) != Z_OK)
         return zlib_failed(st, Z_STREAM_ERROR, err);
     return run(st, st->head, 2, sink, cls, err);
 }
 
-int body_inflate_feed(struct body_inflate *st, const char *in, size_t n,
-                      body_inflate_sink sink, void *cls, struct api_error *err)
+int inflate_feed(struct inflate *st, const char *in, size_t n,
+                      inflate_sink sink, void *cls, struct api_error *err)
 {
     if (st->failed) {
         *err = st->err;
@@ -257,44 +257,44 @@ int body_inflate_feed(struct body_inflate *st, const char *in, size_t n,
         if (n > 0 && sink(cls, in, n) != 0)
             return sink_failed(st, err);
         st->total += n;
-        return BODY_INFLATE_OK;
+        return INFLATE_OK;
     }
     if (n > st->max_in - st->in) {
         api_fail(&st->err, ERR_PAYLOAD_TOO_LARGE,
                  "the %s body passes %zu compressed bytes, more than a body of at most %zu "
                  "bytes (max_body_bytes) compresses to",
                  coding_name(st->coding), st->max_in, st->max_out);
-        return refuse(st, err, BODY_INFLATE_EREFUSED);
+        return refuse(st, err, INFLATE_EREFUSED);
     }
     st->in += n;
     const unsigned char *p = (const unsigned char *)in;
     if (st->coding == CODING_DEFLATE && !st->chosen) {
         int rc = choose_format(st, &p, &n, sink, cls, err);
-        if (rc != BODY_INFLATE_OK)
+        if (rc != INFLATE_OK)
             return rc;
     }
     /* zlib counts input in uInt: hand it over in pieces that fit */
     while (n > 0) {
         size_t piece = n > UINT_MAX ? UINT_MAX : n;
         int rc = run(st, p, piece, sink, cls, err);
-        if (rc != BODY_INFLATE_OK)
+        if (rc != INFLATE_OK)
             return rc;
         p += piece, n -= piece;
     }
-    return BODY_INFLATE_OK;
+    return INFLATE_OK;
 }
 
-int body_inflate_finish(struct body_inflate *st, struct api_error *err)
+int inflate_finish(struct inflate *st, struct api_error *err)
 {
     if (st->failed) {
         *err = st->err;
         return st->failed;
     }
     if (st->coding == CODING_IDENTITY || st->ended)
-        return BODY_INFLATE_OK;
+        return INFLATE_OK;
     api_fail(&st->err, ERR_BAD_REQUEST,
              "the %s body ends before its compressed stream does (truncated after %zu "
              "inflated bytes)",
              coding_name(st->coding), st->total);
-    return refuse(st, err, BODY_INFLATE_EREFUSED);
+    return refuse(st, err, INFLATE_EREFUSED);
 }

@@ -9,19 +9,19 @@
  * inflating at most max_out + 1 bytes of it (a decompression bomb costs
  * no more CPU or memory than a body of the limit's size). The HTTP layer
  * creates one stream per request and feeds it the pieces libmicrohttpd
- * hands over; each inflated chunk (at most BODY_INFLATE_CHUNK bytes) goes
+ * hands over; each inflated chunk (at most INFLATE_CHUNK bytes) goes
  * to a sink, such as the function that appends to the request's buffer:
  *
  *     struct api_error e;
- *     struct body_inflate *bi = body_inflate_new(content_encoding, max_body, &e);
+ *     struct inflate *bi = inflate_new(content_encoding, max_body, &e);
  *     if (!bi)                  answer e.code (415 for an unknown coding,
- *                               with "Accept-Encoding: " BODY_INFLATE_ACCEPT_ENCODING)
+ *                               with "Accept-Encoding: " INFLATE_ACCEPT_ENCODING)
  *     for each piece of the body:
- *         if (body_inflate_feed(bi, piece, n, append, req, &e) != 0)
+ *         if (inflate_feed(bi, piece, n, append, req, &e) != 0)
  *             answer e.code with e.msg (413, 400, or the sink's failure)
  *     at the end of the body:
- *         if (body_inflate_finish(bi, &e) != 0)  answer e.code with e.msg (400)
- *     body_inflate_free(bi);   (NULL is fine; also for aborted requests)
+ *         if (inflate_finish(bi, &e) != 0)  answer e.code with e.msg (400)
+ *     inflate_free(bi);   (NULL is fine; also for aborted requests)
  *
  * Codings, compared case-insensitively, with spaces and tabs around them
  * ignored:
@@ -42,7 +42,7 @@
  *     header in that answer naming the codings that would have been taken.
  *
  * Errors (struct api_error, lib/errors.h; code is an enum http_error):
- *   ERR_UNSUPPORTED_MEDIA_TYPE 415  an unknown coding (body_inflate_new)
+ *   ERR_UNSUPPORTED_MEDIA_TYPE 415  an unknown coding (inflate_new)
  *   ERR_PAYLOAD_TOO_LARGE      413  the body inflates past max_out (the sink
  *                                   has seen at most max_out bytes), or its
  *                                   compressed bytes pass max_out + max_out/1024
@@ -56,7 +56,7 @@
  * nothing and return the same error again.
  *
  * Memory: with a coding, one allocation of about 64 KiB (the state and the
- * output buffer) in body_inflate_new, and zlib's own state (about 7 KiB,
+ * output buffer) in inflate_new, and zlib's own state (about 7 KiB,
  * plus its 32 KiB window once output starts). Identity needs only the
  * small struct. Threading: a stream is used by one thread at a time.
  */
@@ -68,53 +68,53 @@
 #include "lib/errors.h"
 
 /* The most bytes one sink call receives for a compressed body. */
-#define BODY_INFLATE_CHUNK ((size_t)64 << 10)
+#define INFLATE_CHUNK ((size_t)64 << 10)
 
 /* The codings accepted besides identity, for the Accept-Encoding header of
  * a 415 answer (RFC 9110 §12.5.3). */
-#define BODY_INFLATE_ACCEPT_ENCODING "gzip, deflate"
+#define INFLATE_ACCEPT_ENCODING "gzip, deflate"
 
-/* body_inflate_feed() and body_inflate_finish() results. */
-enum body_inflate_status {
-    BODY_INFLATE_OK = 0,
-    BODY_INFLATE_EREFUSED = -1, /* the body is refused: err says why (400, 413, 500) */
-    BODY_INFLATE_ESINK = -2,    /* the sink returned nonzero; err is a generic 500 and
+/* inflate_feed() and inflate_finish() results. */
+enum inflate_status {
+    INFLATE_OK = 0,
+    INFLATE_EREFUSED = -1, /* the body is refused: err says why (400, 413, 500) */
+    INFLATE_ESINK = -2,    /* the sink returned nonzero; err is a generic 500 and
                                    the sink's cls knows the real reason */
 };
 
-struct body_inflate;
+struct inflate;
 
 /* Receives inflated bytes (out: n ≥ 1 bytes, borrowed for the call).
- * Returns 0 to go on, nonzero to stop the stream (BODY_INFLATE_ESINK). */
-typedef int (*body_inflate_sink)(void *cls, const char *out, size_t n);
+ * Returns 0 to go on, nonzero to stop the stream (INFLATE_ESINK). */
+typedef int (*inflate_sink)(void *cls, const char *out, size_t n);
 
 /* A stream for a body sent with the Content-Encoding header value
  * content_encoding (borrowed; NULL when the header is absent) that may
  * inflate to at most max_out bytes. Returns NULL with err filled: 415 for a
  * coding other than those listed above, 500 when out of memory. */
-struct body_inflate *body_inflate_new(const char *content_encoding, size_t max_out,
+struct inflate *inflate_new(const char *content_encoding, size_t max_out,
                                       struct api_error *err);
 
 /* Inflates the next n bytes of the body (in, borrowed) and passes the
- * result to sink(cls, ...) in pieces of at most BODY_INFLATE_CHUNK bytes,
+ * result to sink(cls, ...) in pieces of at most INFLATE_CHUNK bytes,
  * before returning. Refuses (err filled) the moment the total would pass
  * max_out, without calling the sink for the chunk that passes it; when the
  * compressed bytes fed so far pass their bound (above); and on corrupt
- * data. n == 0 is a no-op. Returns an enum body_inflate_status. */
-int body_inflate_feed(struct body_inflate *st, const char *in, size_t n,
-                      body_inflate_sink sink, void *cls, struct api_error *err);
+ * data. n == 0 is a no-op. Returns an enum inflate_status. */
+int inflate_feed(struct inflate *st, const char *in, size_t n,
+                      inflate_sink sink, void *cls, struct api_error *err);
 
 /* The body has ended: 0 when the stream ended properly (for gzip, at the
- * end of a member), BODY_INFLATE_EREFUSED with err filled when it was cut
+ * end of a member), INFLATE_EREFUSED with err filled when it was cut
  * short (an empty body with a coding is cut short too) or had failed
  * before. Identity always ends properly. */
-int body_inflate_finish(struct body_inflate *st, struct api_error *err);
+int inflate_finish(struct inflate *st, struct api_error *err);
 
 /* Bytes passed to the sink so far (the inflated body's length once
  * finished). */
-size_t body_inflate_total(const struct body_inflate *st);
+size_t inflate_total(const struct inflate *st);
 
 /* Frees st and zlib's state; NULL is a no-op. */
-void body_inflate_free(struct body_inflate *st);
+void inflate_free(struct inflate *st);
 
 #endif

@@ -1,35 +1,29 @@
-/* answer.h -- queueing answers on libmicrohttpd (http/response.c).
- * Internal to the HTTP front (http/http.c). Each returns what the access
- * handler returns to libmicrohttpd.
+/* response.h -- queueing responses on libmicrohttpd (http/response.c).
+ * Internal to the HTTP transport (http/http.c). Each returns what the
+ * access handler returns to libmicrohttpd.
  */
-#ifndef SERVER_ANSWER_H
-#define SERVER_ANSWER_H
+#ifndef HTTP_RESPONSE_H
+#define HTTP_RESPONSE_H
 
 #include <stddef.h>
 
-#include "lib/errors.h"
 #include "http/http_internal.h"
 
-/* Headers every answer may need, then queue resp (len bytes) with status.
- * ctype NULL: no body, no Content-Type. */
-enum MHD_Result send_response(struct req *r, int status, struct MHD_Response *resp,
-                              size_t len, const char *ctype);
+/* Headers every response may need, then queue resp (len bytes) with
+ * status. ctype NULL: no Content-Type. */
+enum MHD_Result response_queue(struct req *r, int status, struct MHD_Response *resp,
+                               size_t len, const char *ctype);
 
-/* Queue body (malloc'd, ownership passes to MHD) with status. */
-enum MHD_Result send_owned(struct req *r, int status, char *body, size_t len,
-                           const char *ctype);
-
-/* Queue a copy of text (len bytes) with status. */
-enum MHD_Result send_copy(struct req *r, int status, const char *text, size_t len,
-                          const char *ctype);
-
-/* The JSON error body of e with msg, at e's status. */
-enum MHD_Result send_error(struct req *r, enum http_error e, const char *msg);
+/* The error code (enum http_error) with msg (NULL: the code's default), in
+ * the style of r's row, queued now. */
+enum MHD_Result response_error(struct req *r, int code, const char *msg);
 
 /* 204 to OPTIONS on a path that exists, while CORS is on: a preflight. */
-enum MHD_Result send_preflight(struct req *r);
+enum MHD_Result response_preflight(struct req *r);
 
-/* The worker's answer (r->ans), queued on the network thread. */
-enum MHD_Result send_answer(struct req *r);
+/* The handler's response (r->resp): a small buffer as it is, a large one
+ * or a generator pulled as it is sent (min_send_rate), a file from its
+ * descriptor. */
+enum MHD_Result response_send(struct req *r);
 
 #endif

@@ -60,23 +60,24 @@ fail:
     return -1;
 }
 
-int tls_pem_load(struct tls_pem *t, const struct cfg *c, char *err, size_t errlen)
+int tls_pem_load(struct tls_pem *t, const char *cert_file, const char *key_file, char *err,
+                 size_t errlen)
 {
     t->cert = t->key = NULL;
-    if (c->tls_cert_file[0] == '\0' && c->tls_key_file[0] == '\0')
+    if (cert_file[0] == '\0' && key_file[0] == '\0')
         return 0;
-    if (c->tls_cert_file[0] == '\0' || c->tls_key_file[0] == '\0') {
+    if (cert_file[0] == '\0' || key_file[0] == '\0') {
         snprintf(err, errlen, "tls_cert_file and tls_key_file: set both or neither (%s is "
-                 "empty)", c->tls_cert_file[0] ? "tls_key_file" : "tls_cert_file");
+                 "empty)", cert_file[0] ? "tls_key_file" : "tls_cert_file");
         return -1;
     }
     if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
         snprintf(err, errlen, "tls_cert_file: this libmicrohttpd was built without TLS");
         return -1;
     }
-    if (read_pem(&t->cert, "tls_cert_file", c->tls_cert_file, "-----BEGIN CERTIFICATE-----",
+    if (read_pem(&t->cert, "tls_cert_file", cert_file, "-----BEGIN CERTIFICATE-----",
                  err, errlen) != 0 ||
-        read_pem(&t->key, "tls_key_file", c->tls_key_file, "PRIVATE KEY-----", err,
+        read_pem(&t->key, "tls_key_file", key_file, "PRIVATE KEY-----", err,
                  errlen) != 0)
         goto fail;
 
@@ -93,7 +94,7 @@ int tls_pem_load(struct tls_pem *t, const struct cfg *c, char *err, size_t errle
     gnutls_certificate_free_credentials(cred);
     if (rc < 0) {
         snprintf(err, errlen, "tls_cert_file, tls_key_file: %s and %s are not a usable "
-                 "certificate and key: %s", c->tls_cert_file, c->tls_key_file,
+                 "certificate and key: %s", cert_file, key_file,
                  gnutls_strerror(rc));
         goto fail;
     }

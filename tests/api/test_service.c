@@ -17,7 +17,7 @@ static struct codec_limits limits(void)
     return service_limits(&c);
 }
 
-static void run(const char *body, struct service_answer *a)
+static void run(const char *body, struct route_response *a)
 {
     const struct codec_limits lim = limits();
     const double now = service_now();
@@ -26,7 +26,7 @@ static void run(const char *body, struct service_answer *a)
 }
 
 /* The whole answer: the buffer, or everything the reader gives. */
-static char *answer_text(const struct service_answer *a)
+static char *answer_text(const struct route_response *a)
 {
     char *s = malloc(a->len + 1);
     if (a->body) {
@@ -47,7 +47,7 @@ static const char *body_ok = "{\"query\": [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0,
 
 Test(service, answers_what_the_codec_and_core_compute)
 {
-    struct service_answer a;
+    struct route_response a;
     run(body_ok, &a);
     cr_assert_eq(a.status, 200);
     char *got = answer_text(&a);
@@ -65,12 +65,12 @@ Test(service, answers_what_the_codec_and_core_compute)
     cr_assert(strstr(got, "[0.33023846,0.66976154,0]"), "%s", got);
     free(want), free(out), free(w), free(got);
     codec_request_deinit(&r);
-    service_answer_free(&a);
+    route_response_free(&a);
 }
 
 Test(service, base64_answers_come_from_a_reader)
 {
-    struct service_answer a, b;
+    struct route_response a, b;
     run("{\"query\": [[1, 2], [3, 4]], \"num_heads\": 1, \"output_encoding\": \"base64\"}", &a);
     run("{\"query\": [[1, 2], [3, 4]], \"num_heads\": 1}", &b);
     cr_assert_eq(a.status, 200);
@@ -83,14 +83,14 @@ Test(service, base64_answers_come_from_a_reader)
     cr_assert(json_equal(json_object_get(x, "num_heads"), json_object_get(y, "num_heads")));
     json_decref(x), json_decref(y);
     free(s), free(t);
-    service_answer_free(&a);
-    service_answer_free(&b);
+    route_response_free(&a);
+    route_response_free(&b);
     cr_assert_null(a.reader);
 }
 
 static void expect_error(const char *body, int status, const char *slug, const char *words)
 {
-    struct service_answer a;
+    struct route_response a;
     run(body, &a);
     cr_assert_eq(a.status, status, "%s: %d", body, a.status);
     json_t *j = json_loadb(a.body, a.len, 0, NULL);
@@ -99,9 +99,10 @@ static void expect_error(const char *body, int status, const char *slug, const c
     cr_assert_str_eq(json_string_value(json_object_get(err, "code")), slug);
     cr_assert(strstr(json_string_value(json_object_get(err, "message")), words), "%s",
               json_string_value(json_object_get(err, "message")));
-    cr_assert(strstr(a.timing, "decode;dur="), "%s", a.timing);
+    const char *timing = route_header_get(&a, "Server-Timing");
+    cr_assert(timing && strstr(timing, "decode;dur="), "%s", timing ? timing : "(none)");
     json_decref(j);
-    service_answer_free(&a);
+    route_response_free(&a);
 }
 
 Test(service, refusals_are_json_errors_from_the_one_table)
@@ -118,21 +119,23 @@ Test(service, refusals_are_json_errors_from_the_one_table)
  * from the times the HTTP layer gives. */
 Test(service, timing_names_five_stages_in_order)
 {
-    struct service_answer a;
+    struct route_response a;
     run(body_ok, &a);
     const char *names[] = {"receive;dur=", "queue;dur=", "decode;dur=", "compute;dur=",
                            "encode;dur="};
-    const char *at = a.timing;
+    const char *timing = route_header_get(&a, "Server-Timing");
+    cr_assert_not_null(timing);
+    const char *at = timing;
     double v[5];
     for (int i = 0; i < 5; i++) {
         const char *p = strstr(at, names[i]);
-        cr_assert_not_null(p, "%s missing or out of order in '%s'", names[i], a.timing);
+        cr_assert_not_null(p, "%s missing or out of order in '%s'", names[i], timing);
         v[i] = strtod(p + strlen(names[i]), NULL);
         at = p + 1;
     }
     cr_assert(v[0] > 299 && v[0] < 301, "receive %g ms, want 300", v[0]);
     cr_assert(v[1] >= 200 && v[1] < 1000, "queue %g ms, want about 200", v[1]);
-    service_answer_free(&a);
+    route_response_free(&a);
 }
 
 static double metric(const char *name)
@@ -150,9 +153,9 @@ Test(service, stages_are_counted_in_the_metrics)
 {
     const double before = metric("attention_stage_seconds_total{stage=\"receive\"} ");
     const double jobs = metric("attention_stage_duration_seconds_count{stage=\"receive\"} ");
-    struct service_answer a;
+    struct route_response a;
     run(body_ok, &a);
-    service_answer_free(&a);
+    route_response_free(&a);
     cr_assert_geq(metric("attention_stage_seconds_total{stage=\"receive\"} "), before + 0.299);
     cr_assert_eq(metric("attention_stage_duration_seconds_count{stage=\"receive\"} "),
                  jobs + 1);
@@ -181,8 +184,8 @@ Test(service, error_bodies_are_valid_json_whatever_the_message)
         free(body);
     }
     /* through the service: jansson quotes the raw bytes of a bad key */
-    struct service_answer a;
+    struct route_response a;
     run("{\"q\\\xd9\x90\": 1}", &a);
     cr_assert_eq(a.status, 400, "%d %.*s", a.status, (int)a.len, a.body ? a.body : "");
-    service_answer_free(&a);
+    route_response_free(&a);
 }

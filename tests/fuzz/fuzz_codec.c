@@ -29,11 +29,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     /* the job the server runs: decode, compute, encode */
-    struct service_answer a;
+    struct route_response a;
     const struct service_times t = {0, 0};
     service_attention(&lim, (const char *)data, size, &t, NULL, NULL, &a);
     if (a.status != 200 && (a.status < 400 || a.status > 599 || !a.body))
         abort();
-    service_answer_free(&a);
+    route_response_free(&a);
     return 0;
 }

@@ -114,7 +114,7 @@ enum pieces { WHOLE, BYTES, RANDOM };
 /* Feeds data to st as `how` says and finishes it. Returns the first
  * failure (err filled) or 0; *at is the offset of the piece that failed
  * (n when only finish did). */
-static int feed_all(struct body_inflate *st, const void *data, size_t n, enum pieces how,
+static int feed_all(struct inflate *st, const void *data, size_t n, enum pieces how,
                     uint64_t seed, struct got *g, struct api_error *err, size_t *at)
 {
     const char *p = data;
@@ -123,7 +123,7 @@ static int feed_all(struct body_inflate *st, const void *data, size_t n, enum pi
         size_t k = how == WHOLE ? n - off : how == BYTES ? 1 : 1 + rng_next(&seed) % 3000;
         if (k > n - off)
             k = n - off;
-        int rc = body_inflate_feed(st, p + off, k, collect, g, err);
+        int rc = inflate_feed(st, p + off, k, collect, g, err);
         if (rc != 0) {
             if (at)
                 *at = off;
@@ -133,7 +133,7 @@ static int feed_all(struct body_inflate *st, const void *data, size_t n, enum pi
     }
     if (at)
         *at = n;
-    return body_inflate_finish(st, err);
+    return inflate_finish(st, err);
 }
 
 /* Inflates body under coding with max_out, in pieces `how`; returns the
@@ -141,18 +141,18 @@ static int feed_all(struct body_inflate *st, const void *data, size_t n, enum pi
 static int inflate_body(const char *coding, size_t max_out, const void *body, size_t n,
                         enum pieces how, uint64_t seed, struct got *g, struct api_error *err)
 {
-    struct body_inflate *st = body_inflate_new(coding, max_out, err);
-    cr_assert(st, "body_inflate_new(\"%s\"): %s", coding, err->msg);
+    struct inflate *st = inflate_new(coding, max_out, err);
+    cr_assert(st, "inflate_new(\"%s\"): %s", coding, err->msg);
     int rc = feed_all(st, body, n, how, seed, g, err, NULL);
     if (rc == 0)
-        cr_assert_eq(body_inflate_total(st), g->len);
-    body_inflate_free(st);
+        cr_assert_eq(inflate_total(st), g->len);
+    inflate_free(st);
     return rc;
 }
 
 static void expect_refused(int rc, const struct api_error *err, int code, const char *part)
 {
-    cr_assert_eq(rc, BODY_INFLATE_EREFUSED, "rc %d (%s)", rc, err->msg);
+    cr_assert_eq(rc, INFLATE_EREFUSED, "rc %d (%s)", rc, err->msg);
     cr_assert_eq(err->code, code, "code %d, expected %d (%s)", err->code, code, err->msg);
     cr_assert(strstr(err->msg, part), "message \"%s\" lacks \"%s\"", err->msg, part);
 }
@@ -186,7 +186,7 @@ Test(inflate, round_trips_gzip_zlib_and_raw_deflate_in_any_pieces)
                              cases[c].coding, levels[l], how, g.len);
                 cr_assert(memcmp(g.p, text, n) == 0, "\"%s\" level %d pieces %d differ",
                           cases[c].coding, levels[l], how);
-                cr_assert_leq(g.biggest, BODY_INFLATE_CHUNK);
+                cr_assert_leq(g.biggest, INFLATE_CHUNK);
                 free(g.p);
             }
             free(z);
@@ -226,7 +226,7 @@ Test(inflate, identity_passes_the_pieces_through_unchanged)
     char *text = sample_text(10000, 3);
     for (size_t c = 0; c < sizeof codings / sizeof codings[0]; c++) {
         struct api_error err = {0};
-        struct body_inflate *st = body_inflate_new(codings[c], 10000, &err);
+        struct inflate *st = inflate_new(codings[c], 10000, &err);
         cr_assert(st, "\"%s\": %s", codings[c] ? codings[c] : "(null)", err.msg);
         struct got g = {0};
         cr_assert_eq(feed_all(st, text, 10000, RANDOM, 9, &g, &err, NULL), 0, "%s", err.msg);
@@ -239,7 +239,7 @@ Test(inflate, identity_passes_the_pieces_through_unchanged)
             off += 1 + rng_next(&seed) % 3000;
         cr_assert_eq(g.calls, feeds);
         free(g.p);
-        body_inflate_free(st);
+        inflate_free(st);
     }
     free(text);
 }
@@ -258,14 +258,14 @@ Test(inflate, a_bomb_stops_at_the_limit_long_before_its_end)
     cr_assert_lt(zn, 20000, "10 MB of zeros compressed to %zu bytes", zn);
 
     struct api_error err = {0};
-    struct body_inflate *st = body_inflate_new("gzip", max, &err);
+    struct inflate *st = inflate_new("gzip", max, &err);
     cr_assert(st);
     struct got g = {0};
     size_t at;
     int rc = feed_all(st, z, zn, BYTES, 0, &g, &err, &at);
     expect_refused(rc, &err, ERR_PAYLOAD_TOO_LARGE, "more than 1048576 bytes (max_body_bytes)");
     cr_assert_leq(g.len, max, "the sink saw %zu bytes", g.len);
-    cr_assert_leq(body_inflate_total(st), max);
+    cr_assert_leq(inflate_total(st), max);
     /* refused in the piece whose bytes pass the limit: 1 MB of the 10 MB
      * is about a tenth of the input */
     cr_assert_lt(at, zn / 5, "refused at input byte %zu of %zu", at, zn);
@@ -273,16 +273,16 @@ Test(inflate, a_bomb_stops_at_the_limit_long_before_its_end)
     /* the failure is final: no more sink calls, the same error again */
     size_t calls = g.calls;
     struct api_error again = {0};
-    cr_assert_eq(body_inflate_feed(st, (const char *)z + at + 1, zn - at - 1, collect, &g,
+    cr_assert_eq(inflate_feed(st, (const char *)z + at + 1, zn - at - 1, collect, &g,
                                    &again),
-                 BODY_INFLATE_EREFUSED);
+                 INFLATE_EREFUSED);
     cr_assert_eq(again.code, ERR_PAYLOAD_TOO_LARGE);
     cr_assert_str_eq(again.msg, err.msg);
     cr_assert_eq(g.calls, calls);
     memset(&again, 0, sizeof again);
-    cr_assert_eq(body_inflate_finish(st, &again), BODY_INFLATE_EREFUSED);
+    cr_assert_eq(inflate_finish(st, &again), INFLATE_EREFUSED);
     cr_assert_eq(again.code, ERR_PAYLOAD_TOO_LARGE);
-    body_inflate_free(st);
+    inflate_free(st);
     free(g.p);
     free(z);
 }
@@ -370,7 +370,7 @@ Test(inflate, compressed_bytes_are_bounded_too)
         for (size_t off = 0; off < len; off += un)
             memcpy(body + off, unit, un);
         struct api_error err = {0};
-        struct body_inflate *st = body_inflate_new(c == 0 ? "gzip" : "deflate", 1000, &err);
+        struct inflate *st = inflate_new(c == 0 ? "gzip" : "deflate", 1000, &err);
         cr_assert(st);
         struct got g = {0};
         size_t at;
@@ -378,7 +378,7 @@ Test(inflate, compressed_bytes_are_bounded_too)
         expect_refused(rc, &err, ERR_PAYLOAD_TOO_LARGE, "passes 2024 compressed bytes");
         cr_assert_eq(at, 2024, "%s: refused at byte %zu", c == 0 ? "gzip" : "deflate", at);
         cr_assert_eq(g.len, 0);
-        body_inflate_free(st);
+        inflate_free(st);
     }
     free(body), free(empty);
 }
@@ -399,7 +399,7 @@ Test(inflate, every_truncation_is_refused)
             struct got g = {0};
             struct api_error err = {0};
             int rc = inflate_body(cases[c].coding, 3000, s.z, cut, RANDOM, cut + 1, &g, &err);
-            cr_assert_eq(rc, BODY_INFLATE_EREFUSED, "format %d cut at %zu of %zu: rc %d",
+            cr_assert_eq(rc, INFLATE_EREFUSED, "format %d cut at %zu of %zu: rc %d",
                          cases[c].f, cut, s.zn, rc);
             cr_assert_eq(err.code, ERR_BAD_REQUEST, "format %d cut at %zu: %s", cases[c].f,
                          cut, err.msg);
@@ -508,7 +508,7 @@ Test(inflate, unknown_codings_are_415_naming_the_coding)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         struct api_error err = {0};
-        cr_assert_null(body_inflate_new(cases[c].coding, 100, &err), "\"%s\" was accepted",
+        cr_assert_null(inflate_new(cases[c].coding, 100, &err), "\"%s\" was accepted",
                        cases[c].coding);
         cr_assert_eq(err.code, ERR_UNSUPPORTED_MEDIA_TYPE, "\"%s\"", cases[c].coding);
         cr_assert(strstr(err.msg, cases[c].quoted), "\"%s\": %s", cases[c].coding, err.msg);
@@ -519,7 +519,7 @@ Test(inflate, unknown_codings_are_415_naming_the_coding)
     memset(longv, 'a', sizeof longv - 1);
     longv[sizeof longv - 1] = '\0';
     struct api_error err = {0};
-    cr_assert_null(body_inflate_new(longv, 100, &err));
+    cr_assert_null(inflate_new(longv, 100, &err));
     cr_assert_eq(err.code, ERR_UNSUPPORTED_MEDIA_TYPE);
     cr_assert(strstr(err.msg, "aaa...\" is not supported"), "%s", err.msg);
 }
@@ -534,7 +534,7 @@ Test(inflate, a_failing_sink_stops_the_stream)
         const void *body = c == 0 ? (const void *)s.z : s.text;
         size_t n = c == 0 ? s.zn : s.n;
         int rc = inflate_body(codings[c], 300000, body, n, RANDOM, 6, &g, &err);
-        cr_assert_eq(rc, BODY_INFLATE_ESINK, "%s: rc %d", codings[c], rc);
+        cr_assert_eq(rc, INFLATE_ESINK, "%s: rc %d", codings[c], rc);
         cr_assert_eq(err.code, ERR_INTERNAL);
         cr_assert_eq(g.calls, 2, "%s: %zu sink calls", codings[c], g.calls);
         free(g.p);

@@ -1,20 +1,20 @@
-/* static.c -- the web client's static files; see static.h.
- * Part of the HTTP front (http/http.c).
- */
-#include "http/static.h"
+/* files.c -- the web client's static files; see files.h. */
+#include "api/files.h"
 
 #include <fcntl.h>
 #include <limits.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include "http/response.h"
-#include "lib/errors.h"
+/* The folder, set once at start-up. */
+static const char *files_dir = "web";
 
-/* Largest static file served; the web client's files are far smaller. */
-#define STATIC_MAX_BYTES (16 << 20)
+void files_init(const char *dir)
+{
+    files_dir = dir;
+}
 
 static const char *content_type_of(const char *path)
 {
@@ -31,16 +31,14 @@ static const char *content_type_of(const char *path)
     return NULL;
 }
 
-/* The file under cfg.static_dir that url names, opened read-only, with its
- * content type and size; -1 when there is none. Only plain names
+/* Only plain names
  * ([A-Za-z0-9_.-], sub-folders allowed) of known types, and only what is
  * really inside the folder: each component is opened beneath the previous
  * one without following a symbolic link (a link to /etc/passwd, or to a
  * folder outside, is not served), none may start with '.' (no dotfiles, no
  * ".."), and the last must be a regular file. Every refusal is a 404 like a
  * missing file, so an answer does not tell which files exist. */
-int open_static(const struct req *r, const char *url, const char **type,
-                struct stat *st)
+int files_open(const char *url, const char **type, long long *size)
 {
     const char *rel = strcmp(url, "/") == 0 ? "index.html" : url + 1;
     *type = content_type_of(rel);
@@ -52,7 +50,7 @@ int open_static(const struct req *r, const char *url, const char **type,
     }
     if (!ok)
         return -1;
-    int dir = open(r->srv->cfg.static_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dir = open(files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     for (const char *c = rel; dir >= 0;) {
         char name[NAME_MAX + 1];
         const size_t n = strcspn(c, "/");
@@ -68,10 +66,12 @@ int open_static(const struct req *r, const char *url, const char **type,
                                              (last ? O_NONBLOCK : O_DIRECTORY));
         close(dir);
         if (last) {
-            if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))) {
+            struct stat st;
+            if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
                 close(fd);
                 return -1;
             }
+            *size = (long long)st.st_size;
             return fd;
         }
         dir = fd;
@@ -80,29 +80,12 @@ int open_static(const struct req *r, const char *url, const char **type,
     return -1;
 }
 
-/* A static file of the web client, sent from its descriptor (sendfile where
- * the kernel can): never copied into memory, never read on this thread. */
-enum MHD_Result serve_static(struct req *r, const char *url)
+int files_exist(const char *url)
 {
     const char *type;
-    struct stat st;
-    char msg[200];
-    int fd = open_static(r, url, &type, &st);
-    if (fd < 0) {
-        r->ep = EP_OTHER;
-        snprintf(msg, sizeof msg, "no endpoint or file at %.120s", url);
-        return send_error(r, ERR_NOT_FOUND, msg);
-    }
-    if (st.st_size > STATIC_MAX_BYTES) {
+    long long size;
+    const int fd = files_open(url, &type, &size);
+    if (fd >= 0)
         close(fd);
-        snprintf(msg, sizeof msg, "%.100s is %lld bytes; static files are served up to %d "
-                 "bytes", url, (long long)st.st_size, STATIC_MAX_BYTES);
-        return send_error(r, ERR_PAYLOAD_TOO_LARGE, msg);
-    }
-    struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
-    if (!resp) {
-        close(fd);
-        return send_error(r, ERR_INTERNAL, "out of memory sending a static file");
-    }
-    return send_response(r, 200, resp, (size_t)st.st_size, type);
+    return fd >= 0;
 }

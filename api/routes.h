@@ -1,0 +1,21 @@
+/* routes.h -- every endpoint of the service, as one table the transport
+ * serves (http/route.h says what each column means).
+ *
+ *     const struct route_table *t = routes_init(&cfg, pool);
+ *     struct http_server *s = http_start(&options, t, pool, ...);
+ *
+ * Adding an endpoint is a row of api/routes.c plus its handler.
+ */
+#ifndef API_ROUTES_H
+#define API_ROUTES_H
+
+#include "config/config.h"
+#include "http/route.h"
+#include "lib/pool.h"
+
+/* The table, its handlers set up for c (the request limits, static_dir;
+ * borrowed: must outlive the server) and pool (for /metrics). Declares the
+ * metric labels (api/metrics.h). Call once. */
+const struct route_table *routes_init(const struct cfg *c, struct pool *pool);
+
+#endif

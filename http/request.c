@@ -1,0 +1,79 @@
+/* request.c -- what a request carries besides its body: its X-Request-Id
+ * and, on a ROUTE_ADMIN row, the admin token. Part of the HTTP transport
+ * (http/http.c). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "http/http_internal.h"
+#include "lib/errors.h"
+
+/* a and b equal, in time that depends on their lengths only. */
+static int same_secret(const char *a, const char *b)
+{
+    const size_t n = strlen(a), m = strlen(b);
+    unsigned char d = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++)
+        d |= (unsigned char)(a[i] ^ b[i % (m ? m : 1)]);
+    return d == 0;
+}
+
+int request_check_token(struct req *r, char *msg, size_t msglen)
+{
+    const char *want = r->srv->opt.admin_token;
+    if (!want[0]) {
+        snprintf(msg, msglen, "%s", r->srv->table->admin_off);
+        return ERR_FORBIDDEN;
+    }
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+        snprintf(msg, msglen, "this endpoint needs Authorization: Bearer <admin_token>");
+        return ERR_UNAUTHORIZED;
+    }
+    h += 7;
+    while (*h == ' ')
+        h++;
+    if (!same_secret(h, want)) {
+        snprintf(msg, msglen, "the bearer token is not the admin_token");
+        return ERR_FORBIDDEN;
+    }
+    return -1;
+}
+
+/* A client's id is kept if it is 1..64 characters of [A-Za-z0-9._:-]
+ * (what goes into a header and a log line unescaped). */
+static int sane_id(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++) {
+        const char c = s[n];
+        if (n >= 64 || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' || c == '-'))
+            return 0;
+    }
+    return n > 0;
+}
+
+void request_id_make(struct req *r)
+{
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (h && sane_id(h)) {
+        snprintf(r->request_id, sizeof r->request_id, "%s", h);
+        return;
+    }
+    /* 128 random bits as 32 hex digits; a counter if the kernel has none */
+    static atomic_ullong counter;
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b) {
+        const unsigned long long c = atomic_fetch_add(&counter, 1) + 1;
+        const unsigned long long t = (unsigned long long)time(NULL);
+        memcpy(b, &c, 8);
+        memcpy(b + 8, &t, 8);
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(r->request_id + 2 * i, 3, "%02x", b[i]);
+}
