@@ -17,18 +17,12 @@
 #include "api/service.h"
 #include "tests/support/check.h"
 #include "tests/support/codec_compare.h"
+#include "tests/support/limits.h"
 #include "tests/support/testdata.h"
-
-static struct codec_limits default_limits(void)
-{
-    struct cfg c;
-    cfg_defaults(&c);
-    return service_limits(&c);
-}
 
 static int decode(struct codec_request *r, const char *body, struct api_error *e)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     return codec_decode_request(r, body, strlen(body), &lim, e);
 }
 
@@ -140,7 +134,7 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         int status = (int)json_integer_value(json_object_get(c, "status"));
         struct codec_request r;
         struct api_error e = {0};
-        struct codec_limits lim = default_limits();
+        struct codec_limits lim = test_limits();
         int rc = codec_decode_request(&r, body, blen, &lim, &e);
         const char *stage = json_string_value(json_object_get(c, "stage"));
         if (stage && strcmp(stage, "compute") == 0) {
@@ -272,7 +266,7 @@ Test(codec, escaped_base64_is_read_as_jansson_reads_it)
 static float first_query_value(const char *body, struct api_error *e, int *rc)
 {
     struct codec_request r;
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     *rc = codec_decode_request(&r, body, strlen(body), &lim, e);
     float v = *rc == 0 ? r.p.query[0] : NAN;
     codec_request_deinit(&r);
@@ -371,7 +365,7 @@ Test(codec, neg_inf_in_float_masks_in_every_form)
             cr_expect_eq(r.p.float_mask[j], want[j], "%s: element %d is %g", masks[i], j,
                          (double)r.p.float_mask[j]);
         codec_request_deinit(&r);
-        struct codec_limits lim = default_limits();
+        struct codec_limits lim = test_limits();
         const char *diff = codec_compare_paths(body, strlen(body), &lim);
         cr_expect_null(diff, "%s: %s", masks[i], diff);
     }
@@ -398,7 +392,7 @@ static char *slurp(const char *path, size_t *len)
 
 Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeout = 240)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     /* seeds: every golden request (the variants' too), every invalid
      * case, the sample request */
     char *seeds[256];
@@ -546,7 +540,7 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
  * floats). */
 Test(codec, fast_decoder_reads_the_golden_requests)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     char *paths[256];
     int n = testdata_list("tests/golden", paths, 128), fast = 0, failed = 0;
     cr_assert_geq(n, 28, "tests/golden is missing");
@@ -628,7 +622,7 @@ Test(codec, large_bodies_get_every_case_answer_from_the_fast_decoder, .timeout =
         int status = (int)json_integer_value(json_object_get(c, "status"));
         struct codec_request r;
         struct api_error e = {0};
-        struct codec_limits lim = default_limits();
+        struct codec_limits lim = test_limits();
         int rc = codec_decode_request(&r, body, pad + blen, &lim, &e);
         if (r.path != CODEC_PATH_FAST) {
             fprintf(stderr, "%s: answered by path %d, not the fast decoder\n", paths[k], r.path);
@@ -653,7 +647,7 @@ Test(codec, large_bodies_get_every_case_answer_from_the_fast_decoder, .timeout =
  * both decoders and for large bodies. */
 Test(codec, tokens_have_exactly_L_and_S_entries)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     const struct { const char *body; const char *msg; } bad[] = {
         {"{\"query\": [[1], [2]], \"num_heads\": 1, \"tokens\": [\"a\"]}",
          "tokens has 1 entries but query has L = 2"},
@@ -781,7 +775,7 @@ Test(codec, decoding_memory_is_within_3x_the_body, .timeout = 120)
         {"bool mask", -1, NULL},
         {"base64 tensor", -1, NULL},
     };
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     for (int w = 0; w < BIG_COUNT; w++) {
         /* each in a child of its own: glibc keeps freed memory resident
          * and raises its mmap threshold, which would blur the next one */
@@ -829,7 +823,7 @@ Test(codec, decoding_memory_is_within_3x_the_body, .timeout = 120)
  * it uses, written with an escape, is an unknown field of a tensor. */
 Test(codec, a_placeholder_key_in_the_body_is_an_unknown_field)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     const char *tail = "{\"key\": [[5]], \"query\": {\"\\u0001tensor\": 0}, \"num_heads\": 1}";
     for (int large = 0; large < 2; large++) {
         const size_t n = strlen(tail), pad = large ? CODEC_FAST_ERRORS_FROM : 0;
@@ -890,7 +884,7 @@ static void *decode_twice(void *arg)
                                      "\"b64\": \"");
     o += base64_encode(body + o, (const unsigned char *)x, count * 4);
     o += (size_t)sprintf(body + o, "\"}, \"num_heads\": 8}");
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     struct codec_request r;
     struct api_error e;
     const float *first = NULL;
@@ -923,7 +917,7 @@ Test(codec, big_tensor_buffers_are_reused_on_the_same_thread)
  * escape or a bad byte inside, is answered as the reference answers it. */
 Test(codec, b64_read_at_its_known_length_fails_as_the_reference)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     const char *good = "AAAAPwAAoL8AAEBAbxKDOg=="; /* 4 floats */
     const char *tails[] = {"", "AAAA", "==", "\\u0041", "\\"};
     for (size_t cut = 0; cut <= strlen(good); cut++) {

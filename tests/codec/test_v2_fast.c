@@ -15,62 +15,15 @@
 #include "codec/v2.h"
 #include "tests/support/check.h"
 #include "tests/support/golden.h"
-
-static struct codec_limits limits(void)
-{
-    struct cfg c;
-    cfg_defaults(&c);
-    return service_limits(&c);
-}
-
-/* data (flat) as nested arrays of shape, from *at. */
-static json_t *nest(json_t *data, json_t *shape, size_t d, size_t *at)
-{
-    if (d == json_array_size(shape))
-        return json_incref(json_array_get(data, (*at)++));
-    json_t *a = json_array();
-    for (json_int_t i = 0; i < json_integer_value(json_array_get(shape, d)); i++)
-        json_array_append_new(a, nest(data, shape, d + 1, at));
-    return a;
-}
-
-static void add_input(json_t *inputs, const char *name, json_t *t, int nested)
-{
-    json_t *data = json_object_get(t, "data"), *shape = json_object_get(t, "shape");
-    const int is_bool = json_is_boolean(json_array_get(data, 0));
-    size_t at = 0;
-    json_t *d = nested && json_array_size(shape) > 1 ? nest(data, shape, 0, &at)
-                                                      : json_incref(data);
-    json_array_append_new(inputs, json_pack("{sssOssso}", "name", name, "shape", shape,
-                                            "datatype", is_bool ? "BOOL" : "FP32", "data", d));
-}
+#include "tests/support/golden_v2.h"
+#include "tests/support/limits.h"
 
 /* A golden request as a v2 body with JSON data, flat or nested; escaped:
  * every input's name written with an escape ("\u0071uery"), which the
  * fast reader leaves to jansson. */
 static char *to_v2(json_t *req, int nested, int escaped)
 {
-    json_t *root = json_object(), *inputs = json_array(), *params = json_object();
-    static const char *const tensors[] = {"query", "key", "value", "attn_mask",
-                                          "key_padding_mask"};
-    for (int i = 0; i < 5; i++) {
-        json_t *t = json_object_get(req, tensors[i]);
-        if (json_is_string(t))
-            json_object_set_new(params, "is_causal", json_true());
-        else if (t)
-            add_input(inputs, tensors[i], t, nested);
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(req, "weights"), k, v)
-        add_input(inputs, k, v, nested);
-    static const char *const options[] = {"num_heads", "need_weights", "average_attn_weights",
-                                          "scale", "positional_encoding"};
-    for (int i = 0; i < 5; i++)
-        if ((v = json_object_get(req, options[i])))
-            json_object_set(params, options[i], v);
-    json_object_set_new(root, "parameters", params);
-    json_object_set_new(root, "inputs", inputs);
+    json_t *root = golden_v2(req, nested ? GOLDEN_V2_NESTED : 0);
     char *json = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     if (!escaped)
@@ -93,7 +46,7 @@ static char *to_v2(json_t *req, int nested, int escaped)
 static void run(const char *name, const char *body, enum codec_path path, float **out,
                 float **w, size_t *olen, size_t *wlen)
 {
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     struct v2_request r;
     struct api_error e;
     cr_assert_eq(v2_decode_infer(&r, body, strlen(body), -1, NULL, &lim, &e), 0, "%s: %s", name,
@@ -219,7 +172,7 @@ Test(v2_fast, decoding_a_large_json_request_is_within_3x_the_body, .timeout = 12
         {"nested, ragged", "ragged array"}, {"unknown field", "unknown field 'junk'"},
         {"unknown parameter", "unknown parameter 'junk'"}, {"triton_ parameter", NULL},
     };
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     for (int w = 0; w < BIG_COUNT; w++) {
         fflush(NULL);
         pid_t pid = fork();
@@ -269,7 +222,7 @@ Test(v2_fast, large_refused_data_is_answered_without_jansson)
         {"key_padding_mask", "BOOL", ",1]", "input 'key_padding_mask': data: ",
          ERR_INVALID_TENSOR},
     };
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const size_t count = 100000;
         char *b = malloc(6 * count + 4096);
