@@ -82,7 +82,7 @@ UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests
 HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c \
-                tests/support/golden_v2.c
+                tests/support/golden_v2.c tests/support/http_client.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
@@ -92,11 +92,12 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
              $(BUILD)/bench/bench_model.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
-             $(DEMO_SRC:%.c=$(BUILD)/%.o)
+             $(DEMO_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/differential.o
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean mhd
 .PHONY: lint readme-check soak deploy-check container-test scale-test scale-test-short
+.PHONY: differential
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -265,6 +266,20 @@ readme-check:
 # debootstrap when missing), and takes a few minutes.
 container-test:
 	scripts/container-test.sh
+
+# Old-vs-new: BASE=<commit> built in a temporary git worktree, and every
+# golden body of both protocols (POST /attention, v2 JSON and binary) and
+# every invalid body of tests/cases sent to it and to $(SERVER); status and
+# body must be byte-identical (scripts/differential.sh, tests/differential.c).
+# Not part of make test: it builds another commit.
+DIFF_TOOL := $(BUILD)/tests/differential
+DIFF_SRC  := tests/differential.c tests/support/http_client.c tests/support/golden_v2.c \
+             tests/support/testdata.c
+$(DIFF_TOOL): $(DIFF_SRC:%.c=$(BUILD)/%.o)
+	$(CC) $(LDFLAGS) $^ -o $@ -lcurl -ljansson -lm
+differential: $(SERVER) $(DIFF_TOOL)
+	@test -n "$(BASE)" || { echo "usage: make differential BASE=<commit>"; exit 2; }
+	BUILD=$(BUILD) scripts/differential.sh $(BASE)
 
 # make print-VAR prints a variable (the scripts read source lists this way).
 print-%:

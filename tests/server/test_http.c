@@ -1310,40 +1310,9 @@ static struct answer fetch_on(CURL *c, const char *method, const char *url,
                               const char *const *headers, const char *body,
                               const char *cafile, long timeout)
 {
-    struct answer a = {0};
-    CURL *own = c ? NULL : curl_easy_init();
-    if (own)
-        c = own;
-    curl_easy_reset(c);
-    struct curl_slist *h = curl_slist_append(NULL, "Expect:");
-    for (int i = 0; headers && headers[i]; i++)
-        h = curl_slist_append(h, headers[i]);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (cafile)
-        curl_easy_setopt(c, CURLOPT_CAINFO, cafile);
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    } else if (strcmp(method, "HEAD") == 0) {
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    }
-    CURLcode rc = curl_easy_perform(c);
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
-    else
-        a.status = -(long)rc;
-    curl_slist_free_all(h);
-    if (own)
-        curl_easy_cleanup(own);
-    return a;
+    const struct http_call call = {c, method, url, body, body ? strlen(body) : 0, NULL, 0,
+                                   headers, cafile, timeout};
+    return http_fetch(&call);
 }
 
 static struct answer fetch(const char *method, const char *url, const char *const *headers,

@@ -212,23 +212,6 @@ void expect_v2_error(const struct answer *a, long status, const char *text)
     json_decref(j);
 }
 
-/* The value of header name in a, or NULL (static buffer). */
-const char *header(const struct answer *a, const char *name)
-{
-    static char v[256];
-    const size_t n = strlen(name);
-    for (const char *p = a->headers; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
-            p += n + 1;
-            while (*p == ' ')
-                p++;
-            size_t k = strcspn(p, "\r\n");
-            snprintf(v, sizeof v, "%.*s", (int)(k < sizeof v ? k : sizeof v - 1), p);
-            return v;
-        }
-    return NULL;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Golden requests (POST /attention bodies) as v2 infer requests            */
 

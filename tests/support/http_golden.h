@@ -27,8 +27,6 @@ int check_golden(int port, const char *path, int form, int base64_out);
 
 /* A v2 error: status, {"error": "<message containing text>"} and nothing else. */
 void expect_v2_error(const struct answer *a, long status, const char *text);
-/* The value of header name in a, or NULL (static buffer). */
-const char *header(const struct answer *a, const char *name);
 /* POST /v2/models/{model}/infer; hlen >= 0: Inference-Header-Content-Length. */
 struct answer infer(int port, const char *model, const char *body, size_t len,
                     long long hlen);
