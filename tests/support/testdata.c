@@ -29,6 +29,21 @@ int testdata_list(const char *dir, char **paths, int max)
     return n;
 }
 
+int testdata_count(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        n += len > 5 && strcmp(e->d_name + len - 5, ".json") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
 char *testdata_body(json_t *c, size_t *len)
 {
     json_t *raw = json_object_get(c, "raw");
