@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 int check_tensor(const char *name, const float *got, const float *want, size_t n,
                  double atol, double rtol)
@@ -71,6 +73,51 @@ int check_peak_reset(void)
 long check_peak_kib(void)
 {
     return status_kib("VmHWM:") - peak_base;
+}
+
+const char *check_peak_unmeasurable(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return "resident memory means nothing under AddressSanitizer (shadow memory, "
+           "quarantine); the plain build runs this test";
+#endif
+    if (check_peak_reset())
+        return "/proc/self/clear_refs is not writable here, so the peak resident memory "
+               "cannot be measured";
+    return NULL;
+}
+
+int check_peak_children(int n, int (*run)(int i, void *ctx), void *ctx)
+{
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        fflush(NULL);
+        const pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            void *volatile served = malloc(30u << 20);
+            free(served);
+            _exit(run(i, ctx) ? 1 : 0);
+        }
+        int st;
+        failed += waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    return failed;
+}
+
+int check_peak_within(const char *label, size_t len, double most_x)
+{
+    const long peak = check_peak_kib();
+    const double ratio = (double)peak * 1024 / (double)len;
+    fprintf(stderr, "%s: %.1f MB body, peak %.1f MB (%.2fx the body)\n", label,
+            (double)len / 1e6, (double)peak * 1024 / 1e6, ratio);
+    if (ratio <= most_x)
+        return 1;
+    fprintf(stderr, "%s: decoding a %.1f MB body took %.1f MB at its peak, %.1fx the body "
+            "(at most %gx)\n", label, (double)len / 1e6, (double)peak * 1024 / 1e6, ratio,
+            most_x);
+    return 0;
 }
 
 float *check_randv(size_t n, float amp, unsigned long long *state)

@@ -37,6 +37,23 @@ unsigned char *check_randb(size_t n, double p_true, unsigned long long *state);
 int check_peak_reset(void);
 long check_peak_kib(void);
 
+/* The peak-memory harness of the decoders' memory tests.
+ * check_peak_unmeasurable(): why peak resident memory means nothing in
+ * this process (AddressSanitizer's shadow memory, no clear_refs), or NULL.
+ * check_peak_children(): run(i, ctx) for i in [0, n), each in a child
+ * process of its own (glibc keeps freed memory resident and raises its
+ * mmap threshold, which would blur the next one) after a 30 MB block is
+ * allocated and freed, as in a server that has served a large request
+ * (the mmap threshold raised, so that smaller blocks come from the heap).
+ * run returns 0 when its case passed, having said on stderr why not;
+ * returns how many failed (-1 when fork failed).
+ * check_peak_within(): after the work measured from check_peak_reset(),
+ * prints label, the body's size and the peak, and returns 1 when the peak
+ * is at most most_x times len (else says so). */
+const char *check_peak_unmeasurable(void);
+int check_peak_children(int n, int (*run)(int i, void *ctx), void *ctx);
+int check_peak_within(const char *label, size_t len, double most_x);
+
 /* Reductions of attention weights, written plainly for tests of
  * weights_top_k and weights_pool (test_reduce.c, test_http_reduce.c). */
 
