@@ -157,8 +157,8 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         json_decref(c);
         n++;
     }
-    cr_assert(n > 0 && n == testdata_count("tests/cases"), "went through %d of the %d cases in tests/cases", n,
-              testdata_count("tests/cases"));
+    cr_assert(n > 0 && n == testdata_count("tests/cases"),
+              "went through %d of the %d cases in tests/cases", n, testdata_count("tests/cases"));
     cr_assert_eq(failed, 0, "%d of %d invalid-request cases answered wrongly", failed, n);
 }
 
@@ -189,8 +189,7 @@ Test(codec, response_json_is_shortest_and_round_trips)
      * double */
     unsigned long long st = 12345;
     for (int i = 0; i < 20000; i++) {
-        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-        uint32_t bits = i == 0 ? 0x15ae43fdu : (uint32_t)st;
+        uint32_t bits = i == 0 ? 0x15ae43fdu : (uint32_t)check_xorshift(&st);
         float f;
         memcpy(&f, &bits, 4);
         if (!isfinite(f))
@@ -545,8 +544,8 @@ Test(codec, fast_decoder_reads_the_golden_requests)
     struct codec_limits lim = test_limits();
     char *paths[256];
     int n = testdata_list("tests/golden", paths, 128), fast = 0, failed = 0;
-    cr_assert(n > 0 && n == testdata_count("tests/golden"), "listed %d of the %d cases of tests/golden",
-              n, testdata_count("tests/golden"));
+    cr_assert(n > 0 && n == testdata_count("tests/golden"),
+              "listed %d of the %d cases of tests/golden", n, testdata_count("tests/golden"));
     const int nv = testdata_list("tests/golden_variants", paths + n, 128);
     cr_assert(nv > 0 && nv == testdata_count("tests/golden_variants"),
               "listed %d of the %d cases of tests/golden_variants", nv,

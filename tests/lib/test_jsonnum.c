@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lib/jsonnum.h"
+#include "tests/support/check.h"
 
 /* Not a status: "the array parses; something follows it". */
 #define OK_THEN_GARBAGE 1
@@ -19,17 +20,9 @@
 /* ---------------------------------------------------------------------- */
 /* Helpers                                                                 */
 
-static uint64_t rng_next(uint64_t *s) /* xorshift64* */
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1Dull;
-}
-
 static unsigned rng_below(uint64_t *s, unsigned n)
 {
-    return (unsigned)(rng_next(s) >> 33) % n;
+    return (unsigned)(check_xorshift_star(s) >> 33) % n;
 }
 
 static uint32_t float_bits(float f)
@@ -267,7 +260,7 @@ Test(jsonnum, format_round_trips_and_is_shortest_on_millions_of_floats)
     long checked = 0, fails = 0;
     char why[200];
     for (long i = 0; i < 2000000; i++) {
-        float f = bits_float((uint32_t)(rng_next(&s) >> 32));
+        float f = bits_float((uint32_t)(check_xorshift_star(&s) >> 32));
         if (!isfinite(f))
             continue;
         checked++;
@@ -750,7 +743,7 @@ static void gen_number(char *dst, size_t n, uint64_t *s)
         PUT("%s", edges[rng_below(s, sizeof edges / sizeof edges[0])]);
         return;
     case 1: { /* a float printed with 9 digits: what clients send */
-        float f = bits_float((uint32_t)(rng_next(s) >> 32));
+        float f = bits_float((uint32_t)(check_xorshift_star(s) >> 32));
         if (!isfinite(f))
             f = 1.0f;
         PUT("%.9g", (double)f);
@@ -758,7 +751,7 @@ static void gen_number(char *dst, size_t n, uint64_t *s)
     }
     case 2: { /* a double with 17 digits: exercises the double rounding */
         double x;
-        uint64_t b = rng_next(s);
+        uint64_t b = check_xorshift_star(s);
         memcpy(&x, &b, sizeof x);
         if (!isfinite(x))
             x = 0.5;
@@ -766,7 +759,7 @@ static void gen_number(char *dst, size_t n, uint64_t *s)
         return;
     }
     case 3: { /* near the midpoint of two floats, just above, below or on it */
-        float f = bits_float((uint32_t)(rng_next(s) >> 33));
+        float f = bits_float((uint32_t)(check_xorshift_star(s) >> 33));
         if (!isfinite(f) || !isfinite(nextafterf(f, INFINITY)))
             f = 1.0f;
         double mid = ((double)f + (double)nextafterf(f, INFINITY)) / 2;
@@ -780,7 +773,7 @@ static void gen_number(char *dst, size_t n, uint64_t *s)
     }
     case 4: /* a normal-ish activation, as the benchmark's */
         PUT("%.*g", 1 + (int)rng_below(s, 9),
-            ((double)(rng_next(s) >> 11) / 9007199254740992.0 - 0.5) * 8);
+            ((double)(check_xorshift_star(s) >> 11) / 9007199254740992.0 - 0.5) * 8);
         return;
     default: { /* built from the grammar's parts */
         if (rng_below(s, 2))

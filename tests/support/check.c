@@ -38,12 +38,25 @@ int check_tensor_torch(const char *name, const float *got, const float *want,
     return bad == 0;
 }
 
-float check_randf(unsigned long long *s)
+unsigned long long check_xorshift(unsigned long long *s)
 {
     *s ^= *s << 13;
     *s ^= *s >> 7;
     *s ^= *s << 17;
-    return (float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+    return *s;
+}
+
+uint64_t check_xorshift_star(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1Dull;
+}
+
+float check_randf(unsigned long long *s)
+{
+    return (float)((check_xorshift(s) >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
 static long status_kib(const char *key)
@@ -123,7 +136,9 @@ int check_peak_within(const char *label, size_t len, double most_x)
 float *check_randv(size_t n, float amp, unsigned long long *state)
 {
     float *x = malloc((n ? n : 1) * sizeof *x);
-    for (size_t i = 0; x && i < n; i++)
+    if (!x)
+        abort();
+    for (size_t i = 0; i < n; i++)
         x[i] = amp * check_randf(state);
     return x;
 }
@@ -131,7 +146,9 @@ float *check_randv(size_t n, float amp, unsigned long long *state)
 unsigned char *check_randb(size_t n, double p_true, unsigned long long *state)
 {
     unsigned char *x = malloc(n ? n : 1);
-    for (size_t i = 0; x && i < n; i++)
+    if (!x)
+        abort();
+    for (size_t i = 0; i < n; i++)
         x[i] = (check_randf(state) + 1.0f) * 0.5f < p_true;
     return x;
 }

@@ -7,6 +7,7 @@
 #define TESTS_CHECK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Returns 1 when every element is within tolerance, 0 otherwise. */
 int check_tensor(const char *name, const float *got, const float *want, size_t n,
@@ -23,11 +24,17 @@ int check_tensor_torch(const char *name, const float *got, const float *want,
 
 /* Deterministic uniform floats in [-1, 1) from a 64-bit state (xorshift). */
 float check_randf(unsigned long long *state);
+/* The next state of that xorshift (13, 7, 17), as an integer. */
+unsigned long long check_xorshift(unsigned long long *state);
+/* xorshift64* (12, 25, 27, times 0x2545F4914F6CDD1D): random 64-bit integers
+ * whose low bits are random too. */
+uint64_t check_xorshift_star(uint64_t *state);
 
-/* n (≥ 0) of them times amp, in a malloc'd array (1 element when n is 0);
- * NULL when out of memory. */
+/* Random tensors: n (≥ 0) of them times amp, in a malloc'd array (1
+ * element when n is 0). Out of memory, a test cannot go on: it aborts. */
 float *check_randv(size_t n, float amp, unsigned long long *state);
-/* n random bytes, each 1 with probability p_true, else 0; malloc'd, or NULL. */
+/* n random bytes, each 1 with probability p_true, else 0; malloc'd (aborts
+ * when out of memory). */
 unsigned char *check_randb(size_t n, double p_true, unsigned long long *state);
 
 /* Peak resident memory of a piece of work: check_peak_reset() before it
