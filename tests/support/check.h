@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Returns 1 when every element is within tolerance, 0 otherwise. */
 int check_tensor(const char *name, const float *got, const float *want, size_t n,
@@ -21,6 +22,22 @@ int check_tensor(const char *name, const float *got, const float *want, size_t n
 #define CHECK_TORCH32_FACTOR 4.0
 int check_tensor_torch(const char *name, const float *got, const float *want,
                        const float *want32, size_t n, double atol, double rtol);
+
+/* A float32's bits and back (inline: tests/roundtrip_all.c, a tool built
+ * without check.c, uses them too). */
+static inline uint32_t check_float_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+static inline float check_bits_float(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
 
 /* Deterministic uniform floats in [-1, 1) from a 64-bit state (xorshift). */
 float check_randf(unsigned long long *state);
