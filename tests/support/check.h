@@ -8,7 +8,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 /* Returns 1 when every element is within tolerance, 0 otherwise. */
 int check_tensor(const char *name, const float *got, const float *want, size_t n,
@@ -27,16 +26,12 @@ int check_tensor_torch(const char *name, const float *got, const float *want,
  * without check.c, uses them too). */
 static inline uint32_t check_float_bits(float f)
 {
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
+    return ((union { float f; uint32_t u; }){.f = f}).u;
 }
 
 static inline float check_bits_float(uint32_t b)
 {
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
+    return ((union { uint32_t u; float f; }){.u = b}).f;
 }
 
 /* Deterministic uniform floats in [-1, 1) from a 64-bit state (xorshift). */
