@@ -176,19 +176,26 @@ Test(pool, every_job_runs_exactly_once, .timeout = TIMEOUT)
 
 /* ---- a bounded queue refuses at once ---- */
 
+/* A pool of one worker, held by gate g, and a queue of 3, full of
+ * count_job(ran). */
+static struct pool *pool_held_and_full(struct gate *g, atomic_int *ran)
+{
+    gate_init(g);
+    atomic_init(ran, 0);
+    struct pool *p = pool_new(1, 3, 0);
+    cr_assert(p);
+    cr_assert_eq(pool_submit(p, gate_job, g), POOL_OK);
+    gate_wait_started(g, 1);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(pool_submit(p, count_job, ran), POOL_OK, "submit %d", i);
+    return p;
+}
+
 Test(pool, full_queue_refuses_without_blocking, .timeout = TIMEOUT)
 {
     struct gate g;
-    gate_init(&g);
     atomic_int ran;
-    atomic_init(&ran, 0);
-    struct pool *p = pool_new(1, 3, 0);
-    cr_assert(p);
-
-    cr_assert_eq(pool_submit(p, gate_job, &g), POOL_OK);
-    gate_wait_started(&g, 1);
-    for (int i = 0; i < 3; i++)
-        cr_assert_eq(pool_submit(p, count_job, &ran), POOL_OK, "submit %d", i);
+    struct pool *p = pool_held_and_full(&g, &ran);
     /* The only worker is held by the gate, so a blocking submit would
      * never return: reaching the next line proves it did not block. */
     cr_assert_eq(pool_submit(p, count_job, &ran), POOL_EFULL);
@@ -281,16 +288,8 @@ static unsigned long long submit_until_closed(struct pool *p, pool_fn fn, void *
 static void drain_while_closing(void (*op)(struct pool *))
 {
     struct gate g;
-    gate_init(&g);
     atomic_int ran;
-    atomic_init(&ran, 0);
-    struct pool *p = pool_new(1, 3, 0);
-    cr_assert(p);
-
-    cr_assert_eq(pool_submit(p, gate_job, &g), POOL_OK);
-    gate_wait_started(&g, 1);
-    for (int i = 0; i < 3; i++)
-        cr_assert_eq(pool_submit(p, count_job, &ran), POOL_OK);
+    struct pool *p = pool_held_and_full(&g, &ran);
 
     pthread_t t;
     struct closer c = {p, op};
