@@ -6,6 +6,7 @@
 #   make SANITIZE=address,undefined test   the same under sanitizers (build/san/)
 #   make scale-test      3 replicas behind nginx: a rolling restart under load
 #   make lint            clang-tidy, cppcheck, file sizes and the layer rule over the C sources
+#   make differential BASE=<commit>   old-vs-new answers to every golden and invalid body
 #   make clean
 
 CC      ?= cc

@@ -182,10 +182,7 @@ Test(http, hostile_bodies_get_4xx_and_the_server_keeps_serving)
  * request). */
 static char *raw_exchange(int port, const char *req, size_t step)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    int fd = raw_connect(port, 0);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     size_t len = strlen(req);
@@ -641,10 +638,7 @@ Test(http, memory_budget_for_bodies_answers_503)
     server_start(&s, flags2);
     int fds[4];
     for (int i = 0; i < 4; i++) {
-        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port)};
-        inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-        cr_assert_eq(connect(fds[i], (struct sockaddr *)&sa, sizeof sa), 0);
+        fds[i] = raw_connect(s.port, 0);
         const char *h = "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                         "\r\nContent-Length: 1048576\r\n\r\n{\"query\"";
         cr_assert_eq(write(fds[i], h, strlen(h)), (ssize_t)strlen(h));
@@ -813,20 +807,6 @@ Test(http, body_budget_is_given_back_after_decoding, .timeout = 120)
 
 /* ---------------------------------------------------------------------- */
 /* Hostile and broken clients: connections, deadlines, answers held, drain */
-
-/* A raw TCP connection to the server; rcvbuf > 0 shrinks its receive buffer
- * (set before connect, so the window stays small). */
-static int raw_connect(int port, int rcvbuf)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    if (rcvbuf > 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0, "connect: %m");
-    return fd;
-}
 
 static void raw_send(int fd, const char *text)
 {

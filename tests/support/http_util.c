@@ -4,12 +4,14 @@
 #include <criterion/criterion.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,6 +106,20 @@ void server_start_ready(struct server *s, const char *const *extra)
 {
     server_start(s, extra);
     server_wait_ready(s);
+}
+
+/* A raw TCP connection to the server; rcvbuf > 0 shrinks its receive buffer
+ * (set before connect, so the window stays small). */
+int raw_connect(int port, int rcvbuf)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    if (rcvbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0, "connect: %m");
+    return fd;
 }
 
 int has_header(const struct answer *a, const char *name, const char *value)
