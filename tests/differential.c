@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "tests/support/golden_v2.h"
 #include "tests/support/http_client.h"
@@ -146,18 +145,6 @@ static int invalid(const char *path, int *counts)
     return 0;
 }
 
-static int wait_ready(const struct server *s)
-{
-    for (int i = 0; i < 3000; i++) { /* up to 30 s: the models load */
-        struct answer a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
-        free(a.body);
-        if (a.status == 200)
-            return 0;
-        usleep(10000);
-    }
-    return -1;
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -169,7 +156,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++) {
         char err[200];
         if (server_spawn(&servers[i], argv[1 + i], flags, err, sizeof err) ||
-            wait_ready(&servers[i])) {
+            server_ready_within(&servers[i], 30)) {
             fprintf(stderr, "differential: %s: %s\n", argv[1 + i],
                     servers[i].port ? "not ready within 30 s" : err);
             for (int j = 0; j <= i; j++)

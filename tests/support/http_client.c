@@ -93,6 +93,18 @@ int server_wait(struct server *s)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+int server_ready_within(const struct server *s, int seconds)
+{
+    for (int i = 0; i < seconds * 100; i++) {
+        struct answer a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
+        free(a.body);
+        if (a.status == 200)
+            return 0;
+        usleep(10000);
+    }
+    return -1;
+}
+
 /* ---------------------------------------------------------------------- */
 /* HTTP client                                                             */
 

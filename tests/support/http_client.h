@@ -27,6 +27,9 @@ struct answer {
  * up to 5 s for the port it reports. 0, or -1 with the reason in err. */
 int server_spawn(struct server *s, const char *bin, const char *const *argv, char *err,
                  size_t errlen);
+/* Wait up to seconds for GET /v2/health/ready to answer 200 (the models of
+ * a repository loaded): 0, or -1. */
+int server_ready_within(const struct server *s, int seconds);
 /* SIGTERM and wait; returns the exit status (or 128 + signal). */
 int server_stop(struct server *s);
 /* Wait for the server to exit (after a signal already sent). */

@@ -92,14 +92,7 @@ void server_still_serves(int port)
 
 void server_wait_ready(struct server *s)
 {
-    for (int i = 0; i < 500; i++) {
-        struct answer a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
-        free(a.body);
-        if (a.status == 200)
-            return;
-        usleep(10000);
-    }
-    cr_assert_fail("the server did not become ready");
+    cr_assert_eq(server_ready_within(s, 5), 0, "the server did not become ready");
 }
 
 void server_start_ready(struct server *s, const char *const *extra)
