@@ -59,10 +59,14 @@ float check_randf(unsigned long long *s)
     return (float)((check_xorshift(s) >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-static long status_kib(const char *key)
+long check_status_kib(int pid, const char *key)
 {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
+    char path[64], line[256];
+    if (pid > 0)
+        snprintf(path, sizeof path, "/proc/%d/status", pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/status");
+    FILE *f = fopen(path, "r");
     long v = -1;
     while (f && fgets(line, sizeof line, f))
         if (strncmp(line, key, strlen(key)) == 0)
@@ -79,13 +83,13 @@ int check_peak_reset(void)
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f || fputs("5", f) < 0 || fclose(f) != 0)
         return -1;
-    peak_base = status_kib("VmRSS:");
+    peak_base = check_status_kib(0, "VmRSS:");
     return 0;
 }
 
 long check_peak_kib(void)
 {
-    return status_kib("VmHWM:") - peak_base;
+    return check_status_kib(0, "VmHWM:") - peak_base;
 }
 
 const char *check_peak_unmeasurable(void)

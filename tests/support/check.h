@@ -49,6 +49,10 @@ float *check_randv(size_t n, float amp, unsigned long long *state);
  * when out of memory). */
 unsigned char *check_randb(size_t n, double p_true, unsigned long long *state);
 
+/* A "key:" line of /proc/<pid>/status (pid 0: this process) in KiB (VmRSS:,
+ * VmHWM: ...), or -1. */
+long check_status_kib(int pid, const char *key);
+
 /* Peak resident memory of a piece of work: check_peak_reset() before it
  * (0, or -1 when /proc/self/clear_refs is not writable: no measurement
  * here), check_peak_kib() after it: KiB of the peak (VmHWM) above the
