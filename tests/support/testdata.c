@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -39,6 +40,23 @@ int testdata_count(const char *dir)
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
         n += len > 5 && strcmp(e->d_name + len - 5, ".json") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+int testdata_count_dirs(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        n += e->d_name[0] != '.' && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
     }
     closedir(d);
     return n;
