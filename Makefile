@@ -6,6 +6,7 @@
 #   make SANITIZE=address,undefined test   the same under sanitizers (build/san/)
 #   make scale-test      3 replicas behind nginx: a rolling restart under load
 #   make lint            clang-tidy, cppcheck, file sizes and the layer rule over the C sources
+#   make differential BASE=<commit>   old-vs-new answers to every golden and invalid body
 #   make clean
 
 CC      ?= cc
@@ -77,11 +78,13 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_cpus.c \
              tests/lib/test_pool.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/api/test_service.c \
-             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c
+             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
+             tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests
-HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c
+HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c \
+                tests/support/golden_v2.c tests/support/http_client.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
@@ -91,12 +94,12 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
              $(BUILD)/bench/bench_model.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
-             $(DEMO_SRC:%.c=$(BUILD)/%.o)
+             $(DEMO_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/differential.o
 
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean mhd
 .PHONY: lint layers-check readme-check soak deploy-check container-test scale-test scale-test-short
-.PHONY: docs-check screenshot
+.PHONY: docs-check screenshot differential
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -284,6 +287,20 @@ screenshot: deps-build
 # debootstrap when missing), and takes a few minutes.
 container-test:
 	scripts/container-test.sh
+
+# Old-vs-new: BASE=<commit> built in a temporary git worktree, and every
+# golden body of both protocols (POST /attention, v2 JSON and binary) and
+# every invalid body of tests/cases sent to it and to $(SERVER); status and
+# body must be byte-identical (scripts/differential.sh, tests/differential.c).
+# Not part of make test: it builds another commit.
+DIFF_TOOL := $(BUILD)/tests/differential
+DIFF_SRC  := tests/differential.c tests/support/http_client.c tests/support/golden_v2.c \
+             tests/support/testdata.c
+$(DIFF_TOOL): $(DIFF_SRC:%.c=$(BUILD)/%.o)
+	$(CC) $(LDFLAGS) $^ -o $@ -lcurl -ljansson -lm
+differential: $(SERVER) $(DIFF_TOOL)
+	@test -n "$(BASE)" || { echo "usage: make differential BASE=<commit>"; exit 2; }
+	BUILD=$(BUILD) scripts/differential.sh $(BASE)
 
 # make print-VAR prints a variable (the scripts read source lists this way).
 print-%:

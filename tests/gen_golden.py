@@ -324,13 +324,28 @@ def bmask(a):
     return tensor_json(a)
 
 
+def packed_weights(g, E):
+    """All four weights, in_proj_weight packed (3E, E); drawn in this order."""
+    return {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
+            "in_proj_bias": tensor_json(g.bias(3 * E)),
+            "out_proj_weight": tensor_json(g.weight(E, E)),
+            "out_proj_bias": tensor_json(g.bias(E))}
+
+
+def separate_weights(g, E, kdim, vdim):
+    """q/k/v projections apart (key width kdim, value width vdim), all biases."""
+    return {"q_proj_weight": tensor_json(g.weight(E, E)),
+            "k_proj_weight": tensor_json(g.weight(E, kdim)),
+            "v_proj_weight": tensor_json(g.weight(E, vdim)),
+            "in_proj_bias": tensor_json(g.bias(3 * E)),
+            "out_proj_weight": tensor_json(g.weight(E, E)),
+            "out_proj_bias": tensor_json(g.bias(E))}
+
+
 def case_self_packed_unbatched(g):
     L, E, H = 4, 8, 2
     req = {"query": tensor_json(g.normal(L, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))}}
+           "weights": packed_weights(g, E)}
     return "Unbatched self-attention (only query given), packed in_proj_weight, all biases.", req
 
 
@@ -339,12 +354,7 @@ def case_cross_separate_batched(g):
     req = {"query": tensor_json(g.normal(N, L, E)),
            "key": tensor_json(g.normal(N, S, kdim)),
            "value": tensor_json(g.normal(N, S, vdim)), "num_heads": H,
-           "weights": {"q_proj_weight": tensor_json(g.weight(E, E)),
-                       "k_proj_weight": tensor_json(g.weight(E, kdim)),
-                       "v_proj_weight": tensor_json(g.weight(E, vdim)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))}}
+           "weights": separate_weights(g, E, kdim, vdim)}
     return "Batched cross-attention, kdim=6, vdim=10, separate q/k/v weights, all biases.", req
 
 
@@ -352,10 +362,7 @@ def case_single_head_dim1(g):
     L, S, E, H = 3, 2, 1, 1
     req = {"query": tensor_json(g.normal(L, E)), "key": tensor_json(g.normal(S, E)),
            "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))}}
+           "weights": packed_weights(g, E)}
     return "E=1, one head, unbatched, key given and value defaulting to key, packed weights.", req
 
 
@@ -363,10 +370,7 @@ def case_head_dim1(g):
     N, L, S, E, H = 2, 5, 5, 4, 4
     req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
            "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))}}
+           "weights": packed_weights(g, E)}
     return "Head dim 1 (E=4, H=4), batched, packed weights.", req
 
 
@@ -374,10 +378,7 @@ def case_causal(g):
     N, L, E, H = 2, 6, 8, 4
     req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, L, E)),
            "value": tensor_json(g.normal(N, L, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "attn_mask": "causal"}
     return "Causal mask (\"causal\"), batched, L=S=6, H=4.", req
 
@@ -389,10 +390,7 @@ def case_bool_mask_2d_padding(g):
                     [False, True, False, False, True]])
     req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
            "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "attn_mask": bmask(mask), "key_padding_mask": bmask(kpm)}
     return "Bool (L, S) attn_mask combined with (N, S) key_padding_mask.", req
 
@@ -402,10 +400,7 @@ def case_bool_mask_3d(g):
     mask = g.bools(N * H, L, S, p=0.3)
     req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
            "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "attn_mask": bmask(mask)}
     return "Bool (N*H, L, S) attn_mask, index n*H + h.", req
 
@@ -414,10 +409,7 @@ def case_float_mask_2d(g):
     L, S, E, H = 4, 6, 8, 2
     req = {"query": tensor_json(g.normal(L, E)), "key": tensor_json(g.normal(S, E)),
            "value": tensor_json(g.normal(S, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "attn_mask": tensor_json(g.float_mask(L, S))}
     return "Unbatched, float (L, S) attn_mask added to the scores (some -1e4 entries).", req
 
@@ -427,10 +419,7 @@ def case_float_mask_3d_padding(g):
     kpm = np.array([[False, False, True, False], [True, False, False, False]])
     req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
            "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "attn_mask": tensor_json(g.float_mask(N * H, L, S)),
            "key_padding_mask": bmask(kpm)}
     return "Float (N*H, L, S) attn_mask combined with a key_padding_mask.", req
@@ -453,10 +442,7 @@ def case_fully_masked_rows(g):
     kpm = np.array(rows("0001", "1111"), dtype=bool)
     req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
            "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "attn_mask": bmask(mask), "key_padding_mask": bmask(kpm)}
     return ("Rows fully blocked in one or both heads (3-D bool mask + padding) and a batch "
             "item with every key padded: zero weights, zero context for that head.", req)
@@ -482,10 +468,7 @@ def case_averaged(g):
     N, L, S, E, H = 2, 4, 5, 8, 4
     req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
            "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "need_weights": True, "average_attn_weights": True}
     return "average_attn_weights true: weights (N, L, S), mean over heads.", req
 
@@ -493,10 +476,7 @@ def case_averaged(g):
 def case_custom_scale(g):
     L, E, H = 5, 8, 2
     req = {"query": tensor_json(g.normal(L, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "scale": 0.2}
     return "Custom scale 0.2 instead of 1/sqrt(head_dim); unbatched self-attention.", req
 
@@ -507,12 +487,7 @@ def case_positional(g):
     req = {"query": tensor_json(g.normal(N, L, E)),
            "key": tensor_json(g.normal(N, S, kdim)),
            "value": tensor_json(g.normal(N, S, vdim)), "num_heads": H,
-           "weights": {"q_proj_weight": tensor_json(g.weight(E, E)),
-                       "k_proj_weight": tensor_json(g.weight(E, kdim)),
-                       "v_proj_weight": tensor_json(g.weight(E, vdim)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": separate_weights(g, E, kdim, vdim),
            "positional_encoding": "sinusoidal"}
     return ("Sinusoidal PE added to query (D=8), key (D=6) and value (D=5, odd) before "
             "projection; separate weights.", req)
@@ -522,10 +497,7 @@ def case_no_weights(g):
     N, L, E, H = 1, 4, 8, 2
     req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, L, E)),
            "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "need_weights": False}
     return "need_weights false: no attention_weights expected; N=1 batched, value defaults to key.", req
 
@@ -538,10 +510,7 @@ def case_larger(g):
     kpm[0, 10] = True
     req = {"query": tensor_json(g.normal(N, L, E)), "key": tensor_json(g.normal(N, S, E)),
            "value": tensor_json(g.normal(N, S, E)), "num_heads": H,
-           "weights": {"in_proj_weight": tensor_json(g.weight(3 * E, E)),
-                       "in_proj_bias": tensor_json(g.bias(3 * E)),
-                       "out_proj_weight": tensor_json(g.weight(E, E)),
-                       "out_proj_bias": tensor_json(g.bias(E))},
+           "weights": packed_weights(g, E),
            "attn_mask": bmask(mask), "key_padding_mask": bmask(kpm)}
     return "Larger: N=1, L=33, S=47, E=32, H=4, packed, bool (L, S) mask + padding.", req
 

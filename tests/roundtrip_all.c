@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "lib/jsonnum.h"
+#include "tests/support/check.h"
 
 #ifdef ROUNDTRIP_BASE
 /* The same function at another commit, its symbols renamed (Makefile). */
@@ -52,27 +53,13 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static float bits_float(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
-}
-
-static uint32_t float_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-}
-
 /* Whether d, the double of a decimal written for the float with these
  * bits (odd mantissa), is within 2^-50 of a midpoint next to the float.
  * Doubles are exact enough: the midpoints are doubles, d is the decimal to
  * within 2^-53. */
 static int near_miss(double d, uint32_t bits)
 {
-    const double x = fabs((double)bits_float(bits));
+    const double x = fabs((double)check_bits_float(bits));
     const double up = ((double)nextafterf((float)x, INFINITY) - x) / 2;
     const double down = (x - (double)nextafterf((float)x, 0)) / 2;
     const double tol = x * 0x1p-50;
@@ -86,9 +73,9 @@ static int check(const char *s, uint32_t bits, double *d)
 {
     int bad = 0;
     *d = strtod(s, NULL);
-    if (float_bits(strtof(s, NULL)) != bits)
+    if (check_float_bits(strtof(s, NULL)) != bits)
         bad |= 1;
-    if (float_bits((float)*d) != bits)
+    if (check_float_bits((float)*d) != bits)
         bad |= 2;
     return bad;
 }
@@ -99,8 +86,8 @@ static void show(const char *who, uint32_t bits, const char *s, int bad)
     if (shown++ < MAX_SHOWN)
         printf("  %s 0x%08" PRIx32 " (%.9g) written %s: strtof 0x%08" PRIx32
                ", (float)strtod 0x%08" PRIx32 "%s%s%s\n",
-               who, bits, (double)bits_float(bits), s, float_bits(strtof(s, NULL)),
-               float_bits((float)strtod(s, NULL)), bad & 1 ? " [direct fails]" : "",
+               who, bits, (double)check_bits_float(bits), s, check_float_bits(strtof(s, NULL)),
+               check_float_bits((float)strtod(s, NULL)), bad & 1 ? " [direct fails]" : "",
                bad & 2 ? " [double fails]" : "", bad & 4 ? " [near miss, reads back]" : "");
     pthread_mutex_unlock(&show_lock);
 }
@@ -122,7 +109,7 @@ static void *worker(void *arg)
             if ((bits & 0x7f800000u) == 0x7f800000u)
                 continue; /* NaN, infinity: written null */
             n++;
-            jsonnum_format_float(s, bits_float(bits));
+            jsonnum_format_float(s, check_bits_float(bits));
             double d;
             int bad = check(s, bits, &d);
             if (bad) {
@@ -135,7 +122,7 @@ static void *worker(void *arg)
             }
 #ifdef ROUNDTRIP_BASE
             char t[JSONNUM_FLOAT_MAX + 16];
-            base_jsonnum_format_float(t, bits_float(bits));
+            base_jsonnum_format_float(t, check_bits_float(bits));
             ch += strcmp(s, t) != 0;
             int bb = check(t, bits, &d);
             if (bb) {

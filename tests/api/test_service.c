@@ -9,17 +9,11 @@
 #include "config/config.h"
 #include "api/metrics.h"
 #include "api/service.h"
-
-static struct codec_limits limits(void)
-{
-    struct cfg c;
-    cfg_defaults(&c);
-    return service_limits(&c);
-}
+#include "tests/support/limits.h"
 
 static void run(const char *body, struct route_response *a)
 {
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     const double now = service_now();
     const struct service_times t = {now - 0.5, now - 0.2}; /* 300 ms upload, 200 ms queue */
     service_attention(&lim, body, strlen(body), &t, NULL, NULL, a);
@@ -53,7 +47,7 @@ Test(service, answers_what_the_codec_and_core_compute)
     char *got = answer_text(&a);
 
     /* the same steps by hand */
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     struct codec_request r;
     struct api_error e;
     cr_assert_eq(codec_decode_request(&r, body_ok, strlen(body_ok), &lim, &e), 0);

@@ -17,18 +17,12 @@
 #include "api/service.h"
 #include "tests/support/check.h"
 #include "tests/support/codec_compare.h"
+#include "tests/support/limits.h"
 #include "tests/support/testdata.h"
-
-static struct codec_limits default_limits(void)
-{
-    struct cfg c;
-    cfg_defaults(&c);
-    return service_limits(&c);
-}
 
 static int decode(struct codec_request *r, const char *body, struct api_error *e)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     return codec_decode_request(r, body, strlen(body), &lim, e);
 }
 
@@ -140,7 +134,7 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         int status = (int)json_integer_value(json_object_get(c, "status"));
         struct codec_request r;
         struct api_error e = {0};
-        struct codec_limits lim = default_limits();
+        struct codec_limits lim = test_limits();
         int rc = codec_decode_request(&r, body, blen, &lim, &e);
         const char *stage = json_string_value(json_object_get(c, "stage"));
         if (stage && strcmp(stage, "compute") == 0) {
@@ -163,7 +157,8 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         json_decref(c);
         n++;
     }
-    cr_assert_geq(n, 50, "only %d cases found", n);
+    cr_assert(n > 0 && n == testdata_count("tests/cases"),
+              "went through %d of the %d cases in tests/cases", n, testdata_count("tests/cases"));
     cr_assert_eq(failed, 0, "%d of %d invalid-request cases answered wrongly", failed, n);
 }
 
@@ -194,8 +189,7 @@ Test(codec, response_json_is_shortest_and_round_trips)
      * double */
     unsigned long long st = 12345;
     for (int i = 0; i < 20000; i++) {
-        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-        uint32_t bits = i == 0 ? 0x15ae43fdu : (uint32_t)st;
+        uint32_t bits = i == 0 ? 0x15ae43fdu : (uint32_t)check_xorshift(&st);
         float f;
         memcpy(&f, &bits, 4);
         if (!isfinite(f))
@@ -272,7 +266,7 @@ Test(codec, escaped_base64_is_read_as_jansson_reads_it)
 static float first_query_value(const char *body, struct api_error *e, int *rc)
 {
     struct codec_request r;
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     *rc = codec_decode_request(&r, body, strlen(body), &lim, e);
     float v = *rc == 0 ? r.p.query[0] : NAN;
     codec_request_deinit(&r);
@@ -371,7 +365,7 @@ Test(codec, neg_inf_in_float_masks_in_every_form)
             cr_expect_eq(r.p.float_mask[j], want[j], "%s: element %d is %g", masks[i], j,
                          (double)r.p.float_mask[j]);
         codec_request_deinit(&r);
-        struct codec_limits lim = default_limits();
+        struct codec_limits lim = test_limits();
         const char *diff = codec_compare_paths(body, strlen(body), &lim);
         cr_expect_null(diff, "%s: %s", masks[i], diff);
     }
@@ -398,7 +392,7 @@ static char *slurp(const char *path, size_t *len)
 
 Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeout = 240)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     /* seeds: every golden request (the variants' too), every invalid
      * case, the sample request */
     char *seeds[256];
@@ -433,7 +427,8 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
         lens[n] = strlen(edges[i]);
         seeds[n++] = strdup(edges[i]);
     }
-    cr_assert_geq(n, 70);
+    const int want = testdata_count(dirs[0]) + testdata_count(dirs[1]) + testdata_count(dirs[2]);
+    cr_assert_eq(n, want + 4, "%d seeds, want the %d cases and 4 more", n, want);
 
     /* each seed as is, then mutated: bytes replaced, inserted, deleted */
     static const char alphabet[] = "0123456789+-.eE,:[]{}\" \t\ntrufalsnbdhpA=/\\";
@@ -546,12 +541,15 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
  * floats). */
 Test(codec, fast_decoder_reads_the_golden_requests)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     char *paths[256];
     int n = testdata_list("tests/golden", paths, 128), fast = 0, failed = 0;
-    cr_assert_geq(n, 28, "tests/golden is missing");
+    cr_assert(n > 0 && n == testdata_count("tests/golden"),
+              "listed %d of the %d cases of tests/golden", n, testdata_count("tests/golden"));
     const int nv = testdata_list("tests/golden_variants", paths + n, 128);
-    cr_assert_geq(nv, 1, "tests/golden_variants is missing");
+    cr_assert(nv > 0 && nv == testdata_count("tests/golden_variants"),
+              "listed %d of the %d cases of tests/golden_variants", nv,
+              testdata_count("tests/golden_variants"));
     n += nv;
     for (int i = 0; i < n; i++) {
         json_t *c = json_load_file(paths[i], 0, NULL);
@@ -608,7 +606,9 @@ Test(codec, large_bodies_get_every_case_answer_from_the_fast_decoder, .timeout =
 {
     char *paths[128];
     int ncases = testdata_list("tests/cases", paths, 128), n = 0, failed = 0;
-    cr_assert_gt(ncases, 50, "tests/cases is missing (run from the repository root)");
+    cr_assert(ncases > 0 && ncases == testdata_count("tests/cases"),
+              "listed %d of the %d cases in tests/cases (run from the repository root)", ncases,
+              testdata_count("tests/cases"));
     const size_t pad = CODEC_FAST_ERRORS_FROM + 1;
     for (int k = 0; k < ncases; k++) {
         json_t *c = json_load_file(paths[k], JSON_ALLOW_NUL, NULL);
@@ -628,7 +628,7 @@ Test(codec, large_bodies_get_every_case_answer_from_the_fast_decoder, .timeout =
         int status = (int)json_integer_value(json_object_get(c, "status"));
         struct codec_request r;
         struct api_error e = {0};
-        struct codec_limits lim = default_limits();
+        struct codec_limits lim = test_limits();
         int rc = codec_decode_request(&r, body, pad + blen, &lim, &e);
         if (r.path != CODEC_PATH_FAST) {
             fprintf(stderr, "%s: answered by path %d, not the fast decoder\n", paths[k], r.path);
@@ -653,7 +653,7 @@ Test(codec, large_bodies_get_every_case_answer_from_the_fast_decoder, .timeout =
  * both decoders and for large bodies. */
 Test(codec, tokens_have_exactly_L_and_S_entries)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     const struct { const char *body; const char *msg; } bad[] = {
         {"{\"query\": [[1], [2]], \"num_heads\": 1, \"tokens\": [\"a\"]}",
          "tokens has 1 entries but query has L = 2"},
@@ -764,72 +764,52 @@ static char *big_body(enum big_body which, size_t target, size_t *len)
  * one decode (VmHWM, reset through /proc/self/clear_refs). The whole-body
  * DOM cost 14-31x on these bodies (unknown field 20x, empty tokens 31x,
  * a tensor with a bad num_heads 22x). */
+static const struct { const char *name; int code; const char *msg; } big_want[BIG_COUNT] = {
+    {"unknown field", ERR_INVALID_PARAMETER, "unknown field 'junk'"},
+    {"empty tokens", ERR_INVALID_PARAMETER, "tokens has"},
+    {"tensor, bad num_heads", ERR_INVALID_PARAMETER, "not divisible by num_heads 3"},
+    {"valid tensor", -1, NULL},
+    {"bool mask", -1, NULL},
+    {"base64 tensor", -1, NULL},
+};
+
+/* One decode of big body w, measured; 0 when it is as big_want says. */
+static int decode_big(int w, void *ctx)
+{
+    (void)ctx;
+    struct codec_limits lim = test_limits();
+    size_t len;
+    char *body = big_body((enum big_body)w, 16u << 20, &len);
+    check_peak_reset();
+    struct codec_request r;
+    struct api_error e = {0};
+    int rc = codec_decode_request(&r, body, len, &lim, &e);
+    int bad = !check_peak_within(big_want[w].name, len, 3.0);
+    if (big_want[w].msg ? rc == 0 || e.code != big_want[w].code ||
+                              !strstr(e.msg, big_want[w].msg)
+                        : rc != 0)
+        bad = fprintf(stderr, "%s: answered %d '%s'\n", big_want[w].name, rc, e.msg);
+    if (r.path != CODEC_PATH_FAST)
+        bad = fprintf(stderr, "%s: decoded by path %d\n", big_want[w].name, r.path);
+    codec_request_deinit(&r);
+    free(body);
+    return bad;
+}
+
 Test(codec, decoding_memory_is_within_3x_the_body, .timeout = 120)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    cr_skip_test("SKIPPED: resident memory means nothing under AddressSanitizer (shadow "
-                 "memory, quarantine); the plain build runs this test");
-#endif
-    if (check_peak_reset())
-        cr_skip_test("SKIPPED: /proc/self/clear_refs is not writable here, so the peak "
-                     "resident memory of one decode cannot be measured");
-    static const struct { const char *name; int code; const char *msg; } want[BIG_COUNT] = {
-        {"unknown field", ERR_INVALID_PARAMETER, "unknown field 'junk'"},
-        {"empty tokens", ERR_INVALID_PARAMETER, "tokens has"},
-        {"tensor, bad num_heads", ERR_INVALID_PARAMETER, "not divisible by num_heads 3"},
-        {"valid tensor", -1, NULL},
-        {"bool mask", -1, NULL},
-        {"base64 tensor", -1, NULL},
-    };
-    struct codec_limits lim = default_limits();
-    for (int w = 0; w < BIG_COUNT; w++) {
-        /* each in a child of its own: glibc keeps freed memory resident
-         * and raises its mmap threshold, which would blur the next one */
-        fflush(NULL);
-        pid_t pid = fork();
-        cr_assert_geq(pid, 0);
-        if (pid > 0) {
-            int st;
-            cr_assert_eq(waitpid(pid, &st, 0), pid);
-            cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: failed, see above",
-                      want[w].name);
-            continue;
-        }
-        /* as in a server that has served a large request: glibc's mmap
-         * threshold raised to 30 MB, so blocks below it come from the heap */
-        void *volatile served = malloc(30u << 20);
-        free(served);
-        size_t len;
-        char *body = big_body((enum big_body)w, 16u << 20, &len);
-        check_peak_reset();
-        struct codec_request r;
-        struct api_error e = {0};
-        int rc = codec_decode_request(&r, body, len, &lim, &e);
-        const long peak = check_peak_kib();
-        const double ratio = (double)peak * 1024 / (double)len;
-        int bad = 0;
-        fprintf(stderr, "%s: %.1f MB body, peak %.1f MB (%.2fx the body)\n", want[w].name,
-                (double)len / 1e6, (double)peak * 1024 / 1e6, ratio);
-        if (want[w].msg ? rc == 0 || e.code != want[w].code || !strstr(e.msg, want[w].msg)
-                        : rc != 0)
-            bad = fprintf(stderr, "%s: answered %d '%s'\n", want[w].name, rc, e.msg);
-        if (r.path != CODEC_PATH_FAST)
-            bad = fprintf(stderr, "%s: decoded by path %d\n", want[w].name, r.path);
-        if (ratio > 3.0)
-            bad = fprintf(stderr, "%s: decoding a %.1f MB body took %.1f MB at its peak, "
-                          "%.1fx the body (at most 3x)\n", want[w].name, (double)len / 1e6,
-                          (double)peak * 1024 / 1e6, ratio);
-        codec_request_deinit(&r);
-        free(body);
-        _exit(bad ? 1 : 0);
-    }
+    const char *why = check_peak_unmeasurable();
+    if (why)
+        cr_skip_test("SKIPPED: %s", why);
+    const int failed = check_peak_children(BIG_COUNT, decode_big, NULL);
+    cr_expect_eq(failed, 0, "%d of %d bodies failed, see above", failed, BIG_COUNT);
 }
 
 /* A body cannot forge the fast decoder's placeholder for a tensor: the key
  * it uses, written with an escape, is an unknown field of a tensor. */
 Test(codec, a_placeholder_key_in_the_body_is_an_unknown_field)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     const char *tail = "{\"key\": [[5]], \"query\": {\"\\u0001tensor\": 0}, \"num_heads\": 1}";
     for (int large = 0; large < 2; large++) {
         const size_t n = strlen(tail), pad = large ? CODEC_FAST_ERRORS_FROM : 0;
@@ -890,7 +870,7 @@ static void *decode_twice(void *arg)
                                      "\"b64\": \"");
     o += base64_encode(body + o, (const unsigned char *)x, count * 4);
     o += (size_t)sprintf(body + o, "\"}, \"num_heads\": 8}");
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     struct codec_request r;
     struct api_error e;
     const float *first = NULL;
@@ -923,7 +903,7 @@ Test(codec, big_tensor_buffers_are_reused_on_the_same_thread)
  * escape or a bad byte inside, is answered as the reference answers it. */
 Test(codec, b64_read_at_its_known_length_fails_as_the_reference)
 {
-    struct codec_limits lim = default_limits();
+    struct codec_limits lim = test_limits();
     const char *good = "AAAAPwAAoL8AAEBAbxKDOg=="; /* 4 floats */
     const char *tails[] = {"", "AAAA", "==", "\\u0041", "\\"};
     for (size_t cut = 0; cut <= strlen(good); cut++) {

@@ -15,13 +15,8 @@
 #include "codec/v2.h"
 #include "tests/support/check.h"
 #include "tests/support/golden.h"
-
-static struct codec_limits limits(void)
-{
-    struct cfg c;
-    cfg_defaults(&c);
-    return service_limits(&c);
-}
+#include "tests/support/golden_v2.h"
+#include "tests/support/limits.h"
 
 /* s with every ' turned into " (malloc'd): JSON without escapes. */
 static char *q(const char *s)
@@ -37,7 +32,7 @@ static char *q(const char *s)
 static int decode(struct v2_request *r, const char *s, const struct model *m,
                   struct api_error *e)
 {
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     char *body = q(s);
     const int rc = v2_decode_infer(r, body, strlen(body), -1, m, &lim, e);
     free(body);
@@ -188,7 +183,7 @@ Test(v2_codec, binary_inputs_equal_their_json_twins)
         "'parameters': {'binary_data_size': 4}},"
         "{'name': 'key_padding_mask', 'shape': [2], 'datatype': 'BOOL', "
         "'parameters': {'binary_data_size': 2}}]}", bin, sizeof bin, &len, &hl);
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     struct v2_request r, j;
     struct api_error e;
     cr_assert_eq(v2_decode_infer(&r, body, len, hl, NULL, &lim, &e), 0, "%s", e.msg);
@@ -234,77 +229,18 @@ Test(v2_codec, binary_inputs_equal_their_json_twins)
 /* ---------------------------------------------------------------------- */
 /* Golden cases                                                            */
 
-/* Append tensor t ({shape, data} of a golden request) as input name: JSON
- * data (flat), or its bytes appended to bin when binary. */
-static void add_input(json_t *inputs, const char *name, json_t *t, int binary, char **bin,
-                      size_t *nbin)
-{
-    json_t *data = json_object_get(t, "data");
-    const int is_bool = json_is_boolean(json_array_get(data, 0));
-    json_t *in = json_pack("{sssOss}", "name", name, "shape", json_object_get(t, "shape"),
-                           "datatype", is_bool ? "BOOL" : "FP32");
-    if (!binary) {
-        json_object_set(in, "data", data);
-    } else {
-        const size_t n = json_array_size(data), size = n * (is_bool ? 1 : 4);
-        *bin = realloc(*bin, *nbin + size);
-        for (size_t i = 0; i < n; i++) {
-            json_t *v = json_array_get(data, i);
-            if (is_bool) {
-                (*bin)[*nbin + i] = (char)json_is_true(v);
-            } else {
-                const float f = (float)json_number_value(v);
-                memcpy(*bin + *nbin + 4 * i, &f, 4);
-            }
-        }
-        *nbin += size;
-        json_object_set_new(in, "parameters", json_pack("{sI}", "binary_data_size",
-                                                        (json_int_t)size));
-    }
-    json_array_append_new(inputs, in);
-}
-
 /* A golden request (a POST /attention body) as a v2 infer request: each
  * tensor an input (the weights too, unless a model holds them), the
- * options as parameters. Returns the body; *hl is -1 without binary data. */
+ * options as parameters; binary: the data of query, value, the padding
+ * mask and the weights binary, key's and attn_mask's JSON. Returns the
+ * body; *hl is -1 without binary data. */
 static char *golden_to_v2(json_t *req, int binary, int with_weights, size_t *len, long long *hl)
 {
-    json_t *root = json_object(), *inputs = json_array(), *params = json_object();
-    char *bin = NULL;
-    size_t nbin = 0;
-    static const char *const tensors[] = {"query", "key", "value", "attn_mask",
-                                          "key_padding_mask"};
-    for (int i = 0; i < 5; i++) {
-        json_t *t = json_object_get(req, tensors[i]);
-        if (json_is_string(t)) /* attn_mask "causal" */
-            json_object_set_new(params, "is_causal", json_true());
-        else if (t)
-            add_input(inputs, tensors[i], t, binary && i % 2 == 0, &bin, &nbin);
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(req, "weights"), k, v) {
-        if (with_weights)
-            add_input(inputs, k, v, binary, &bin, &nbin);
-    }
-    static const char *const options[] = {"num_heads", "need_weights", "average_attn_weights",
-                                          "scale", "positional_encoding"};
-    for (int i = 0; i < 5; i++)
-        if ((v = json_object_get(req, options[i])) && (i > 0 || with_weights))
-            json_object_set(params, options[i], v);
-    json_object_set_new(root, "id", json_string("golden"));
-    json_object_set_new(root, "parameters", params);
-    json_object_set_new(root, "inputs", inputs);
-    char *json = json_dumps(root, JSON_COMPACT);
-    json_decref(root);
-    const size_t j = strlen(json);
-    json = realloc(json, j + nbin + 1);
-    if (nbin)
-        memcpy(json + j, bin, nbin);
-    free(bin);
-    *len = j + nbin;
-    *hl = nbin ? (long long)j : -1;
-    return json;
+    json_t *v2 = golden_v2(req, with_weights ? 0 : GOLDEN_V2_HELD);
+    json_object_set_new(v2, "id", json_string("golden"));
+    char *body = golden_v2_body(v2, binary ? GOLDEN_V2_MIXED : GOLDEN_V2_JSON, len, hl);
+    json_decref(v2);
+    return body;
 }
 
 /* The floats of output k in the answer: JSON data or binary bytes. */
@@ -349,7 +285,7 @@ static void check_answer_floats(const struct v2_stream *st, const char *name, co
 static int run_golden(const struct golden *g, const char *body, size_t len, long long hl,
                       const struct model *m, int binary_out)
 {
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     struct v2_request r;
     struct api_error e;
     cr_assert_eq(v2_decode_infer(&r, body, len, hl, m, &lim, &e), 0, "%s: %s", g->name, e.msg);
@@ -383,7 +319,8 @@ Test(v2_codec, golden_cases_through_the_built_in_model, .timeout = 60)
     char *paths[64];
     const int n = golden_list(paths, 64);
     int failed = 0, runs = 0;
-    cr_assert_geq(n, 28, "expected the golden cases in tests/golden, found %d", n);
+    cr_assert(n > 0 && n == golden_count(), "listed %d of the %d golden cases in tests/golden",
+              n, golden_count());
     for (int i = 0; i < n; i++) {
         struct golden g;
         char msg[256];
@@ -442,7 +379,8 @@ Test(v2_codec, golden_cases_through_a_server_held_model, .timeout = 60)
         golden_deinit(&g);
         free(paths[i]);
     }
-    cr_assert_geq(runs, 28);
+    cr_assert(runs > 0 && runs == golden_count(), "ran %d of the %d golden cases", runs,
+              golden_count());
     cr_assert_eq(failed, 0, "%d of %d golden runs out of tolerance", failed, runs);
 }
 
@@ -1015,7 +953,7 @@ static const struct refusal refusals[] = {
  * answer (these values are small). */
 Test(v2_codec, every_refusal_names_the_problem)
 {
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     int failed = 0;
     const size_t n = sizeof refusals / sizeof refusals[0];
     for (size_t i = 0; i < 2 * n; i++) {
@@ -1113,7 +1051,7 @@ Test(v2_codec, reserved_parameters_are_accepted_and_change_nothing)
  * its own answer. */
 Test(v2_codec, binary_data_without_the_header_names_it)
 {
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     static const char bins[][9] = {"\0\0\x80\x3f\0\0\0\x40", "}}}}}}}}", ",1,2,3,4",
                                    "[1, 2]  "};
     for (int large = 0; large < 2; large++)

@@ -15,62 +15,15 @@
 #include "codec/v2.h"
 #include "tests/support/check.h"
 #include "tests/support/golden.h"
-
-static struct codec_limits limits(void)
-{
-    struct cfg c;
-    cfg_defaults(&c);
-    return service_limits(&c);
-}
-
-/* data (flat) as nested arrays of shape, from *at. */
-static json_t *nest(json_t *data, json_t *shape, size_t d, size_t *at)
-{
-    if (d == json_array_size(shape))
-        return json_incref(json_array_get(data, (*at)++));
-    json_t *a = json_array();
-    for (json_int_t i = 0; i < json_integer_value(json_array_get(shape, d)); i++)
-        json_array_append_new(a, nest(data, shape, d + 1, at));
-    return a;
-}
-
-static void add_input(json_t *inputs, const char *name, json_t *t, int nested)
-{
-    json_t *data = json_object_get(t, "data"), *shape = json_object_get(t, "shape");
-    const int is_bool = json_is_boolean(json_array_get(data, 0));
-    size_t at = 0;
-    json_t *d = nested && json_array_size(shape) > 1 ? nest(data, shape, 0, &at)
-                                                      : json_incref(data);
-    json_array_append_new(inputs, json_pack("{sssOssso}", "name", name, "shape", shape,
-                                            "datatype", is_bool ? "BOOL" : "FP32", "data", d));
-}
+#include "tests/support/golden_v2.h"
+#include "tests/support/limits.h"
 
 /* A golden request as a v2 body with JSON data, flat or nested; escaped:
  * every input's name written with an escape ("\u0071uery"), which the
  * fast reader leaves to jansson. */
 static char *to_v2(json_t *req, int nested, int escaped)
 {
-    json_t *root = json_object(), *inputs = json_array(), *params = json_object();
-    static const char *const tensors[] = {"query", "key", "value", "attn_mask",
-                                          "key_padding_mask"};
-    for (int i = 0; i < 5; i++) {
-        json_t *t = json_object_get(req, tensors[i]);
-        if (json_is_string(t))
-            json_object_set_new(params, "is_causal", json_true());
-        else if (t)
-            add_input(inputs, tensors[i], t, nested);
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(req, "weights"), k, v)
-        add_input(inputs, k, v, nested);
-    static const char *const options[] = {"num_heads", "need_weights", "average_attn_weights",
-                                          "scale", "positional_encoding"};
-    for (int i = 0; i < 5; i++)
-        if ((v = json_object_get(req, options[i])))
-            json_object_set(params, options[i], v);
-    json_object_set_new(root, "parameters", params);
-    json_object_set_new(root, "inputs", inputs);
+    json_t *root = golden_v2(req, nested ? GOLDEN_V2_NESTED : 0);
     char *json = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     if (!escaped)
@@ -93,7 +46,7 @@ static char *to_v2(json_t *req, int nested, int escaped)
 static void run(const char *name, const char *body, enum codec_path path, float **out,
                 float **w, size_t *olen, size_t *wlen)
 {
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     struct v2_request r;
     struct api_error e;
     cr_assert_eq(v2_decode_infer(&r, body, strlen(body), -1, NULL, &lim, &e), 0, "%s: %s", name,
@@ -114,7 +67,8 @@ Test(v2_fast, golden_cases_read_fast_equal_jansson_bit_for_bit, .timeout = 60)
     att_init(1);
     char *paths[64];
     const int n = golden_list(paths, 64);
-    cr_assert_geq(n, 28, "expected the golden cases in tests/golden, found %d", n);
+    cr_assert(n > 0 && n == golden_count(), "listed %d of the %d golden cases in tests/golden",
+              n, golden_count());
     for (int i = 0; i < n; i++) {
         json_t *c = json_load_file(paths[i], 0, NULL);
         json_t *req = json_object_get(c, "request");
@@ -206,52 +160,38 @@ static char *big_body(enum big which, size_t target, size_t *len)
  * resident memory around one decode (VmHWM, reset through
  * /proc/self/clear_refs), as test_codec.c measures POST /attention's.
  * jansson's DOM of these bodies cost 3.6x (decimals) to 21x ("0,"). */
+static const struct { const char *name; const char *msg; } big_want[BIG_COUNT] = {
+    {"v2 flat 0,", NULL}, {"v2 nested 0,", NULL}, {"v2 decimals", NULL}, {"v2 bool mask", NULL},
+    {"v2 nested, ragged", "ragged array"}, {"v2 unknown field", "unknown field 'junk'"},
+    {"v2 unknown parameter", "unknown parameter 'junk'"}, {"v2 triton_ parameter", NULL},
+};
+
+/* One decode of big body w, measured; 0 when it is as big_want says. */
+static int decode_big(int w, void *ctx)
+{
+    (void)ctx;
+    const struct codec_limits lim = test_limits();
+    size_t len;
+    char *body = big_body((enum big)w, 8u << 20, &len);
+    check_peak_reset();
+    struct v2_request r;
+    struct api_error e = {0};
+    const int rc = v2_decode_infer(&r, body, len, -1, NULL, &lim, &e);
+    int bad = !check_peak_within(big_want[w].name, len, 3.0);
+    if (big_want[w].msg ? rc == 0 || !strstr(e.msg, big_want[w].msg) : rc != 0)
+        bad = fprintf(stderr, "%s: answered %d '%s'\n", big_want[w].name, rc, e.msg);
+    v2_request_deinit(&r);
+    free(body);
+    return bad;
+}
+
 Test(v2_fast, decoding_a_large_json_request_is_within_3x_the_body, .timeout = 120)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    cr_skip_test("SKIPPED: resident memory means nothing under AddressSanitizer (shadow "
-                 "memory, quarantine); the plain build runs this test");
-#endif
-    if (check_peak_reset())
-        cr_skip_test("SKIPPED: /proc/self/clear_refs is not writable here");
-    static const struct { const char *name; const char *msg; } want[BIG_COUNT] = {
-        {"flat 0,", NULL}, {"nested 0,", NULL}, {"decimals", NULL}, {"bool mask", NULL},
-        {"nested, ragged", "ragged array"}, {"unknown field", "unknown field 'junk'"},
-        {"unknown parameter", "unknown parameter 'junk'"}, {"triton_ parameter", NULL},
-    };
-    const struct codec_limits lim = limits();
-    for (int w = 0; w < BIG_COUNT; w++) {
-        fflush(NULL);
-        pid_t pid = fork();
-        cr_assert_geq(pid, 0);
-        if (pid > 0) {
-            int st;
-            cr_assert_eq(waitpid(pid, &st, 0), pid);
-            cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: failed, see above",
-                      want[w].name);
-            continue;
-        }
-        void *volatile served = malloc(30u << 20); /* glibc's mmap threshold raised */
-        free(served);
-        size_t len;
-        char *body = big_body((enum big)w, 8u << 20, &len);
-        check_peak_reset();
-        struct v2_request r;
-        struct api_error e = {0};
-        const int rc = v2_decode_infer(&r, body, len, -1, NULL, &lim, &e);
-        const long peak = check_peak_kib();
-        const double ratio = (double)peak * 1024 / (double)len;
-        int bad = 0;
-        fprintf(stderr, "v2 %s: %.1f MB body, peak %.1f MB (%.2fx the body)\n", want[w].name,
-                (double)len / 1e6, (double)peak * 1024 / 1e6, ratio);
-        if (want[w].msg ? rc == 0 || !strstr(e.msg, want[w].msg) : rc != 0)
-            bad = fprintf(stderr, "%s: answered %d '%s'\n", want[w].name, rc, e.msg);
-        if (ratio > 3.0)
-            bad = fprintf(stderr, "%s: %.1fx the body (at most 3x)\n", want[w].name, ratio);
-        v2_request_deinit(&r);
-        free(body);
-        _exit(bad ? 1 : 0);
-    }
+    const char *why = check_peak_unmeasurable();
+    if (why)
+        cr_skip_test("SKIPPED: %s", why);
+    const int failed = check_peak_children(BIG_COUNT, decode_big, NULL);
+    cr_expect_eq(failed, 0, "%d of %d bodies failed, see above", failed, BIG_COUNT);
 }
 
 /* A large JSON part (past CODEC_FAST_ERRORS_FROM): a data array the fast
@@ -269,7 +209,7 @@ Test(v2_fast, large_refused_data_is_answered_without_jansson)
         {"key_padding_mask", "BOOL", ",1]", "input 'key_padding_mask': data: ",
          ERR_INVALID_TENSOR},
     };
-    const struct codec_limits lim = limits();
+    const struct codec_limits lim = test_limits();
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const size_t count = 100000;
         char *b = malloc(6 * count + 4096);

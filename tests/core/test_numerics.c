@@ -57,17 +57,9 @@ struct pref {
     double w[MAXN * MAXE * MAXT * MAXT], w_err[MAXN * MAXE * MAXT * MAXT];
 };
 
-static unsigned long long rng_next(unsigned long long *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static double unif(unsigned long long *s)
 {
-    return (double)(rng_next(s) >> 11) * 0x1p-53;
+    return (double)(check_xorshift(s) >> 11) * 0x1p-53;
 }
 
 /* 10^u, u uniform in [-40, 38]: log-uniform from 1e-40 to 1e38. */

@@ -10,19 +10,12 @@
 #include <zlib.h>
 
 #include "http/inflate.h"
+#include "tests/support/check.h"
 
 /* ---------------------------------------------------------------------- */
 /* Helpers                                                                 */
 
 enum format { GZIP, ZLIB, RAW };
-
-static uint64_t rng_next(uint64_t *s) /* xorshift64* */
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1Dull;
-}
 
 /* n bytes of JSON-like text: compressible, but not a run of one byte. */
 static char *sample_text(size_t n, uint64_t seed)
@@ -32,7 +25,7 @@ static char *sample_text(size_t n, uint64_t seed)
     char *s = malloc(n);
     cr_assert(s);
     for (size_t i = 0; i < n;) {
-        const char *w = words[rng_next(&seed) % 8];
+        const char *w = words[check_xorshift_star(&seed) % 8];
         for (size_t k = 0; w[k] && i < n; k++)
             s[i++] = w[k];
     }
@@ -120,7 +113,9 @@ static int feed_all(struct inflate *st, const void *data, size_t n, enum pieces 
     const char *p = data;
     size_t off = 0;
     while (off < n) {
-        size_t k = how == WHOLE ? n - off : how == BYTES ? 1 : 1 + rng_next(&seed) % 3000;
+        size_t k = how == WHOLE   ? n - off
+                   : how == BYTES ? 1
+                                  : 1 + check_xorshift_star(&seed) % 3000;
         if (k > n - off)
             k = n - off;
         int rc = inflate_feed(st, p + off, k, collect, g, err);
@@ -236,7 +231,7 @@ Test(inflate, identity_passes_the_pieces_through_unchanged)
         uint64_t seed = 9;
         size_t feeds = 0;
         for (size_t off = 0; off < 10000; feeds++)
-            off += 1 + rng_next(&seed) % 3000;
+            off += 1 + check_xorshift_star(&seed) % 3000;
         cr_assert_eq(g.calls, feeds);
         free(g.p);
         inflate_free(st);
@@ -340,7 +335,7 @@ Test(inflate, compressed_bytes_are_bounded_too)
     cr_assert(noise);
     uint64_t seed = 99;
     for (size_t i = 0; i < n; i++)
-        noise[i] = (unsigned char)(rng_next(&seed) >> 56);
+        noise[i] = (unsigned char)(check_xorshift_star(&seed) >> 56);
     for (int f = GZIP; f <= RAW; f++)
         for (int level = 0; level <= 9; level += 9) {
             size_t zn;

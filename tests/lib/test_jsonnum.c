@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lib/jsonnum.h"
+#include "tests/support/check.h"
 
 /* Not a status: "the array parses; something follows it". */
 #define OK_THEN_GARBAGE 1
@@ -19,31 +20,9 @@
 /* ---------------------------------------------------------------------- */
 /* Helpers                                                                 */
 
-static uint64_t rng_next(uint64_t *s) /* xorshift64* */
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1Dull;
-}
-
 static unsigned rng_below(uint64_t *s, unsigned n)
 {
-    return (unsigned)(rng_next(s) >> 33) % n;
-}
-
-static uint32_t float_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-}
-
-static float bits_float(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
+    return (unsigned)(check_xorshift_star(s) >> 33) % n;
 }
 
 static int is_ws(char c)
@@ -113,8 +92,8 @@ static void digits_rounded(char *dst, size_t n, float f, int p, int mode)
  * JavaScript and jsonnum_parse_array do). */
 static int reads_back(const char *b, float f)
 {
-    return float_bits(strtof(b, NULL)) == float_bits(f) &&
-           float_bits((float)strtod(b, NULL)) == float_bits(f);
+    return check_float_bits(strtof(b, NULL)) == check_float_bits(f) &&
+           check_float_bits((float)strtod(b, NULL)) == check_float_bits(f);
 }
 
 /* Check jsonnum_format_float on one finite f: JSON grammar, round trip bit
@@ -133,12 +112,12 @@ static int format_ok(float f, char *why, size_t whyn)
         snprintf(why, whyn, "'%s' is not a JSON number (%a)", out, (double)f);
         return 0;
     }
-    if (float_bits(strtof(out, NULL)) != float_bits(f)) {
+    if (check_float_bits(strtof(out, NULL)) != check_float_bits(f)) {
         snprintf(why, whyn, "'%s' reads back as %a, not %a", out, (double)strtof(out, NULL),
                  (double)f);
         return 0;
     }
-    if (float_bits((float)strtod(out, NULL)) != float_bits(f)) {
+    if (check_float_bits((float)strtod(out, NULL)) != check_float_bits(f)) {
         snprintf(why, whyn, "'%s' reads back through a double as %a, not %a", out,
                  (double)(float)strtod(out, NULL), (double)f);
         return 0;
@@ -236,7 +215,7 @@ Test(jsonnum, format_reads_back_through_a_double_on_the_hard_cases)
         {0x0d2eaca7, "5.382571e-31"},  /* 2^-49.3 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const float f = bits_float(cases[i].bits);
+        const float f = check_bits_float(cases[i].bits);
         char out[JSONNUM_FLOAT_MAX], why[200];
         jsonnum_format_float(out, f);
         cr_expect_str_eq(out, cases[i].want, "0x%08x: got '%s', want '%s'", cases[i].bits, out,
@@ -267,7 +246,7 @@ Test(jsonnum, format_round_trips_and_is_shortest_on_millions_of_floats)
     long checked = 0, fails = 0;
     char why[200];
     for (long i = 0; i < 2000000; i++) {
-        float f = bits_float((uint32_t)(rng_next(&s) >> 32));
+        float f = check_bits_float((uint32_t)(check_xorshift_star(&s) >> 32));
         if (!isfinite(f))
             continue;
         checked++;
@@ -279,14 +258,14 @@ Test(jsonnum, format_round_trips_and_is_shortest_on_millions_of_floats)
         for (int k = 0; k < 3; k++)
             for (uint32_t sign = 0; sign < 2; sign++) {
                 checked++;
-                if (!format_ok(bits_float(sign << 31 | e << 23 | ms[k]), why, sizeof why) &&
+                if (!format_ok(check_bits_float(sign << 31 | e << 23 | ms[k]), why, sizeof why) &&
                     fails++ < 10)
                     cr_log_error("%s", why);
             }
     }
     for (uint32_t m = 1; m < (1u << 23); m += 61) {
         checked++;
-        if (!format_ok(bits_float(m), why, sizeof why) && fails++ < 10)
+        if (!format_ok(check_bits_float(m), why, sizeof why) && fails++ < 10)
             cr_log_error("%s", why);
     }
     cr_log_info("format: %ld floats checked", checked);
@@ -346,7 +325,7 @@ Test(jsonnum, parses_nested_and_flat_arrays)
     cr_expect_eq(used, strlen(t) - 3, "consumed %zu", used);
     const float want[6] = {0.1f, -2000.0f, 3.0f, 4.0f, 0.5f, -0.0f};
     for (int i = 0; i < 6; i++)
-        cr_expect_eq(float_bits(a.data[i]), float_bits(want[i]), "element %d: %a", i,
+        cr_expect_eq(check_float_bits(a.data[i]), check_float_bits(want[i]), "element %d: %a", i,
                      (double)a.data[i]);
     jsonnum_array_deinit(&a);
     cr_expect_null(a.data);
@@ -405,7 +384,7 @@ Test(jsonnum, reads_numbers_bit_for_bit_as_jansson_does)
         int rc = jsonnum_parse_array(&a, text, strlen(text), SIZE_MAX, &used, &e);
         cr_expect_eq(rc, JSONNUM_OK, "%s: %s", toks[i], e.msg);
         if (rc == JSONNUM_OK)
-            cr_expect_eq(float_bits(a.data[0]), float_bits(want), "%s: %a, jansson %a",
+            cr_expect_eq(check_float_bits(a.data[0]), check_float_bits(want), "%s: %a, jansson %a",
                          toks[i], (double)a.data[0], (double)want);
         jsonnum_array_deinit(&a);
     }
@@ -414,7 +393,7 @@ Test(jsonnum, reads_numbers_bit_for_bit_as_jansson_does)
     size_t used;
     const char *t = "[-0, 0]";
     cr_assert_eq(jsonnum_parse_array(&a, t, strlen(t), SIZE_MAX, &used, &e), JSONNUM_OK);
-    cr_expect_eq(float_bits(a.data[0]), 0u, "-0 is jansson's integer 0, +0");
+    cr_expect_eq(check_float_bits(a.data[0]), 0u, "-0 is jansson's integer 0, +0");
     jsonnum_array_deinit(&a);
 }
 
@@ -439,16 +418,16 @@ Test(jsonnum, reads_integers_beyond_long_long_as_reals)
         cr_expect_eq(rc, JSONNUM_OK, "%s: %s", toks[i], e.msg);
         const float want = (float)strtod(toks[i], NULL);
         if (rc == JSONNUM_OK)
-            cr_expect_eq(float_bits(a.data[0]), float_bits(want), "%s: %a, want %a", toks[i],
-                         (double)a.data[0], (double)want);
+            cr_expect_eq(check_float_bits(a.data[0]), check_float_bits(want), "%s: %a, want %a",
+                         toks[i], (double)a.data[0], (double)want);
         jsonnum_array_deinit(&a);
         /* jansson after the stand-ins reads the same float */
         snprintf(copy, sizeof copy, "%s", toks[i]);
         cr_expect_eq(jsonnum_standin(copy, strlen(copy)), 1, "%s", toks[i]);
         int ok;
         const float j = jansson_float(copy, &ok);
-        cr_expect(ok && float_bits(j) == float_bits(want), "%s: jansson reads '%s' as %a",
-                  toks[i], copy, (double)j);
+        cr_expect(ok && check_float_bits(j) == check_float_bits(want),
+                  "%s: jansson reads '%s' as %a", toks[i], copy, (double)j);
     }
     /* 2^63 - 1 is still an integer, through long long */
     struct jsonnum_array a;
@@ -750,7 +729,7 @@ static void gen_number(char *dst, size_t n, uint64_t *s)
         PUT("%s", edges[rng_below(s, sizeof edges / sizeof edges[0])]);
         return;
     case 1: { /* a float printed with 9 digits: what clients send */
-        float f = bits_float((uint32_t)(rng_next(s) >> 32));
+        float f = check_bits_float((uint32_t)(check_xorshift_star(s) >> 32));
         if (!isfinite(f))
             f = 1.0f;
         PUT("%.9g", (double)f);
@@ -758,7 +737,7 @@ static void gen_number(char *dst, size_t n, uint64_t *s)
     }
     case 2: { /* a double with 17 digits: exercises the double rounding */
         double x;
-        uint64_t b = rng_next(s);
+        uint64_t b = check_xorshift_star(s);
         memcpy(&x, &b, sizeof x);
         if (!isfinite(x))
             x = 0.5;
@@ -766,7 +745,7 @@ static void gen_number(char *dst, size_t n, uint64_t *s)
         return;
     }
     case 3: { /* near the midpoint of two floats, just above, below or on it */
-        float f = bits_float((uint32_t)(rng_next(s) >> 33));
+        float f = check_bits_float((uint32_t)(check_xorshift_star(s) >> 33));
         if (!isfinite(f) || !isfinite(nextafterf(f, INFINITY)))
             f = 1.0f;
         double mid = ((double)f + (double)nextafterf(f, INFINITY)) / 2;
@@ -780,7 +759,7 @@ static void gen_number(char *dst, size_t n, uint64_t *s)
     }
     case 4: /* a normal-ish activation, as the benchmark's */
         PUT("%.*g", 1 + (int)rng_below(s, 9),
-            ((double)(rng_next(s) >> 11) / 9007199254740992.0 - 0.5) * 8);
+            ((double)(check_xorshift_star(s) >> 11) / 9007199254740992.0 - 0.5) * 8);
         return;
     default: { /* built from the grammar's parts */
         if (rng_below(s, 2))
@@ -978,7 +957,7 @@ static void compare(struct tally *ty, const char *doc, size_t len, size_t pre,
             if (a.shape[d] != r->shape[d])
                 bad = "shape differs";
         for (size_t i = 0; !bad && i < a.count; i++)
-            if (float_bits(a.data[i]) != float_bits(r->vals[i]))
+            if (check_float_bits(a.data[i]) != check_float_bits(r->vals[i]))
                 bad = "a float differs from (float)json_number_value";
     }
     if (v && want == JSONNUM_OK)

@@ -176,19 +176,26 @@ Test(pool, every_job_runs_exactly_once, .timeout = TIMEOUT)
 
 /* ---- a bounded queue refuses at once ---- */
 
+/* A pool of one worker, held by gate g, and a queue of 3, full of
+ * count_job(ran). */
+static struct pool *pool_held_and_full(struct gate *g, atomic_int *ran)
+{
+    gate_init(g);
+    atomic_init(ran, 0);
+    struct pool *p = pool_new(1, 3, 0);
+    cr_assert(p);
+    cr_assert_eq(pool_submit(p, gate_job, g), POOL_OK);
+    gate_wait_started(g, 1);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(pool_submit(p, count_job, ran), POOL_OK, "submit %d", i);
+    return p;
+}
+
 Test(pool, full_queue_refuses_without_blocking, .timeout = TIMEOUT)
 {
     struct gate g;
-    gate_init(&g);
     atomic_int ran;
-    atomic_init(&ran, 0);
-    struct pool *p = pool_new(1, 3, 0);
-    cr_assert(p);
-
-    cr_assert_eq(pool_submit(p, gate_job, &g), POOL_OK);
-    gate_wait_started(&g, 1);
-    for (int i = 0; i < 3; i++)
-        cr_assert_eq(pool_submit(p, count_job, &ran), POOL_OK, "submit %d", i);
+    struct pool *p = pool_held_and_full(&g, &ran);
     /* The only worker is held by the gate, so a blocking submit would
      * never return: reaching the next line proves it did not block. */
     cr_assert_eq(pool_submit(p, count_job, &ran), POOL_EFULL);
@@ -260,6 +267,20 @@ static void *closer_main(void *arg)
     return NULL;
 }
 
+/* Submit fn(arg) until the pool, which another thread is closing, answers
+ * POOL_ECLOSED; returns how many POOL_EFULL came first. */
+static unsigned long long submit_until_closed(struct pool *p, pool_fn fn, void *arg)
+{
+    unsigned long long efull = 0;
+    int rc;
+    while ((rc = pool_submit(p, fn, arg)) == POOL_EFULL) {
+        efull++;
+        sched_yield();
+    }
+    cr_assert_eq(rc, POOL_ECLOSED);
+    return efull;
+}
+
 /* With the only worker held and 3 jobs queued, another thread starts
  * closing; the test sees POOL_ECLOSED (so closing has begun while the jobs
  * were still queued), then opens the gate. The closer must not return
@@ -267,29 +288,15 @@ static void *closer_main(void *arg)
 static void drain_while_closing(void (*op)(struct pool *))
 {
     struct gate g;
-    gate_init(&g);
     atomic_int ran;
-    atomic_init(&ran, 0);
-    struct pool *p = pool_new(1, 3, 0);
-    cr_assert(p);
-
-    cr_assert_eq(pool_submit(p, gate_job, &g), POOL_OK);
-    gate_wait_started(&g, 1);
-    for (int i = 0; i < 3; i++)
-        cr_assert_eq(pool_submit(p, count_job, &ran), POOL_OK);
+    struct pool *p = pool_held_and_full(&g, &ran);
 
     pthread_t t;
     struct closer c = {p, op};
     cr_assert_eq(pthread_create(&t, NULL, closer_main, &c), 0);
 
     /* The pool cannot be freed yet: its worker is held by the gate. */
-    unsigned long long efull = 0;
-    int rc;
-    while ((rc = pool_submit(p, count_job, &ran)) == POOL_EFULL) {
-        efull++;
-        sched_yield();
-    }
-    cr_assert_eq(rc, POOL_ECLOSED);
+    const unsigned long long efull = submit_until_closed(p, count_job, &ran);
     cr_assert_eq(pool_submit(p, count_job, &ran), POOL_ECLOSED);
     /* POOL_ECLOSED is not a rejection; the 3 jobs are still waiting. */
     expect_stats(p, 1, 3, 1, 0, efull);
@@ -376,13 +383,7 @@ Test(pool, second_close_waits_for_the_drain, .timeout = TIMEOUT)
     pthread_t t1, t2;
     struct closer c1 = {p, pool_close};
     cr_assert_eq(pthread_create(&t1, NULL, closer_main, &c1), 0);
-    unsigned long long efull = 0;
-    int rc;
-    while ((rc = pool_submit(p, probe_job, &pr)) == POOL_EFULL) {
-        efull++;
-        sched_yield();
-    }
-    cr_assert_eq(rc, POOL_ECLOSED);
+    const unsigned long long efull = submit_until_closed(p, probe_job, &pr);
 
     /* The first closer is joining; start the second one. The sleep only
      * gives it time to reach pool_close() so that a second closer that

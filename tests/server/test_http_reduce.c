@@ -462,20 +462,6 @@ Test(http_reduce, v2_refusals_and_outputs_the_parameters_do_not_make, .timeout =
 /* ---------------------------------------------------------------------- */
 /* L = S = 4096, 16 heads                                                  */
 
-static long vm_kib(pid_t pid, const char *key)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, strlen(key)))
-            v = atol(line + strlen(key));
-    if (f)
-        fclose(f);
-    return v;
-}
-
 /* The full weights would be 268 M floats (1 GiB, 4× the default
  * max_weights_elements); the reduced ones fit the default limits, and the
  * server's peak memory stays far below the full weights'. Time is printed,
@@ -492,7 +478,7 @@ Test(http_reduce, l4096_h16_topk_and_pool_under_the_default_limits, .timeout = 6
                           c.H);
     json_t *full = post_req(s.port, r, 413); /* the full weights: over the limit */
     json_decref(full);
-    const long base = vm_kib(s.pid, "VmHWM:");
+    const long base = check_status_kib(s.pid, "VmHWM:");
     static const char *const keys[2] = {"weights_top_k", "weights_pool"};
     static const int vals[2] = {8, 32};
     for (int x = 0; x < 2; x++) {
@@ -507,7 +493,7 @@ Test(http_reduce, l4096_h16_topk_and_pool_under_the_default_limits, .timeout = 6
             const double dt = check_now() - t0;
             free(body);
             cr_assert_eq(a.status, 200, "%ld %.300s", a.status, a.body);
-            const long hwm = vm_kib(s.pid, "VmHWM:");
+            const long hwm = check_status_kib(s.pid, "VmHWM:");
             loud("L = S = 4096, H = 16, E = 64, %s %d, %s: %.2f s, %.1f MB answer, server "
                  "peak RSS %.0f MB (%.0f MB before the reduced requests)",
                  keys[x], vals[x], enc ? "base64" : "json", dt, (double)a.len / 1e6,

@@ -236,16 +236,35 @@ void golden_deinit(struct golden *g)
     g->nbufs = 0;
 }
 
+static const char *golden_dir(void)
+{
+    return getenv("GOLDEN_DIR") ? getenv("GOLDEN_DIR") : "tests/golden";
+}
+
+static const char *variants_dir(void)
+{
+    const char *dir = getenv("GOLDEN_VARIANTS_DIR");
+    return dir ? dir : "tests/golden_variants";
+}
+
 int golden_list(char **paths, int max)
 {
-    return testdata_list(getenv("GOLDEN_DIR") ? getenv("GOLDEN_DIR") : "tests/golden", paths,
-                         max);
+    return testdata_list(golden_dir(), paths, max);
 }
 
 int golden_list_variants(char **paths, int max)
 {
-    const char *dir = getenv("GOLDEN_VARIANTS_DIR");
-    return testdata_list(dir ? dir : "tests/golden_variants", paths, max);
+    return testdata_list(variants_dir(), paths, max);
+}
+
+int golden_count(void)
+{
+    return testdata_count(golden_dir());
+}
+
+int golden_count_variants(void)
+{
+    return testdata_count(variants_dir());
 }
 
 void golden_weight_lens(struct att_params *p)

@@ -50,6 +50,9 @@ int golden_check(const struct golden *g, golden_forward_fn forward, const char *
 int golden_list(char **paths, int max);
 /* The same for tests/golden_variants (or $GOLDEN_VARIANTS_DIR). */
 int golden_list_variants(char **paths, int max);
+/* How many cases each of the two folders holds (testdata_count). */
+int golden_count(void);
+int golden_count_variants(void);
 
 /* Set the element count of each of p's weight arrays that is not NULL to
  * what att_weight_shapes() gives: for tests whose arrays were built to

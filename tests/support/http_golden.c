@@ -212,122 +212,8 @@ void expect_v2_error(const struct answer *a, long status, const char *text)
     json_decref(j);
 }
 
-/* The value of header name in a, or NULL (static buffer). */
-const char *header(const struct answer *a, const char *name)
-{
-    static char v[256];
-    const size_t n = strlen(name);
-    for (const char *p = a->headers; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
-            p += n + 1;
-            while (*p == ' ')
-                p++;
-            size_t k = strcspn(p, "\r\n");
-            snprintf(v, sizeof v, "%.*s", (int)(k < sizeof v ? k : sizeof v - 1), p);
-            return v;
-        }
-    return NULL;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Golden requests (POST /attention bodies) as v2 infer requests            */
-
-/* Flat floats of a golden tensor's data (numbers, or "-inf"). */
-float *floats_of(json_t *data, size_t *n)
-{
-    *n = json_array_size(data);
-    float *f = malloc((*n ? *n : 1) * sizeof *f);
-    for (size_t i = 0; i < *n; i++) {
-        json_t *v = json_array_get(data, i);
-        f[i] = json_is_string(v) ? -INFINITY : (float)json_number_value(v);
-    }
-    return f;
-}
-
-static json_t *input(const char *name, json_t *t, int is_bool)
-{
-    return json_pack("{s:s, s:O, s:s, s:O}", "name", name, "shape", json_object_get(t, "shape"),
-                     "datatype", is_bool ? "BOOL" : "FP32", "data", json_object_get(t, "data"));
-}
-
-static json_t *to_v2(json_t *req)
-{
-    json_t *inputs = json_array(), *params = json_object();
-    static const char *const names[] = {"query", "key", "value", "key_padding_mask"};
-    for (int i = 0; i < 4; i++) {
-        json_t *t = json_object_get(req, names[i]);
-        if (t)
-            json_array_append_new(inputs, input(names[i], t, i == 3));
-    }
-    json_t *m = json_object_get(req, "attn_mask");
-    if (json_is_string(m)) {
-        json_object_set_new(params, "is_causal", json_true());
-        if (strcmp(json_string_value(m), "causal_lower_right") == 0)
-            json_object_set_new(params, "causal_alignment", json_string("lower_right"));
-    } else if (m)
-        json_array_append_new(inputs, input("attn_mask", m,
-                                            json_is_boolean(json_array_get(
-                                                json_object_get(m, "data"), 0))));
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(req, "weights"), k, v)
-        json_array_append_new(inputs, input(k, v, 0));
-    static const char *const opts[] = {"num_heads", "need_weights", "average_attn_weights",
-                                       "scale", "positional_encoding", "num_kv_heads",
-                                       "head_dim", "query_position_offset", "alibi", "softcap"};
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        if ((v = json_object_get(req, opts[i])))
-            json_object_set(params, opts[i], v);
-    /* the variants v2 writes otherwise: JSON text, and the window's two ends */
-    static const char *const texts[] = {"rope", "alibi_slopes"};
-    for (int i = 0; i < 2; i++)
-        if ((v = json_object_get(req, texts[i]))) {
-            char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-            json_object_set_new(params, texts[i], json_string(s));
-            free(s);
-        }
-    if ((v = json_object_get(req, "window"))) {
-        json_object_set(params, "window_left", json_array_get(v, 0));
-        json_object_set(params, "window_right", json_array_get(v, 1));
-    }
-    return json_pack("{s:o, s:o}", "inputs", inputs, "parameters", params);
-}
-
-/* Turn every input's data into binary data after the JSON. */
-static char *to_binary(json_t *v2, size_t *len, size_t *hlen)
-{
-    size_t cap = 1 << 16, blen = 0;
-    char *bin = malloc(cap);
-    json_t *in;
-    size_t i;
-    json_array_foreach(json_object_get(v2, "inputs"), i, in) {
-        const int is_bool = strcmp(json_string_value(json_object_get(in, "datatype")), "BOOL") == 0;
-        size_t n;
-        float *f = floats_of(json_object_get(in, "data"), &n);
-        const size_t bytes = n * (is_bool ? 1 : 4);
-        while (blen + bytes > cap)
-            bin = realloc(bin, cap *= 2);
-        for (size_t e = 0; e < n; e++) {
-            if (is_bool)
-                bin[blen + e] = json_is_true(json_array_get(json_object_get(in, "data"), e));
-            else
-                memcpy(bin + blen + 4 * e, &f[e], 4);
-        }
-        blen += bytes;
-        free(f);
-        json_object_del(in, "data");
-        json_object_set_new(in, "parameters", json_pack("{s:I}", "binary_data_size",
-                                                        (json_int_t)bytes));
-    }
-    char *head = json_dumps(v2, JSON_COMPACT);
-    *hlen = strlen(head);
-    *len = *hlen + blen;
-    char *body = malloc(*len);
-    memcpy(body, head, *hlen);
-    memcpy(body + *hlen, bin, blen);
-    free(head), free(bin);
-    return body;
-}
 
 struct answer infer(int port, const char *model, const char *body, size_t len,
                            long long hlen)
@@ -398,20 +284,15 @@ int v2_golden(int port, const char *path, const char *model, int binary)
 {
     json_t *g = json_load_file(path, 0, NULL);
     cr_assert_not_null(g, "%s", path);
-    json_t *v2 = to_v2(json_object_get(g, "request"));
+    json_t *v2 = golden_v2(json_object_get(g, "request"), 0);
     json_t *id = json_string(path);
     json_object_set_new(v2, "id", id);
-    char *body;
-    size_t len, hlen;
-    if (binary) {
+    if (binary)
         json_object_set_new(json_object_get(v2, "parameters"), "binary_data_output", json_true());
-        body = to_binary(v2, &len, &hlen);
-    } else {
-        body = json_dumps(v2, JSON_COMPACT);
-        len = strlen(body);
-    }
-    struct answer a = infer(port, model ? model : "attention", body, len,
-                            binary ? (long long)hlen : -1);
+    size_t len;
+    long long hlen;
+    char *body = golden_v2_body(v2, binary ? GOLDEN_V2_BINARY : GOLDEN_V2_JSON, &len, &hlen);
+    struct answer a = infer(port, model ? model : "attention", body, len, hlen);
     cr_assert_eq(a.status, 200, "%s (%s): %ld %.400s", path, binary ? "binary" : "json",
                  a.status, a.body);
     cr_assert(!binary || strstr(a.headers, "application/octet-stream"), "%s", a.headers);

@@ -3,17 +3,15 @@
  * sending one through POST /attention in any tensor form and through v2
  * (JSON or binary tensors), and reading the answers back.
  *
- * v2_golden() writes the request as a v2 infer request: the tensors and
- * weights as inputs, the options as parameters of the same names, with
- * attn_mask "causal" / "causal_lower_right" as is_causal (and
- * causal_alignment "lower_right"), rope and alibi_slopes as JSON text, and
- * window as window_left and window_right. */
+ * v2_golden() writes the request as a v2 infer request with golden_v2()
+ * (tests/support/golden_v2.h). */
 #ifndef TESTS_HTTP_GOLDEN_H
 #define TESTS_HTTP_GOLDEN_H
 
 #include <jansson.h>
 #include <stddef.h>
 
+#include "tests/support/golden_v2.h"
 #include "tests/support/http_util.h"
 
 /* Flat floats of a response tensor, nested arrays or {"b64"}; caller frees. */
@@ -29,10 +27,6 @@ int check_golden(int port, const char *path, int form, int base64_out);
 
 /* A v2 error: status, {"error": "<message containing text>"} and nothing else. */
 void expect_v2_error(const struct answer *a, long status, const char *text);
-/* The value of header name in a, or NULL (static buffer). */
-const char *header(const struct answer *a, const char *name);
-/* Flat floats of a golden tensor's data (numbers, or "-inf"); caller frees. */
-float *floats_of(json_t *data, size_t *n);
 /* POST /v2/models/{model}/infer; hlen >= 0: Inference-Header-Content-Length. */
 struct answer infer(int port, const char *model, const char *body, size_t len,
                     long long hlen);

@@ -4,12 +4,14 @@
 #include <criterion/criterion.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,45 +40,13 @@ void loud(const char *fmt, ...)
 static void start(struct server *s, const char *const *extra, int default_repo)
 {
     const char *bin = getenv("ATTN_SERVER") ? getenv("ATTN_SERVER") : "build/attention-server";
-    snprintf(s->log, sizeof s->log, "/tmp/attn-test-XXXXXX");
-    int fd = mkstemp(s->log);
-    cr_assert_geq(fd, 0);
-    const char *argv[32] = {bin, "--port", "0", "--bind", "127.0.0.1", "--model-repository", ""};
-    int argc = default_repo ? 5 : 7;
+    const char *argv[32] = {"--port", "0", "--bind", "127.0.0.1", "--model-repository", ""};
+    int argc = default_repo ? 4 : 6;
     for (int i = 0; extra && extra[i] && argc < 30; i++)
         argv[argc++] = extra[i];
     argv[argc] = NULL;
-    s->pid = fork();
-    cr_assert_geq(s->pid, 0);
-    if (s->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan server if the test dies */
-        dup2(fd, 2);
-        execv(bin, (char *const *)argv);
-        perror("execv");
-        _exit(127);
-    }
-    close(fd);
-    s->port = 0;
-    for (int tries = 0; tries < 500 && !s->port; tries++) { /* up to 5 s */
-        usleep(10000);
-        FILE *f = fopen(s->log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            char *at = strstr(line, "listening on http://");
-            if (at) { /* host:port, host:port/ or [v6]:port; an IPv6 host has colons */
-                at += strlen("listening on http://");
-                at[strcspn(at, " /\n")] = '\0';
-                if (strrchr(at, ':'))
-                    s->port = atoi(strrchr(at, ':') + 1);
-            }
-        }
-        if (f)
-            fclose(f);
-        int st;
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid)
-            cr_assert_fail("server exited during start-up (log %s)", s->log);
-    }
-    cr_assert_gt(s->port, 0, "server did not report its port (log %s)", s->log);
+    char err[160];
+    cr_assert_eq(server_spawn(s, bin, argv, err, sizeof err), 0, "%s", err);
 }
 
 void server_start(struct server *s, const char *const *extra)
@@ -89,138 +59,12 @@ void server_start_default(struct server *s, const char *const *extra)
     start(s, extra, 1);
 }
 
-/* SIGTERM and wait; returns the exit status (or 128 + signal). */
-int server_stop(struct server *s)
-{
-    kill(s->pid, SIGTERM);
-    int st = 0;
-    waitpid(s->pid, &st, 0);
-    unlink(s->log);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* Wait for the server to exit (after a signal already sent); returns the
- * exit status (or 128 + signal). */
-int server_wait(struct server *s)
-{
-    int st = 0;
-    waitpid(s->pid, &st, 0);
-    unlink(s->log);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* CLOCK_MONOTONIC seconds. */
 double check_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ---------------------------------------------------------------------- */
-/* HTTP client                                                             */
-
-
-size_t on_body(char *p, size_t sz, size_t n, void *ud)
-{
-    struct answer *a = ud;
-    if (a->len + sz * n + 1 > a->cap) { /* doubling: a 55 MB answer in 16 KB
-                                          pieces must not cost n² copies
-                                          (ASan's realloc always copies) */
-        size_t cap = a->cap ? a->cap : 1 << 16;
-        while (cap < a->len + sz * n + 1)
-            cap *= 2;
-        char *nb = realloc(a->body, cap);
-        if (!nb)
-            return 0;
-        a->body = nb, a->cap = cap;
-    }
-    char *nb = a->body;
-    memcpy(nb + a->len, p, sz * n);
-    a->len += sz * n;
-    a->body[a->len] = '\0';
-    return sz * n;
-}
-
-size_t on_header(char *p, size_t sz, size_t n, void *ud)
-{
-    struct answer *a = ud;
-    size_t k = sz * n;
-    if (a->hlen + k < sizeof a->headers - 1) {
-        memcpy(a->headers + a->hlen, p, k);
-        a->hlen += k;
-        a->headers[a->hlen] = '\0';
-    }
-    return k;
-}
-
-/* Body source that hands out `chunk` bytes per callback (chunked upload). */
-
-static size_t on_read(char *dst, size_t sz, size_t n, void *ud)
-{
-    struct src *s = ud;
-    size_t k = sz * n < s->chunk ? sz * n : s->chunk;
-    if (k > s->left)
-        k = s->left;
-    memcpy(dst, s->p, k);
-    s->p += k, s->left -= k;
-    return k;
-}
-
-/* method: "GET", "POST", ...; body may be NULL; ctype NULL = application/json;
- * chunk > 0 sends the body chunked, chunk bytes at a time. */
-struct answer request(int port, const char *method, const char *path, const char *body,
-                             size_t len, const char *ctype, size_t chunk)
-{
-    return request_with(port, method, path, body, len, ctype, chunk, NULL);
-}
-
-struct answer request_with(int port, const char *method, const char *path, const char *body,
-                           size_t len, const char *ctype, size_t chunk,
-                           const char *const *headers)
-{
-    struct answer a = {0};
-    char url[256], ct[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
-    snprintf(ct, sizeof ct, "Content-Type: %s", ctype ? ctype : "application/json");
-    h = curl_slist_append(h, ct);
-    h = curl_slist_append(h, "Expect:");
-    for (int i = 0; headers && headers[i]; i++)
-        h = curl_slist_append(h, headers[i]);
-    struct src s = {body, len, chunk};
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (body && chunk) {
-        h = curl_slist_append(h, "Transfer-Encoding: chunked");
-        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(c, CURLOPT_READDATA, &s);
-    } else if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    }
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    CURLcode rc = curl_easy_perform(c);
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
-    else
-        a.status = -(long)rc;
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return a;
-}
-
-struct answer post(int port, const char *body)
-{
-    return request(port, "POST", "/attention", body, strlen(body), NULL, 0);
 }
 
 /* Check an error answer: status, slug, and optional message text. */
@@ -248,20 +92,27 @@ void server_still_serves(int port)
 
 void server_wait_ready(struct server *s)
 {
-    for (int i = 0; i < 500; i++) {
-        struct answer a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
-        free(a.body);
-        if (a.status == 200)
-            return;
-        usleep(10000);
-    }
-    cr_assert_fail("the server did not become ready");
+    cr_assert_eq(server_ready_within(s, 5), 0, "the server did not become ready");
 }
 
 void server_start_ready(struct server *s, const char *const *extra)
 {
     server_start(s, extra);
     server_wait_ready(s);
+}
+
+/* A raw TCP connection to the server; rcvbuf > 0 shrinks its receive buffer
+ * (set before connect, so the window stays small). */
+int raw_connect(int port, int rcvbuf)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    if (rcvbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0, "connect: %m");
+    return fd;
 }
 
 int has_header(const struct answer *a, const char *name, const char *value)

@@ -1,31 +1,13 @@
 /* http_util.h -- what the HTTP tests share: the real attention-server
  * process on a free port ($ATTN_SERVER names the binary; each test starts
- * its own with --port 0 and reads the port from its log), and a libcurl
- * client. */
+ * its own with --port 0 and reads the port from its log) and the libcurl
+ * client (http_client.h), with Criterion's asserts where they fail. */
 #ifndef TESTS_HTTP_UTIL_H
 #define TESTS_HTTP_UTIL_H
 
 #include <stddef.h>
-#include <sys/types.h>
 
-struct server {
-    pid_t pid;
-    int port;
-    char log[64];
-};
-
-struct answer {
-    long status;
-    char *body;
-    size_t len, cap;
-    char headers[2048];
-    size_t hlen;
-};
-
-struct src {
-    const char *p;
-    size_t left, chunk;
-};
+#include "tests/support/http_client.h"
 
 /* A line in the test log that shows without --verbose and, unlike
  * cr_log_warn (which makes Criterion exit 1), does not fail the run. */
@@ -43,29 +25,16 @@ void server_start_default(struct server *s, const char *const *extra);
 void server_wait_ready(struct server *s);
 /* server_start(), then server_wait_ready(). */
 void server_start_ready(struct server *s, const char *const *extra);
-/* SIGTERM and wait; returns the exit status (or 128 + signal). */
-int server_stop(struct server *s);
-/* Wait for the server to exit (after a signal already sent). */
-int server_wait(struct server *s);
 /* CLOCK_MONOTONIC seconds. */
 double check_now(void);
 
-/* libcurl callbacks gathering an answer's body and headers (ud: struct answer). */
-size_t on_body(char *p, size_t sz, size_t n, void *ud);
-size_t on_header(char *p, size_t sz, size_t n, void *ud);
-
-/* method: "GET", "POST", ...; body may be NULL; ctype NULL = application/json;
- * chunk > 0 sends the body chunked, chunk bytes at a time. */
-struct answer request(int port, const char *method, const char *path, const char *body,
-                      size_t len, const char *ctype, size_t chunk);
-/* The same with extra header lines ("Name: value", NULL-terminated). */
-struct answer request_with(int port, const char *method, const char *path, const char *body,
-                           size_t len, const char *ctype, size_t chunk,
-                           const char *const *headers);
-struct answer post(int port, const char *body);
 /* Check an /attention error answer: status, slug, and optional message text. */
 void expect_error(const struct answer *a, long status, const char *slug, const char *contains);
 void server_still_serves(int port);
+/* A raw TCP connection to the server at 127.0.0.1:port (malformed requests,
+ * slow clients); rcvbuf > 0 shrinks its receive buffer (set before
+ * connect, so the window stays small). */
+int raw_connect(int port, int rcvbuf);
 /* Whether an answer's headers hold the line "name: value". */
 int has_header(const struct answer *a, const char *name, const char *value);
 /* Run the server with "--port 0 --bind 127.0.0.1 args" (a shell command

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -27,6 +28,45 @@ int testdata_list(const char *dir, char **paths, int max)
     closedir(d);
     qsort(paths, (size_t)n, sizeof *paths, cmp_str);
     return n;
+}
+
+static int is_json(const char *dir, const char *name)
+{
+    (void)dir;
+    const size_t len = strlen(name);
+    return len > 5 && strcmp(name + len - 5, ".json") == 0;
+}
+
+static int is_folder(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return name[0] != '.' && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* How many entries of dir are what keep says; 0 when dir is missing. */
+static int count_entries(const char *dir, int (*keep)(const char *dir, const char *name))
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += keep(dir, e->d_name);
+    closedir(d);
+    return n;
+}
+
+int testdata_count(const char *dir)
+{
+    return count_entries(dir, is_json);
+}
+
+int testdata_count_dirs(const char *dir)
+{
+    return count_entries(dir, is_folder);
 }
 
 char *testdata_body(json_t *c, size_t *len)

@@ -14,6 +14,13 @@
  * returns how many (at most max, 0 when dir is missing). */
 int testdata_list(const char *dir, char **paths, int max);
 
+/* How many *.json files dir holds (0 when it is missing), with no limit:
+ * what a test that lists a fixture folder asserts it went through. */
+int testdata_count(const char *dir);
+/* How many folders dir holds (a model repository's models), 0 when it is
+ * missing. */
+int testdata_count_dirs(const char *dir);
+
 /* The request body of case c: "raw" as is, else the value under "request"
  * or "body" written compactly. malloc'd (caller frees), length in *len. */
 char *testdata_body(json_t *c, size_t *len);
