@@ -998,7 +998,7 @@ Test(config, docs_table_lists_every_key)
     free(dump);
     /* and no other: the table (the one with bind's row) has a row a key */
     const char *row = strstr(readme, "| `bind` |");
-    cr_assert_not_null(row, "README.md has no configuration table");
+    cr_assert_not_null(row, "docs/operations.md has no configuration table");
     int rows = 0;
     const char *line = row;
     while (line > readme) { /* back to the table's first line */
@@ -1012,7 +1012,7 @@ Test(config, docs_table_lists_every_key)
     for (; *line == '|'; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : "")
         rows += strncmp(line, "| `", 3) == 0;
     cr_assert_gt(nkeys, 0);
-    cr_assert_eq(rows, nkeys, "README.md's configuration table has %d rows for the %d keys",
+    cr_assert_eq(rows, nkeys, "docs/operations.md's configuration table has %d rows for the %d keys",
                  rows, nkeys);
 }
 
