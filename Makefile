@@ -60,6 +60,7 @@ CODEC_SRC  := codec/request.c codec/variants.c codec/reduce.c codec/response.c c
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c
 API_SRC    := api/service.c api/metrics.c api/v2.c
+API_SRC    += api/models.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c
 SVC_SRC    := $(LIB_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
@@ -77,6 +78,7 @@ UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_cpus.c \
              tests/lib/test_pool.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/api/test_service.c \
              tests/core/test_numerics.c tests/http/test_inflate.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/support/golden.c tests/support/testdata.c tests/support/check.c
+UNIT_SRC  += tests/api/test_models.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests

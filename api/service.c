@@ -6,9 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/models.h"
 #include "model/repo.h"
 #include "api/metrics.h"
-#include "lib/suggest.h"
 #include "codec/v2.h"
 
 double service_now(void)
@@ -132,7 +132,7 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
     int ok = 0;
 
     /* 1. decode: validates everything, att_check() included, once */
-    const int rc = codec_decode_request(&r, body, len, lim, &e);
+    const int rc = codec_decode_request(&r, body, len, lim, &models_codec, &e);
     if (release)
         release(cls); /* the request holds its own copies now */
     d[STAGE_DECODE] = lap(&mark);
@@ -163,7 +163,7 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
     }
     ok = 1;
 done:
-    finish(a, d, ok, r.model ? repo_ref_name(r.model) : NULL, r.p.N);
+    finish(a, d, ok, r.model_ref ? repo_ref_name(r.model_ref) : NULL, r.p.N);
     free(out);
     free(w);
     codec_request_deinit(&r);
@@ -197,11 +197,11 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
     /* 0. the model, held until the answer is made */
     struct repo_ref *ref = NULL;
     char why[sizeof e.msg];
-    const int got = suggest_acquire(&ref, model, version, why, sizeof why);
-    if (got != REPO_OK) {
+    int code;
+    if (models_acquire(&ref, model, version, &code, why, sizeof why)) {
         if (release)
             release(cls);
-        service_v2_error(a, got == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, why);
+        service_v2_error(a, code, why);
         goto done;
     }
     counted = 1;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/models.h"
 #include "model/repo.h"
-#include "lib/suggest.h"
 
 #define SERVER_NAME "attention-service"
 /* openapi.yaml's info.version, the one place the number is written (the
@@ -217,10 +217,10 @@ static struct repo_ref *held(const struct v2_route *rt, struct service_answer *a
 {
     struct repo_ref *ref = NULL;
     char why[600];
-    const int rc = suggest_acquire(&ref, rt->model, rt->version[0] ? rt->version : NULL, why,
-                                   sizeof why);
-    if (rc != REPO_OK)
-        service_v2_error(a, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, why);
+    int code;
+    if (models_acquire(&ref, rt->model, rt->version[0] ? rt->version : NULL, &code, why,
+                       sizeof why))
+        service_v2_error(a, code, why);
     return ref;
 }
 
@@ -262,7 +262,7 @@ void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
         if (!known || (rt->version[0] && strcmp(rt->version, REPO_VERSION))) {
             char msg[600];
             if (!known)
-                suggest_unknown_model(msg, sizeof msg, rt->model);
+                models_unknown(msg, sizeof msg, rt->model);
             else
                 snprintf(msg, sizeof msg, "unknown model '%.128s' version %.32s", rt->model,
                          rt->version);
@@ -349,7 +349,7 @@ void v2_answer_repository(const struct v2_route *rt, const char *body, size_t le
     case V2_REPO_UNLOAD:
         rc = repo_unload(rt->model, why, sizeof why);
         if (rc == REPO_ENOTFOUND)
-            suggest_unknown_model(why, sizeof why, rt->model);
+            models_unknown(why, sizeof why, rt->model);
         if (rc == REPO_OK)
             answer_empty(a);
         else

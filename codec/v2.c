@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/repo.h"
+#include "model/model.h"
 #include "lib/jsonnum.h"
 #include "codec/scan.h"
 #include "lib/suggest.h"
@@ -305,7 +305,7 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     /* 1. the fields, id, model_name */
     if (v2_known_fields(root, fields, "the request", err))
         return -1;
-    const char *model = m ? m->name : REPO_BUILTIN;
+    const char *model = m ? m->name : MODEL_BUILTIN;
     if ((v = json_object_get(root, "model_name")) &&
         (!json_is_string(v) || strcmp(json_string_value(v), model)))
         return api_fail(err, ERR_INVALID_PARAMETER, "model_name must be the name of the model "

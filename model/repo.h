@@ -32,7 +32,7 @@
 
 #include "model/model.h"
 
-#define REPO_BUILTIN "attention" /* the built-in model's name */
+#define REPO_BUILTIN MODEL_BUILTIN /* the built-in model's name (model.h) */
 #define REPO_VERSION "1"         /* every model's one version */
 
 enum repo_status { REPO_OK = 0, REPO_ENOTFOUND = -1, REPO_ENOTREADY = -2, REPO_EINVAL = -3 };

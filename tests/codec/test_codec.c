@@ -29,7 +29,7 @@ static struct codec_limits default_limits(void)
 static int decode(struct codec_request *r, const char *body, struct api_error *e)
 {
     struct codec_limits lim = default_limits();
-    return codec_decode_request(r, body, strlen(body), &lim, e);
+    return codec_decode_request(r, body, strlen(body), &lim, NULL, e);
 }
 
 Test(codec, three_tensor_forms_decode_to_the_same_floats)
@@ -141,7 +141,7 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         struct codec_request r;
         struct api_error e = {0};
         struct codec_limits lim = default_limits();
-        int rc = codec_decode_request(&r, body, blen, &lim, &e);
+        int rc = codec_decode_request(&r, body, blen, &lim, NULL, &e);
         const char *stage = json_string_value(json_object_get(c, "stage"));
         if (stage && strcmp(stage, "compute") == 0) {
             /* well formed: the codec must accept it (the HTTP test checks
@@ -273,7 +273,7 @@ static float first_query_value(const char *body, struct api_error *e, int *rc)
 {
     struct codec_request r;
     struct codec_limits lim = default_limits();
-    *rc = codec_decode_request(&r, body, strlen(body), &lim, e);
+    *rc = codec_decode_request(&r, body, strlen(body), &lim, NULL, e);
     float v = *rc == 0 ? r.p.query[0] : NAN;
     codec_request_deinit(&r);
     const char *diff = codec_compare_paths(body, strlen(body), &lim);
@@ -472,7 +472,7 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
             }
             struct codec_request r;
             struct api_error e;
-            accepted += codec_decode_request(&r, b, len, &lim, &e) == 0;
+            accepted += codec_decode_request(&r, b, len, &lim, NULL, &e) == 0;
             codec_request_deinit(&r);
             free(b);
             runs++;
@@ -560,7 +560,7 @@ Test(codec, fast_decoder_reads_the_golden_requests)
         char *body = testdata_body(c, &len);
         struct codec_request r;
         struct api_error e;
-        cr_assert_eq(codec_decode_request(&r, body, len, &lim, &e), 0, "%s: %s", paths[i],
+        cr_assert_eq(codec_decode_request(&r, body, len, &lim, NULL, &e), 0, "%s: %s", paths[i],
                      e.msg);
         if (r.path != CODEC_PATH_FAST) {
             fprintf(stderr, "%s: decoded by path %d, want the fast decoder\n", paths[i], r.path);
@@ -585,11 +585,11 @@ Test(codec, fast_decoder_reads_the_golden_requests)
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         struct codec_request r;
         struct api_error e;
-        cr_assert_eq(codec_decode_request(&r, forms[i], strlen(forms[i]), &lim, &e), 0,
+        cr_assert_eq(codec_decode_request(&r, forms[i], strlen(forms[i]), &lim, NULL, &e), 0,
                      "form %zu: %s", i + 1, e.msg);
         cr_assert_eq(r.path, CODEC_PATH_FAST, "form %zu went to jansson", i + 1);
         codec_request_deinit(&r);
-        cr_assert_eq(codec_decode_request_reference(&r, forms[i], strlen(forms[i]), &lim, &e),
+        cr_assert_eq(codec_decode_request_reference(&r, forms[i], strlen(forms[i]), &lim, NULL, &e),
                      0);
         cr_assert_eq(r.path, CODEC_PATH_JANSSON);
         codec_request_deinit(&r);
@@ -629,7 +629,7 @@ Test(codec, large_bodies_get_every_case_answer_from_the_fast_decoder, .timeout =
         struct codec_request r;
         struct api_error e = {0};
         struct codec_limits lim = default_limits();
-        int rc = codec_decode_request(&r, body, pad + blen, &lim, &e);
+        int rc = codec_decode_request(&r, body, pad + blen, &lim, NULL, &e);
         if (r.path != CODEC_PATH_FAST) {
             fprintf(stderr, "%s: answered by path %d, not the fast decoder\n", paths[k], r.path);
             failed++;
@@ -673,7 +673,7 @@ Test(codec, tokens_have_exactly_L_and_S_entries)
             memcpy(b + pad, bad[i].body, n);
             struct codec_request r;
             struct api_error e;
-            int rc = codec_decode_request(&r, b, pad + n, &lim, &e);
+            int rc = codec_decode_request(&r, b, pad + n, &lim, NULL, &e);
             cr_expect(rc != 0 && e.code == ERR_INVALID_PARAMETER && strstr(e.msg, bad[i].msg),
                       "%s (%s): %d %s", bad[i].body, large ? "large" : "small", rc, e.msg);
             cr_expect_eq(r.path, large ? CODEC_PATH_FAST : CODEC_PATH_JANSSON);
@@ -687,7 +687,7 @@ Test(codec, tokens_have_exactly_L_and_S_entries)
                      "\"num_heads\": 1, \"tokens\": [\"a\", \"b\"], \"key_tokens\": [\"x\"]}";
     struct codec_request r;
     struct api_error e;
-    cr_assert_eq(codec_decode_request(&r, ok, strlen(ok), &lim, &e), 0, "%s", e.msg);
+    cr_assert_eq(codec_decode_request(&r, ok, strlen(ok), &lim, NULL, &e), 0, "%s", e.msg);
     cr_expect_str_eq(r.tokens_json, "[\"a\",\"b\"]");
     codec_request_deinit(&r);
 }
@@ -804,7 +804,7 @@ Test(codec, decoding_memory_is_within_3x_the_body, .timeout = 120)
         check_peak_reset();
         struct codec_request r;
         struct api_error e = {0};
-        int rc = codec_decode_request(&r, body, len, &lim, &e);
+        int rc = codec_decode_request(&r, body, len, &lim, NULL, &e);
         const long peak = check_peak_kib();
         const double ratio = (double)peak * 1024 / (double)len;
         int bad = 0;
@@ -838,7 +838,7 @@ Test(codec, a_placeholder_key_in_the_body_is_an_unknown_field)
         memcpy(b + pad, tail, n);
         struct codec_request r;
         struct api_error e;
-        int rc = codec_decode_request(&r, b, pad + n, &lim, &e);
+        int rc = codec_decode_request(&r, b, pad + n, &lim, NULL, &e);
         cr_expect(rc != 0 && e.code == ERR_INVALID_TENSOR && strstr(e.msg, "unknown field"),
                   "%s: %d %s", large ? "large" : "small", rc, e.msg);
         codec_request_deinit(&r);
@@ -895,7 +895,7 @@ static void *decode_twice(void *arg)
     struct api_error e;
     const float *first = NULL;
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(codec_decode_request(&r, body, o, &lim, &e), 0, "%s", e.msg);
+        cr_assert_eq(codec_decode_request(&r, body, o, &lim, NULL, &e), 0, "%s", e.msg);
         if (i == 0)
             first = r.p.query;
         else
