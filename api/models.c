@@ -8,9 +8,86 @@
 
 #include "lib/suggest.h"
 
+json_t *models_names(void)
+{
+    struct repo_snapshot s;
+    if (repo_snapshot(&s))
+        return NULL;
+    json_t *a = json_array();
+    for (size_t i = 0; i < s.n && a; i++)
+        json_array_append_new(a, json_string(s.models[i].name));
+    repo_snapshot_free(&s);
+    return a;
+}
+
+static json_t *index_row(const char *name, const char *state, const char *reason)
+{
+    return json_pack("{s:s, s:s, s:s, s:s}", "name", name, "version", REPO_VERSION, "state",
+                     state, "reason", reason);
+}
+
+json_t *models_index(int ready_only)
+{
+    struct repo_snapshot s;
+    if (repo_snapshot(&s))
+        return NULL;
+    json_t *a = json_array();
+    for (size_t i = 0; i < s.n && a; i++) {
+        const struct repo_info *m = &s.models[i];
+        if (m->builtin || (ready_only && m->state != REPO_READY))
+            continue;
+        json_array_append_new(a, index_row(m->name, repo_state_str(m->state), m->reason));
+    }
+    if (s.reserved && !ready_only && a) /* a load error, not a model */
+        json_array_append_new(a, index_row(REPO_BUILTIN, "UNAVAILABLE", s.reserved));
+    repo_snapshot_free(&s);
+    return a;
+}
+
+static json_t *count(const struct repo_count *p)
+{
+    return json_pack("{s:I, s:I}", "count", (json_int_t)p->count, "ns", (json_int_t)p->ns);
+}
+
+static json_t *model_stats(const struct repo_info *m)
+{
+    static const struct repo_count zero;
+    json_t *inf = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success",
+                            count(&m->success), "fail", count(&m->fail), "queue",
+                            count(&m->stage[REPO_QUEUE]), "compute_input",
+                            count(&m->stage[REPO_INPUT]), "compute_infer",
+                            count(&m->stage[REPO_INFER]), "compute_output",
+                            count(&m->stage[REPO_OUTPUT]), "cache_hit", count(&zero),
+                            "cache_miss", count(&zero));
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:[]}", "name", m->name, "version",
+                     REPO_VERSION, "last_inference", (json_int_t)m->last_ms, "inference_count",
+                     (json_int_t)m->inference_count, "execution_count",
+                     (json_int_t)m->execution_count, "inference_stats", inf, "batch_stats");
+}
+
+json_t *models_stats(const char *name)
+{
+    struct repo_snapshot s;
+    if (repo_snapshot(&s))
+        return NULL;
+    json_t *a = json_array();
+    int found = !name;
+    for (size_t i = 0; i < s.n && a; i++)
+        if (!name || strcmp(name, s.models[i].name) == 0) {
+            json_array_append_new(a, model_stats(&s.models[i]));
+            found = 1;
+        }
+    repo_snapshot_free(&s);
+    if (!found) {
+        json_decref(a);
+        return NULL;
+    }
+    return json_pack("{s:o}", "model_stats", a);
+}
+
 void models_unknown(char *buf, size_t n, const char *name)
 {
-    json_t *names = repo_names();
+    json_t *names = models_names();
     const size_t count = json_array_size(names);
     const char **list = count ? calloc(count, sizeof *list) : NULL;
     for (size_t i = 0; list && i < count; i++)

@@ -18,6 +18,7 @@
 #ifndef API_MODELS_H
 #define API_MODELS_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "codec/codec.h"
@@ -38,6 +39,18 @@ int models_acquire(struct repo_ref **ref, const char *name, const char *version,
  * for name, into buf (n bytes): as many names as fit (at most
  * MODELS_MAX_LISTED), then ", … (GET /v2/models lists them)". */
 void models_unknown(char *buf, size_t n, const char *name);
+
+/* The registry's snapshot (repo_snapshot) as the v2 protocol writes it.
+ * Each returns a new JSON value, or NULL when out of memory. */
+/* Names of every model, the built-in first (GET /v2/models' "models"). */
+json_t *models_names(void);
+/* The repository index (extension_model_repository): [{"name", "version",
+ * "state", "reason"}], the repository's models only (ready_only: only the
+ * ready ones), then a row for a reserved folder name not loaded. */
+json_t *models_index(int ready_only);
+/* {"model_stats": [...]} (extension_statistics) for name (NULL: every
+ * model); NULL if name is unknown. */
+json_t *models_stats(const char *name);
 
 /* The registry lent to the /attention decoder (codec.h): acquire() is
  * models_acquire() with any version, release() repo_release(); the

@@ -250,10 +250,10 @@ void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
             answer_empty(a);
         return;
     case V2_MODELS:
-        answer_json(a, 200, json_pack("{s:o}", "models", repo_names()));
+        answer_json(a, 200, json_pack("{s:o}", "models", models_names()));
         return;
     case V2_ALL_STATS:
-        answer_json(a, 200, repo_stats_json(NULL));
+        answer_json(a, 200, models_stats(NULL));
         return;
     case V2_MODEL_STATS: {
         int state;
@@ -269,7 +269,7 @@ void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
             service_v2_error(a, ERR_NOT_FOUND, msg);
             return;
         }
-        answer_json(a, 200, repo_stats_json(rt->model));
+        answer_json(a, 200, models_stats(rt->model));
         return;
     }
     case V2_MODEL_READY:
@@ -330,7 +330,7 @@ void v2_answer_repository(const struct v2_route *rt, const char *body, size_t le
             service_v2_error(a, ERR_INVALID_PARAMETER, "ready must be true or false");
             break;
         }
-        answer_json(a, 200, repo_index(json_is_true(ready)));
+        answer_json(a, 200, models_index(json_is_true(ready)));
         break;
     }
     case V2_REPO_LOAD:

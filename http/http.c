@@ -169,8 +169,6 @@ static enum MHD_Result serve_get(struct req *r, const char *url)
                                          atomic_load(&s->answer_bytes),
                                          atomic_load(&s->open)};
         char *text = metrics_write(&g, &len);
-        if (text)
-            text = repo_metrics_append(text, &len);
         if (!text)
             return send_error(r, ERR_INTERNAL, "out of memory writing metrics");
         return send_owned(r, 200, text, len, "text/plain; version=0.0.4");
