@@ -53,6 +53,7 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 # handlers, http/ the transport; main.c composes them.
 LIB_SRC    := lib/base64.c lib/jsonnum.c lib/jsonnum_format.c lib/errors.c lib/pool.c \
               lib/suggest.c
+LIB_SRC    += lib/utf8.c
 CONFIG_SRC := config/config.c config/values.c config/cpus.c
 # Server-held models: model.safetensors and config.json (model/model.h).
 MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
@@ -79,6 +80,7 @@ UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/tes
              tests/lib/test_pool.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/api/test_service.c \
              tests/core/test_numerics.c tests/http/test_inflate.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/support/golden.c tests/support/testdata.c tests/support/check.c
 UNIT_SRC  += tests/api/test_models.c
+UNIT_SRC  += tests/lib/test_utf8.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests
@@ -147,7 +149,8 @@ $(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o
 $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
-$(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o)
+$(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o) \
+                           $(BUILD)/lib/utf8.o
 	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/lib/jsonnum.o \
@@ -235,6 +238,7 @@ FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/support/codec_compare.c $(CORE_SRC) $
              $(MODEL_SRC)
 FUZZ_LIBS := $(SVC_LIBS)
 FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC)
+FUZZ_ST_SRC  += lib/utf8.c
 FUZZ_ST_LIBS := -ljansson -lm
 fuzz:
 	scripts/fuzz.sh

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/jsonnum.h"
+#include "lib/utf8.h"
 
 int scan_refuse(struct scan *sc, int code, const char *fmt, ...)
 {
@@ -187,33 +188,6 @@ json_t *scan_field_value(struct scan *sc)
 /* ---------------------------------------------------------------------- */
 /* The syntax of a whole body, without a DOM                               */
 
-/* Bytes of the UTF-8 sequence at s (n left), or 0 when it is not one
- * (overlong forms, surrogates and code points beyond U+10FFFF included). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    const unsigned c = s[0];
-    size_t k;
-    unsigned min, v;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, min = 0x80, v = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, min = 0x800, v = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, min = 0x10000, v = c & 0x07;
-    else
-        return 0;
-    if (n < k)
-        return 0;
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        v = v << 6 | (s[i] & 0x3f);
-    }
-    return v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff) ? 0 : k;
-}
-
 static int hex4(const char *s, size_t n, unsigned *v)
 {
     *v = 0;
@@ -262,7 +236,7 @@ static int check_string(const char *s, size_t len, size_t *i)
                 return *i = p, -1;
             }
         } else {
-            const size_t k = utf8_len((const unsigned char *)s + p, len - p);
+            const size_t k = utf8_seq((const unsigned char *)s + p, len - p);
             if (!k)
                 return *i = p, -1;
             p += k;

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/utf8.h"
+
 /* The reference's enum Dtype with bitsize(). */
 static const struct {
     const char *name;
@@ -37,45 +39,6 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
         vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-/* 1 when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or values
- * past U+10FFFF), as Rust's str::from_utf8 requires. */
-static int utf8_valid(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0)
-                lo = 0xA0;
-            else if (c == 0xED)
-                hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0)
-                lo = 0x90;
-            else if (c == 0xF4)
-                hi = 0x8F;
-        } else {
-            return 0;
-        }
-        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (size_t k = 2; k < len; k++)
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
-                return 0;
-        i += len;
-    }
-    return 1;
 }
 
 /* A JSON integer in [0, 2^63) into *v. */
