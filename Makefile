@@ -60,6 +60,7 @@ MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c mode
 CODEC_SRC  := codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c
+CODEC_SRC  += codec/stream.c
 API_SRC    := api/service.c api/metrics.c api/v2.c
 API_SRC    += api/models.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c
@@ -81,6 +82,7 @@ UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/tes
              tests/core/test_numerics.c tests/http/test_inflate.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/support/golden.c tests/support/testdata.c tests/support/check.c
 UNIT_SRC  += tests/api/test_models.c
 UNIT_SRC  += tests/lib/test_utf8.c
+UNIT_SRC  += tests/codec/test_stream.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests

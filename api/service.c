@@ -60,14 +60,15 @@ void service_answer_free(struct service_answer *a)
     a->free_reader = NULL;
 }
 
-static size_t stream_read(void *cls, size_t pos, char *dst, size_t max)
+/* A streamed answer's reader (codec/stream.h), for both protocols. */
+static size_t answer_read(void *cls, size_t pos, char *dst, size_t max)
 {
-    return codec_stream_read(cls, pos, dst, max);
+    return stream_read(cls, pos, dst, max);
 }
 
-static void stream_free(void *cls)
+static void answer_free(void *cls)
 {
-    codec_stream_free(cls);
+    stream_free(cls);
 }
 
 /* Encode r's results into a: a buffer, or a stream for base64 answers
@@ -77,12 +78,12 @@ static int encode(struct service_answer *a, const struct codec_request *r, float
 {
     a->status = 200;
     if (r->base64_out) {
-        struct codec_stream *st = codec_stream_new(r, *out, *w);
+        struct stream *st = codec_stream_new(r, *out, *w);
         *out = *w = NULL;
         if (!st)
             return -1;
-        a->reader = st, a->read = stream_read, a->free_reader = stream_free;
-        a->len = codec_stream_size(st);
+        a->reader = st, a->read = answer_read, a->free_reader = answer_free;
+        a->len = stream_size(st);
         return 0;
     }
     a->body = codec_encode_response(r, *out, *w, &a->len);
@@ -169,16 +170,6 @@ done:
     codec_request_deinit(&r);
 }
 
-static size_t v2_read(void *cls, size_t pos, char *dst, size_t max)
-{
-    return v2_stream_read(cls, pos, dst, max);
-}
-
-static void v2_free(void *cls)
-{
-    v2_stream_free(cls);
-}
-
 void service_infer(const struct codec_limits *lim, const char *model, const char *version,
                    const char *body, size_t len, long long header_len,
                    const struct service_times *t, void (*release)(void *), void *cls,
@@ -229,7 +220,7 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
         goto done;
     }
     /* 3. encode: the JSON now, binary data as it is sent */
-    struct v2_stream *vs = v2_stream_new(&r, repo_ref_name(ref), out, w);
+    struct stream *vs = v2_stream_new(&r, repo_ref_name(ref), out, w);
     out = w = NULL;
     d[STAGE_ENCODE] = lap(&mark);
     if (!vs) {
@@ -237,11 +228,11 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
         goto done;
     }
     a->status = 200;
-    a->reader = vs, a->read = v2_read, a->free_reader = v2_free;
-    a->len = v2_stream_size(vs);
-    if (v2_stream_is_binary(vs)) {
+    a->reader = vs, a->read = answer_read, a->free_reader = answer_free;
+    a->len = stream_size(vs);
+    if (stream_pieces(vs) > 0) { /* binary outputs */
         a->content_type = "application/octet-stream";
-        a->header_len = v2_stream_header_len(vs);
+        a->header_len = stream_text_len(vs);
         a->has_header_len = 1;
     }
     ok = 1;

@@ -54,8 +54,9 @@
  * num_kv_heads and head_dim there.
  *
  * Files: codec_request.c (the request schema and limits), codec_response.c
- * (the answer, buffered or streamed), scan.c and scan_json.c (the fast
- * decoder), tensor.c (tensors), base64.c. */
+ * (the answer, buffered or streamed through stream.c, the stream v2 sends
+ * too), scan.c and scan_json.c (the fast decoder), tensor.c (tensors),
+ * base64.c. */
 #ifndef SERVER_CODEC_H
 #define SERVER_CODEC_H
 
@@ -63,6 +64,7 @@
 
 #include "core/attention.h"
 #include "lib/errors.h"
+#include "codec/stream.h"
 #include "codec/tensor.h"
 
 /* Bodies above this many bytes get their errors from the fast decoder. */
@@ -131,19 +133,12 @@ char *codec_encode_response(const struct codec_request *r, const float *out,
                             const float *weights, size_t *len);
 
 /* The same 200 body for a request with output_encoding "base64", produced
- * piece by piece as it is sent, so the big payloads are never encoded into
- * one buffer: the JSON text is written now, the base64 when read.
- * Takes ownership of out and weights (malloc'd; freed by codec_stream_free,
- * also on failure). Returns NULL when out of memory. */
-struct codec_stream;
-struct codec_stream *codec_stream_new(const struct codec_request *r, float *out,
-                                      float *weights);
-/* Bytes in the whole body. */
-size_t codec_stream_size(const struct codec_stream *st);
-/* Copy up to max bytes of the body from offset pos into dst; returns how
- * many (0 at the end). Any pos and max work; reads do not change st. */
-size_t codec_stream_read(const struct codec_stream *st, size_t pos, char *dst, size_t max);
-void codec_stream_free(struct codec_stream *st);
+ * piece by piece as it is sent (codec/stream.h, the stream both protocols
+ * use), so the big payloads are never encoded into one buffer: the JSON
+ * text is written now, the base64 when read. Takes ownership of out and
+ * weights (malloc'd; freed by stream_free, also on failure). Returns NULL
+ * when out of memory. */
+struct stream *codec_stream_new(const struct codec_request *r, float *out, float *weights);
 
 /* The reduced weights (codec_reduce.c, shared with v2). */
 

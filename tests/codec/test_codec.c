@@ -514,26 +514,26 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
         memcpy(out2, out, olen * 4);
         if (wlen)
             memcpy(w2, w, wlen * 4);
-        struct codec_stream *s = codec_stream_new(&r, out2, w2); /* takes out2, w2 */
+        struct stream *s = codec_stream_new(&r, out2, w2); /* takes out2, w2 */
         cr_assert_not_null(s);
-        cr_assert_eq(codec_stream_size(s), len, "body %zu: size %zu, want %zu", i,
-                     codec_stream_size(s), len);
+        cr_assert_eq(stream_size(s), len, "body %zu: size %zu, want %zu", i,
+                     stream_size(s), len);
         for (int trial = 0; trial < 20; trial++) {
             char *got = malloc(len + 8);
             size_t pos = 0;
             while (pos < len) {
                 size_t max = 1 + (size_t)((check_randf(&st) + 1) * (trial < 10 ? 3.5 : 40));
-                size_t k = codec_stream_read(s, pos, got + pos, max);
+                size_t k = stream_read(s, pos, got + pos, max);
                 cr_assert_gt(k, 0, "stalled at %zu of %zu", pos, len);
                 cr_assert_leq(k, max);
                 pos += k;
             }
-            cr_assert_eq(codec_stream_read(s, len, got + len, 8), 0, "bytes past the end");
+            cr_assert_eq(stream_read(s, len, got + len, 8), 0, "bytes past the end");
             cr_assert(memcmp(got, whole, len) == 0, "body %zu trial %d: %.*s\nwant %s", i,
                       trial, (int)len, got, whole);
             free(got);
         }
-        codec_stream_free(s);
+        stream_free(s);
         free(whole), free(out), free(w);
         codec_request_deinit(&r);
     }
