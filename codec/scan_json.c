@@ -362,3 +362,88 @@ int scan_json_check(const char *s, size_t len, struct api_error *err)
     struct scan sc = {s, len, 0, 0, 1, NULL, NULL, err, 0};
     return scan_bad_json(&sc, i, what);
 }
+
+/* ---------------------------------------------------------------------- */
+/* jansson over the body with the values the fast reader took blanked      */
+
+int scan_blank(struct scan_blanks *b, size_t start, size_t end, int array)
+{
+    if (b->n == b->cap) {
+        const size_t cap = b->cap ? 2 * b->cap : 16;
+        struct scan_blank *r = realloc(b->r, cap * sizeof *r);
+        if (!r)
+            return -1;
+        b->r = r, b->cap = cap;
+    }
+    b->r[b->n++] = (struct scan_blank){start, end, array};
+    return 0;
+}
+
+struct feed {
+    const struct scan_blanks *b;
+    const char *s;
+    size_t len, pos, r; /* r: the first range not wholly before pos */
+};
+
+/* The bytes from pos: the body's, or the stand-in and spaces within a range. */
+static size_t feed_get(void *buf, size_t max, void *data)
+{
+    struct feed *d = data;
+    char *out = buf;
+    size_t n = 0;
+    while (n < max && d->pos < d->len) {
+        while (d->r < d->b->n && d->b->r[d->r].end <= d->pos)
+            d->r++;
+        const struct scan_blank *g = d->r < d->b->n ? &d->b->r[d->r] : NULL;
+        if (g && d->pos >= g->start) { /* within a range */
+            size_t k = g->end - d->pos < max - n ? g->end - d->pos : max - n;
+            memset(out + n, ' ', k);
+            for (size_t i = 0; i < k; i++) { /* the stand-in's bytes, where they fall */
+                const size_t at = d->pos + i - g->start;
+                if (at == 0)
+                    out[n + i] = g->array ? '[' : '0';
+                else if (at == 1 && g->array)
+                    out[n + i] = ']';
+                else
+                    break;
+            }
+            n += k, d->pos += k;
+        } else {
+            const size_t stop = g ? g->start : d->len;
+            size_t k = stop - d->pos < max - n ? stop - d->pos : max - n;
+            memcpy(out + n, d->s + d->pos, k);
+            n += k, d->pos += k;
+        }
+    }
+    return n;
+}
+
+json_t *scan_load_blanked(const struct scan_blanks *b, const char *s, size_t n,
+                          json_error_t *je, int *nomem)
+{
+    struct feed d = {b, s, n, 0, 0};
+    *nomem = 0;
+    json_t *root = b->n ? json_load_callback(feed_get, &d, JSON_REJECT_DUPLICATES, je)
+                        : json_loadb(s, n, JSON_REJECT_DUPLICATES, je);
+    if (root || json_error_code(je) != json_error_numeric_overflow)
+        return root;
+    /* a number jansson cannot hold (outside the ranges): a copy with its
+     * stand-in, as POST /attention's reference reads it (jsonnum_standin) */
+    char *copy = malloc(n + 1);
+    if (!copy)
+        return *nomem = 1, NULL;
+    d.pos = d.r = 0;
+    feed_get(copy, n, &d);
+    copy[n] = '\0';
+    jsonnum_standin(copy, n);
+    root = json_loadb(copy, n, JSON_REJECT_DUPLICATES, je);
+    free(copy);
+    return root;
+}
+
+void scan_blanks_free(struct scan_blanks *b)
+{
+    free(b->r);
+    b->r = NULL;
+    b->n = b->cap = 0;
+}

@@ -1,5 +1,6 @@
-/* scan_json.h -- the fast decoder's lexical layer, shared by scan.c (the
- * request) and scan_json.c (this layer); internal to those two.
+/* scan_json.h -- the fast decoders' lexical layer, shared by scan.c (the
+ * /attention request), v2_scan.c (the v2 request) and scan_json.c (this
+ * layer); internal to the codec.
  *
  * A cursor over the body (struct scan, which also carries the request's
  * mode and its tensor slots), whitespace, keys, skipping a value or reading
@@ -71,5 +72,28 @@ json_t *scan_extent_value(struct scan *sc);
 
 /* A field that is not a tensor (num_heads, scale, ...). */
 json_t *scan_field_value(struct scan *sc);
+
+/* jansson over a body some of whose values the fast reader took itself:
+ * the one way both fast decoders get their DOM. Each blanked range (a
+ * whole value, in body order) reads as a stand-in, "0" (or "[]") padded
+ * with spaces, so every other byte keeps its offset (and jansson its
+ * error lines and columns) and the DOM holds one small node where the
+ * value was. */
+struct scan_blank {
+    size_t start, end;
+    int array; /* the stand-in is "[]" (the value is an array or an object), else "0" */
+};
+struct scan_blanks {
+    struct scan_blank *r;
+    size_t n, cap;
+};
+/* Add [start, end) after the ranges added before. 0, or -1 out of memory. */
+int scan_blank(struct scan_blanks *b, size_t start, size_t end, int array);
+/* s (n bytes) with b's ranges blanked, through jansson (JSON_REJECT_DUPLICATES;
+ * a number it cannot hold: again with its stand-in, jsonnum_standin). NULL
+ * with je filled, or with *nomem set. */
+json_t *scan_load_blanked(const struct scan_blanks *b, const char *s, size_t n,
+                          json_error_t *je, int *nomem);
+void scan_blanks_free(struct scan_blanks *b);
 
 #endif

@@ -410,9 +410,9 @@ int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long lon
     json_decref(root);
     /* a large body's arrays jansson did not read: invalid JSON anywhere in
      * them comes first, as it does for the reference */
-    if (rc && f.n_range && errors && err->code != ERR_INVALID_JSON)
+    if (rc && f.blanks.n && errors && err->code != ERR_INVALID_JSON)
         scan_json_check(body, jlen, err);
-    if (f.n_range)
+    if (f.blanks.n)
         r->c.path = CODEC_PATH_FAST;
     v2_fast_free(&f);
     return rc && header_len < 0 ? missing_header(body, len, err) : rc;
