@@ -83,6 +83,7 @@ UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/tes
 UNIT_SRC  += tests/api/test_models.c
 UNIT_SRC  += tests/lib/test_utf8.c
 UNIT_SRC  += tests/codec/test_stream.c
+UNIT_SRC  += tests/codec/test_scan_blank.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests

@@ -359,7 +359,7 @@ int scan_json_check(const char *s, size_t len, struct api_error *err)
             break;
         }
     }
-    struct scan sc = {s, len, 0, 0, 1, NULL, NULL, err, 0};
+    struct scan sc = {s, len, 0, 0, 1, NULL, NULL, err, 0, NULL};
     return scan_bad_json(&sc, i, what);
 }
 
@@ -383,9 +383,11 @@ struct feed {
     const struct scan_blanks *b;
     const char *s;
     size_t len, pos, r; /* r: the first range not wholly before pos */
+    int compact;
 };
 
-/* The bytes from pos: the body's, or the stand-in and spaces within a range. */
+/* The bytes from pos: the body's, or within a range its stand-in, then
+ * spaces to its end (compact: nothing). */
 static size_t feed_get(void *buf, size_t max, void *data)
 {
     struct feed *d = data;
@@ -396,18 +398,18 @@ static size_t feed_get(void *buf, size_t max, void *data)
             d->r++;
         const struct scan_blank *g = d->r < d->b->n ? &d->b->r[d->r] : NULL;
         if (g && d->pos >= g->start) { /* within a range */
-            size_t k = g->end - d->pos < max - n ? g->end - d->pos : max - n;
-            memset(out + n, ' ', k);
-            for (size_t i = 0; i < k; i++) { /* the stand-in's bytes, where they fall */
-                const size_t at = d->pos + i - g->start;
-                if (at == 0)
-                    out[n + i] = g->array ? '[' : '0';
-                else if (at == 1 && g->array)
-                    out[n + i] = ']';
-                else
-                    break;
+            const char *stand = g->array ? "[]" : "0";
+            const size_t at = d->pos - g->start, sl = g->array ? 2 : 1;
+            if (at < sl) { /* the stand-in, a byte at a time (it is short) */
+                out[n++] = stand[at];
+                d->pos++;
+            } else if (d->compact) {
+                d->pos = g->end;
+            } else {
+                const size_t k = g->end - d->pos < max - n ? g->end - d->pos : max - n;
+                memset(out + n, ' ', k);
+                n += k, d->pos += k;
             }
-            n += k, d->pos += k;
         } else {
             const size_t stop = g ? g->start : d->len;
             size_t k = stop - d->pos < max - n ? stop - d->pos : max - n;
@@ -418,14 +420,14 @@ static size_t feed_get(void *buf, size_t max, void *data)
     return n;
 }
 
-json_t *scan_load_blanked(const struct scan_blanks *b, const char *s, size_t n,
-                          json_error_t *je, int *nomem)
+json_t *scan_load_blanked(const struct scan_blanks *b, const char *s, size_t n, int compact,
+                          int standin, json_error_t *je, int *nomem)
 {
-    struct feed d = {b, s, n, 0, 0};
+    struct feed d = {b, s, n, 0, 0, compact};
     *nomem = 0;
     json_t *root = b->n ? json_load_callback(feed_get, &d, JSON_REJECT_DUPLICATES, je)
                         : json_loadb(s, n, JSON_REJECT_DUPLICATES, je);
-    if (root || json_error_code(je) != json_error_numeric_overflow)
+    if (root || !standin || json_error_code(je) != json_error_numeric_overflow)
         return root;
     /* a number jansson cannot hold (outside the ranges): a copy with its
      * stand-in, as POST /attention's reference reads it (jsonnum_standin) */
@@ -433,10 +435,10 @@ json_t *scan_load_blanked(const struct scan_blanks *b, const char *s, size_t n,
     if (!copy)
         return *nomem = 1, NULL;
     d.pos = d.r = 0;
-    feed_get(copy, n, &d);
-    copy[n] = '\0';
-    jsonnum_standin(copy, n);
-    root = json_loadb(copy, n, JSON_REJECT_DUPLICATES, je);
+    const size_t m = feed_get(copy, n, &d);
+    copy[m] = '\0';
+    jsonnum_standin(copy, m);
+    root = json_loadb(copy, m, JSON_REJECT_DUPLICATES, je);
     free(copy);
     return root;
 }

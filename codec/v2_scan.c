@@ -4,9 +4,10 @@
  *
  * A walk over the JSON part finds root.inputs[i].data. Each one that is a
  * clean numeric (or boolean) array is read here, and jansson then loads
- * the body with that array's bytes replaced by "0" and spaces, so every
- * other byte keeps its offset (and jansson its error columns) and the DOM
- * holds one node where the array held one a number. The schema
+ * the body with that array's bytes replaced by "0" and spaces (scan_json.h:
+ * the blanked load of both fast decoders), so every other byte keeps its
+ * offset (and jansson its error columns, which v2's message quotes) and
+ * the DOM holds one node where the array held one a number. The schema
  * (v2_codec.c) takes input i's tensor from slot i instead of the
  * placeholder. An array the parser stops in is left to jansson, which
  * says what is wrong; only in a large body (errors) is one of more than
@@ -251,7 +252,7 @@ int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
                  struct tensor_arena *a, struct api_error *err)
 {
     memset(f, 0, sizeof *f);
-    struct scan sc = {s, len, 0, lim->max_tensor_elements, errors, NULL, a, err, 0};
+    struct scan sc = {s, len, 0, lim->max_tensor_elements, errors, NULL, a, err, 0, NULL};
     if (expect(&sc, '{') || peek(&sc) == '}')
         return 0;
     for (;;) {
@@ -277,7 +278,7 @@ int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
 
 size_t v2_json_end(const char *s, size_t len)
 {
-    struct scan sc = {s, len, 0, 0, 0, NULL, NULL, NULL, 0};
+    struct scan sc = {s, len, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     if (peek(&sc) != '{' || scan_skip_value(&sc))
         return 0;
     const size_t end = sc.pos;
@@ -288,7 +289,7 @@ size_t v2_json_end(const char *s, size_t len)
 json_t *v2_fast_load(const struct v2_fast *f, const char *s, size_t n, json_error_t *je,
                      int *nomem)
 {
-    return scan_load_blanked(&f->blanks, s, n, je, nomem);
+    return scan_load_blanked(&f->blanks, s, n, 0, 1, je, nomem);
 }
 
 void v2_fast_free(struct v2_fast *f)
