@@ -169,10 +169,10 @@ json_t *scan_extent_value(struct scan *sc)
     return v;
 }
 
-/* A field that is not a tensor (num_heads, scale, ...). On a large body an
- * array or object of more than SCAN_SMALL bytes is none of these fields'
- * types: an empty array stands in for it, and the schema names the field
- * and its type, without a DOM of the value. */
+/* A small value inside a tensor object (shape, dtype). On a large body an
+ * array or object of more than SCAN_SMALL bytes is neither: an empty array
+ * stands in for it, and the tensor's check names the field and its type,
+ * without a DOM of the value. */
 json_t *scan_field_value(struct scan *sc)
 {
     const int c = peek(sc);

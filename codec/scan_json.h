@@ -96,7 +96,8 @@ int scan_skip_value(struct scan *sc);
 /* One value through jansson, from its own extent in the body. */
 json_t *scan_extent_value(struct scan *sc);
 
-/* A field that is not a tensor (num_heads, scale, ...). */
+/* A small value inside a tensor object (its shape, its dtype); on a large
+ * body an array or object of more than SCAN_SMALL bytes reads as []. */
 json_t *scan_field_value(struct scan *sc);
 
 #endif
