@@ -44,7 +44,7 @@ json_t *models_index(int ready_only)
     return a;
 }
 
-static json_t *count(const struct repo_count *p)
+static json_t *stat_count(const struct repo_count *p)
 {
     return json_pack("{s:I, s:I}", "count", (json_int_t)p->count, "ns", (json_int_t)p->ns);
 }
@@ -53,12 +53,12 @@ static json_t *model_stats(const struct repo_info *m)
 {
     static const struct repo_count zero;
     json_t *inf = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success",
-                            count(&m->success), "fail", count(&m->fail), "queue",
-                            count(&m->stage[REPO_QUEUE]), "compute_input",
-                            count(&m->stage[REPO_INPUT]), "compute_infer",
-                            count(&m->stage[REPO_INFER]), "compute_output",
-                            count(&m->stage[REPO_OUTPUT]), "cache_hit", count(&zero),
-                            "cache_miss", count(&zero));
+                            stat_count(&m->success), "fail", stat_count(&m->fail), "queue",
+                            stat_count(&m->stage[REPO_QUEUE]), "compute_input",
+                            stat_count(&m->stage[REPO_INPUT]), "compute_infer",
+                            stat_count(&m->stage[REPO_INFER]), "compute_output",
+                            stat_count(&m->stage[REPO_OUTPUT]), "cache_hit", stat_count(&zero),
+                            "cache_miss", stat_count(&zero));
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:[]}", "name", m->name, "version",
                      REPO_VERSION, "last_inference", (json_int_t)m->last_ms, "inference_count",
                      (json_int_t)m->inference_count, "execution_count",

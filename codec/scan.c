@@ -12,7 +12,7 @@
 #include "codec/scan_json.h"
 #include "lib/suggest.h"
 
-const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
+const struct tensor *scan_tensor_of(const struct scan_tensors *st, const json_t *v,
                                     const struct api_error **err)
 {
     for (int i = 0; st && v && i < st->n; i++)
@@ -292,19 +292,6 @@ static int read_tensor(struct scan *sc, struct tensor *t, enum tensor_kind kind,
     return 1;
 }
 
-/* A value left for jansson: in a large body checked alone first (its
- * refusal, in body order, is the answer, the value's own as today's
- * reference would give it); in a small one only skipped (jansson over the
- * whole body says what is wrong, or the reference does). 0 or -1. */
-static int checked_value(struct scan *sc)
-{
-    if (!sc->errors)
-        return scan_skip_value(sc) ? -1 : 0;
-    json_t *v = scan_extent_value(sc);
-    json_decref(v);
-    return v ? 0 : -1;
-}
-
 /* A field that is not a tensor (num_heads, scale, ...). On a large body an
  * array or object of more than SCAN_SMALL bytes is none of these fields'
  * types: it is blanked to an empty array, and the schema names the field
@@ -318,7 +305,7 @@ static int field_value(struct scan *sc)
             return scan_blank(sc->blanks, start, sc->pos, 1) ? -1 : 0;
         sc->pos = start;
     }
-    return checked_value(sc);
+    return scan_checked_value(sc);
 }
 
 /* The tensor just read into the next slot, its value [start, pos): blanked
@@ -367,7 +354,7 @@ static int tensor_value(struct scan *sc, enum tensor_kind kind, const char *name
         return -1; /* not JSON: sc->err holds the answer */
     sc->refused = 0;
     sc->pos = start;
-    return checked_value(sc);
+    return scan_checked_value(sc);
 }
 
 /* "tokens" or "key_tokens": counted first, without a DOM; more than max
@@ -423,18 +410,7 @@ static int tokens_value(struct scan *sc, const char *key, int max, const char *w
         return -1;
     }
     sc->pos = start;
-    return checked_value(sc);
-}
-
-/* Whether key is among seen (n of them); if not, it is added (room: cap). */
-static int seen_before(char (*seen)[32], size_t *n, size_t cap, const char *key)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp(seen[i], key) == 0)
-            return 1;
-    if (*n < cap)
-        snprintf(seen[(*n)++], sizeof seen[0], "%s", key);
-    return 0;
+    return scan_checked_value(sc);
 }
 
 /* "weights": an object of tensors. 0 or -1. */
@@ -461,7 +437,7 @@ static int weights_value(struct scan *sc)
                 sc->refused = 1, scan_unknown_field(sc->err, 1, k);
             return -1;
         }
-        if (seen_before(seen, &n_seen, SCAN_MAX_TENSORS, k)) {
+        if (scan_seen_before(seen, &n_seen, SCAN_MAX_TENSORS, k)) {
             if (sc->errors)
                 scan_bad_json(sc, at, "duplicate object key");
             return -1;
@@ -555,7 +531,7 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
             }
             if (n_seen == sizeof seen / sizeof seen[0])
                 goto defer; /* cannot be: more fields than there are */
-            if (seen_before(seen, &n_seen, sizeof seen / sizeof seen[0], key)) {
+            if (scan_seen_before(seen, &n_seen, sizeof seen / sizeof seen[0], key)) {
                 if (errors)
                     scan_bad_json(&sc, at, "duplicate object key");
                 goto defer;

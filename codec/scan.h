@@ -66,7 +66,7 @@ int scan_request(json_t **root, const char *body, size_t len, const struct codec
 /* The tensor v stands for, when v is one of st's placeholders (the "0" a
  * tensor read became in the DOM, known by its address); else NULL.
  * *err: the fast reader's refusal of it (a large body), or NULL. */
-const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
+const struct tensor *scan_tensor_of(const struct scan_tensors *st, const json_t *v,
                                     const struct api_error **err);
 
 /* Is body one JSON text, as jansson reads it (duplicate keys aside)? 0, or

@@ -363,6 +363,25 @@ int scan_json_check(const char *s, size_t len, struct api_error *err)
     return scan_bad_json(&sc, i, what);
 }
 
+int scan_checked_value(struct scan *sc)
+{
+    if (!sc->errors)
+        return scan_skip_value(sc) ? -1 : 0;
+    json_t *v = scan_extent_value(sc);
+    json_decref(v);
+    return v ? 0 : -1;
+}
+
+int scan_seen_before(char (*seen)[32], size_t *n, size_t cap, const char *key)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(seen[i], key) == 0)
+            return 1;
+    if (*n < cap)
+        snprintf(seen[(*n)++], sizeof seen[0], "%s", key);
+    return 0;
+}
+
 /* ---------------------------------------------------------------------- */
 /* jansson over the body with the values the fast reader took blanked      */
 

@@ -96,6 +96,15 @@ int scan_skip_value(struct scan *sc);
 /* One value through jansson, from its own extent in the body. */
 json_t *scan_extent_value(struct scan *sc);
 
+/* A value left for the blanked load: on a large body checked alone first
+ * (its refusal, in body order, is the answer, in the words jansson gives
+ * the value alone); on a small one only skipped (the load, or the
+ * reference, says what is wrong). 0 or -1. */
+int scan_checked_value(struct scan *sc);
+
+/* Whether key is among seen (*n of them); if not, it is added (room: cap). */
+int scan_seen_before(char (*seen)[32], size_t *n, size_t cap, const char *key);
+
 /* A small value inside a tensor object (its shape, its dtype); on a large
  * body an array or object of more than SCAN_SMALL bytes reads as []. */
 json_t *scan_field_value(struct scan *sc);
