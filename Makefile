@@ -54,13 +54,14 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 # handlers, http/ the transport; main.c composes them.
 LIB_SRC    := lib/base64.c lib/jsonnum.c lib/jsonnum_format.c lib/errors.c lib/pool.c \
               lib/suggest.c
+LIB_SRC    += lib/utf8.c
 CONFIG_SRC := config/config.c config/values.c config/cpus.c
 # Server-held models: model.safetensors and config.json (model/model.h).
 MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
 CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
-              codec/v2_response.c codec/options.c
-API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c
+              codec/v2_response.c codec/options.c codec/stream.c
+API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
 SVC_SRC    := $(LIB_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
@@ -79,7 +80,8 @@ UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_cpus.c \
              tests/lib/test_pool.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/api/test_service.c \
              tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
-             tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c
+             tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c \
+             tests/api/test_models.c tests/lib/test_utf8.c tests/codec/test_stream.c tests/codec/test_scan_blank.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests
@@ -151,7 +153,7 @@ $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
 $(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o) \
-                          $(BUILD)/codec/options.o
+                          $(BUILD)/codec/options.o $(BUILD)/lib/utf8.o
 	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/lib/jsonnum.o \
@@ -238,7 +240,7 @@ bench:
 FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/support/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) \
              $(MODEL_SRC)
 FUZZ_LIBS := $(SVC_LIBS)
-FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC) codec/options.c
+FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC) codec/options.c lib/utf8.c
 FUZZ_ST_LIBS := -ljansson -lm
 fuzz:
 	scripts/fuzz.sh

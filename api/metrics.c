@@ -1,5 +1,7 @@
 #include "api/metrics.h"
 
+#include "model/repo.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +102,39 @@ static void write_histogram(FILE *f, const char *name, const char *label,
     }
 }
 
+/* The registry's per-model counters (one snapshot). 0, or -1 when out of memory. */
+static int write_models(FILE *f)
+{
+    static const char *const stages[REPO_STAGES] = {"queue", "compute_input", "compute_infer",
+                                                    "compute_output"};
+    struct repo_snapshot s;
+    if (repo_snapshot(&s))
+        return -1;
+    fprintf(f, "# HELP attention_model_requests_total Inference requests per model "
+               "(POST /attention with \"model\", and /v2 infer), by result.\n"
+               "# TYPE attention_model_requests_total counter\n");
+    for (size_t i = 0; i < s.n; i++) {
+        fprintf(f, "attention_model_requests_total{model=\"%s\",result=\"success\"} %llu\n",
+                s.models[i].name, s.models[i].success.count);
+        fprintf(f, "attention_model_requests_total{model=\"%s\",result=\"fail\"} %llu\n",
+                s.models[i].name, s.models[i].fail.count);
+    }
+    fprintf(f, "# HELP attention_model_stage_seconds_total Time per model and stage of "
+               "its successful requests.\n"
+               "# TYPE attention_model_stage_seconds_total counter\n");
+    for (size_t i = 0; i < s.n; i++)
+        for (int st = 0; st < REPO_STAGES; st++)
+            fprintf(f, "attention_model_stage_seconds_total{model=\"%s\",stage=\"%s\"} %.9f\n",
+                    s.models[i].name, stages[st], (double)s.models[i].stage[st].ns * 1e-9);
+    fprintf(f, "# HELP attention_model_ready Whether a model is ready (1) or not (0).\n"
+               "# TYPE attention_model_ready gauge\n");
+    for (size_t i = 0; i < s.n; i++)
+        fprintf(f, "attention_model_ready{model=\"%s\"} %d\n", s.models[i].name,
+                s.models[i].state == REPO_READY);
+    repo_snapshot_free(&s);
+    return 0;
+}
+
 char *metrics_write(const struct metrics_gauges *g, size_t *len)
 {
     char *text = NULL;
@@ -149,7 +184,8 @@ char *metrics_write(const struct metrics_gauges *g, size_t *len)
                "# TYPE attention_connections_open gauge\nattention_connections_open %d\n",
             g->queue_depth, g->busy_workers, g->workers, g->draining, g->inflight_bytes,
             g->answer_bytes, g->connections_open);
-    if (fclose(f) != 0) {
+    const int models = write_models(f);
+    if (fclose(f) != 0 || models) {
         free(text);
         return NULL;
     }

@@ -41,7 +41,8 @@ struct metrics_gauges {
     int connections_open;     /* TCP connections accepted and not yet closed */
 };
 
-/* Write everything, plus the given gauges, as a malloc'd text (caller frees). */
+/* Write everything, plus the given gauges and the registry's per-model
+ * counters (model/repo.h), as a malloc'd text (caller frees). */
 char *metrics_write(const struct metrics_gauges *g, size_t *len);
 
 #endif

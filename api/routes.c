@@ -110,8 +110,6 @@ static void metrics(const struct route_request *rq, struct route_response *out)
                                      rq->state.inflight_bytes, rq->state.answer_bytes,
                                      rq->state.connections_open};
     char *text = metrics_write(&g, &len);
-    if (text)
-        text = repo_metrics_append(text, &len);
     if (!text) {
         route_fail(rq, out, ERR_INTERNAL, "out of memory writing metrics");
         return;

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/models.h"
 #include "model/repo.h"
 #include "api/metrics.h"
-#include "lib/suggest.h"
 #include "codec/v2.h"
 
 double service_now(void)
@@ -48,14 +48,15 @@ void service_v2_error(struct route_response *a, int code, const char *msg)
         a->len = 0; /* the sender answers 500 with an empty body */
 }
 
-static size_t stream_read(void *cls, size_t pos, char *dst, size_t max)
+/* A streamed answer's reader (codec/stream.h), for both protocols. */
+static size_t answer_read(void *cls, size_t pos, char *dst, size_t max)
 {
-    return codec_stream_read(cls, pos, dst, max);
+    return stream_read(cls, pos, dst, max);
 }
 
-static void stream_free(void *cls)
+static void answer_free(void *cls)
 {
-    codec_stream_free(cls);
+    stream_free(cls);
 }
 
 /* Encode r's results into a: a buffer, or a stream for base64 answers
@@ -65,12 +66,12 @@ static int encode(struct route_response *a, const struct codec_request *r, float
 {
     a->status = 200;
     if (r->base64_out) {
-        struct codec_stream *st = codec_stream_new(r, *out, *w);
+        struct stream *st = codec_stream_new(r, *out, *w);
         *out = *w = NULL;
         if (!st)
             return -1;
-        a->reader = st, a->read = stream_read, a->free_reader = stream_free;
-        a->len = codec_stream_size(st);
+        a->reader = st, a->read = answer_read, a->free_reader = answer_free;
+        a->len = stream_size(st);
         return 0;
     }
     a->body = codec_encode_response(r, *out, *w, &a->len);
@@ -122,7 +123,7 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
     int ok = 0;
 
     /* 1. decode: validates everything, att_check() included, once */
-    const int rc = codec_decode_request(&r, body, len, lim, &e);
+    const int rc = codec_decode_request(&r, body, len, lim, &models_codec, &e);
     if (release)
         release(cls); /* the request holds its own copies now */
     d[STAGE_DECODE] = lap(&mark);
@@ -153,20 +154,10 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
     }
     ok = 1;
 done:
-    finish(a, d, ok, r.model ? repo_ref_name(r.model) : NULL, r.p.N);
+    finish(a, d, ok, r.model_ref ? repo_ref_name(r.model_ref) : NULL, r.p.N);
     free(out);
     free(w);
     codec_request_deinit(&r);
-}
-
-static size_t v2_read(void *cls, size_t pos, char *dst, size_t max)
-{
-    return v2_stream_read(cls, pos, dst, max);
-}
-
-static void v2_free(void *cls)
-{
-    v2_stream_free(cls);
 }
 
 void service_infer(const struct codec_limits *lim, const char *model, const char *version,
@@ -187,11 +178,11 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
     /* 0. the model, held until the answer is made */
     struct repo_ref *ref = NULL;
     char why[sizeof e.msg];
-    const int got = suggest_acquire(&ref, model, version, why, sizeof why);
-    if (got != REPO_OK) {
+    int code;
+    if (models_acquire(&ref, model, version, &code, why, sizeof why)) {
         if (release)
             release(cls);
-        service_v2_error(a, got == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, why);
+        service_v2_error(a, code, why);
         goto done;
     }
     counted = 1;
@@ -219,7 +210,7 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
         goto done;
     }
     /* 3. encode: the JSON now, binary data as it is sent */
-    struct v2_stream *vs = v2_stream_new(&r, repo_ref_name(ref), out, w);
+    struct stream *vs = v2_stream_new(&r, repo_ref_name(ref), out, w);
     out = w = NULL;
     d[STAGE_ENCODE] = lap(&mark);
     if (!vs) {
@@ -227,12 +218,12 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
         goto done;
     }
     a->status = 200;
-    a->reader = vs, a->read = v2_read, a->free_reader = v2_free;
-    a->len = v2_stream_size(vs);
-    if (v2_stream_is_binary(vs)) {
+    a->reader = vs, a->read = answer_read, a->free_reader = answer_free;
+    a->len = stream_size(vs);
+    if (stream_pieces(vs) > 0) { /* binary outputs */
         a->content_type = "application/octet-stream";
         char hl[24];
-        snprintf(hl, sizeof hl, "%zu", v2_stream_header_len(vs));
+        snprintf(hl, sizeof hl, "%zu", stream_text_len(vs));
         route_header_set(a, "Inference-Header-Content-Length", hl);
     }
     ok = 1;

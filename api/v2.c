@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/models.h"
 #include "codec/options.h"
 #include "codec/v2.h"
 #include "model/repo.h"
-#include "lib/suggest.h"
 
 #define SERVER_NAME "attention-service"
 /* openapi.yaml's info.version, the one place the number is written (the
@@ -130,10 +130,10 @@ static struct repo_ref *held(const struct v2_route *rt, struct route_response *a
 {
     struct repo_ref *ref = NULL;
     char why[600];
-    const int rc = suggest_acquire(&ref, rt->model, rt->version[0] ? rt->version : NULL, why,
-                                   sizeof why);
-    if (rc != REPO_OK)
-        service_v2_error(a, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, why);
+    int code;
+    if (models_acquire(&ref, rt->model, rt->version[0] ? rt->version : NULL, &code, why,
+                       sizeof why))
+        service_v2_error(a, code, why);
     return ref;
 }
 
@@ -163,10 +163,10 @@ void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
             answer_empty(a);
         return;
     case V2_MODELS:
-        answer_json(a, 200, json_pack("{s:o}", "models", repo_names()));
+        answer_json(a, 200, json_pack("{s:o}", "models", models_names()));
         return;
     case V2_ALL_STATS:
-        answer_json(a, 200, repo_stats_json(NULL));
+        answer_json(a, 200, models_stats(NULL));
         return;
     case V2_MODEL_STATS: {
         int state;
@@ -175,14 +175,14 @@ void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
         if (!known || (rt->version[0] && strcmp(rt->version, REPO_VERSION))) {
             char msg[600];
             if (!known)
-                suggest_unknown_model(msg, sizeof msg, rt->model);
+                models_unknown(msg, sizeof msg, rt->model);
             else
                 snprintf(msg, sizeof msg, "unknown model '%.128s' version %.32s", rt->model,
                          rt->version);
             service_v2_error(a, ERR_NOT_FOUND, msg);
             return;
         }
-        answer_json(a, 200, repo_stats_json(rt->model));
+        answer_json(a, 200, models_stats(rt->model));
         return;
     }
     case V2_MODEL_READY:
@@ -243,7 +243,7 @@ void v2_answer_repository(const struct v2_route *rt, const char *body, size_t le
             service_v2_error(a, ERR_INVALID_PARAMETER, "ready must be true or false");
             break;
         }
-        answer_json(a, 200, repo_index(json_is_true(ready)));
+        answer_json(a, 200, models_index(json_is_true(ready)));
         break;
     }
     case V2_REPO_LOAD:
@@ -262,7 +262,7 @@ void v2_answer_repository(const struct v2_route *rt, const char *body, size_t le
     case V2_REPO_UNLOAD:
         rc = repo_unload(rt->model, why, sizeof why);
         if (rc == REPO_ENOTFOUND)
-            suggest_unknown_model(why, sizeof why, rt->model);
+            models_unknown(why, sizeof why, rt->model);
         if (rc == REPO_OK)
             answer_empty(a);
         else

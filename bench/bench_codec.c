@@ -143,7 +143,7 @@ int main(int argc, char **argv)
         struct api_error err;
         for (int r = 0; r < REPS; r++) {
             double t0 = now_ms();
-            if (codec_decode_request(&req, texts[f].s, texts[f].len, &lim, &err) != 0) {
+            if (codec_decode_request(&req, texts[f].s, texts[f].len, &lim, NULL, &err) != 0) {
                 fprintf(stderr, "bench_codec: %s\n", err.msg);
                 return 1;
             }
@@ -151,7 +151,7 @@ int main(int argc, char **argv)
             codec_request_deinit(&req);
         }
         peak_bytes = cur_bytes = 0;
-        codec_decode_request(&req, texts[f].s, texts[f].len, &lim, &err);
+        codec_decode_request(&req, texts[f].s, texts[f].len, &lim, NULL, &err);
         for (size_t i = 0; i < (size_t)ROWS * COLS; i++)
             if (req.p.query[i] != x[i]) {
                 fprintf(stderr, "bench_codec: decoded value %zu differs\n", i);
@@ -196,7 +196,7 @@ int main(int argc, char **argv)
         const char *b = f ? "{\"query\":[[1]],\"num_heads\":1,\"output_encoding\":\"base64\","
                             "\"need_weights\":false}"
                           : "{\"query\":[[1]],\"num_heads\":1,\"need_weights\":false}";
-        codec_decode_request(&req, b, strlen(b), &lim, &err);
+        codec_decode_request(&req, b, strlen(b), &lim, NULL, &err);
         req.p.L = ROWS, req.p.E = COLS, req.p.H = 1; /* encode an L×E output */
         size_t len = 0;
         for (int r = 0; r < REPS; r++) {

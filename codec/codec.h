@@ -28,12 +28,14 @@
  * r.path says which decoder answered. Call it on a thread with >= 1 MiB of
  * stack (jansson recurses up to its 2048-deep limit).
  *
- * A server-held model (model: its name, model/repo.h) gives the weights (then
- * weights is refused), num_heads (optional then; if given it must agree),
- * num_kv_heads and head_dim (the same: its weights have those shapes) and
- * its "defaults" for the options the request does not set; an unknown
- * model is 404 not_found, one not ready 503 model_not_ready. The name of
- * the built-in model, "attention", means the weights are in the request.
+ * A server-held model ("model": name) gives the weights (then "weights" is
+ * refused), num_heads (optional then; if given it must agree), num_kv_heads
+ * and head_dim (the same: its weights have those shapes) and its
+ * "defaults" for the options the request does not set. The codec does not
+ * know the registry: the caller lends it the models through struct
+ * codec_models (the API's, api/models.h), whose refusals (404 not_found,
+ * 503 model_not_ready) are the answer. The name of the built-in model,
+ * "attention" (MODEL_BUILTIN), means the weights are in the request.
  *
  * Labels: tokens must have exactly L entries and key_tokens exactly S
  * (the same labels serve every batch item).
@@ -52,8 +54,9 @@
  * num_kv_heads and head_dim there.
  *
  * Files: codec_request.c (the request schema and limits), codec_response.c
- * (the answer, buffered or streamed), scan.c and scan_json.c (the fast
- * decoder), tensor.c (tensors), base64.c. */
+ * (the answer, buffered or streamed through stream.c, the stream v2 sends
+ * too), scan.c and scan_json.c (the fast decoder), tensor.c (tensors),
+ * base64.c. */
 #ifndef SERVER_CODEC_H
 #define SERVER_CODEC_H
 
@@ -61,6 +64,7 @@
 
 #include "core/attention.h"
 #include "lib/errors.h"
+#include "codec/stream.h"
 #include "codec/tensor.h"
 
 /* The error that answers a core status (enum att_status, core/attention.h):
@@ -93,20 +97,39 @@ struct codec_request {
     char *tokens_json;    /* compact JSON of tokens, or NULL (owned) */
     char *key_tokens_json;
     enum codec_path path; /* which decoder read it */
-    struct repo_ref *model; /* model: the server-held model (held until deinit), or NULL */
+    const struct codec_models *models; /* the lender of model_ref, or NULL */
+    void *model_ref;      /* "model": the reference models->acquire gave, held until
+                             deinit (opaque here; a struct repo_ref * from the API), or NULL */
     struct tensor_arena arena;
 };
 
+/* The server-held models, lent by the caller (the codec never calls the
+ * registry). acquire(ctx, name, ...) gives 0 with *m (NULL for the
+ * built-in model: the weights are in the request) and *ref, which the
+ * request holds until codec_request_deinit() gives it to release(ctx,
+ * ref); or -1 with err filled: that refusal is the answer, as is. */
+struct model;
+struct codec_models {
+    int (*acquire)(void *ctx, const char *name, const struct model **m, void **ref,
+                   struct api_error *err);
+    void (*release)(void *ctx, void *ref);
+    void *ctx;
+};
+
 /* Decode body (len bytes, not NUL-terminated) into r (caller storage).
- * Returns 0, or -1 with err filled. r must be deinit'ed either way. */
+ * models: where "model" is looked up (NULL: no server-held models, any
+ * "model" is 404 not_found). Returns 0, or -1 with err filled. r must be
+ * deinit'ed either way. */
 int codec_decode_request(struct codec_request *r, const char *body, size_t len,
-                         const struct codec_limits *lim, struct api_error *err);
+                         const struct codec_limits *lim, const struct codec_models *models,
+                         struct api_error *err);
 void codec_request_deinit(struct codec_request *r);
 
 /* The same decoding through jansson alone, without the fast decoder: the
  * reference the fast decoder is tested against (same contract). */
 int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
-                                   const struct codec_limits *lim, struct api_error *err);
+                                   const struct codec_limits *lim,
+                                   const struct codec_models *models, struct api_error *err);
 
 /* The 200 body for r's results. out: (N, L, E); weights as r->p.weights_mode
  * says, or NULL. Returns a malloc'd NUL-terminated buffer (caller frees) and
@@ -115,19 +138,12 @@ char *codec_encode_response(const struct codec_request *r, const float *out,
                             const float *weights, size_t *len);
 
 /* The same 200 body for a request with output_encoding "base64", produced
- * piece by piece as it is sent, so the big payloads are never encoded into
- * one buffer: the JSON text is written now, the base64 when read.
- * Takes ownership of out and weights (malloc'd; freed by codec_stream_free,
- * also on failure). Returns NULL when out of memory. */
-struct codec_stream;
-struct codec_stream *codec_stream_new(const struct codec_request *r, float *out,
-                                      float *weights);
-/* Bytes in the whole body. */
-size_t codec_stream_size(const struct codec_stream *st);
-/* Copy up to max bytes of the body from offset pos into dst; returns how
- * many (0 at the end). Any pos and max work; reads do not change st. */
-size_t codec_stream_read(const struct codec_stream *st, size_t pos, char *dst, size_t max);
-void codec_stream_free(struct codec_stream *st);
+ * piece by piece as it is sent (codec/stream.h, the stream both protocols
+ * use), so the big payloads are never encoded into one buffer: the JSON
+ * text is written now, the base64 when read. Takes ownership of out and
+ * weights (malloc'd; freed by stream_free, also on failure). Returns NULL
+ * when out of memory. */
+struct stream *codec_stream_new(const struct codec_request *r, float *out, float *weights);
 
 /* The reduced weights (codec_reduce.c, shared with v2). */
 

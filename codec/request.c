@@ -11,10 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/repo.h"
+#include "model/model.h"
 #include "lib/jsonnum.h"
 #include "codec/scan.h"
-#include "lib/suggest.h"
 
 /* A tensor the fast decoder read (a placeholder in v), or any of the three
  * forms through jansson (the reference, or a value the fast decoder left
@@ -84,13 +83,11 @@ static int use_model(struct codec_request *r, json_t *root, json_t *v, const str
     if (json_object_get(root, opt_name(OPT_WEIGHTS)))
         return api_fail(err, ERR_INVALID_PARAMETER, "model and weights cannot be used together: "
                         "the model '%.100s' holds its weights", json_string_value(v));
-    char why[sizeof err->msg];
-    const int rc = suggest_acquire(&r->model, json_string_value(v), NULL, why, sizeof why);
-    if (rc != REPO_OK)
-        return api_fail(err, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_MODEL_NOT_READY, "%s",
-                        why);
-    *m = repo_model(r->model); /* NULL: the built-in model, weights inline */
-    if (!*m)
+    if (!r->models)
+        return api_fail(err, ERR_NOT_FOUND, "unknown model '%.64s'", json_string_value(v));
+    if (r->models->acquire(r->models->ctx, json_string_value(v), m, &r->model_ref, err))
+        return -1;
+    if (!*m) /* the built-in model, weights inline */
         return 0;
     /* the dimensions its weights have: a request may repeat them only */
     const char *kv = opt_name(OPT_NUM_KV_HEADS), *hd = opt_name(OPT_HEAD_DIM);
@@ -282,9 +279,11 @@ static int decode_root(struct codec_request *r, json_t *root, const struct scan_
 }
 
 int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
-                                   const struct codec_limits *lim, struct api_error *err)
+                                   const struct codec_limits *lim,
+                                   const struct codec_models *models, struct api_error *err)
 {
     memset(r, 0, sizeof *r);
+    r->models = models;
     att_params_init(&r->p);
     r->path = CODEC_PATH_JANSSON;
     if (len == 0)
@@ -318,9 +317,11 @@ int codec_decode_request_reference(struct codec_request *r, const char *body, si
 }
 
 int codec_decode_request(struct codec_request *r, const char *body, size_t len,
-                         const struct codec_limits *lim, struct api_error *err)
+                         const struct codec_limits *lim, const struct codec_models *models,
+                         struct api_error *err)
 {
     memset(r, 0, sizeof *r);
+    r->models = models;
     att_params_init(&r->p);
 
     /* 1. the fast decoder (an empty body is not for it). A small body, on
@@ -343,7 +344,7 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
     codec_request_deinit(r);
 
     /* 2. jansson: the reference for what is accepted and what is said */
-    return codec_decode_request_reference(r, body, len, lim, err);
+    return codec_decode_request_reference(r, body, len, lim, models, err);
 }
 
 void codec_request_deinit(struct codec_request *r)
@@ -352,6 +353,7 @@ void codec_request_deinit(struct codec_request *r)
     free(r->tokens_json);
     free(r->key_tokens_json);
     r->tokens_json = r->key_tokens_json = NULL;
-    repo_release(r->model);
-    r->model = NULL;
+    if (r->model_ref)
+        r->models->release(r->models->ctx, r->model_ref);
+    r->model_ref = NULL;
 }

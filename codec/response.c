@@ -9,14 +9,13 @@
 
 #include "lib/base64.h"
 #include "lib/jsonnum.h"
-
-struct codec_stream; /* below: base64 tensors written when sent */
+#include "codec/stream.h"
 
 struct buf {
     char *p;
     size_t len, cap;
     int oom;
-    struct codec_stream *defer; /* set: leave base64 payloads out, record them */
+    struct stream *defer; /* set: leave base64 payloads out, record them (stream.h) */
 };
 
 static int reserve(struct buf *b, size_t extra)
@@ -84,20 +83,6 @@ static void put_nested(struct buf *b, const float *x, const int32_t *ix, const l
     put(b, "]", 1);
 }
 
-/* A response whose base64 payloads are encoded as it is sent: the JSON
- * text without them, and where each one goes. */
-struct codec_stream {
-    char *text;
-    size_t text_len, total;
-    struct {
-        size_t at;                /* offset in text where it belongs */
-        const unsigned char *src; /* the floats' bytes */
-        size_t nbytes, enc;       /* bytes, and their base64 length */
-    } bin[3]; /* output, weights or top-k values, top-k indices */
-    int nbin;
-    float *out, *weights; /* owned */
-};
-
 /* x: float32, or int32 (int32 set: the same bytes read as such). */
 static void put_tensor(struct buf *b, const float *x, const long long *shape, int ndim,
                        int base64, int int32)
@@ -117,13 +102,8 @@ static void put_tensor(struct buf *b, const float *x, const long long *shape, in
     }
     puts_(b, int32 ? "],\"dtype\":\"int32\",\"b64\":\"" : "],\"dtype\":\"float32\",\"b64\":\"");
     size_t chars = BASE64_LEN(count * 4);
-    if (b->defer && b->defer->nbin < 3) {
-        struct codec_stream *st = b->defer;
-        st->bin[st->nbin].at = b->len;
-        st->bin[st->nbin].src = (const unsigned char *)x;
-        st->bin[st->nbin].nbytes = count * 4;
-        st->bin[st->nbin].enc = chars;
-        st->nbin++;
+    if (b->defer && stream_piece(b->defer, b->len, x, count * 4, STREAM_BASE64) == 0) {
+        /* encoded when read */
     } else if (reserve(b, chars)) {
         b->len += base64_encode(b->p + b->len, (const unsigned char *)x, count * 4);
         b->p[b->len] = '\0';
@@ -203,67 +183,19 @@ char *codec_encode_response(const struct codec_request *r, const float *out,
 /* ---------------------------------------------------------------------- */
 /* Streaming a base64 response                                             */
 
-struct codec_stream *codec_stream_new(const struct codec_request *r, float *out,
-                                      float *weights)
+struct stream *codec_stream_new(const struct codec_request *r, float *out, float *weights)
 {
-    struct codec_stream *st = calloc(1, sizeof *st);
-    if (!st) {
-        free(out);
-        free(weights);
+    struct stream *st = stream_new(out, weights);
+    if (!st)
         return NULL;
-    }
-    st->out = out, st->weights = weights;
     struct buf b = {.defer = st};
     write_response(&b, r, out, weights);
     if (b.oom) {
         free(b.p);
-        codec_stream_free(st);
+        stream_free(st);
         return NULL;
     }
-    st->text = b.p, st->text_len = b.len;
-    st->total = b.len;
-    for (int i = 0; i < st->nbin; i++)
-        st->total += st->bin[i].enc;
+    st->text = b.p;
+    stream_done(st, b.len);
     return st;
-}
-
-size_t codec_stream_size(const struct codec_stream *st)
-{
-    return st->total;
-}
-
-size_t codec_stream_read(const struct codec_stream *st, size_t pos, char *dst, size_t max)
-{
-    size_t done = 0, vstart = 0, tpos = 0;
-    for (int i = 0; i <= st->nbin && done < max; i++) {
-        /* text up to the next payload (or the end), then the payload */
-        const size_t tend = i < st->nbin ? st->bin[i].at : st->text_len, tl = tend - tpos;
-        if (pos < vstart + tl) {
-            size_t k = vstart + tl - pos;
-            if (k > max - done)
-                k = max - done;
-            memcpy(dst + done, st->text + tpos + (pos - vstart), k);
-            done += k, pos += k;
-        }
-        vstart += tl, tpos = tend;
-        if (i < st->nbin && done < max) {
-            if (pos < vstart + st->bin[i].enc) {
-                size_t k = base64_encode_range(dst + done, max - done, st->bin[i].src,
-                                              st->bin[i].nbytes, pos - vstart);
-                done += k, pos += k;
-            }
-            vstart += st->bin[i].enc;
-        }
-    }
-    return done;
-}
-
-void codec_stream_free(struct codec_stream *st)
-{
-    if (!st)
-        return;
-    free(st->text);
-    free(st->out);
-    free(st->weights);
-    free(st);
 }

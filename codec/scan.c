@@ -13,19 +13,15 @@
 #include "codec/scan_json.h"
 #include "lib/suggest.h"
 
-/* The placeholder's key. A body may spell it ("\u0001tensor") in a value
- * jansson loads, so a placeholder is also recognised by its address. */
-#define SCAN_KEY "\x01tensor"
-
-const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
+const struct tensor *scan_tensor_of(const struct scan_tensors *st, const json_t *v,
                                     const struct api_error **err)
 {
-    json_t *i = st && json_is_object(v) ? json_object_get(v, SCAN_KEY) : NULL;
-    if (!json_is_integer(i) || json_integer_value(i) < 0 || json_integer_value(i) >= st->n ||
-        st->placeholder[json_integer_value(i)] != v)
-        return NULL;
-    *err = st->bad[json_integer_value(i)] ? &st->err[json_integer_value(i)] : NULL;
-    return &st->t[json_integer_value(i)];
+    for (int i = 0; st && v && i < st->n; i++)
+        if (st->placeholder[i] == v) {
+            *err = st->bad[i] ? &st->err[i] : NULL;
+            return &st->t[i];
+        }
+    return NULL;
 }
 
 /* The fields of a request: the options table's (codec/options.h); of
@@ -292,32 +288,55 @@ static int read_tensor(struct scan *sc, struct tensor *t, enum tensor_kind kind,
     return 1;
 }
 
-/* The placeholder of the next slot (the root will own it). */
-static json_t *placeholder(struct scan *sc)
+/* A field that is not a tensor (num_heads, scale, ...). On a large body an
+ * array or object of more than SCAN_SMALL bytes is none of these fields'
+ * types: it is blanked to an empty array, and the schema names the field
+ * and its type, without a DOM of the value. 0 or -1. */
+static int field_value(struct scan *sc)
 {
-    json_t *v = json_pack("{s:i}", SCAN_KEY, sc->st->n);
-    if (v)
-        sc->st->placeholder[sc->st->n++] = v;
-    return v;
+    const int c = peek(sc);
+    if (sc->errors && (c == '[' || c == '{')) {
+        const size_t start = sc->pos;
+        if (scan_skip_value(sc) == 0 && sc->pos - start > SCAN_SMALL)
+            return scan_blank(sc->blanks, start, sc->pos, 1) ? -1 : 0;
+        sc->pos = start;
+    }
+    return scan_checked_value(sc);
 }
 
-/* A tensor at the cursor into the next slot; returns its placeholder. On a
- * large body, a tensor the fast reader could not read (booleans, escapes)
- * or refused while small is read alone by jansson instead, and the schema
- * reads that (tensor_from_json: the reference's own messages); a large one
- * it refused keeps the fast reader's message. */
-static json_t *tensor_value(struct scan *sc, enum tensor_kind kind, const char *name)
+/* The tensor just read into the next slot, its value [start, pos): blanked
+ * for jansson; its placeholder is found in the DOM after the load. */
+static int keep(struct scan *sc, size_t start, const char *key, int in_weights)
+{
+    struct scan_tensors *st = sc->st;
+    snprintf(st->key[st->n], sizeof st->key[st->n], "%s", key);
+    st->in_weights[st->n] = in_weights;
+    st->placeholder[st->n] = NULL;
+    if (scan_blank(sc->blanks, start, sc->pos, 0))
+        return -1;
+    st->n++;
+    return 0;
+}
+
+/* A tensor at the cursor into the next slot (key: its field, of the
+ * request or in_weights). On a large body, a tensor the fast reader could
+ * not read (booleans, escapes) or refused while small is left to jansson,
+ * and the schema reads that (tensor_from_json: the reference's own
+ * messages); a large one it refused keeps the fast reader's message.
+ * 0 or -1. */
+static int tensor_value(struct scan *sc, enum tensor_kind kind, const char *name,
+                        const char *key, int in_weights)
 {
     if (sc->st->n == SCAN_MAX_TENSORS)
-        return NULL;
+        return -1;
     const size_t start = (skip_ws(sc), sc->pos);
     const int slot = sc->st->n;
     const int rc = read_tensor(sc, &sc->st->t[slot], kind, name);
     sc->st->bad[slot] = 0;
     if (rc == 0)
-        return placeholder(sc);
+        return keep(sc, start, key, in_weights);
     if (!sc->errors)
-        return NULL;
+        return -1;
     sc->pos = start;
     const int sk = scan_skip_value(sc);
     if (rc < 0 && sk == 0 && sc->pos - start > SCAN_SMALL) {
@@ -325,20 +344,20 @@ static json_t *tensor_value(struct scan *sc, enum tensor_kind kind, const char *
         sc->st->bad[slot] = 1;
         sc->st->err[slot] = *sc->err;
         sc->refused = 0;
-        return placeholder(sc);
+        return keep(sc, start, key, in_weights);
     }
     if (rc < 0 && sk)
-        return NULL; /* not JSON: sc->err holds the answer */
+        return -1; /* not JSON: sc->err holds the answer */
     sc->refused = 0;
     sc->pos = start;
-    return scan_extent_value(sc);
+    return scan_checked_value(sc);
 }
 
 /* tokens or key_tokens: counted first, without a DOM; more than max
  * (a bound on L or S) cannot be right, nor more than SCAN_TOKENS_MAX_BYTES
- * of text. Then, bounded, through jansson. */
-static json_t *tokens_value(struct scan *sc, const char *key, int max, const char *what,
-                            const char *limit)
+ * of text. Then, bounded, left for jansson. 0 or -1. */
+static int tokens_value(struct scan *sc, const char *key, int max, const char *what,
+                        const char *limit)
 {
     const size_t start = (skip_ws(sc), sc->pos);
     size_t n = 0;
@@ -371,12 +390,12 @@ static json_t *tokens_value(struct scan *sc, const char *key, int max, const cha
             scan_refuse(sc, ERR_INVALID_PARAMETER, "%s has %zu entries but needs exactly one "
                         "per %s position, and there are at most %d (%s)", key, n, what, max,
                         limit);
-        return NULL;
+        return -1;
     }
     if (strings && sc->errors && sc->pos - start > SCAN_TOKENS_MAX_BYTES) {
         scan_refuse(sc, ERR_PAYLOAD_TOO_LARGE, "%s takes %zu bytes; labels may take at most %d",
                     key, sc->pos - start, SCAN_TOKENS_MAX_BYTES);
-        return NULL;
+        return -1;
     }
     sc->pos = start;
     if (!strings && sc->errors && scan_skip_value(sc) == 0 && sc->pos - start > SCAN_SMALL) {
@@ -384,68 +403,95 @@ static json_t *tokens_value(struct scan *sc, const char *key, int max, const cha
             scan_refuse(sc, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, n);
         else
             scan_refuse(sc, ERR_INVALID_PARAMETER, "%s must be an array of strings", key);
-        return NULL;
+        return -1;
     }
     sc->pos = start;
-    return scan_extent_value(sc);
+    return scan_checked_value(sc);
 }
 
-/* weights: an object of tensors. */
-static json_t *weights_value(struct scan *sc)
+/* weights: an object of tensors. 0 or -1. */
+static int weights_value(struct scan *sc)
 {
-    json_t *v = json_object();
+    char seen[SCAN_MAX_TENSORS][32];
+    size_t n_seen = 0;
     sc->pos++; /* '{' */
-    if (v && peek(sc) == '}') {
+    if (peek(sc) == '}') {
         sc->pos++;
-        return v;
+        return 0;
     }
-    while (v) {
+    for (;;) {
         char k[32], name[48];
         int odd;
-        json_t *t = NULL;
         const size_t at = (skip_ws(sc), sc->pos);
         if (scan_key(sc, k, &odd)) {
             if (sc->errors)
                 scan_bad_json(sc, at, "string or '}' expected");
-            break;
+            return -1;
         }
         if (odd || !scan_is_weight(k)) {
             if (sc->errors)
                 sc->refused = 1, scan_unknown_field(sc->err, 1, k);
-            break;
+            return -1;
         }
-        if (json_object_get(v, k)) {
+        if (scan_seen_before(seen, &n_seen, SCAN_MAX_TENSORS, k)) {
             if (sc->errors)
                 scan_bad_json(sc, at, "duplicate object key");
-            break;
+            return -1;
         }
         snprintf(name, sizeof name, "weights.%s", k);
-        if (!(t = tensor_value(sc, TENSOR_FLOAT, name)) || json_object_set_new(v, k, t))
-            break;
+        if (tensor_value(sc, TENSOR_FLOAT, name, k, 1))
+            return -1;
         const int c = peek(sc);
         sc->pos++;
         if (c == '}')
-            return v;
+            return 0;
         if (c != ',') {
             if (sc->errors)
                 scan_bad_json(sc, sc->pos - 1, "',' or '}' expected");
-            break;
+            return -1;
         }
     }
-    json_decref(v);
-    return NULL;
+}
+
+/* jansson over the body with the tensors read blanked; each slot's
+ * placeholder is the "0" its value became. */
+static json_t *load(struct scan *sc)
+{
+    json_error_t je;
+    int nomem;
+    json_t *root = scan_load_blanked(sc->blanks, sc->s, sc->len, 1, sc->errors, &je, &nomem);
+    if (!root) {
+        /* every value was checked alone: what jansson still finds in the
+         * whole (a depth past its limit) is the syntax check's to say */
+        if (sc->errors && !nomem && scan_json_check(sc->s, sc->len, sc->err) == 0)
+            api_fail(sc->err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s",
+                     je.line, je.column, je.text);
+        if (sc->errors && !nomem)
+            sc->refused = 1;
+        return NULL;
+    }
+    struct scan_tensors *st = sc->st;
+    json_t *weights = json_object_get(root, "weights");
+    for (int i = 0; i < st->n; i++) {
+        st->placeholder[i] = json_object_get(st->in_weights[i] ? weights : root, st->key[i]);
+        if (!json_is_integer(st->placeholder[i])) { /* cannot be: the walk read this field */
+            json_decref(root);
+            return NULL;
+        }
+    }
+    return root;
 }
 
 int scan_request(json_t **out, const char *body, size_t len, const struct codec_limits *lim,
                  int errors, struct scan_tensors *st, struct tensor_arena *a,
                  struct api_error *err)
 {
-    struct scan sc = {body, len, 0, lim->max_tensor_elements, errors, st, a, err, 0};
+    struct scan_blanks blanks = {0};
+    struct scan sc = {body, len, 0, lim->max_tensor_elements, errors, st, a, err, 0, &blanks};
+    char seen[128][32]; /* the fields read: each at most once */
+    size_t n_seen = 0;
     st->n = 0;
     *out = NULL;
-    json_t *root = json_object();
-    if (!root)
-        return 1;
     int c = peek(&sc);
     if (c != '{') {
         if (!errors)
@@ -466,8 +512,7 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
     } else {
         for (;;) {
             char key[32];
-            int odd;
-            json_t *v = NULL;
+            int odd, rc;
             const size_t at = (skip_ws(&sc), sc.pos);
             if (scan_key(&sc, key, &odd)) {
                 if (errors)
@@ -480,7 +525,9 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
                     sc.refused = 1, scan_unknown_field(err, 0, key);
                 goto defer;
             }
-            if (json_object_get(root, key)) {
+            if (n_seen == sizeof seen / sizeof seen[0])
+                goto defer; /* cannot be: more fields than there are */
+            if (scan_seen_before(seen, &n_seen, sizeof seen / sizeof seen[0], key)) {
                 if (errors)
                     scan_bad_json(&sc, at, "duplicate object key");
                 goto defer;
@@ -488,22 +535,22 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
             const int str = peek(&sc) == '"';
             const int id = opt_find(key);
             if (id == OPT_QUERY || id == OPT_KEY || id == OPT_VALUE)
-                v = tensor_value(&sc, TENSOR_FLOAT, key);
+                rc = tensor_value(&sc, TENSOR_FLOAT, key, key, 0);
             else if (!str && id == OPT_KEY_PADDING_MASK)
-                v = tensor_value(&sc, TENSOR_BOOL, key);
+                rc = tensor_value(&sc, TENSOR_BOOL, key, key, 0);
             else if (!str && id == OPT_ATTN_MASK)
-                v = tensor_value(&sc, TENSOR_MASK, key);
+                rc = tensor_value(&sc, TENSOR_MASK, key, key, 0);
             else if (id == OPT_WEIGHTS && peek(&sc) == '{')
-                v = weights_value(&sc);
+                rc = weights_value(&sc);
             else if (id == OPT_TOKENS)
-                v = tokens_value(&sc, key, lim->max_target_len, opt_name(OPT_QUERY),
-                                 "max_target_len");
+                rc = tokens_value(&sc, key, lim->max_target_len, opt_name(OPT_QUERY),
+                                  "max_target_len");
             else if (id == OPT_KEY_TOKENS)
-                v = tokens_value(&sc, key, lim->max_source_len, opt_name(OPT_KEY),
-                                 "max_source_len");
+                rc = tokens_value(&sc, key, lim->max_source_len, opt_name(OPT_KEY),
+                                  "max_source_len");
             else
-                v = scan_field_value(&sc);
-            if (!v || json_object_set_new(root, key, v))
+                rc = field_value(&sc);
+            if (rc)
                 goto defer;
             c = peek(&sc);
             sc.pos++;
@@ -521,9 +568,12 @@ int scan_request(json_t **out, const char *body, size_t len, const struct codec_
             scan_bad_json(&sc, sc.pos, "end of file expected");
         goto defer; /* trailing bytes */
     }
-    *out = root;
+    *out = load(&sc);
+    if (!*out)
+        goto defer;
+    scan_blanks_free(&blanks);
     return 0;
 defer:
-    json_decref(root);
+    scan_blanks_free(&blanks);
     return errors && sc.refused ? -1 : 1;
 }

@@ -1,25 +1,27 @@
 /* scan.h -- the fast decoder's pass over a POST /attention body.
  *
- * It reads the body's structure itself and every tensor straight into
- * floats (jsonnum.h for numbers, base64 decoded from the body in place), so
- * a big tensor never becomes a DOM; only small fields go through jansson,
- * each from its own extent. It returns a jansson object of the request's
- * fields in which each tensor is a placeholder for an entry of a struct
- * scan_tensors; the request schema (codec_request.c) reads that object
- * exactly as it reads one jansson loaded, and checks every tensor with
- * tensor_check().
+ * It walks the body's structure itself and reads every tensor straight
+ * into floats (jsonnum.h for numbers, base64 decoded from the body in
+ * place), so a big tensor never becomes a DOM. Then jansson loads the
+ * body with the values it read blanked (scan_json.h), the one design of
+ * both fast decoders (v2's walk is v2_scan.c): each tensor reads as a "0",
+ * the placeholder for an entry of a struct scan_tensors, and a large body's
+ * array or object where a small field belongs as "[]". The request schema
+ * (codec_request.c) reads that object exactly as it reads one jansson
+ * loaded, and checks every tensor with tensor_check().
  *
  * Two modes. Without errors (small bodies) it never reports an error:
  * anything it does not handle cleanly returns 1 and the body goes to
  * jansson, which says what is wrong. With errors (large bodies, where a
- * DOM of the whole body costs 20-30x its size) it never hands over: an
- * unknown field is refused before its value is read, tokens are counted
- * before they are loaded, a tensor it cannot read is read alone by jansson
- * when it is small (the reference's own messages) or refused with the fast
- * reader's message naming the field, the problem and where (reported when
- * the schema reaches that field, in the reference's order); only a tensor
- * of booleans or with escaped strings is loaded whole by jansson, and
- * never more than that one value.
+ * DOM of the whole body costs 20-30x its size) it never hands over: each
+ * value it leaves to jansson is checked alone first (its refusal, in body
+ * order, is the answer), an unknown field is refused before its value is
+ * read, tokens are counted before they are loaded, a tensor it cannot read
+ * is left to jansson when it is small (the reference's own messages) or
+ * refused with the fast reader's message naming the field, the problem and
+ * where (reported when the schema reaches that field, in the reference's
+ * order); only a tensor of booleans or with escaped strings is loaded by
+ * jansson, and never more than that one value.
  *
  * Files: scan.c (the request: fields, tensors, tokens) over scan_json.c
  * (the lexical layer: cursor, keys, values, the syntax check; its internal
@@ -49,6 +51,8 @@ struct scan_tensors {
     int bad[SCAN_MAX_TENSORS];              /* refused (large bodies): ... */
     struct api_error err[SCAN_MAX_TENSORS]; /* ... with this answer */
     json_t *placeholder[SCAN_MAX_TENSORS];  /* borrowed: the root owns them */
+    char key[SCAN_MAX_TENSORS][32];         /* the field it was read for, ... */
+    int in_weights[SCAN_MAX_TENSORS];       /* ... of the request or of "weights" */
     int n;
 };
 
@@ -59,9 +63,10 @@ int scan_request(json_t **root, const char *body, size_t len, const struct codec
                  int errors, struct scan_tensors *st, struct tensor_arena *a,
                  struct api_error *err);
 
-/* The tensor v stands for, when v is one of st's placeholders; else NULL.
+/* The tensor v stands for, when v is one of st's placeholders (the "0" a
+ * tensor read became in the DOM, known by its address); else NULL.
  * *err: the fast reader's refusal of it (a large body), or NULL. */
-const struct tensor *scan_tensor_of(const struct scan_tensors *st, json_t *v,
+const struct tensor *scan_tensor_of(const struct scan_tensors *st, const json_t *v,
                                     const struct api_error **err);
 
 /* Is body one JSON text, as jansson reads it (duplicate keys aside)? 0, or

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/jsonnum.h"
+#include "lib/utf8.h"
 
 int scan_refuse(struct scan *sc, int code, const char *fmt, ...)
 {
@@ -168,10 +169,10 @@ json_t *scan_extent_value(struct scan *sc)
     return v;
 }
 
-/* A field that is not a tensor (num_heads, scale, ...). On a large body an
- * array or object of more than SCAN_SMALL bytes is none of these fields'
- * types: an empty array stands in for it, and the schema names the field
- * and its type, without a DOM of the value. */
+/* A small value inside a tensor object (shape, dtype). On a large body an
+ * array or object of more than SCAN_SMALL bytes is neither: an empty array
+ * stands in for it, and the tensor's check names the field and its type,
+ * without a DOM of the value. */
 json_t *scan_field_value(struct scan *sc)
 {
     const int c = peek(sc);
@@ -186,33 +187,6 @@ json_t *scan_field_value(struct scan *sc)
 
 /* ---------------------------------------------------------------------- */
 /* The syntax of a whole body, without a DOM                               */
-
-/* Bytes of the UTF-8 sequence at s (n left), or 0 when it is not one
- * (overlong forms, surrogates and code points beyond U+10FFFF included). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    const unsigned c = s[0];
-    size_t k;
-    unsigned min, v;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, min = 0x80, v = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, min = 0x800, v = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, min = 0x10000, v = c & 0x07;
-    else
-        return 0;
-    if (n < k)
-        return 0;
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        v = v << 6 | (s[i] & 0x3f);
-    }
-    return v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff) ? 0 : k;
-}
 
 static int hex4(const char *s, size_t n, unsigned *v)
 {
@@ -262,7 +236,7 @@ static int check_string(const char *s, size_t len, size_t *i)
                 return *i = p, -1;
             }
         } else {
-            const size_t k = utf8_len((const unsigned char *)s + p, len - p);
+            const size_t k = utf8_seq((const unsigned char *)s + p, len - p);
             if (!k)
                 return *i = p, -1;
             p += k;
@@ -385,6 +359,112 @@ int scan_json_check(const char *s, size_t len, struct api_error *err)
             break;
         }
     }
-    struct scan sc = {s, len, 0, 0, 1, NULL, NULL, err, 0};
+    struct scan sc = {s, len, 0, 0, 1, NULL, NULL, err, 0, NULL};
     return scan_bad_json(&sc, i, what);
+}
+
+int scan_checked_value(struct scan *sc)
+{
+    if (!sc->errors)
+        return scan_skip_value(sc) ? -1 : 0;
+    json_t *v = scan_extent_value(sc);
+    json_decref(v);
+    return v ? 0 : -1;
+}
+
+int scan_seen_before(char (*seen)[32], size_t *n, size_t cap, const char *key)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(seen[i], key) == 0)
+            return 1;
+    if (*n < cap)
+        snprintf(seen[(*n)++], sizeof seen[0], "%s", key);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* jansson over the body with the values the fast reader took blanked      */
+
+int scan_blank(struct scan_blanks *b, size_t start, size_t end, int array)
+{
+    if (b->n == b->cap) {
+        const size_t cap = b->cap ? 2 * b->cap : 16;
+        struct scan_blank *r = realloc(b->r, cap * sizeof *r);
+        if (!r)
+            return -1;
+        b->r = r, b->cap = cap;
+    }
+    b->r[b->n++] = (struct scan_blank){start, end, array};
+    return 0;
+}
+
+struct feed {
+    const struct scan_blanks *b;
+    const char *s;
+    size_t len, pos, r; /* r: the first range not wholly before pos */
+    int compact;
+};
+
+/* The bytes from pos: the body's, or within a range its stand-in, then
+ * spaces to its end (compact: nothing). */
+static size_t feed_get(void *buf, size_t max, void *data)
+{
+    struct feed *d = data;
+    char *out = buf;
+    size_t n = 0;
+    while (n < max && d->pos < d->len) {
+        while (d->r < d->b->n && d->b->r[d->r].end <= d->pos)
+            d->r++;
+        const struct scan_blank *g = d->r < d->b->n ? &d->b->r[d->r] : NULL;
+        if (g && d->pos >= g->start) { /* within a range */
+            const char *stand = g->array ? "[]" : "0";
+            const size_t at = d->pos - g->start, sl = g->array ? 2 : 1;
+            if (at < sl) { /* the stand-in, a byte at a time (it is short) */
+                out[n++] = stand[at];
+                d->pos++;
+            } else if (d->compact) {
+                d->pos = g->end;
+            } else {
+                const size_t k = g->end - d->pos < max - n ? g->end - d->pos : max - n;
+                memset(out + n, ' ', k);
+                n += k, d->pos += k;
+            }
+        } else {
+            const size_t stop = g ? g->start : d->len;
+            size_t k = stop - d->pos < max - n ? stop - d->pos : max - n;
+            memcpy(out + n, d->s + d->pos, k);
+            n += k, d->pos += k;
+        }
+    }
+    return n;
+}
+
+json_t *scan_load_blanked(const struct scan_blanks *b, const char *s, size_t n, int compact,
+                          int standin, json_error_t *je, int *nomem)
+{
+    struct feed d = {b, s, n, 0, 0, compact};
+    *nomem = 0;
+    json_t *root = b->n ? json_load_callback(feed_get, &d, JSON_REJECT_DUPLICATES, je)
+                        : json_loadb(s, n, JSON_REJECT_DUPLICATES, je);
+    if (root || !standin || json_error_code(je) != json_error_numeric_overflow)
+        return root;
+    /* a number jansson cannot hold (outside the ranges): a copy with its
+     * stand-in, as POST /attention's reference reads it (jsonnum_standin) */
+    char *copy = malloc(n + 1);
+    if (!copy)
+        return *nomem = 1, NULL;
+    d.pos = d.r = 0;
+    const size_t m = feed_get(copy, n, &d);
+    copy[m] = '\0';
+    jsonnum_standin(copy, m);
+    root = json_loadb(copy, m, JSON_REJECT_DUPLICATES, je);
+    free(copy);
+    return root;
+}
+
+void scan_blanks_free(struct scan_blanks *b)
+{
+    free(b->r);
+    b->r = NULL;
+    b->n = b->cap = 0;
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "codec/options.h"
-#include "model/repo.h"
+#include "model/model.h"
 #include "lib/jsonnum.h"
 #include "codec/scan.h"
 #include "lib/suggest.h"
@@ -304,7 +304,7 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     /* 1. the fields, id, model_name */
     if (v2_known_fields(root, fields, "the request", err))
         return -1;
-    const char *model = m ? m->name : REPO_BUILTIN;
+    const char *model = m ? m->name : MODEL_BUILTIN;
     if ((v = json_object_get(root, "model_name")) &&
         (!json_is_string(v) || strcmp(json_string_value(v), model)))
         return api_fail(err, ERR_INVALID_PARAMETER, "model_name must be the name of the model "
@@ -409,9 +409,9 @@ int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long lon
     json_decref(root);
     /* a large body's arrays jansson did not read: invalid JSON anywhere in
      * them comes first, as it does for the reference */
-    if (rc && f.n_range && errors && err->code != ERR_INVALID_JSON)
+    if (rc && f.blanks.n && errors && err->code != ERR_INVALID_JSON)
         scan_json_check(body, jlen, err);
-    if (f.n_range)
+    if (f.blanks.n)
         r->c.path = CODEC_PATH_FAST;
     v2_fast_free(&f);
     return rc && header_len < 0 ? missing_header(body, len, err) : rc;

@@ -6,8 +6,8 @@
  *     struct api_error e;
  *     if (v2_decode_infer(&r, body, len, header_len, model, &lim, &e) == 0) {
  *         ... att_forward_checked(out, w, &r.c.p, ...) ...
- *         struct v2_stream *st = v2_stream_new(&r, "bert", out, w);
- *         ... v2_stream_size(st), v2_stream_header_len(st), v2_stream_read(...) ...
+ *         struct stream *st = v2_stream_new(&r, "bert", out, w);
+ *         ... stream_size(st), stream_text_len(st), stream_read(...) ...
  *     }
  *     v2_request_deinit(&r);   (always)
  *
@@ -124,16 +124,12 @@ void v2_request_deinit(struct v2_request *r);
  * binary output, "parameters": {"binary_data_size": n} and its bytes after
  * the JSON, in the order of the outputs. The JSON part is written now; the
  * binary data is copied out of out and weights as it is read (never one
- * buffer). Takes ownership of out and weights (malloc'd; freed by
- * v2_stream_free, also on failure). NULL when out of memory. */
-struct v2_stream;
-struct v2_stream *v2_stream_new(const struct v2_request *r, const char *model_name,
-                                float *out, float *weights);
-size_t v2_stream_size(const struct v2_stream *st);       /* bytes of the whole body */
-size_t v2_stream_header_len(const struct v2_stream *st); /* bytes of its JSON part */
-int v2_stream_is_binary(const struct v2_stream *st);     /* any binary output */
-/* Up to max bytes from offset pos into dst; returns how many (0 at the end). */
-size_t v2_stream_read(const struct v2_stream *st, size_t pos, char *dst, size_t max);
-void v2_stream_free(struct v2_stream *st);
+ * buffer): the stream of both protocols (codec/stream.h), its text the JSON
+ * part (stream_text_len: Inference-Header-Content-Length), one piece per
+ * binary output (stream_pieces > 0: a binary answer). Takes ownership of
+ * out and weights (malloc'd; freed by stream_free, also on failure). NULL
+ * when out of memory. */
+struct stream *v2_stream_new(const struct v2_request *r, const char *model_name, float *out,
+                             float *weights);
 
 #endif

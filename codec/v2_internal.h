@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "codec/scan_json.h"
 #include "codec/variants.h"
 #include "codec/v2.h"
 
@@ -34,13 +35,9 @@ struct v2_fast_slot {
     struct tensor t;      /* data in the arena; the shape of the nesting */
     struct api_error err; /* a large body's refusal, for when the schema reaches it */
 };
-struct v2_range {
-    size_t start, end;
-};
 struct v2_fast {
     struct v2_fast_slot slot[IN_COUNT];
-    struct v2_range *range; /* in body order */
-    size_t n_range, cap;
+    struct scan_blanks blanks; /* the values read here, blanked for jansson (scan_json.h) */
 };
 
 /* Read the arrays of s (len bytes, the JSON part). errors: a large body

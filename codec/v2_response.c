@@ -11,18 +11,12 @@
 #include <string.h>
 
 #include "lib/jsonnum.h"
+#include "codec/stream.h"
 
-struct v2_stream {
-    char *text;      /* the JSON part */
-    size_t text_len; /* its bytes, no NUL */
-    size_t total;    /* bytes of the whole body */
-    struct {
-        const char *src; /* the floats' bytes (little-endian on x86-64) */
-        size_t n;
-    } bin[V2_OUT_COUNT]; /* binary outputs, in the order of the outputs */
-    int nbin;
-    float *out, *weights; /* owned */
-};
+/* The answer is a stream (stream.h): the JSON part, then the binary
+ * outputs' bytes (the floats', little-endian on x86-64) raw, in the order
+ * of the outputs. */
+_Static_assert(V2_OUT_COUNT <= STREAM_MAX_PIECES, "a piece for every output");
 
 /* A JSON string for s, quotes and escapes included (malloc'd), or NULL. */
 static char *json_quote(const char *s)
@@ -80,7 +74,7 @@ static void put(char *dst, size_t *o, const char *s)
     *o += n;
 }
 
-static void put_output(struct v2_stream *st, char *dst, size_t *o, const struct v2_request *r,
+static void put_output(struct stream *st, char *dst, size_t *o, const struct v2_request *r,
                        int k, const float *x)
 {
     static const char *const names[V2_OUT_COUNT] = {
@@ -103,9 +97,7 @@ static void put_output(struct v2_stream *st, char *dst, size_t *o, const struct 
         snprintf(s, sizeof s, "\"parameters\":{\"binary_data_size\":%zu}}",
                  count * sizeof(float));
         put(dst, o, s);
-        st->bin[st->nbin].src = (const char *)x;
-        st->bin[st->nbin].n = count * sizeof(float);
-        st->nbin++;
+        stream_piece(st, STREAM_AT_END, x, count * sizeof(float), STREAM_RAW);
         return;
     }
     put(dst, o, "\"data\":");
@@ -116,14 +108,13 @@ static void put_output(struct v2_stream *st, char *dst, size_t *o, const struct 
     put(dst, o, "}");
 }
 
-struct v2_stream *v2_stream_new(const struct v2_request *r, const char *model_name,
-                                float *out, float *weights)
+struct stream *v2_stream_new(const struct v2_request *r, const char *model_name, float *out,
+                             float *weights)
 {
-    struct v2_stream *st = calloc(1, sizeof *st);
+    struct stream *st = stream_new(out, weights); /* owns them from here */
     char *name = json_quote(model_name), *id = r->id ? json_quote(r->id) : NULL;
     if (!st || !name || (r->id && !id))
         goto fail;
-    st->out = out, st->weights = weights;
 
     /* 1. the room: JSON outputs at JSONNUM_FLOAT_MAX characters a float */
     size_t room = 256 + strlen(name) + (id ? strlen(id) : 0);
@@ -156,64 +147,13 @@ struct v2_stream *v2_stream_new(const struct v2_request *r, const char *model_na
         put_output(st, st->text, &o, r, k, output_data(r, k, out, weights));
     }
     put(st->text, &o, "]}");
-    st->text_len = st->total = o;
-    for (int i = 0; i < st->nbin; i++)
-        st->total += st->bin[i].n;
+    stream_done(st, o);
     free(name);
     free(id);
     return st;
 fail:
     free(name);
     free(id);
-    if (st)
-        v2_stream_free(st);
-    else {
-        free(out);
-        free(weights);
-    }
+    stream_free(st); /* out and weights with it (stream_new freed them if it failed) */
     return NULL;
-}
-
-size_t v2_stream_size(const struct v2_stream *st)
-{
-    return st->total;
-}
-
-size_t v2_stream_header_len(const struct v2_stream *st)
-{
-    return st->text_len;
-}
-
-int v2_stream_is_binary(const struct v2_stream *st)
-{
-    return st->nbin > 0;
-}
-
-size_t v2_stream_read(const struct v2_stream *st, size_t pos, char *dst, size_t max)
-{
-    /* the body is pieces end to end: the JSON part, then each binary output */
-    size_t done = 0, start = 0;
-    for (int i = -1; i < st->nbin && done < max; i++) {
-        const char *src = i < 0 ? st->text : st->bin[i].src;
-        const size_t n = i < 0 ? st->text_len : st->bin[i].n;
-        if (pos < start + n) {
-            size_t k = start + n - pos;
-            if (k > max - done)
-                k = max - done;
-            memcpy(dst + done, src + (pos - start), k);
-            done += k, pos += k;
-        }
-        start += n;
-    }
-    return done;
-}
-
-void v2_stream_free(struct v2_stream *st)
-{
-    if (!st)
-        return;
-    free(st->text);
-    free(st->out);
-    free(st->weights);
-    free(st);
 }

@@ -4,9 +4,10 @@
  *
  * A walk over the JSON part finds root.inputs[i].data. Each one that is a
  * clean numeric (or boolean) array is read here, and jansson then loads
- * the body with that array's bytes replaced by "0" and spaces, so every
- * other byte keeps its offset (and jansson its error columns) and the DOM
- * holds one node where the array held one a number. The schema
+ * the body with that array's bytes replaced by "0" and spaces (scan_json.h:
+ * the blanked load of both fast decoders), so every other byte keeps its
+ * offset (and jansson its error columns, which v2's message quotes) and
+ * the DOM holds one node where the array held one a number. The schema
  * (v2_codec.c) takes input i's tensor from slot i instead of the
  * placeholder. An array the parser stops in is left to jansson, which
  * says what is wrong; only in a large body (errors) is one of more than
@@ -26,15 +27,7 @@ enum { MODE_NONE, MODE_READ, MODE_DROP };
 
 static int add_range(struct v2_fast *f, size_t start, size_t end)
 {
-    if (f->n_range == f->cap) {
-        const size_t cap = f->cap ? 2 * f->cap : 16;
-        struct v2_range *r = realloc(f->range, cap * sizeof *r);
-        if (!r)
-            return -1;
-        f->range = r, f->cap = cap;
-    }
-    f->range[f->n_range++] = (struct v2_range){start, end};
-    return 0;
+    return scan_blank(&f->blanks, start, end, 0);
 }
 
 /* After a member of an object or array (close: '}' or ']'): 0 when
@@ -259,7 +252,7 @@ int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
                  struct tensor_arena *a, struct api_error *err)
 {
     memset(f, 0, sizeof *f);
-    struct scan sc = {s, len, 0, lim->max_tensor_elements, errors, NULL, a, err, 0};
+    struct scan sc = {s, len, 0, lim->max_tensor_elements, errors, NULL, a, err, 0, NULL};
     if (expect(&sc, '{') || peek(&sc) == '}')
         return 0;
     for (;;) {
@@ -285,7 +278,7 @@ int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
 
 size_t v2_json_end(const char *s, size_t len)
 {
-    struct scan sc = {s, len, 0, 0, 0, NULL, NULL, NULL, 0};
+    struct scan sc = {s, len, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     if (peek(&sc) != '{' || scan_skip_value(&sc))
         return 0;
     const size_t end = sc.pos;
@@ -293,67 +286,13 @@ size_t v2_json_end(const char *s, size_t len)
     return peek(&sc) >= 0 && scan_json_check(s, end, &e) == 0 ? end : 0;
 }
 
-/* ---------------------------------------------------------------------- */
-/* jansson over the body with the arrays replaced                          */
-
-struct feed {
-    const struct v2_fast *f;
-    const char *s;
-    size_t len, pos, r; /* r: the first range not wholly before pos */
-};
-
-/* The bytes from pos: the body's, or "0" and spaces within a range. */
-static size_t feed_get(void *buf, size_t max, void *data)
-{
-    struct feed *d = data;
-    char *out = buf;
-    size_t n = 0;
-    while (n < max && d->pos < d->len) {
-        while (d->r < d->f->n_range && d->f->range[d->r].end <= d->pos)
-            d->r++;
-        const struct v2_range *g = d->r < d->f->n_range ? &d->f->range[d->r] : NULL;
-        if (g && d->pos >= g->start) { /* within a range */
-            size_t k = g->end - d->pos < max - n ? g->end - d->pos : max - n;
-            memset(out + n, ' ', k);
-            if (d->pos == g->start)
-                out[n] = '0';
-            n += k, d->pos += k;
-        } else {
-            const size_t stop = g ? g->start : d->len;
-            size_t k = stop - d->pos < max - n ? stop - d->pos : max - n;
-            memcpy(out + n, d->s + d->pos, k);
-            n += k, d->pos += k;
-        }
-    }
-    return n;
-}
-
 json_t *v2_fast_load(const struct v2_fast *f, const char *s, size_t n, json_error_t *je,
                      int *nomem)
 {
-    struct feed d = {f, s, n, 0, 0};
-    *nomem = 0;
-    json_t *root = f->n_range ? json_load_callback(feed_get, &d, JSON_REJECT_DUPLICATES, je)
-                              : json_loadb(s, n, JSON_REJECT_DUPLICATES, je);
-    if (root || json_error_code(je) != json_error_numeric_overflow)
-        return root;
-    /* a number jansson cannot hold (outside the arrays): a copy with its
-     * stand-in, as POST /attention reads it (jsonnum_standin) */
-    char *copy = malloc(n + 1);
-    if (!copy)
-        return *nomem = 1, NULL;
-    d.pos = d.r = 0;
-    feed_get(copy, n, &d);
-    copy[n] = '\0';
-    jsonnum_standin(copy, n);
-    root = json_loadb(copy, n, JSON_REJECT_DUPLICATES, je);
-    free(copy);
-    return root;
+    return scan_load_blanked(&f->blanks, s, n, 0, 1, je, nomem);
 }
 
 void v2_fast_free(struct v2_fast *f)
 {
-    free(f->range);
-    f->range = NULL;
-    f->n_range = f->cap = 0;
+    scan_blanks_free(&f->blanks);
 }

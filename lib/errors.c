@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/utf8.h"
 
 static const struct {
     int status;
@@ -39,44 +40,6 @@ int api_fail(struct api_error *err, int code, const char *fmt, ...)
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlong forms,
- * no surrogates, nothing past U+10FFFF), or 0. */
-static size_t utf8_seq(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-             : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
-        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
-        return 0;
-    return n;
-}
-
-/* msg into dst (n bytes) as valid UTF-8: each byte that does not start a
- * valid sequence becomes U+FFFD. A message can quote what the client sent
- * (a URL, a header, a key) or be cut inside a character by api_fail, and
- * JSON text must be UTF-8. */
-static void utf8_clean(char *dst, size_t n, const char *msg)
-{
-    const unsigned char *s = (const unsigned char *)msg;
-    size_t o = 0;
-    while (*s && o + 4 < n) {
-        size_t k = utf8_seq(s);
-        if (k) {
-            memcpy(dst + o, s, k);
-            o += k, s += k;
-        } else {
-            memcpy(dst + o, "\xef\xbf\xbd", 3);
-            o += 3, s++;
-        }
-    }
-    dst[o] = '\0';
 }
 
 /* o (taken) as compact JSON text, its length in *len; NULL when out of

@@ -1,7 +1,6 @@
 /* suggest.c -- the nearest known name to an unknown one; see suggest.h. */
 #include "lib/suggest.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,47 +67,4 @@ const char *suggest_hint(char *buf, size_t n, const char *word, const char *cons
     else if (n)
         buf[0] = '\0';
     return buf;
-}
-
-void suggest_unknown_model(char *buf, size_t n, const char *name)
-{
-    json_t *names = repo_names();
-    const size_t count = json_array_size(names);
-    const char *near = NULL;
-    int near_d = SUGGEST_MAX_DISTANCE + 1;
-    for (size_t i = 0; i < count; i++) {
-        const char *s = json_string_value(json_array_get(names, i));
-        const int d = s && strcmp(s, name) ? suggest_distance(name, s) : near_d;
-        if (d < near_d)
-            near = s, near_d = d;
-    }
-    size_t len = (size_t)snprintf(buf, n, "unknown model '%.64s'", name);
-    if (near && len < n)
-        len += (size_t)snprintf(buf + len, n - len, " (did you mean '%s'?)", near);
-    if (len < n)
-        len += (size_t)snprintf(buf + len, n - len, "; the models served are");
-    /* as many as fit (at most SUGGEST_MAX_MODELS), room kept for the tail */
-    static const char tail[] = ", … (GET /v2/models lists them)";
-    size_t i = 0;
-    for (; i < count && i < SUGGEST_MAX_MODELS; i++) {
-        const char *s = json_string_value(json_array_get(names, i));
-        const size_t need = strlen(s) + 2 + (i + 1 < count ? sizeof tail : 1);
-        if (len + need > n)
-            break;
-        len += (size_t)snprintf(buf + len, n - len, "%s %s", i ? "," : "", s);
-    }
-    if (i < count && len < n)
-        snprintf(buf + len, n - len, "%s", tail);
-    json_decref(names);
-}
-
-int suggest_acquire(struct repo_ref **ref, const char *name, const char *version, char *why,
-                    size_t whylen)
-{
-    const int rc = repo_acquire(ref, name, version, why, whylen);
-    int state;
-    char reason[8];
-    if (rc == REPO_ENOTFOUND && repo_state(name, &state, reason, sizeof reason) != 0)
-        suggest_unknown_model(why, whylen, name);
-    return rc;
 }

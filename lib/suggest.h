@@ -11,17 +11,14 @@
  * unknown one (Damerau-Levenshtein as optimal string alignment: an
  * insertion, a deletion, a substitution or a swap of two neighbours each
  * count 1, so "is_casual" is 1 from "is_causal"); the nearest wins, the
- * first in the list on a tie. An unknown model's message also lists the
- * models served (repo_names(), at most SUGGEST_MAX_MODELS of them). */
+ * first in the list on a tie. Only names: an unknown model's message,
+ * which also lists the models served, is the API's (api/models.h). */
 #ifndef SERVER_SUGGEST_H
 #define SERVER_SUGGEST_H
 
 #include <stddef.h>
 
-#include "model/repo.h"
-
 #define SUGGEST_MAX_DISTANCE 2
-#define SUGGEST_MAX_MODELS 20
 
 /* The edit distance of a and b, or SUGGEST_MAX_DISTANCE + 1 when greater. */
 int suggest_distance(const char *a, const char *b);
@@ -34,14 +31,5 @@ const char *suggest_nearest(const char *word, const char *const *list, size_t n)
  * near: written into buf (n bytes), which is returned. */
 const char *suggest_hint(char *buf, size_t n, const char *word, const char *const *list,
                          size_t count);
-
-/* repo_acquire(), whose message for a model that does not exist (any
- * version) is "unknown model 'x' (did you mean 'y'?); the models served
- * are a, b, ..." instead. */
-int suggest_acquire(struct repo_ref **ref, const char *name, const char *version, char *why,
-                    size_t whylen);
-
-/* That message for name, into buf (n bytes). */
-void suggest_unknown_model(char *buf, size_t n, const char *name);
 
 #endif

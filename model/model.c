@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/attention.h"
+
 #define CONFIG_MAX (1u << 20) /* config.json: 1 MiB at most */
 
 static const char *const format_names[MODEL_NFORMATS] = {
@@ -257,18 +259,25 @@ done:
     return rc;
 }
 
+/* The seven weights in the one order (att_weight_shapes'), NULL where absent. */
+static void weights_of(const struct model *m, float *w[ATT_NWEIGHTS])
+{
+    w[0] = m->in_proj_weight, w[1] = m->q_proj_weight, w[2] = m->k_proj_weight;
+    w[3] = m->v_proj_weight, w[4] = m->in_proj_bias, w[5] = m->out_proj_weight;
+    w[6] = m->out_proj_bias;
+}
+
 /* m->weight_len from the shapes each array was checked and allocated at,
  * and the bytes of float32 the model holds (gpt2's temporaries gone). */
 static void set_lens(struct model *m)
 {
     size_t E = (size_t)m->E, dq = (size_t)m->H * (size_t)m->head_dim,
            dkv = (size_t)m->Hkv * (size_t)m->head_dim, n = 0;
-    const float *w[7] = {m->in_proj_weight, m->q_proj_weight,   m->k_proj_weight,
-                         m->v_proj_weight,  m->in_proj_bias,    m->out_proj_weight,
-                         m->out_proj_bias};
-    const size_t len[7] = {(dq + 2 * dkv) * E, dq * E, dkv * (size_t)m->kdim,
+    float *w[ATT_NWEIGHTS];
+    weights_of(m, w);
+    const size_t len[ATT_NWEIGHTS] = {(dq + 2 * dkv) * E, dq * E, dkv * (size_t)m->kdim,
                            dkv * (size_t)m->vdim, dq + 2 * dkv, E * dq, E};
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
         n += m->weight_len[i] = w[i] ? len[i] : 0;
     m->bytes = n * sizeof(float);
 }
@@ -284,8 +293,8 @@ static int name_ok(const char *name, char *err, size_t errlen)
                     name[i]))
             return model_fail(err, errlen, "model name \"%.64s\" has a character outside "
                         "[A-Za-z0-9_.-]", name);
-    if (!strcmp(name, "attention"))
-        return model_fail(err, errlen, "model name \"attention\" is reserved");
+    if (!strcmp(name, MODEL_BUILTIN))
+        return model_fail(err, errlen, "model name \"" MODEL_BUILTIN "\" is reserved");
     return 0;
 }
 
@@ -438,13 +447,10 @@ void model_free(struct model *m)
 {
     if (!m)
         return;
-    free(m->in_proj_weight);
-    free(m->q_proj_weight);
-    free(m->k_proj_weight);
-    free(m->v_proj_weight);
-    free(m->in_proj_bias);
-    free(m->out_proj_weight);
-    free(m->out_proj_bias);
+    float *w[ATT_NWEIGHTS];
+    weights_of(m, w);
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        free(w[i]);
     json_decref(m->defaults);
     json_decref(m->config);
     json_decref(m->hf_config);

@@ -67,6 +67,10 @@
 #include <jansson.h>
 #include <stddef.h>
 
+/* The name of the built-in model: no struct model, the weights are in the
+ * request (both protocols say so; the registry always serves it). */
+#define MODEL_BUILTIN "attention"
+
 enum model_format {
     MODEL_TORCH_MHA, MODEL_HF_BERT, MODEL_HF_GPT2,
     MODEL_HF_LLAMA, MODEL_HF_MISTRAL, MODEL_HF_GEMMA2,

@@ -2,7 +2,6 @@
 #include "model/repo.h"
 
 #include <dirent.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,10 +19,6 @@ struct repo_ref {
                         2: unloaded, repo_unload waits for it and frees it */
 };
 
-struct stat_pair {
-    unsigned long long count, ns;
-};
-
 struct entry {
     struct entry *next;
     char name[128];
@@ -36,7 +31,7 @@ struct entry {
      * they arrived: each takes a ticket and waits for its turn (R.turn) */
     unsigned long ticket_next, ticket_now;
     /* statistics */
-    struct stat_pair success, fail, stage[REPO_STAGES];
+    struct repo_count success, fail, stage[REPO_STAGES];
     unsigned long long inference_count, execution_count;
     long long last_ms;
 };
@@ -434,35 +429,35 @@ int repo_state(const char *name, int *state, char *reason, size_t n)
     return e ? 0 : -1;
 }
 
-json_t *repo_names(void)
+int repo_snapshot(struct repo_snapshot *s)
 {
-    json_t *a = json_array();
+    memset(s, 0, sizeof *s);
     pthread_mutex_lock(&R.lock);
-    if (!R.head)
-        json_array_append_new(a, json_string(REPO_BUILTIN));
-    for (struct entry *e = R.head; e && a; e = e->next)
-        json_array_append_new(a, json_string(e->name));
+    /* before repo_start, the built-in model alone (as repo_acquire serves it) */
+    struct entry *const head = R.head ? R.head : &builtin_entry;
+    size_t n = 0;
+    for (const struct entry *e = head; e; e = e->next)
+        n++;
+    s->models = calloc(n, sizeof *s->models);
+    for (const struct entry *e = head; e && s->models; e = e->next) {
+        struct repo_info *m = &s->models[s->n++];
+        snprintf(m->name, sizeof m->name, "%s", e->name);
+        snprintf(m->reason, sizeof m->reason, "%s", e->reason);
+        m->builtin = e->builtin, m->state = e->state;
+        m->success = e->success, m->fail = e->fail;
+        memcpy(m->stage, e->stage, sizeof m->stage);
+        m->inference_count = e->inference_count, m->execution_count = e->execution_count;
+        m->last_ms = e->last_ms;
+    }
+    s->reserved = R.reserved_folder ? RESERVED_REASON : NULL;
     pthread_mutex_unlock(&R.lock);
-    return a;
+    return s->models ? 0 : -1;
 }
 
-json_t *repo_index(int ready_only)
+void repo_snapshot_free(struct repo_snapshot *s)
 {
-    json_t *a = json_array();
-    pthread_mutex_lock(&R.lock);
-    for (struct entry *e = R.head ? R.head->next : NULL; e && a; e = e->next) {
-        if (ready_only && e->state != REPO_READY)
-            continue;
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s}", "name", e->name, "version",
-                                           REPO_VERSION, "state", repo_state_str(e->state),
-                                           "reason", e->reason));
-    }
-    if (R.reserved_folder && !ready_only && a) /* a load error, not a model */
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s}", "name", REPO_BUILTIN,
-                                           "version", REPO_VERSION, "state", "UNAVAILABLE",
-                                           "reason", RESERVED_REASON));
-    pthread_mutex_unlock(&R.lock);
-    return a;
+    free(s->models);
+    memset(s, 0, sizeof *s);
 }
 
 static long long now_ms(void)
@@ -483,7 +478,7 @@ void repo_record(const char *name, int ok, double total_s, const double stage_s[
     pthread_mutex_lock(&R.lock);
     struct entry *e = R.head ? find(name) : NULL;
     if (e) {
-        struct stat_pair *p = ok ? &e->success : &e->fail;
+        struct repo_count *p = ok ? &e->success : &e->fail;
         p->count++, p->ns += ns(total_s);
         if (ok) { /* Triton counts the stages of successful requests */
             for (int s = 0; s < REPO_STAGES; s++)
@@ -494,107 +489,4 @@ void repo_record(const char *name, int ok, double total_s, const double stage_s[
         }
     }
     pthread_mutex_unlock(&R.lock);
-}
-
-static json_t *pair(const struct stat_pair *p)
-{
-    return json_pack("{s:I, s:I}", "count", (json_int_t)p->count, "ns", (json_int_t)p->ns);
-}
-
-static json_t *entry_stats(const struct entry *e)
-{
-    static const struct stat_pair zero;
-    json_t *inf = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success",
-                            pair(&e->success), "fail", pair(&e->fail), "queue",
-                            pair(&e->stage[REPO_QUEUE]), "compute_input",
-                            pair(&e->stage[REPO_INPUT]), "compute_infer",
-                            pair(&e->stage[REPO_INFER]), "compute_output",
-                            pair(&e->stage[REPO_OUTPUT]), "cache_hit", pair(&zero), "cache_miss",
-                            pair(&zero));
-    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:[]}", "name", e->name, "version",
-                     REPO_VERSION, "last_inference", (json_int_t)e->last_ms, "inference_count",
-                     (json_int_t)e->inference_count, "execution_count",
-                     (json_int_t)e->execution_count, "inference_stats", inf, "batch_stats");
-}
-
-json_t *repo_stats_json(const char *name)
-{
-    json_t *a = json_array();
-    int found = !name;
-    pthread_mutex_lock(&R.lock);
-    for (struct entry *e = R.head; e && a; e = e->next)
-        if (!name || strcmp(name, e->name) == 0) {
-            json_array_append_new(a, entry_stats(e));
-            found = 1;
-        }
-    pthread_mutex_unlock(&R.lock);
-    if (!found) {
-        json_decref(a);
-        return NULL;
-    }
-    return json_pack("{s:o}", "model_stats", a);
-}
-
-/* printf onto the end of a malloc'd buffer. */
-static char *append(char *buf, size_t *len, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static char *append(char *buf, size_t *len, size_t *cap, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        const int n = vsnprintf(buf + *len, *cap - *len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            free(buf);
-            return NULL;
-        }
-        if ((size_t)n < *cap - *len) {
-            *len += (size_t)n;
-            return buf;
-        }
-        char *nb = realloc(buf, *cap * 2 + (size_t)n);
-        if (!nb) {
-            free(buf);
-            return NULL;
-        }
-        buf = nb, *cap = *cap * 2 + (size_t)n;
-    }
-}
-
-char *repo_metrics_append(char *buf, size_t *len)
-{
-    static const char *stages[] = {"queue", "compute_input", "compute_infer", "compute_output"};
-    size_t cap = *len + 1;
-    buf = append(buf, len, &cap,
-                 "# HELP attention_model_requests_total Inference requests per model "
-                 "(POST /attention with \"model\", and /v2 infer), by result.\n"
-                 "# TYPE attention_model_requests_total counter\n");
-    pthread_mutex_lock(&R.lock);
-    for (struct entry *e = R.head; e && buf; e = e->next) {
-        buf = append(buf, len, &cap, "attention_model_requests_total{model=\"%s\",result="
-                     "\"success\"} %llu\n", e->name, e->success.count);
-        if (buf)
-            buf = append(buf, len, &cap, "attention_model_requests_total{model=\"%s\",result="
-                         "\"fail\"} %llu\n", e->name, e->fail.count);
-    }
-    if (buf)
-        buf = append(buf, len, &cap,
-                     "# HELP attention_model_stage_seconds_total Time per model and stage of "
-                     "its successful requests.\n"
-                     "# TYPE attention_model_stage_seconds_total counter\n");
-    for (struct entry *e = R.head; e && buf; e = e->next)
-        for (int s = 0; s < REPO_STAGES && buf; s++)
-            buf = append(buf, len, &cap, "attention_model_stage_seconds_total{model=\"%s\","
-                         "stage=\"%s\"} %.9f\n", e->name, stages[s],
-                         (double)e->stage[s].ns * 1e-9);
-    if (buf)
-        buf = append(buf, len, &cap,
-                     "# HELP attention_model_ready Whether a model is ready (1) or not (0).\n"
-                     "# TYPE attention_model_ready gauge\n");
-    for (struct entry *e = R.head; e && buf; e = e->next)
-        buf = append(buf, len, &cap, "attention_model_ready{model=\"%s\"} %d\n", e->name,
-                     e->state == REPO_READY);
-    pthread_mutex_unlock(&R.lock);
-    return buf;
 }

@@ -27,12 +27,12 @@
 #ifndef MODEL_REPO_H
 #define MODEL_REPO_H
 
-#include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "model/model.h"
 
-#define REPO_BUILTIN "attention" /* the built-in model's name */
+#define REPO_BUILTIN MODEL_BUILTIN /* the built-in model's name (model.h) */
 #define REPO_VERSION "1"         /* every model's one version */
 
 enum repo_status { REPO_OK = 0, REPO_ENOTFOUND = -1, REPO_ENOTREADY = -2, REPO_EINVAL = -3 };
@@ -55,7 +55,7 @@ struct repo_ref;
  * REPO_ENOTREADY (loading, failed or unloaded: why says which, and since
  * when: "model 'm' is not ready (UNAVAILABLE since 2026-11-26T15:40:00Z)").
  * why is for any client: it never holds the reason of a failed load, which
- * only the log and repo_index() (the admin endpoint) give.
+ * only the log and the repository index (repo_snapshot; the admin endpoint) give.
  * The built-in model gives a ref whose repo_model() is NULL. */
 int repo_acquire(struct repo_ref **ref, const char *name, const char *version, char *why,
                  size_t whylen);
@@ -66,12 +66,36 @@ void repo_release(struct repo_ref *ref); /* NULL: nothing */
 /* Whether name is known (any state), and its state and reason. */
 int repo_state(const char *name, int *state, char *reason, size_t n);
 
-/* Names of every model, the built-in first: a new JSON array. */
-json_t *repo_names(void);
-/* The repository index (extension_model_repository): a new JSON array of
- * {"name", "version", "state", "reason"}, the repository's models only
- * (ready_only: only the ready ones). */
-json_t *repo_index(int ready_only);
+/* Statistics (extension_statistics): per model, counts and nanoseconds. */
+enum repo_stage { REPO_QUEUE, REPO_INPUT, REPO_INFER, REPO_OUTPUT, REPO_STAGES };
+struct repo_count {
+    unsigned long long count, ns;
+};
+
+/* One model as it stood when the snapshot was taken. */
+struct repo_info {
+    char name[128];
+    int builtin;      /* the built-in model (always first) */
+    int state;        /* enum repo_state */
+    char reason[512]; /* why it is not ready (or a failed reload's reason), or "" */
+    struct repo_count success, fail; /* requests and their total time */
+    struct repo_count stage[REPO_STAGES]; /* of the successful requests */
+    unsigned long long inference_count, execution_count;
+    long long last_ms; /* its last successful request (ms since the epoch), 0: none */
+};
+
+/* Every model, one consistent copy taken under the lock: the built-in
+ * first, then the repository's by name. The registry writes no protocol:
+ * the API turns this into the v2 index, statistics and /metrics lines. */
+struct repo_snapshot {
+    size_t n;
+    struct repo_info *models; /* n of them (malloc'd) */
+    const char *reserved;     /* DIR holds a folder named as the built-in model, not
+                                 loaded: why (static text); else NULL */
+};
+/* 0, or -1 when out of memory (s then empty). */
+int repo_snapshot(struct repo_snapshot *s);
+void repo_snapshot_free(struct repo_snapshot *s);
 
 /* Load (or reload) DIR/name; waits for the load. REPO_OK, REPO_EINVAL (no
  * repository, or a name that is not a folder of it), REPO_ENOTREADY (the
@@ -83,15 +107,8 @@ int repo_load(const char *name, char *why, size_t whylen);
  * in flight are done. REPO_OK or REPO_ENOTFOUND. */
 int repo_unload(const char *name, char *why, size_t whylen);
 
-/* Statistics (extension_statistics): per model, counts and nanoseconds. */
-enum repo_stage { REPO_QUEUE, REPO_INPUT, REPO_INFER, REPO_OUTPUT, REPO_STAGES };
 /* One request on name: ok or failed, its total time and its stages (s). */
 void repo_record(const char *name, int ok, double total_s, const double stage_s[REPO_STAGES],
                  long long batch);
-/* {"model_stats": [...]} for name (NULL: every model); NULL if name is unknown. */
-json_t *repo_stats_json(const char *name);
-/* Prometheus lines of the per-model counters, appended to a malloc'd buffer;
- * returns the new buffer (NULL on out of memory: buf freed). */
-char *repo_metrics_append(char *buf, size_t *len);
 
 #endif

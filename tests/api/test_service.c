@@ -50,7 +50,7 @@ Test(service, answers_what_the_codec_and_core_compute)
     const struct codec_limits lim = test_limits();
     struct codec_request r;
     struct api_error e;
-    cr_assert_eq(codec_decode_request(&r, body_ok, strlen(body_ok), &lim, &e), 0);
+    cr_assert_eq(codec_decode_request(&r, body_ok, strlen(body_ok), &lim, NULL, &e), 0);
     float *out = malloc(r.out_len * 4), *w = malloc(r.weights_len * 4);
     cr_assert_eq(att_forward(out, w, &r.p, NULL), ATT_OK);
     size_t len;

@@ -23,7 +23,7 @@
 static int decode(struct codec_request *r, const char *body, struct api_error *e)
 {
     struct codec_limits lim = test_limits();
-    return codec_decode_request(r, body, strlen(body), &lim, e);
+    return codec_decode_request(r, body, strlen(body), &lim, NULL, e);
 }
 
 Test(codec, three_tensor_forms_decode_to_the_same_floats)
@@ -135,7 +135,7 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         struct codec_request r;
         struct api_error e = {0};
         struct codec_limits lim = test_limits();
-        int rc = codec_decode_request(&r, body, blen, &lim, &e);
+        int rc = codec_decode_request(&r, body, blen, &lim, NULL, &e);
         const char *stage = json_string_value(json_object_get(c, "stage"));
         if (stage && strcmp(stage, "compute") == 0) {
             /* well formed: the codec must accept it (the HTTP test checks
@@ -267,7 +267,7 @@ static float first_query_value(const char *body, struct api_error *e, int *rc)
 {
     struct codec_request r;
     struct codec_limits lim = test_limits();
-    *rc = codec_decode_request(&r, body, strlen(body), &lim, e);
+    *rc = codec_decode_request(&r, body, strlen(body), &lim, NULL, e);
     float v = *rc == 0 ? r.p.query[0] : NAN;
     codec_request_deinit(&r);
     const char *diff = codec_compare_paths(body, strlen(body), &lim);
@@ -467,7 +467,7 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
             }
             struct codec_request r;
             struct api_error e;
-            accepted += codec_decode_request(&r, b, len, &lim, &e) == 0;
+            accepted += codec_decode_request(&r, b, len, &lim, NULL, &e) == 0;
             codec_request_deinit(&r);
             free(b);
             runs++;
@@ -509,26 +509,26 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
         memcpy(out2, out, olen * 4);
         if (wlen)
             memcpy(w2, w, wlen * 4);
-        struct codec_stream *s = codec_stream_new(&r, out2, w2); /* takes out2, w2 */
+        struct stream *s = codec_stream_new(&r, out2, w2); /* takes out2, w2 */
         cr_assert_not_null(s);
-        cr_assert_eq(codec_stream_size(s), len, "body %zu: size %zu, want %zu", i,
-                     codec_stream_size(s), len);
+        cr_assert_eq(stream_size(s), len, "body %zu: size %zu, want %zu", i,
+                     stream_size(s), len);
         for (int trial = 0; trial < 20; trial++) {
             char *got = malloc(len + 8);
             size_t pos = 0;
             while (pos < len) {
                 size_t max = 1 + (size_t)((check_randf(&st) + 1) * (trial < 10 ? 3.5 : 40));
-                size_t k = codec_stream_read(s, pos, got + pos, max);
+                size_t k = stream_read(s, pos, got + pos, max);
                 cr_assert_gt(k, 0, "stalled at %zu of %zu", pos, len);
                 cr_assert_leq(k, max);
                 pos += k;
             }
-            cr_assert_eq(codec_stream_read(s, len, got + len, 8), 0, "bytes past the end");
+            cr_assert_eq(stream_read(s, len, got + len, 8), 0, "bytes past the end");
             cr_assert(memcmp(got, whole, len) == 0, "body %zu trial %d: %.*s\nwant %s", i,
                       trial, (int)len, got, whole);
             free(got);
         }
-        codec_stream_free(s);
+        stream_free(s);
         free(whole), free(out), free(w);
         codec_request_deinit(&r);
     }
@@ -558,7 +558,7 @@ Test(codec, fast_decoder_reads_the_golden_requests)
         char *body = testdata_body(c, &len);
         struct codec_request r;
         struct api_error e;
-        cr_assert_eq(codec_decode_request(&r, body, len, &lim, &e), 0, "%s: %s", paths[i],
+        cr_assert_eq(codec_decode_request(&r, body, len, &lim, NULL, &e), 0, "%s: %s", paths[i],
                      e.msg);
         if (r.path != CODEC_PATH_FAST) {
             fprintf(stderr, "%s: decoded by path %d, want the fast decoder\n", paths[i], r.path);
@@ -583,11 +583,11 @@ Test(codec, fast_decoder_reads_the_golden_requests)
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         struct codec_request r;
         struct api_error e;
-        cr_assert_eq(codec_decode_request(&r, forms[i], strlen(forms[i]), &lim, &e), 0,
+        cr_assert_eq(codec_decode_request(&r, forms[i], strlen(forms[i]), &lim, NULL, &e), 0,
                      "form %zu: %s", i + 1, e.msg);
         cr_assert_eq(r.path, CODEC_PATH_FAST, "form %zu went to jansson", i + 1);
         codec_request_deinit(&r);
-        cr_assert_eq(codec_decode_request_reference(&r, forms[i], strlen(forms[i]), &lim, &e),
+        cr_assert_eq(codec_decode_request_reference(&r, forms[i], strlen(forms[i]), &lim, NULL, &e),
                      0);
         cr_assert_eq(r.path, CODEC_PATH_JANSSON);
         codec_request_deinit(&r);
@@ -629,7 +629,7 @@ Test(codec, large_bodies_get_every_case_answer_from_the_fast_decoder, .timeout =
         struct codec_request r;
         struct api_error e = {0};
         struct codec_limits lim = test_limits();
-        int rc = codec_decode_request(&r, body, pad + blen, &lim, &e);
+        int rc = codec_decode_request(&r, body, pad + blen, &lim, NULL, &e);
         if (r.path != CODEC_PATH_FAST) {
             fprintf(stderr, "%s: answered by path %d, not the fast decoder\n", paths[k], r.path);
             failed++;
@@ -673,7 +673,7 @@ Test(codec, tokens_have_exactly_L_and_S_entries)
             memcpy(b + pad, bad[i].body, n);
             struct codec_request r;
             struct api_error e;
-            int rc = codec_decode_request(&r, b, pad + n, &lim, &e);
+            int rc = codec_decode_request(&r, b, pad + n, &lim, NULL, &e);
             cr_expect(rc != 0 && e.code == ERR_INVALID_PARAMETER && strstr(e.msg, bad[i].msg),
                       "%s (%s): %d %s", bad[i].body, large ? "large" : "small", rc, e.msg);
             cr_expect_eq(r.path, large ? CODEC_PATH_FAST : CODEC_PATH_JANSSON);
@@ -687,7 +687,7 @@ Test(codec, tokens_have_exactly_L_and_S_entries)
                      "\"num_heads\": 1, \"tokens\": [\"a\", \"b\"], \"key_tokens\": [\"x\"]}";
     struct codec_request r;
     struct api_error e;
-    cr_assert_eq(codec_decode_request(&r, ok, strlen(ok), &lim, &e), 0, "%s", e.msg);
+    cr_assert_eq(codec_decode_request(&r, ok, strlen(ok), &lim, NULL, &e), 0, "%s", e.msg);
     cr_expect_str_eq(r.tokens_json, "[\"a\",\"b\"]");
     codec_request_deinit(&r);
 }
@@ -783,7 +783,7 @@ static int decode_big(int w, void *ctx)
     check_peak_reset();
     struct codec_request r;
     struct api_error e = {0};
-    int rc = codec_decode_request(&r, body, len, &lim, &e);
+    int rc = codec_decode_request(&r, body, len, &lim, NULL, &e);
     int bad = !check_peak_within(big_want[w].name, len, 3.0);
     if (big_want[w].msg ? rc == 0 || e.code != big_want[w].code ||
                               !strstr(e.msg, big_want[w].msg)
@@ -818,7 +818,7 @@ Test(codec, a_placeholder_key_in_the_body_is_an_unknown_field)
         memcpy(b + pad, tail, n);
         struct codec_request r;
         struct api_error e;
-        int rc = codec_decode_request(&r, b, pad + n, &lim, &e);
+        int rc = codec_decode_request(&r, b, pad + n, &lim, NULL, &e);
         cr_expect(rc != 0 && e.code == ERR_INVALID_TENSOR && strstr(e.msg, "unknown field"),
                   "%s: %d %s", large ? "large" : "small", rc, e.msg);
         codec_request_deinit(&r);
@@ -875,7 +875,7 @@ static void *decode_twice(void *arg)
     struct api_error e;
     const float *first = NULL;
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(codec_decode_request(&r, body, o, &lim, &e), 0, "%s", e.msg);
+        cr_assert_eq(codec_decode_request(&r, body, o, &lim, NULL, &e), 0, "%s", e.msg);
         if (i == 0)
             first = r.p.query;
         else

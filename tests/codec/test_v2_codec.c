@@ -54,11 +54,11 @@ static char *with_binary(const char *s, const void *bin, size_t n, size_t *len, 
 }
 
 /* The whole answer, read in one piece. */
-static char *read_all(const struct v2_stream *st)
+static char *read_all(const struct stream *st)
 {
-    const size_t n = v2_stream_size(st);
+    const size_t n = stream_size(st);
     char *b = malloc(n + 1);
-    cr_assert_eq(v2_stream_read(st, 0, b, n + 1), n);
+    cr_assert_eq(stream_read(st, 0, b, n + 1), n);
     b[n] = '\0';
     return b;
 }
@@ -244,11 +244,11 @@ static char *golden_to_v2(json_t *req, int binary, int with_weights, size_t *len
 }
 
 /* The floats of output k in the answer: JSON data or binary bytes. */
-static void check_answer_floats(const struct v2_stream *st, const char *name, const float *x,
+static void check_answer_floats(const struct stream *st, const char *name, const float *x,
                                 size_t n, int binary, size_t *bin_at)
 {
     char *all = read_all(st);
-    json_t *root = json_loadb(all, v2_stream_header_len(st), 0, NULL);
+    json_t *root = json_loadb(all, stream_text_len(st), 0, NULL);
     cr_assert_not_null(root, "the JSON part is not JSON");
     json_t *o = NULL, *v;
     size_t i;
@@ -263,7 +263,7 @@ static void check_answer_floats(const struct v2_stream *st, const char *name, co
         cr_assert_eq(json_integer_value(json_object_get(json_object_get(o, "parameters"),
                                                         "binary_data_size")),
                      (json_int_t)(n * 4));
-        cr_assert_eq(memcmp(all + v2_stream_header_len(st) + *bin_at, x, n * 4), 0,
+        cr_assert_eq(memcmp(all + stream_text_len(st) + *bin_at, x, n * 4), 0,
                      "%s: binary bytes differ from the floats", name);
         *bin_at += n * 4;
     } else {
@@ -301,14 +301,14 @@ static int run_golden(const struct golden *g, const char *body, size_t len, long
     if (w)
         ok &= check_tensor_torch(g->name, w, g->expected_weights, g->expected_weights32,
                                  r.c.weights_len, 1e-5, 0.0);
-    struct v2_stream *st = v2_stream_new(&r, "attention", out, w);
+    struct stream *st = v2_stream_new(&r, "attention", out, w);
     cr_assert_not_null(st);
     size_t at = 0;
     check_answer_floats(st, "output", out, r.c.out_len, binary_out, &at);
     if (w)
         check_answer_floats(st, "attention_weights", w, r.c.weights_len, binary_out, &at);
-    cr_assert_eq(v2_stream_header_len(st) + at, v2_stream_size(st));
-    v2_stream_free(st);
+    cr_assert_eq(stream_text_len(st) + at, stream_size(st));
+    stream_free(st);
     v2_request_deinit(&r);
     return ok;
 }
@@ -464,13 +464,13 @@ Test(v2_codec, outputs_select_what_is_computed_and_sent)
     cr_assert_eq(r.c.weights_len, 0);
     cr_assert_eq(r.n_outputs, 1);
     float *out = calloc(r.c.out_len, 4);
-    struct v2_stream *st = v2_stream_new(&r, "attention", out, NULL);
+    struct stream *st = v2_stream_new(&r, "attention", out, NULL);
     char *s = read_all(st);
     cr_assert_null(strstr(s, "attention_weights"), "%s", s);
     cr_assert(strstr(s, "{\"name\":\"output\",\"datatype\":\"FP32\",\"shape\":[3,4],\"data\":"
                         "[0,0,0,0,0,0,0,0,0,0,0,0]}"), "%s", s);
     free(s);
-    v2_stream_free(st);
+    stream_free(st);
     v2_request_deinit(&r);
 
     /* both, weights first: that order in the answer; per-head (H, L, S) unbatched */
@@ -484,8 +484,8 @@ Test(v2_codec, outputs_select_what_is_computed_and_sent)
     w[17] = 0.1f;
     st = v2_stream_new(&r, "at\"tention", out, w);
     s = read_all(st);
-    cr_assert_eq(v2_stream_is_binary(st), 0);
-    cr_assert_eq(v2_stream_header_len(st), v2_stream_size(st));
+    cr_assert_eq((stream_pieces(st) > 0), 0);
+    cr_assert_eq(stream_text_len(st), stream_size(st));
     cr_assert(strncmp(s, "{\"model_name\":\"at\\\"tention\",\"model_version\":\"1\",\"id\":"
                          "\"a\\\"b\",\"outputs\":[{\"name\":\"attention_weights\",\"datatype\":"
                          "\"FP32\",\"shape\":[2,3,3],\"data\":[0,", 120) == 0, "%s", s);
@@ -494,7 +494,7 @@ Test(v2_codec, outputs_select_what_is_computed_and_sent)
     cr_assert_not_null(j, "%s", s);
     json_decref(j);
     free(s);
-    v2_stream_free(st);
+    stream_free(st);
     v2_request_deinit(&r);
 
     /* an empty list: every output; averaged batched weights (N, L, S) */
@@ -510,7 +510,7 @@ Test(v2_codec, outputs_select_what_is_computed_and_sent)
     cr_assert(strstr(s, "\"name\":\"attention_weights\",\"datatype\":\"FP32\",\"shape\":[1,3,3]"),
               "%s", s);
     free(s);
-    v2_stream_free(st);
+    stream_free(st);
     v2_request_deinit(&r);
 }
 
@@ -546,8 +546,8 @@ Test(v2_codec, binary_flags_per_output_override_the_request)
             out[k] = (float)k / 3.0f;
         for (size_t k = 0; k < r.c.weights_len; k++)
             w[k] = -(float)k / 7.0f;
-        struct v2_stream *st = v2_stream_new(&r, "attention", out, w);
-        cr_assert_eq(v2_stream_is_binary(st), cases[i].bin_out || cases[i].bin_w, "case %zu", i);
+        struct stream *st = v2_stream_new(&r, "attention", out, w);
+        cr_assert_eq((stream_pieces(st) > 0), cases[i].bin_out || cases[i].bin_w, "case %zu", i);
         size_t at = 0;
         /* binary bytes follow the JSON in the order of the outputs */
         for (int k = 0; k < r.n_outputs; k++) {
@@ -558,8 +558,8 @@ Test(v2_codec, binary_flags_per_output_override_the_request)
                 check_answer_floats(st, "attention_weights", w, r.c.weights_len, r.binary[o],
                                     &at);
         }
-        cr_assert_eq(v2_stream_header_len(st) + at, v2_stream_size(st), "case %zu", i);
-        v2_stream_free(st);
+        cr_assert_eq(stream_text_len(st) + at, stream_size(st), "case %zu", i);
+        stream_free(st);
         v2_request_deinit(&r);
     }
 }
@@ -581,17 +581,17 @@ Test(v2_codec, stream_reads_in_any_pieces_equal_one_read)
         out[k] = check_randf(&seed);
     for (size_t k = 0; k < r.c.weights_len; k++)
         w[k] = check_randf(&seed);
-    struct v2_stream *st = v2_stream_new(&r, "attention", out, w);
-    const size_t n = v2_stream_size(st);
-    cr_assert_eq(n, v2_stream_header_len(st) + r.c.weights_len * 4);
+    struct stream *st = v2_stream_new(&r, "attention", out, w);
+    const size_t n = stream_size(st);
+    cr_assert_eq(n, stream_text_len(st) + r.c.weights_len * 4);
     char *whole = read_all(st);
-    cr_assert_eq(memcmp(whole + v2_stream_header_len(st), w, r.c.weights_len * 4), 0);
+    cr_assert_eq(memcmp(whole + stream_text_len(st), w, r.c.weights_len * 4), 0);
     char *pieces = malloc(n + 8);
     static const size_t sizes[] = {1, 2, 3, 5, 7, 13, 64, 333, 4096};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         memset(pieces, 0, n + 8);
         size_t pos = 0, got;
-        while ((got = v2_stream_read(st, pos, pieces + pos, sizes[s])) > 0) {
+        while ((got = stream_read(st, pos, pieces + pos, sizes[s])) > 0) {
             cr_assert_leq(got, sizes[s]);
             pos += got;
         }
@@ -601,14 +601,14 @@ Test(v2_codec, stream_reads_in_any_pieces_equal_one_read)
     /* any offset, any length; reading again gives the same */
     for (size_t pos = 0; pos <= n; pos += 37) {
         char buf[101];
-        const size_t k = v2_stream_read(st, pos, buf, sizeof buf);
+        const size_t k = stream_read(st, pos, buf, sizeof buf);
         cr_assert_eq(k, n - pos < sizeof buf ? n - pos : sizeof buf);
         cr_assert_eq(memcmp(buf, whole + pos, k), 0, "at %zu", pos);
     }
-    cr_assert_eq(v2_stream_read(st, n + 5, pieces, 10), 0);
+    cr_assert_eq(stream_read(st, n + 5, pieces, 10), 0);
     free(pieces);
     free(whole);
-    v2_stream_free(st);
+    stream_free(st);
     v2_request_deinit(&r);
 }
 

@@ -91,8 +91,8 @@ const char *codec_compare_paths(const char *body, size_t len, const struct codec
 {
     struct codec_request fast, ref;
     struct api_error ef = {0}, er = {0};
-    int rf = codec_decode_request(&fast, body, len, lim, &ef);
-    int rr = codec_decode_request_reference(&ref, body, len, lim, &er);
+    int rf = codec_decode_request(&fast, body, len, lim, NULL, &ef);
+    int rr = codec_decode_request_reference(&ref, body, len, lim, NULL, &er);
     const char *diff = NULL;
     /* A small body's refusal always comes from the reference itself (the
      * fast decoder hands it over), so it cannot differ in code or message.
