@@ -259,10 +259,11 @@ lint:
 deploy-check: $(SERVER)
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/deploy-check.sh
 
-# The layer rule (scripts/layers.sh: which folder may include which), and
-# that it refuses a planted violation.
+# The layer rule (scripts/layers.sh: which folder may include which), that
+# it refuses a planted violation, and the duplicates allowlist's files.
 layers-check:
 	tests/check_layers.sh
+	tests/check_allowlist.sh
 
 # The README's layout table against the tree, and no issue numbers in it.
 readme-check:

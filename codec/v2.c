@@ -48,6 +48,17 @@ static enum tensor_kind input_kind(int idx)
     return idx == IN_ATTN_MASK ? TENSOR_MASK : idx == IN_KPM ? TENSOR_BOOL : TENSOR_FLOAT;
 }
 
+const char *v2_named_item(json_t *list, size_t i, const char *what, json_t **x,
+                          struct api_error *err)
+{
+    *x = json_array_get(list, i);
+    const char *name = json_string_value(json_object_get(*x, "name"));
+    if (!json_is_object(*x) || !name)
+        api_fail(err, ERR_INVALID_PARAMETER, "%s[%zu] must be an object with a string name",
+                 what, i);
+    return json_is_object(*x) ? name : NULL;
+}
+
 /* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */
 int v2_known_fields(json_t *obj, const char *const *list, const char *what,
                     struct api_error *err)
@@ -250,11 +261,10 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
     if (!json_is_array(list))
         return api_fail(err, ERR_INVALID_PARAMETER, "inputs must be an array of tensors");
     for (size_t i = 0; i < json_array_size(list); i++) {
-        json_t *x = json_array_get(list, i);
-        const char *name = json_string_value(json_object_get(x, "name"));
-        if (!json_is_object(x) || !name)
-            return api_fail(err, ERR_INVALID_PARAMETER, "inputs[%zu] must be an object with a "
-                            "string name", i);
+        json_t *x;
+        const char *name = v2_named_item(list, i, "inputs", &x, err);
+        if (!name)
+            return -1;
         const int idx = v2_input_index(name);
         if (idx < 0) {
             const char *names[IN_COUNT];

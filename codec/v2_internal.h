@@ -70,6 +70,11 @@ struct v2_options {
 };
 
 /* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */
+/* Item i of the array list (of inputs or of outputs: what) with its
+ * "name": the name, *x the item; NULL with err filled when the item is not
+ * an object with a string name. */
+const char *v2_named_item(json_t *list, size_t i, const char *what, json_t **x,
+                          struct api_error *err);
 int v2_known_fields(json_t *obj, const char *const *list, const char *what,
                     struct api_error *err);
 

@@ -391,11 +391,10 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
     }
     int asked[V2_OUT_COUNT] = {0};
     for (size_t i = 0; i < json_array_size(list); i++) {
-        json_t *x = json_array_get(list, i), *v;
-        const char *name = json_string_value(json_object_get(x, "name"));
-        if (!json_is_object(x) || !name)
-            return api_fail(err, ERR_INVALID_PARAMETER, "outputs[%zu] must be an object with a "
-                            "string name", i);
+        json_t *x, *v;
+        const char *name = v2_named_item(list, i, "outputs", &x, err);
+        if (!name)
+            return -1;
         const int idx = output_index(name);
         if (idx < 0) {
             char hint[96];
