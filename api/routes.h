@@ -1,6 +1,12 @@
 /* routes.h -- every endpoint of the service, as one table the transport
  * serves (http/route.h says what each column means).
  *
+ * The api/ layer (the rule: scripts/layers.sh) owns the endpoints: this
+ * table and its handlers (service.c, v2.c, files.c), the models by name
+ * (models.h, the only caller of the registry) and the metrics. It
+ * includes api/, codec/, model/, core/, config/, lib/ and, of the
+ * transport, only its interface (http/route.h).
+ *
  *     const struct route_table *t = routes_init(&cfg, pool);
  *     struct http_server *s = http_start(&options, t, pool, ...);
  *

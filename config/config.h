@@ -1,5 +1,9 @@
 /* config.h -- the service's settings: defaults, config file, environment, flags.
  *
+ * The config/ layer (the rule: scripts/layers.sh) owns the settings table
+ * and its sources, the CPU count and value parsing; it includes config/ and
+ * lib/ only. main.c hands each layer the part of struct cfg it needs.
+ *
  * This module knows settings only: no HTTP, no JSON, no core. Every setting
  * is one row of a static table in config.c (key, type, field, range, default,
  * help), and every source is read through that table, so a row added there

@@ -1,6 +1,11 @@
 /* attention.h -- multi-head attention, float32, as PyTorch's
  * nn.MultiheadAttention(batch_first=True) computes it.
  *
+ * The core/ layer (the rule: scripts/layers.sh) owns the numbers: the
+ * fast kernel and its float64 reference, the variants, the positional
+ * encoding, the reduced weights. It includes only core/ and is the
+ * header every other layer reaches it through.
+ *
  * Where it lives: attention.c (one call: workspace, threads, steps),
  * kernels.c (its loops over rows), check.c (validation, the range rule's
  * errors), reference.c (the plain reference), blas.c (OpenBLAS and the

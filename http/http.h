@@ -1,5 +1,10 @@
 /* http.h -- the HTTP transport of the service, on libmicrohttpd.
  *
+ * The http/ layer (the rule: scripts/layers.sh) owns the transport: this
+ * header, the route interface (route.h), connections and their deadlines
+ * (conn.h), bodies, framing, TLS, CORS and compressed bodies. It includes
+ * http/ and lib/ only: no protocol, model or core.
+ *
  * It serves a route table (http/route.h) and knows nothing of the
  * protocols or models behind it. One internal polling thread (epoll) does
  * the network work only: it frames requests, matches them to their row,

@@ -3,6 +3,12 @@
  * config.json and model.safetensors (model/safetensors.h reads the file),
  * or config.json pointing at a Hugging Face checkpoint folder.
  *
+ * The model/ layer (the rule: scripts/layers.sh) owns server-held models:
+ * safetensors (safetensors.h), config.json and its three layouts (this
+ * header), Hugging Face checkpoints (hf.c) and the registry (repo.h, called
+ * from api/ only). It includes model/, core/, lib/ and the options table
+ * (codec/options.h) that says what a model's "defaults" may be.
+ *
  *     struct model *m;
  *     char err[512];
  *     if (model_load(&m, "/srv/models", "bert-l3", err, sizeof err) != 0)
