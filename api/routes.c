@@ -161,7 +161,7 @@ static void v2_get(const struct route_request *rq, struct route_response *out,
 {
     const struct v2_route rt = v2_of(rq, kind);
     const struct v2_server_state st = {rq->state.draining};
-    v2_answer_get(&rt, &st, out);
+    v2_handle_get(&rt, &st, out);
     json_default(out);
 }
 
@@ -169,7 +169,7 @@ static void v2_post(const struct route_request *rq, struct route_response *out,
                     enum v2_kind kind)
 {
     const struct v2_route rt = v2_of(rq, kind);
-    v2_answer_repository(&rt, rq->body, rq->len, out);
+    v2_handle_repository(&rt, rq->body, rq->len, out);
     json_default(out);
 }
 

@@ -137,7 +137,7 @@ static struct repo_ref *held(const struct v2_route *rt, struct route_response *a
     return ref;
 }
 
-void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
+void v2_handle_get(const struct v2_route *rt, const struct v2_server_state *s,
                    struct route_response *a)
 {
     memset(a, 0, sizeof *a);
@@ -227,7 +227,7 @@ static json_t *repo_body(const char *body, size_t len, struct route_response *a)
     return o;
 }
 
-void v2_answer_repository(const struct v2_route *rt, const char *body, size_t len,
+void v2_handle_repository(const struct v2_route *rt, const char *body, size_t len,
                           struct route_response *a)
 {
     memset(a, 0, sizeof *a);

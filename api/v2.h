@@ -40,12 +40,12 @@ struct v2_server_state {
 };
 
 /* The answer of a GET route (a buffer, in a). */
-void v2_answer_get(const struct v2_route *rt, const struct v2_server_state *s,
+void v2_handle_get(const struct v2_route *rt, const struct v2_server_state *s,
                    struct route_response *a);
 
 /* The answer of a repository route (index, load, unload), on a worker: a
  * load reads the model's files and an unload waits for its requests. */
-void v2_answer_repository(const struct v2_route *rt, const char *body, size_t len,
+void v2_handle_repository(const struct v2_route *rt, const char *body, size_t len,
                           struct route_response *a);
 
 #endif

@@ -53,7 +53,7 @@ static void compare(const char *label, const char *path, const char *body, size_
     char h[80];
     snprintf(h, sizeof h, "Inference-Header-Content-Length: %lld", hlen);
     const char *headers[] = {h, NULL};
-    struct answer a[2];
+    struct http_reply a[2];
     for (int i = 0; i < 2; i++)
         a[i] = request_with(servers[i].port, "POST", path, body, len,
                             hlen >= 0 ? "application/octet-stream" : "application/json", 0,

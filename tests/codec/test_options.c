@@ -111,6 +111,40 @@ Test(options, every_row_is_in_openapi)
     free(attention);
 }
 
+/* The request table of docs/api.md: its first column names (in
+ * backquotes, several to a cell) every POST /attention option, and only
+ * those. */
+Test(options, every_row_is_in_the_api_docs)
+{
+    size_t len;
+    char *doc = read_file("docs/api.md", &len);
+    cr_assert_not_null(doc, "docs/api.md not found (run from the repository root)");
+    char *table = strstr(doc, "\n| `query` |");
+    cr_assert_not_null(table, "docs/api.md has no request table (a row for query)");
+    int seen[OPT_COUNT] = {0};
+    for (char *line = table + 1; line[0] == '|'; line = strchr(line, '\n') + 1) {
+        char *end = strchr(line + 1, '|');
+        cr_assert_not_null(end);
+        for (char *q = line; (q = memchr(q, '`', (size_t)(end - q))) && q < end;) {
+            char *close = memchr(q + 1, '`', (size_t)(end - q - 1));
+            cr_assert_not_null(close, "docs/api.md: an unclosed backquote in a first column");
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(close - q - 1), q + 1);
+            const int id = opt_find(name);
+            cr_assert_geq(id, 0, "docs/api.md documents %s, which is not a row of the options "
+                          "table", name);
+            seen[id] = 1;
+            q = close + 1;
+        }
+        if (!strchr(line, '\n'))
+            break;
+    }
+    for (int id = 0; id < OPT_COUNT; id++)
+        if (opt_get((enum opt_id)id)->flags & OPT_ATTENTION)
+            cr_expect(seen[id], "docs/api.md's request table has no row for %s",
+                      opt_name((enum opt_id)id));
+}
+
 Test(options, v2_reads_every_v2_name_of_the_table)
 {
     const char *infer = schema_properties("InferParameters");

@@ -182,7 +182,7 @@ TestSuite(transport, .init = start, .fini = stop);
 Test(transport, serves_each_row_by_its_columns)
 {
     const int port = http_port(srv);
-    struct answer a = request(port, "GET", "/hello/bob", NULL, 0, NULL, 0);
+    struct http_reply a = request(port, "GET", "/hello/bob", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
     cr_assert_str_eq(a.body, "hello bob");
     cr_assert(has_header(&a, "X-Greeting", "1"), "%s", a.headers);
@@ -228,7 +228,7 @@ Test(transport, an_unknown_path_gets_the_404_of_its_row_in_its_style)
 {
     const int port = http_port(srv);
     counted_hello = counted_none = 0;
-    struct answer a = request(port, "GET", "/nope", NULL, 0, NULL, 0);
+    struct http_reply a = request(port, "GET", "/nope", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 404);
     cr_assert_str_eq(a.body, "[not_found] nothing at /nope");
     cr_assert(has_header(&a, "Content-Type", "text/plain"), "%s", a.headers);

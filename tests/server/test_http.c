@@ -68,7 +68,7 @@ Test(http, every_invalid_case_gets_its_status_and_slug, .timeout = 60)
         json_t *c = json_load_file(paths[i], JSON_ALLOW_NUL, NULL);
         size_t blen;
         char *body = testdata_body(c, &blen);
-        struct answer a = request(s.port, "POST", "/attention", body, blen, NULL, 0);
+        struct http_reply a = request(s.port, "POST", "/attention", body, blen, NULL, 0);
         cr_log_info("%s -> %ld", paths[i], a.status);
         expect_error(&a, json_integer_value(json_object_get(c, "status")),
                      json_string_value(json_object_get(c, "code")),
@@ -86,7 +86,7 @@ Test(http, http_level_errors)
     struct server s;
     server_start(&s, flags);
     const char *ok = "{\"query\": [[1, 2]], \"num_heads\": 1}";
-    struct answer a = request(s.port, "GET", "/nowhere", NULL, 0, NULL, 0);
+    struct http_reply a = request(s.port, "GET", "/nowhere", NULL, 0, NULL, 0);
     expect_error(&a, 404, "not_found", "/nowhere");
     free(a.body);
     a = request(s.port, "GET", "/attention", NULL, 0, NULL, 0);
@@ -149,7 +149,7 @@ Test(http, hostile_bodies_get_4xx_and_the_server_keeps_serving)
     unsigned long long st = 99;
     for (size_t i = 0; i < n; i++)
         junk[i] = (char)(check_randf(&st) * 127);
-    struct answer a = request(s.port, "POST", "/attention", junk, n, NULL, 0);
+    struct http_reply a = request(s.port, "POST", "/attention", junk, n, NULL, 0);
     expect_error(&a, 400, "invalid_json", NULL);
     free(a.body);
     free(junk);
@@ -218,7 +218,7 @@ Test(http, body_in_tiny_chunks_and_malformed_http)
     cr_assert(strstr(resp, "\"attention_weights\":[[[1,0,0],"), "%s", resp);
     free(resp);
     /* the same body, chunked encoding, 1 byte per chunk, via libcurl */
-    struct answer a = request(s.port, "POST", "/attention", body, strlen(body), NULL, 1);
+    struct http_reply a = request(s.port, "POST", "/attention", body, strlen(body), NULL, 1);
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     /* garbage instead of HTTP: the server answers or closes, and lives */
@@ -296,7 +296,7 @@ struct heavy {
 static void *heavy_run(void *arg)
 {
     struct heavy *h = arg;
-    struct answer a = post(h->port, h->body);
+    struct http_reply a = post(h->port, h->body);
     h->status = a.status;
     h->retry_after = strstr(a.headers, "Retry-After: ") != NULL;
     if (a.status == 503) {
@@ -358,7 +358,7 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
     }
     /* wait until all four are inside the server (busy + queued = 4) */
     for (int tries = 0; tries < 1000; tries++) {
-        struct answer m = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
+        struct http_reply m = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
         int q = -1, b = -1;
         char *at = m.body ? strstr(m.body, "\nattention_queue_depth ") : NULL;
         if (at)
@@ -376,7 +376,7 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
      * answered, each with Connection: close (a request sent into a
      * kept-alive connection is never refused or cut off). */
     char url[128];
-    struct answer ka = {0};
+    struct http_reply ka = {0};
     CURL *ready = curl_easy_init(), *work = curl_easy_init();
     snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
     for (int i = 0; i < 2; i++) {
@@ -386,7 +386,7 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
         curl_easy_setopt(k, CURLOPT_WRITEDATA, &ka);
         cr_assert_eq(curl_easy_perform(k), CURLE_OK);
         free(ka.body);
-        ka = (struct answer){0};
+        ka = (struct http_reply){0};
     }
     kill(s.pid, SIGTERM);
     usleep(100000); /* the heavy requests keep the drain going for far longer */
@@ -396,7 +396,7 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
     curl_easy_getinfo(ready, CURLINFO_RESPONSE_CODE, &ka.status);
     expect_error(&ka, 503, "shutting_down", "draining");
     free(ka.body);
-    ka = (struct answer){0};
+    ka = (struct http_reply){0};
     snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
     curl_easy_setopt(work, CURLOPT_URL, url);
@@ -410,7 +410,7 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
                  ka.status, ka.body ? ka.body : "");
     cr_assert_eq(fresh, 0, "the request did not go over the connection already open");
     free(ka.body);
-    ka = (struct answer){0};
+    ka = (struct http_reply){0};
     /* that answer said Connection: close, and nothing listens any more */
     cr_assert_eq(curl_easy_perform(work), CURLE_COULDNT_CONNECT,
                  "after a draining answer the connection should be closed and new ones refused");
@@ -430,7 +430,7 @@ Test(http, health_readiness_metrics_and_spec)
 {
     struct server s;
     server_start(&s, NULL);
-    struct answer a = request(s.port, "GET", "/healthz", NULL, 0, NULL, 0);
+    struct http_reply a = request(s.port, "GET", "/healthz", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
     free(a.body);
     a = request(s.port, "GET", "/readyz", NULL, 0, NULL, 0);
@@ -496,7 +496,7 @@ Test(http, numbers_at_the_edges)
     struct server s;
     server_start(&s, NULL);
     /* JavaScript's JSON.stringify(1e20): beyond long long, still 1e20 */
-    struct answer a = post(s.port, "{\"query\": [[1]], \"key\": [[1]], \"value\": "
+    struct http_reply a = post(s.port, "{\"query\": [[1]], \"key\": [[1]], \"value\": "
                                    "[[100000000000000000000]], \"num_heads\": 1}");
     cr_assert_eq(a.status, 200, "%s", a.body);
     cr_assert(strstr(a.body, "\"output\":[[1e20]]"), "%s", a.body);
@@ -590,7 +590,7 @@ Test(http, tokens_are_echoed)
 {
     struct server s;
     server_start(&s, NULL);
-    struct answer a = post(s.port, "{\"query\": [[1, 2], [3, 4]], \"num_heads\": 1, \"tokens\": "
+    struct http_reply a = post(s.port, "{\"query\": [[1, 2], [3, 4]], \"num_heads\": 1, \"tokens\": "
                                    "[\"the\", \"cat\"], \"need_weights\": false}");
     cr_assert_eq(a.status, 200, "%s", a.body);
     cr_assert(strstr(a.body, "\"tokens\":[\"the\",\"cat\"]"), "%s", a.body);
@@ -622,7 +622,7 @@ Test(http, memory_budget_for_bodies_answers_503)
     size_t n = 3 << 20;
     char *big = malloc(n);
     memset(big, ' ', n);
-    struct answer a = request(s.port, "POST", "/attention", big, n, NULL, 0);
+    struct http_reply a = request(s.port, "POST", "/attention", big, n, NULL, 0);
     expect_error(&a, 503, "overloaded", "max_inflight_bytes");
     cr_assert(strstr(a.headers, "Retry-After: "), "%s", a.headers);
     free(a.body), free(big);
@@ -684,7 +684,7 @@ Test(http, readme_examples_answer_what_the_readme_shows)
             if (ex == 1 || (*c != ' ' && *c != '\n')) /* 0: undo the wrapping */
                 want[w++] = *c;
         want[w] = '\0';
-        struct answer a = post(s.port, body);
+        struct http_reply a = post(s.port, body);
         cr_assert_str_eq(a.body, want, "README example %d drifted from the server", ex + 1);
         free(a.body);
         at = end;
@@ -717,7 +717,7 @@ Test(http, static_files_are_sent_from_disk_with_a_size_cap, .timeout = 60)
     const char *flags[] = {"--static-dir", dir, NULL};
     struct server s;
     server_start(&s, flags);
-    struct answer a = request(s.port, "GET", "/", NULL, 0, NULL, 0);
+    struct http_reply a = request(s.port, "GET", "/", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
     cr_assert(a.len == small && memcmp(a.body, bytes, small) == 0, "index.html: %zu bytes",
               a.len);
@@ -763,7 +763,7 @@ static char *uniform_body(int rows, int cols, const char *extra)
 struct bg_post {
     int port;
     const char *body;
-    struct answer a;
+    struct http_reply a;
 };
 
 static void *bg_post_run(void *arg)
@@ -792,14 +792,14 @@ Test(http, body_budget_is_given_back_after_decoding, .timeout = 120)
      * far longer than a poll) */
     int seen = 0;
     for (int i = 0; i < 2000 && !seen; i++) {
-        struct answer m = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
+        struct http_reply m = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
         seen = m.body && strstr(m.body, "attention_workers_busy 1\n") &&
                strstr(m.body, "attention_inflight_bytes 0\n");
         free(m.body);
         if (!seen)
             usleep(2000);
     }
-    struct answer b = post(s.port, b_body);
+    struct http_reply b = post(s.port, b_body);
     pthread_join(th, NULL);
     cr_assert(seen, "never saw A computing with its body given back");
     cr_assert_eq(a.a.status, 200, "%.200s", a.a.body);
@@ -819,7 +819,7 @@ static void raw_send(int fd, const char *text)
 /* The value of a gauge or counter in /metrics, or -1 if it is not there. */
 static long long metric(int port, const char *name)
 {
-    struct answer m = request(port, "GET", "/metrics", NULL, 0, NULL, 0);
+    struct http_reply m = request(port, "GET", "/metrics", NULL, 0, NULL, 0);
     char key[96];
     snprintf(key, sizeof key, "\n%s ", name);
     const char *at = m.body ? strstr(m.body, key) : NULL;
@@ -902,7 +902,7 @@ Test(http, aborted_uploads_give_their_bytes_back, .timeout = 30)
     free(req);
     long long held = metric_wait(s.port, "attention_inflight_bytes", 0, 3000);
     cr_assert_eq(held, 0, "aborted uploads still hold %lld bytes of max_inflight_bytes", held);
-    struct answer a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    struct http_reply a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
@@ -956,7 +956,7 @@ Test(http, slow_reader_holds_the_answer_budget_then_is_cut_off, .timeout = 60)
         held = metric(s.port, "attention_answer_bytes");
     }
     cr_assert_gt(held, 20 << 20, "the answer is not counted: %lld", held);
-    struct answer a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    struct http_reply a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
     expect_error(&a, 503, "overloaded", "max_answer_bytes");
     free(a.body);
     server_still_serves(s.port);
@@ -998,7 +998,7 @@ Test(http, idle_connections_past_the_limit_make_room_for_a_normal_client, .timeo
     usleep(1200000); /* older than a second: they may be reclaimed */
     CURL *c = curl_easy_init();
     char url[128];
-    struct answer a = {0};
+    struct http_reply a = {0};
     snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -1031,7 +1031,7 @@ Test(http, full_connection_table_answers_503, .timeout = 30)
                          "application/json\r\nContent-Length: 100\r\n\r\n{");
     }
     usleep(200000);
-    struct answer a = request(s.port, "GET", "/healthz", NULL, 0, NULL, 0);
+    struct http_reply a = request(s.port, "GET", "/healthz", NULL, 0, NULL, 0);
     expect_error(&a, 503, "overloaded", "max_connections");
     free(a.body);
     for (int i = 0; i < 4; i++)
@@ -1292,7 +1292,7 @@ Test(http, drain_deadline_closes_uploads_and_a_second_signal_stops, .timeout = 4
  * headers (NULL-terminated list, may be NULL), a body for POST, cafile to
  * trust for https (NULL: the system's), a timeout in seconds. The status is
  * -(curl error) when the transfer failed. */
-static struct answer fetch_on(CURL *c, const char *method, const char *url,
+static struct http_reply fetch_on(CURL *c, const char *method, const char *url,
                               const char *const *headers, const char *body,
                               const char *cafile, long timeout)
 {
@@ -1301,7 +1301,7 @@ static struct answer fetch_on(CURL *c, const char *method, const char *url,
     return http_fetch(&call);
 }
 
-static struct answer fetch(const char *method, const char *url, const char *const *headers,
+static struct http_reply fetch(const char *method, const char *url, const char *const *headers,
                            const char *body, const char *cafile)
 {
     return fetch_on(NULL, method, url, headers, body, cafile, 30);
@@ -1340,7 +1340,7 @@ Test(http, tls_serves_https_and_drops_plain_http, .timeout = 60)
 
     /* HTTPS, trusting the generated certificate */
     snprintf(url, sizeof url, "https://127.0.0.1:%d/healthz", s.port);
-    struct answer a = fetch("GET", url, NULL, NULL, cert);
+    struct http_reply a = fetch("GET", url, NULL, NULL, cert);
     cr_assert_eq(a.status, 200, "GET over HTTPS: %ld %s", a.status, a.body ? a.body : "");
     cr_expect_str_eq(a.body, "{\"status\":\"ok\"}");
     free(a.body);
@@ -1423,7 +1423,7 @@ Test(http, cors_is_off_by_default)
     const char *from_a[] = {"Origin: https://a.example", "Access-Control-Request-Method: POST",
                             NULL};
     snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
-    struct answer a = fetch("OPTIONS", url, from_a, NULL, NULL);
+    struct http_reply a = fetch("OPTIONS", url, from_a, NULL, NULL);
     expect_error(&a, 405, "method_not_allowed", "use POST");
     cr_expect(has_header(&a, "Allow", "POST"), "%s", a.headers);
     cr_expect(strstr(a.headers, "Access-Control-") == NULL, "%s", a.headers);
@@ -1455,7 +1455,7 @@ Test(http, cors_list_answers_listed_origins_errors_included, .timeout = 60)
 
     /* 1. the preflight, then the POST on the same connection */
     CURL *c = curl_easy_init();
-    struct answer a = fetch_on(c, "OPTIONS", url, preflight_a, NULL, NULL, 30);
+    struct http_reply a = fetch_on(c, "OPTIONS", url, preflight_a, NULL, NULL, 30);
     cr_assert_eq(a.status, 204, "preflight: %ld %s", a.status, a.body ? a.body : "");
     cr_expect(a.len == 0, "a 204 with a body: %s", a.body);
     cr_expect(has_header(&a, "Access-Control-Allow-Origin", "https://a.example"), "%s",
@@ -1572,7 +1572,7 @@ Test(http, cors_star_answers_any_origin)
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
     /* every answer says *, with or without Origin, so caches need no Vary */
-    struct answer a = fetch("GET", url, NULL, NULL, NULL);
+    struct http_reply a = fetch("GET", url, NULL, NULL, NULL);
     cr_expect_eq(a.status, 200);
     cr_expect(has_header(&a, "Access-Control-Allow-Origin", "*"), "%s", a.headers);
     cr_expect(strstr(a.headers, "Vary") == NULL, "%s", a.headers);

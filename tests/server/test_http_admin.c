@@ -56,7 +56,7 @@ static void check_no_cors_on_the_repository(const char *policy, const char *orig
                                              "/v2/repository/models/x/load",
                                              "/v2/repository/index"};
     for (size_t i = 0; i < sizeof repo_paths / sizeof repo_paths[0]; i++) {
-        struct answer a = request_with(s.port, "OPTIONS", repo_paths[i], NULL, 0, NULL, 0,
+        struct http_reply a = request_with(s.port, "OPTIONS", repo_paths[i], NULL, 0, NULL, 0,
                                        preflight);
         expect_v2_error(&a, 405, "use POST");
         cr_expect(has_header(&a, "Allow", "POST"), "%s", a.headers);
@@ -82,7 +82,7 @@ static void check_no_cors_on_the_repository(const char *policy, const char *orig
     static const char *const open_paths[] = {"/attention", "/v2/models/attention/infer",
                                              "/v2/models/attention/ready"};
     for (size_t i = 0; i < sizeof open_paths / sizeof open_paths[0]; i++) {
-        struct answer a = request_with(s.port, "OPTIONS", open_paths[i], NULL, 0, NULL, 0,
+        struct http_reply a = request_with(s.port, "OPTIONS", open_paths[i], NULL, 0, NULL, 0,
                                        preflight);
         cr_expect_eq(a.status, 204, "%s: %ld", open_paths[i], a.status);
         cr_expect(strstr(a.headers, "Access-Control-Allow-Origin: ") != NULL, "%s: %s",
@@ -134,7 +134,7 @@ static time_t since_of(const char *msg)
 }
 
 /* The answer says "not ready" and since when, and nothing of the reason. */
-static void expect_not_ready(const struct answer *a, const char *what, const char *state)
+static void expect_not_ready(const struct http_reply *a, const char *what, const char *state)
 {
     cr_expect_eq(a->status, 503, "%s: %ld %s", what, a->status, a->body);
     cr_expect(a->body && strstr(a->body, "is not ready (") != NULL, "%s: %s", what, a->body);
@@ -158,7 +158,7 @@ Test(admin, clients_without_the_token_see_not_ready_and_since_when, .timeout = 6
     server_start_ready(&s, flags);
 
     /* 1. the failed load, everywhere a client without the token asks */
-    struct answer a = request(s.port, "GET", "/v2/models/bad/ready", NULL, 0, NULL, 0);
+    struct http_reply a = request(s.port, "GET", "/v2/models/bad/ready", NULL, 0, NULL, 0);
     expect_not_ready(&a, "GET ready", "UNAVAILABLE");
     const time_t since = since_of(a.body ? a.body : "");
     cr_expect(since >= t0 - 1 && since <= time(NULL) + 1, "since %lld, started at %lld",
@@ -239,7 +239,7 @@ Test(admin, static_files_are_regular_files_inside_the_folder_and_no_dotfiles, .t
     server_start(&s, flags);
     static const char *const served[] = {"/", "/index.html", "/in.json", "/sub/in.json"};
     for (size_t i = 0; i < sizeof served / sizeof served[0]; i++) {
-        struct answer a = request(s.port, "GET", served[i], NULL, 0, NULL, 0);
+        struct http_reply a = request(s.port, "GET", served[i], NULL, 0, NULL, 0);
         cr_expect_eq(a.status, 200, "%s: %ld", served[i], a.status);
         free(a.body);
     }
@@ -254,7 +254,7 @@ Test(admin, static_files_are_regular_files_inside_the_folder_and_no_dotfiles, .t
     };
     char body0[256] = "";
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        struct answer a = request(s.port, "GET", refused[i], NULL, 0, NULL, 0);
+        struct http_reply a = request(s.port, "GET", refused[i], NULL, 0, NULL, 0);
         expect_error(&a, 404, "not_found", refused[i]);
         cr_expect(a.body && strstr(a.body, "{\"secret\": 1}") == NULL &&
                   strstr(a.body, "{\"hidden\": 1}") == NULL, "%s: %s", refused[i], a.body);

@@ -84,7 +84,7 @@ static json_t *attention_body(const struct hcase *c)
 static json_t *post_req(int port, json_t *r, long want)
 {
     char *body = json_dumps(r, JSON_COMPACT);
-    struct answer a = post(port, body);
+    struct http_reply a = post(port, body);
     free(body);
     cr_assert_eq(a.status, want, "status %ld: %.400s", a.status, a.body);
     json_t *j = json_loadb(a.body, a.len, 0, NULL);
@@ -281,7 +281,7 @@ Test(http_reduce, attention_refusals_and_max_weights_elements, .timeout = 60)
             free(body);
             body = nb;
         }
-        struct answer a = post(s.port, body);
+        struct http_reply a = post(s.port, body);
         if (cases[i].status == 200)
             cr_assert_eq(a.status, 200, "case %zu: %ld %.300s", i, a.status, a.body);
         else
@@ -335,17 +335,17 @@ static json_t *v2_body(const struct hcase *c, json_t *params, json_t *outputs)
     return r;
 }
 
-static struct answer v2_post(int port, json_t *r)
+static struct http_reply v2_post(int port, json_t *r)
 {
     char *body = json_dumps(r, JSON_COMPACT);
-    struct answer a = infer(port, "attention", body, strlen(body), -1);
+    struct http_reply a = infer(port, "attention", body, strlen(body), -1);
     free(body);
     json_decref(r);
     return a;
 }
 
 /* Output name of a (JSON or binary), its element count checked. */
-static float *v2_out(const struct answer *a, const char *name, size_t want, const char *dtype)
+static float *v2_out(const struct http_reply *a, const char *name, size_t want, const char *dtype)
 {
     size_t n = 0;
     json_t *shape = NULL;
@@ -371,7 +371,7 @@ Test(http_reduce, v2_topk_and_pool_json_and_binary_match_the_full_weights, .time
         struct hcase c = {.batched = v % 2, .N = 1 + v % 2, .L = 9, .S = 6 + v, .H = 2,
                           .E = 4, .mask = v % 3, .avg = v == 2};
         hcase_make(&c, 100 + (unsigned long long)v);
-        struct answer a = v2_post(s.port, v2_body(&c, json_object(), NULL));
+        struct http_reply a = v2_post(s.port, v2_body(&c, json_object(), NULL));
         cr_assert_eq(a.status, 200, "%.300s", a.body);
         const size_t planes = (size_t)c.N * (c.avg ? 1 : c.H), rows = planes * c.L;
         float *full = v2_out(&a, "attention_weights", rows * c.S, "FP32");
@@ -444,12 +444,12 @@ Test(http_reduce, v2_refusals_and_outputs_the_parameters_do_not_make, .timeout =
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *pr = json_loads(cases[i].params, 0, NULL);
         json_t *outs = cases[i].outputs ? json_loads(cases[i].outputs, 0, NULL) : NULL;
-        struct answer a = v2_post(s.port, v2_body(&c, pr, outs));
+        struct http_reply a = v2_post(s.port, v2_body(&c, pr, outs));
         expect_v2_error(&a, 400, cases[i].text);
         free(a.body);
     }
     /* the metadata lists the reduced outputs */
-    struct answer a = request(s.port, "GET", "/v2/models/attention", NULL, 0, NULL, 0);
+    struct http_reply a = request(s.port, "GET", "/v2/models/attention", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
     cr_assert(strstr(a.body, "\"attention_weights_top_k_indices\",\"datatype\":\"INT32\""),
               "%.600s", a.body);
@@ -489,7 +489,7 @@ Test(http_reduce, l4096_h16_topk_and_pool_under_the_default_limits, .timeout = 6
             json_object_set_new(r, "output_encoding", json_string(enc ? "base64" : "json"));
             char *body = json_dumps(r, JSON_COMPACT);
             const double t0 = check_now();
-            struct answer a = post(s.port, body);
+            struct http_reply a = post(s.port, body);
             const double dt = check_now() - t0;
             free(body);
             cr_assert_eq(a.status, 200, "%ld %.300s", a.status, a.body);

@@ -75,7 +75,7 @@ static void *load_model(void *arg)
     snprintf(path, sizeof path, "/v2/repository/models/%s/load", c->model);
     const char *headers[] = {AUTH, NULL};
     double t0 = check_now();
-    struct answer a = request_with(c->port, "POST", path, "", 0, NULL, 0, headers);
+    struct http_reply a = request_with(c->port, "POST", path, "", 0, NULL, 0, headers);
     c->seconds = check_now() - t0;
     c->status = a.status;
     snprintf(c->body, sizeof c->body, "%.*s", (int)a.len, a.body ? a.body : "");
@@ -96,7 +96,7 @@ static void alive(const struct server *s)
     cr_assert_eq(waitpid(s->pid, &st, WNOHANG), 0, "the server died: %s %d",
                  WIFSIGNALED(st) ? "signal" : "exit",
                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-    struct answer a = request(s->port, "GET", "/v2/health/live", NULL, 0, NULL, 0);
+    struct http_reply a = request(s->port, "GET", "/v2/health/live", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
     free(a.body);
 }
@@ -129,7 +129,7 @@ Test(repo_files, a_model_file_truncated_during_a_load_fails_that_load_not_the_se
     struct server s;
     server_start_ready(&s, (const char *const[]){"--model-repository", dir, "--admin-token",
                                                  TOKEN, NULL});
-    struct answer first = post(s.port, small_req);
+    struct http_reply first = post(s.port, small_req);
     cr_assert_eq(first.status, 200, "%s", first.body);
 
     /* how long a whole load takes here, then truncations at points inside it */
@@ -158,14 +158,14 @@ Test(repo_files, a_model_file_truncated_during_a_load_fails_that_load_not_the_se
     }
     cr_assert_geq(hits, 1, "no truncation landed inside a load (a load takes %.2f s)", whole);
     /* a failed reload keeps the weights loaded before */
-    struct answer a = request(s.port, "GET", "/v2/models/big/ready", NULL, 0, NULL, 0);
+    struct http_reply a = request(s.port, "GET", "/v2/models/big/ready", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
 
     /* a served model keeps its weights whatever happens to its file */
     snprintf(path, sizeof path, "%s/small/model.safetensors", dir);
     cr_assert_eq(truncate(path, 10), 0);
-    struct answer again = post(s.port, small_req);
+    struct http_reply again = post(s.port, small_req);
     cr_assert_eq(again.status, 200, "%s", again.body);
     cr_assert(first.len == again.len && !memcmp(first.body, again.body, first.len),
               "the answer changed with the file: %s / %s", first.body, again.body);

@@ -122,7 +122,7 @@ Test(http_variants, hugging_face_layers_through_attention_and_v2, .timeout = 120
 /* The weights (1, 1, L, S) of a one-head request; caller frees. */
 static float *weights_of(int port, const char *body, int v2, size_t *n)
 {
-    struct answer a = v2 ? infer(port, "attention", body, strlen(body), -1) : post(port, body);
+    struct http_reply a = v2 ? infer(port, "attention", body, strlen(body), -1) : post(port, body);
     cr_assert_eq(a.status, 200, "%s: %ld %s", body, a.status, a.body);
     float *w;
     if (v2) {
@@ -208,20 +208,20 @@ Test(http_variants, a_model_takes_the_options_alike_in_both_protocols, .timeout 
         "\"window_right\": 0, \"softcap\": 2.5, \"alibi\": true, \"need_weights\": false}, "
         "\"inputs\": [{\"name\": \"query\", \"datatype\": \"FP32\", \"shape\": [3, 16], "
         "\"data\": " BERT_QUERY "}]}";
-    struct answer a = post(s.port, attention);
+    struct http_reply a = post(s.port, attention);
     cr_assert_eq(a.status, 200, "%s", a.body);
     json_t *j = json_loadb(a.body, a.len, 0, NULL);
     size_t n1, n2;
     float *o1 = flatten(json_object_get(j, "output"), &n1);
     json_decref(j);
-    struct answer b = infer(s.port, "bert_f32", v2, strlen(v2), -1);
+    struct http_reply b = infer(s.port, "bert_f32", v2, strlen(v2), -1);
     cr_assert_eq(b.status, 200, "%s", b.body);
     float *o2 = output_of(&b, "output", &n2, NULL);
     cr_assert_eq(n1, 48);
     cr_assert_eq(n2, 48);
     cr_assert(check_tensor("v2 against POST /attention", o2, o1, n1, 0, 0));
     /* without the options, the answer differs: they were applied */
-    struct answer c = post(s.port, "{\"model\": \"bert_f32\", \"query\": " BERT_QUERY ", "
+    struct http_reply c = post(s.port, "{\"model\": \"bert_f32\", \"query\": " BERT_QUERY ", "
                                    "\"need_weights\": false}");
     cr_assert_eq(c.status, 200, "%s", c.body);
     j = json_loadb(c.body, c.len, 0, NULL);
@@ -233,7 +233,7 @@ Test(http_variants, a_model_takes_the_options_alike_in_both_protocols, .timeout 
 
     /* the model's dimensions: shown in its metadata, and a request may
      * repeat them but not change them */
-    struct answer m = request(s.port, "GET", "/v2/models/bert_f32", NULL, 0, NULL, 0);
+    struct http_reply m = request(s.port, "GET", "/v2/models/bert_f32", NULL, 0, NULL, 0);
     j = json_loadb(m.body, m.len, 0, NULL);
     json_t *params = json_object_get(j, "parameters");
     cr_expect_eq(json_integer_value(json_object_get(params, "num_kv_heads")), 4, "%s", m.body);
@@ -277,7 +277,7 @@ Test(http_variants, v2_rope_and_slopes_as_text_flat_or_json_values)
                  "\"query_position_offset\": 3, %s}, \"inputs\": [{\"name\": \"query\", "
                  "\"datatype\": \"FP32\", \"shape\": [3, 4], \"data\": [[1, 0, 0.5, 1], "
                  "[0, 1, 1, -0.5], [0.25, 0.5, -1, 1]]}]}", params[i]);
-        struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+        struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
         cr_assert_eq(a.status, 200, "%s: %s", body, a.body);
         size_t n;
         float *w = output_of(&a, "attention_weights", &n, NULL);
@@ -293,7 +293,7 @@ Test(http_variants, v2_rope_and_slopes_as_text_flat_or_json_values)
         "{\"parameters\": {\"num_heads\": 1}, \"inputs\": [{\"name\": \"query\", "
         "\"datatype\": \"FP32\", \"shape\": [3, 4], \"data\": [[1, 0, 0.5, 1], "
         "[0, 1, 1, -0.5], [0.25, 0.5, -1, 1]]}]}";
-    struct answer a = infer(s.port, "attention", plain, strlen(plain), -1);
+    struct http_reply a = infer(s.port, "attention", plain, strlen(plain), -1);
     size_t n;
     float *w = output_of(&a, "attention_weights", &n, NULL);
     cr_assert_eq(n, n0);
@@ -352,7 +352,7 @@ Test(http_variants, v2_refusals_name_the_parameter)
                  "[{\"name\": \"query\", \"datatype\": \"FP32\", \"shape\": [2, 4], "
                  "\"data\": [[1, 0, 0, 1], [0, 1, 1, 0]]}%s]}", cases[c].params,
                  cases[c].extra_input);
-        struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+        struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
         expect_v2_error(&a, 400, cases[c].contains);
         free(a.body);
     }

@@ -34,7 +34,7 @@
 
 static json_t *get_json(int port, const char *path)
 {
-    struct answer a = request(port, "GET", path, NULL, 0, NULL, 0);
+    struct http_reply a = request(port, "GET", path, NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200, "GET %s: %ld %s", path, a.status, a.body);
     json_t *j = json_loadb(a.body, a.len, 0, NULL);
     cr_assert_not_null(j, "GET %s: not JSON: %s", path, a.body);
@@ -122,7 +122,7 @@ static json_t *attend(int port, const struct trained *t, char in[][64], int n, i
     json_t *req = json_pack("{s:s,s:o,s:b,s:b}", "model", MODEL, "query", embed(t, in, n),
                             "need_weights", 1, "average_attn_weights", average);
     char *body = json_dumps(req, JSON_COMPACT);
-    struct answer a = post(port, body);
+    struct http_reply a = post(port, body);
     cr_assert_eq(a.status, 200, "%ld %.300s", a.status, a.body);
     json_t *r = json_loadb(a.body, a.len, 0, NULL);
     cr_assert_not_null(r);
@@ -151,7 +151,7 @@ Test(trained, the_default_repository_serves_the_trained_model)
         found |= strcmp(json_string_value(e), MODEL) == 0;
     cr_assert(found, "%s is not among the served models", MODEL);
     json_decref(l);
-    struct answer a = request(s.port, "GET", "/v2/models/" MODEL "/ready", NULL, 0, NULL, 0);
+    struct http_reply a = request(s.port, "GET", "/v2/models/" MODEL "/ready", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200, "%s is not ready", MODEL);
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);

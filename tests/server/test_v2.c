@@ -32,7 +32,7 @@ static void start_repo(struct server *s)
 
 static json_t *get_json(int port, const char *path, long want_status)
 {
-    struct answer a = request(port, "GET", path, NULL, 0, NULL, 0);
+    struct http_reply a = request(port, "GET", path, NULL, 0, NULL, 0);
     cr_assert_eq(a.status, want_status, "GET %s: %ld %s", path, a.status, a.body);
     json_t *j = json_loadb(a.body ? a.body : "", a.len, 0, NULL);
     cr_assert_not_null(j, "GET %s: not JSON: %s", path, a.body);
@@ -74,7 +74,7 @@ Test(v2, server_metadata_health_and_model_list)
         cr_assert(found, "extension %s not listed", want[i]);
     }
     json_decref(m);
-    struct answer a = request(s.port, "GET", "/v2/health/live", NULL, 0, NULL, 0);
+    struct http_reply a = request(s.port, "GET", "/v2/health/live", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
     cr_assert(header(&a, "X-Request-Id"), "no X-Request-Id: %s", a.headers);
     free(a.body);
@@ -143,7 +143,7 @@ Test(v2, served_models_agree_with_pytorch, .timeout = 120)
         cr_assert(v2_golden(s.port, paths[i], name, 1), "%s (binary)", paths[i]);
         char path[200];
         snprintf(path, sizeof path, "/v2/models/%s/versions/1/ready", name);
-        struct answer a = request(s.port, "GET", path, NULL, 0, NULL, 0);
+        struct http_reply a = request(s.port, "GET", path, NULL, 0, NULL, 0);
         cr_assert_eq(a.status, 200, "%s: %ld", path, a.status);
         free(a.body);
         /* POST /attention with "model" */
@@ -199,7 +199,7 @@ Test(v2, outputs_selection_binary_overrides_and_id)
     snprintf(body, sizeof body, "{\"id\": \"req-7\", \"parameters\": {\"num_heads\": 2, "
              "\"binary_data_output\": true}, \"inputs\": [%s], \"outputs\": "
              "[{\"name\": \"output\"}]}", small_query);
-    struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+    struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
     cr_assert_eq(a.status, 200, "%s", a.body);
     json_t *h = answer_head(&a);
     cr_assert_str_eq(json_string_value(json_object_get(h, "id")), "req-7");
@@ -259,7 +259,7 @@ Test(v2, refusals_are_v2_errors_and_the_server_lives)
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
              small_query);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct answer a = infer(s.port, cases[i].model, cases[i].body, strlen(cases[i].body),
+        struct http_reply a = infer(s.port, cases[i].model, cases[i].body, strlen(cases[i].body),
                                 cases[i].hlen);
         expect_v2_error(&a, cases[i].status, cases[i].text);
         free(a.body);
@@ -270,7 +270,7 @@ Test(v2, refusals_are_v2_errors_and_the_server_lives)
     /* a server-held model refuses weights and a wrong num_heads */
     snprintf(body, sizeof body, "{\"query\": [[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]], "
              "\"model\": \"mha_f32\", \"num_heads\": 3}");
-    struct answer a = post(s.port, body);
+    struct http_reply a = post(s.port, body);
     expect_error(&a, 400, "invalid_parameter", "num_heads");
     free(a.body);
     a = post(s.port, "{\"query\": [[1]], \"model\": \"nope\"}");
@@ -294,7 +294,7 @@ Test(v2, unknown_names_say_did_you_mean)
                                         "/v2/models/mha_f3/versions/1/config",
                                         "/v2/models/mha_f3/stats"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        struct answer a = request(s.port, "GET", paths[i], NULL, 0, NULL, 0);
+        struct http_reply a = request(s.port, "GET", paths[i], NULL, 0, NULL, 0);
         expect_v2_error(&a, 404, "unknown model 'mha_f3' (did you mean 'mha_f32'?); ");
         expect_v2_error(&a, 404, served);
         free(a.body);
@@ -302,7 +302,7 @@ Test(v2, unknown_names_say_did_you_mean)
     char body[1024];
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
              small_query);
-    struct answer a = infer(s.port, "atention", body, strlen(body), -1);
+    struct http_reply a = infer(s.port, "atention", body, strlen(body), -1);
     expect_v2_error(&a, 404, "unknown model 'atention' (did you mean 'attention'?)");
     free(a.body);
     a = infer(s.port, "zzz", body, strlen(body), -1);
@@ -361,7 +361,7 @@ Test(v2, what_the_clients_add_is_accepted)
                  "false%s}}]%s}", own_params ? "" : "\"parameters\": {\"num_heads\": 2}, ",
                  i == 3 ? ", \"parameters\": {\"content_type\": \"np\"}" : "",
                  i == 3 ? ", \"content_type\": \"np\"" : "", extra[i]);
-        struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+        struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
         cr_assert_eq(a.status, 200, "case %zu: %ld %s", i, a.status, a.body);
         size_t n;
         float *got = output_of(&a, "output", &n, NULL);
@@ -376,7 +376,7 @@ Test(v2, what_the_clients_add_is_accepted)
     free(want);
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2, \"sequence_id\": 7, "
              "\"sequence_start\": true}, \"inputs\": [%s]}", small_query);
-    struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+    struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
     expect_v2_error(&a, 400, "parameters.sequence_id: sequences (Triton's sequence extension) "
                     "are not supported yet");
     free(a.body);
@@ -398,7 +398,7 @@ Test(v2, binary_data_without_the_header_is_named)
     memcpy(body, json, jlen);
     const float q[12] = {1, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0};
     memcpy(body + jlen, q, sizeof q);
-    struct answer a = infer(s.port, "attention", body, jlen + 48, -1);
+    struct http_reply a = infer(s.port, "attention", body, jlen + 48, -1);
     char want[200];
     snprintf(want, sizeof want, "the body has 48 bytes after its JSON part (%zu bytes): a "
              "request with binary tensor data needs the header "
@@ -433,11 +433,11 @@ Test(v2, statistics_count_successes_and_failures)
              small_query);
     cr_assert_eq(stat_count(s.port, "attention", "success"), 0);
     for (int i = 0; i < 3; i++) {
-        struct answer a = infer(s.port, "attention", body, strlen(body), -1);
+        struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
         cr_assert_eq(a.status, 200);
         free(a.body);
     }
-    struct answer a = infer(s.port, "attention", "{\"inputs\": 5}", 13, -1);
+    struct http_reply a = infer(s.port, "attention", "{\"inputs\": 5}", 13, -1);
     cr_assert_eq(a.status, 400);
     free(a.body);
     cr_assert_eq(stat_count(s.port, "attention", "success"), 3);
@@ -452,7 +452,7 @@ Test(v2, statistics_count_successes_and_failures)
     cr_assert_eq(server_stop(&s), 0);
 }
 
-static struct answer repo_post(int port, const char *path, const char *auth)
+static struct http_reply repo_post(int port, const char *path, const char *auth)
 {
     const char *headers[] = {auth, NULL};
     return request_with(port, "POST", path, "", 0, NULL, 0, auth ? headers : NULL);
@@ -462,7 +462,7 @@ Test(v2, repository_needs_the_token_and_unload_load_work)
 {
     struct server s;
     server_start(&s, (const char *const[]){"--model-repository", REPO, NULL});
-    struct answer a = repo_post(s.port, "/v2/repository/index", NULL);
+    struct http_reply a = repo_post(s.port, "/v2/repository/index", NULL);
     expect_v2_error(&a, 403, "admin_token");
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
@@ -504,7 +504,7 @@ Test(v2, request_id_is_echoed_or_made_up)
     server_start(&s, NULL);
     const char *h[] = {"X-Request-Id: my-id.42", NULL};
     const char *body = "{\"query\": [[1]], \"num_heads\": 1}";
-    struct answer a = request_with(s.port, "POST", "/attention", body, strlen(body), NULL, 0, h);
+    struct http_reply a = request_with(s.port, "POST", "/attention", body, strlen(body), NULL, 0, h);
     cr_assert_eq(a.status, 200, "%s", a.body);
     cr_assert_str_eq(header(&a, "X-Request-Id"), "my-id.42");
     free(a.body);
@@ -530,7 +530,7 @@ Test(v2, broken_models_are_not_ready_and_the_server_is, .timeout = 60)
 {
     struct server s;
     server_start(&s, (const char *const[]){"--model-repository", "tests/models/broken", NULL});
-    struct answer a;
+    struct http_reply a;
     for (int i = 0; i < 500; i++) {
         a = request(s.port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
         free(a.body);
@@ -585,12 +585,12 @@ Test(v2, compressed_bodies_are_inflated_with_limits_on_the_inflated_size, .timeo
     server_start(&s, (const char *const[]){"--max-body-bytes", "1M", NULL});
     /* gzip to /attention, deflate (zlib) to v2 infer: the same answers as plain */
     const char *plain = "{\"query\": [[1, 0, 0, 1], [0, 1, 1, 0]], \"num_heads\": 2}";
-    struct answer want = post(s.port, plain);
+    struct http_reply want = post(s.port, plain);
     cr_assert_eq(want.status, 200);
     size_t zl;
     char *z = compress_body(plain, strlen(plain), 1, &zl);
     const char *gz[] = {"Content-Encoding: gzip", NULL};
-    struct answer a = request_with(s.port, "POST", "/attention", z, zl, NULL, 0, gz);
+    struct http_reply a = request_with(s.port, "POST", "/attention", z, zl, NULL, 0, gz);
     cr_assert_eq(a.status, 200, "%s", a.body);
     cr_assert_str_eq(a.body, want.body);
     free(a.body), free(z), free(want.body);
@@ -634,7 +634,7 @@ Test(v2, compressed_bodies_are_inflated_with_limits_on_the_inflated_size, .timeo
  * floats into out (4096 at most); asserts 200. Returns how many. */
 static size_t answer_output(int port, const char *path, const char *body, float *out)
 {
-    struct answer a = request(port, "POST", path, body, strlen(body), NULL, 0);
+    struct http_reply a = request(port, "POST", path, body, strlen(body), NULL, 0);
     cr_assert_eq(a.status, 200, "%s: %.300s", path, a.body);
     json_t *r = json_loadb(a.body, a.len, 0, NULL);
     cr_assert_not_null(r, "not JSON: %.300s", a.body);

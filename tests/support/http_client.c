@@ -96,7 +96,7 @@ int server_wait(struct server *s)
 int server_ready_within(const struct server *s, int seconds)
 {
     for (int i = 0; i < seconds * 100; i++) {
-        struct answer a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
+        struct http_reply a = request(s->port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
         free(a.body);
         if (a.status == 200)
             return 0;
@@ -110,7 +110,7 @@ int server_ready_within(const struct server *s, int seconds)
 
 size_t on_body(char *p, size_t sz, size_t n, void *ud)
 {
-    struct answer *a = ud;
+    struct http_reply *a = ud;
     if (a->len + sz * n + 1 > a->cap) { /* doubling: a 55 MB answer in 16 KB
                                           pieces must not cost n² copies
                                           (ASan's realloc always copies) */
@@ -131,7 +131,7 @@ size_t on_body(char *p, size_t sz, size_t n, void *ud)
 
 size_t on_header(char *p, size_t sz, size_t n, void *ud)
 {
-    struct answer *a = ud;
+    struct http_reply *a = ud;
     size_t k = sz * n;
     if (a->hlen + k < sizeof a->headers - 1) {
         memcpy(a->headers + a->hlen, p, k);
@@ -159,9 +159,9 @@ static size_t on_read(char *dst, size_t sz, size_t n, void *ud)
     return k;
 }
 
-struct answer http_fetch(const struct http_call *call)
+struct http_reply http_fetch(const struct http_call *call)
 {
-    struct answer a = {0};
+    struct http_reply a = {0};
     CURL *c = call->curl, *own = c ? NULL : curl_easy_init();
     if (own)
         c = own;
@@ -210,7 +210,7 @@ struct answer http_fetch(const struct http_call *call)
 }
 
 /* The value of header name in a, or NULL (static buffer). */
-const char *header(const struct answer *a, const char *name)
+const char *header(const struct http_reply *a, const char *name)
 {
     static char v[256];
     const size_t n = strlen(name);
@@ -226,13 +226,13 @@ const char *header(const struct answer *a, const char *name)
     return NULL;
 }
 
-struct answer request(int port, const char *method, const char *path, const char *body,
+struct http_reply request(int port, const char *method, const char *path, const char *body,
                       size_t len, const char *ctype, size_t chunk)
 {
     return request_with(port, method, path, body, len, ctype, chunk, NULL);
 }
 
-struct answer request_with(int port, const char *method, const char *path, const char *body,
+struct http_reply request_with(int port, const char *method, const char *path, const char *body,
                            size_t len, const char *ctype, size_t chunk,
                            const char *const *headers)
 {
@@ -243,7 +243,7 @@ struct answer request_with(int port, const char *method, const char *path, const
     return http_fetch(&c);
 }
 
-struct answer post(int port, const char *body)
+struct http_reply post(int port, const char *body)
 {
     return request(port, "POST", "/attention", body, strlen(body), NULL, 0);
 }

@@ -14,7 +14,7 @@ struct server {
     char log[64];
 };
 
-struct answer {
+struct http_reply {
     long status; /* -(curl error) when the transfer failed */
     char *body;  /* malloc'd, NUL-terminated; the caller frees */
     size_t len, cap;
@@ -48,23 +48,23 @@ struct http_call {
     const char *cafile;         /* to trust for https; NULL: the system's */
     long timeout;               /* seconds */
 };
-struct answer http_fetch(const struct http_call *c);
+struct http_reply http_fetch(const struct http_call *c);
 
-/* libcurl callbacks gathering an answer's body and headers (ud: struct answer). */
+/* libcurl callbacks gathering an answer's body and headers (ud: struct http_reply). */
 size_t on_body(char *p, size_t sz, size_t n, void *ud);
 size_t on_header(char *p, size_t sz, size_t n, void *ud);
 
 /* To http://127.0.0.1:port path. method: "GET", "POST", ...; body may be
  * NULL; ctype NULL = application/json; chunk > 0 sends the body chunked,
  * chunk bytes at a time. */
-struct answer request(int port, const char *method, const char *path, const char *body,
+struct http_reply request(int port, const char *method, const char *path, const char *body,
                       size_t len, const char *ctype, size_t chunk);
 /* The same with extra header lines ("Name: value", NULL-terminated). */
-struct answer request_with(int port, const char *method, const char *path, const char *body,
+struct http_reply request_with(int port, const char *method, const char *path, const char *body,
                            size_t len, const char *ctype, size_t chunk,
                            const char *const *headers);
-struct answer post(int port, const char *body);
+struct http_reply post(int port, const char *body);
 /* The value of header name in a, or NULL (static buffer). */
-const char *header(const struct answer *a, const char *name);
+const char *header(const struct http_reply *a, const char *name);
 
 #endif

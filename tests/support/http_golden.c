@@ -157,7 +157,7 @@ int check_golden(int port, const char *path, int form, int base64_out)
     if (base64_out)
         json_object_set_new(req, "output_encoding", json_string("base64"));
     char *body = json_dumps(req, JSON_COMPACT);
-    struct answer a = post(port, body);
+    struct http_reply a = post(port, body);
     cr_assert_eq(a.status, 200, "%s form %d: %ld %s", path, form, a.status, a.body);
     json_t *resp = json_loadb(a.body, a.len, 0, NULL);
     cr_assert_not_null(resp);
@@ -201,7 +201,7 @@ int check_golden(int port, const char *path, int form, int base64_out)
 }
 
 /* A v2 error: status, {"error": "<message containing text>"} and nothing else. */
-void expect_v2_error(const struct answer *a, long status, const char *text)
+void expect_v2_error(const struct http_reply *a, long status, const char *text)
 {
     cr_assert_eq(a->status, status, "status %ld, want %ld: %s", a->status, status, a->body);
     json_t *j = json_loadb(a->body ? a->body : "", a->len, 0, NULL);
@@ -215,7 +215,7 @@ void expect_v2_error(const struct answer *a, long status, const char *text)
 /* ---------------------------------------------------------------------- */
 /* Golden requests (POST /attention bodies) as v2 infer requests            */
 
-struct answer infer(int port, const char *model, const char *body, size_t len,
+struct http_reply infer(int port, const char *model, const char *body, size_t len,
                            long long hlen)
 {
     char path[200], h[80];
@@ -228,14 +228,14 @@ struct answer infer(int port, const char *model, const char *body, size_t len,
 
 /* The JSON part of an infer answer (all of it, or up to its
  * Inference-Header-Content-Length). */
-json_t *answer_head(const struct answer *a)
+json_t *answer_head(const struct http_reply *a)
 {
     const char *hl = header(a, "Inference-Header-Content-Length");
     return json_loadb(a->body ? a->body : "", hl ? (size_t)atoll(hl) : a->len, 0, NULL);
 }
 
 /* The floats of output name in an infer answer (JSON or binary); NULL if absent. */
-float *output_of(const struct answer *a, const char *name, size_t *n, json_t **shape)
+float *output_of(const struct http_reply *a, const char *name, size_t *n, json_t **shape)
 {
     const char *hl = header(a, "Inference-Header-Content-Length");
     const size_t jl = hl ? (size_t)atoll(hl) : a->len;
@@ -292,7 +292,7 @@ int v2_golden(int port, const char *path, const char *model, int binary)
     size_t len;
     long long hlen;
     char *body = golden_v2_body(v2, binary ? GOLDEN_V2_BINARY : GOLDEN_V2_JSON, &len, &hlen);
-    struct answer a = infer(port, model ? model : "attention", body, len, hlen);
+    struct http_reply a = infer(port, model ? model : "attention", body, len, hlen);
     cr_assert_eq(a.status, 200, "%s (%s): %ld %.400s", path, binary ? "binary" : "json",
                  a.status, a.body);
     cr_assert(!binary || strstr(a.headers, "application/octet-stream"), "%s", a.headers);

@@ -26,14 +26,14 @@ json_t *reform(json_t *t, int form);
 int check_golden(int port, const char *path, int form, int base64_out);
 
 /* A v2 error: status, {"error": "<message containing text>"} and nothing else. */
-void expect_v2_error(const struct answer *a, long status, const char *text);
+void expect_v2_error(const struct http_reply *a, long status, const char *text);
 /* POST /v2/models/{model}/infer; hlen >= 0: Inference-Header-Content-Length. */
-struct answer infer(int port, const char *model, const char *body, size_t len,
+struct http_reply infer(int port, const char *model, const char *body, size_t len,
                     long long hlen);
 /* The JSON part of an infer answer. */
-json_t *answer_head(const struct answer *a);
+json_t *answer_head(const struct http_reply *a);
 /* The floats of output name in an infer answer (JSON or binary); NULL if absent. */
-float *output_of(const struct answer *a, const char *name, size_t *n, json_t **shape);
+float *output_of(const struct http_reply *a, const char *name, size_t *n, json_t **shape);
 /* The numbers of a nested JSON array, in order, into out (at most max). */
 void flatten_into(json_t *v, float *out, size_t *n, size_t max);
 /* The golden case at path through v2 (model: a server-held one, or NULL =

@@ -68,7 +68,7 @@ double check_now(void)
 }
 
 /* Check an error answer: status, slug, and optional message text. */
-void expect_error(const struct answer *a, long status, const char *slug,
+void expect_error(const struct http_reply *a, long status, const char *slug,
                          const char *contains)
 {
     cr_assert_eq(a->status, status, "status %ld, want %ld: %s", a->status, status,
@@ -85,7 +85,7 @@ void expect_error(const struct answer *a, long status, const char *slug,
 
 void server_still_serves(int port)
 {
-    struct answer a = request(port, "GET", "/healthz", NULL, 0, NULL, 0);
+    struct http_reply a = request(port, "GET", "/healthz", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200, "server stopped serving");
     free(a.body);
 }
@@ -115,7 +115,7 @@ int raw_connect(int port, int rcvbuf)
     return fd;
 }
 
-int has_header(const struct answer *a, const char *name, const char *value)
+int has_header(const struct http_reply *a, const char *name, const char *value)
 {
     char line[512];
     snprintf(line, sizeof line, "\r\n%s: %s\r\n", name, value);

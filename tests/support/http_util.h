@@ -29,14 +29,14 @@ void server_start_ready(struct server *s, const char *const *extra);
 double check_now(void);
 
 /* Check an /attention error answer: status, slug, and optional message text. */
-void expect_error(const struct answer *a, long status, const char *slug, const char *contains);
+void expect_error(const struct http_reply *a, long status, const char *slug, const char *contains);
 void server_still_serves(int port);
 /* A raw TCP connection to the server at 127.0.0.1:port (malformed requests,
  * slow clients); rcvbuf > 0 shrinks its receive buffer (set before
  * connect, so the window stays small). */
 int raw_connect(int port, int rcvbuf);
 /* Whether an answer's headers hold the line "name: value". */
-int has_header(const struct answer *a, const char *name, const char *value);
+int has_header(const struct http_reply *a, const char *name, const char *value);
 /* Run the server with "--port 0 --bind 127.0.0.1 args" (a shell command
  * line: later flags win) until it exits, within 10 s; what it printed into
  * out. Its exit status (128: killed). For start-ups that must fail. */
