@@ -1,4 +1,4 @@
-/* bench_jsonnum.c -- server/jsonnum against jansson on one 512×768 float
+/* bench_jsonnum.c -- lib/jsonnum against jansson on one 512×768 float
  * tensor, in the same process.
  *
  *   bench_jsonnum [--rows R] [--cols C] [--runs N] [--csv FILE]

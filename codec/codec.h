@@ -57,10 +57,10 @@
  *
  * The attention variants' fields (num_kv_heads, head_dim, rope,
  * query_position_offset, alibi, alibi_slopes, window, softcap) are checked
- * by codec_variants.c, which v2 shares; the weights' shapes follow from H,
+ * by codec/variants.c, which v2 shares; the weights' shapes follow from H,
  * num_kv_heads and head_dim there.
  *
- * Files: codec_request.c (the request schema and limits), codec_response.c
+ * Files: codec/request.c (the request schema and limits), codec/response.c
  * (the answer, buffered or streamed through stream.c, the stream v2 sends
  * too), scan.c and scan_json.c (the fast decoder), tensor.c (tensors),
  * base64.c. */
@@ -152,7 +152,7 @@ char *codec_encode_response(const struct codec_request *r, const float *out,
  * when out of memory. */
 struct stream *codec_stream_new(const struct codec_request *r, float *out, float *weights);
 
-/* The reduced weights (codec_reduce.c, shared with v2). */
+/* The reduced weights (codec/reduce.c, shared with v2). */
 
 /* weights_top_k and weights_pool (the JSON values, NULL when absent) into
  * p: integers >= 1 (one beyond int means INT_MAX: k beyond S is S), at

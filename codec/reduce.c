@@ -1,6 +1,6 @@
-/* codec_reduce.c -- the reduced weights options (weights_top_k,
+/* reduce.c -- the reduced weights options (weights_top_k,
  * weights_pool) and the weights output's shape and limit, which POST
- * /attention (codec_request.c, codec_response.c) and v2 (v2_codec*.c)
+ * /attention (codec/request.c, codec/response.c) and v2 (codec/v2*.c)
  * share; see codec.h. */
 #include "codec/codec.h"
 

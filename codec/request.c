@@ -1,4 +1,4 @@
-/* codec_request.c -- the request schema of POST /attention: fields,
+/* request.c -- the request schema of POST /attention: fields,
  * shapes against each other, limits; see codec.h. Tensors come from
  * tensor.c (jansson) or scan.c (the fast decoder), and every one goes
  * through tensor_check() here, whichever read it. */
@@ -177,7 +177,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     if (codec_set_sequences(p, &r->batched, &q, &kt, &vt, lim, err))
         return -1;
 
-    /* 3b. the variants (codec_variants.h): heads, head_dim, RoPE, ALiBi, ... */
+    /* 3b. the variants (codec/variants.h): heads, head_dim, RoPE, ALiBi, ... */
     if (variants(p, cv, root, lim, &r->arena, err) || (m && model_weights(p, m, err)))
         return -1;
 

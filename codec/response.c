@@ -1,4 +1,4 @@
-/* codec_response.c -- the 200 body of POST /attention, written in one
+/* response.c -- the 200 body of POST /attention, written in one
  * buffer or, for base64 answers, as it is sent; see codec.h. */
 #include "codec/codec.h"
 

@@ -7,7 +7,7 @@
  * both fast decoders (v2's walk is v2_scan.c): each tensor reads as a "0",
  * the placeholder for an entry of a struct scan_tensors, and a large body's
  * array or object where a small field belongs as "[]". The request schema
- * (codec_request.c) reads that object exactly as it reads one jansson
+ * (codec/request.c) reads that object exactly as it reads one jansson
  * loaded, and checks every tensor with tensor_check().
  *
  * Two modes. Without errors (small bodies) it never reports an error:

@@ -1,9 +1,9 @@
-/* v2_codec.c -- the Open Inference Protocol infer request: its JSON part
+/* v2.c -- the Open Inference Protocol infer request: its JSON part
  * through jansson, each input from JSON "data" (read beforehand by
  * v2_scan.c into floats, or by tensor.c as for POST /attention) or from
  * the binary bytes after the JSON, and then the one att_check(); see
- * v2_codec.h. Parameters, outputs and the shape
- * rules are in v2_codec_params.c, the answer in v2_codec_answer.c. */
+ * codec/v2.h. Parameters, outputs and the shape
+ * rules are in codec/v2_params.c, the answer in codec/v2_response.c. */
 #include "codec/v2_internal.h"
 
 #include <stdio.h>

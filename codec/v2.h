@@ -1,4 +1,4 @@
-/* v2_codec.h -- the Open Inference Protocol (KServe v2) infer request and
+/* v2.h -- the Open Inference Protocol (KServe v2) infer request and
  * answer for the attention models, without HTTP: JSON tensors (nested or
  * flat "data", row-major) and Triton's binary tensor data extension.
  *
@@ -21,7 +21,7 @@
  *   out_proj_weight, out_proj_bias.
  * Request parameters: need_weights, average_attn_weights, is_causal
  *   (booleans), causal_alignment ("upper_left" or "lower_right", with
- *   is_causal), the variants (codec_variants.h: num_kv_heads, head_dim,
+ *   is_causal), the variants (codec/variants.h: num_kv_heads, head_dim,
  *   rope as JSON text or rope_style / rope_theta / rope_rotary_dim,
  *   query_position_offset, alibi, alibi_slopes as JSON text, window_left,
  *   window_right, softcap), scale (number > 0), positional_encoding (sinusoidal),
@@ -29,7 +29,7 @@
  *   model optional and, if given, equal to the model's), binary_data_output
  *   (boolean). Any other name is refused, naming the nearest known one
  *   (suggest.h), at the request's, an input's and an output's level, but
- *   for the names the protocols reserve (v2_codec_params.c: Triton's
+ *   for the names the protocols reserve (codec/v2_params.c: Triton's
  *   priority, timeout, headers, triton_*, MLServer's content_type: ignored;
  *   sequence_id, sequence_start, sequence_end and classification only
  *   with their "off" value; shared_memory_* refused). The request's

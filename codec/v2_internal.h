@@ -1,8 +1,8 @@
-/* v2_codec_internal.h -- what the two halves of the v2 request decoder
- * share (not an API): v2_codec.c reads the JSON part and every input;
- * v2_codec_params.c reads the parameters (over a model's defaults) and
+/* v2_internal.h -- what the two halves of the v2 request decoder
+ * share (not an API): codec/v2.c reads the JSON part and every input;
+ * codec/v2_params.c reads the parameters (over a model's defaults) and
  * the outputs, and puts the inputs together into struct att_params with
- * codec_request.c's shape rules and limits. */
+ * codec/request.c's shape rules and limits. */
 #ifndef SERVER_V2_CODEC_INTERNAL_H
 #define SERVER_V2_CODEC_INTERNAL_H
 

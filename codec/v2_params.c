@@ -157,7 +157,7 @@ int v2_check_parameters(json_t *params, enum v2_param_level level, const char *w
 /* ---------------------------------------------------------------------- */
 /* Parameters, over the model's defaults                                   */
 
-/* The variants' values (codec_variants.h) under v2's names, over the
+/* The variants' values (codec/variants.h) under v2's names, over the
  * model's defaults (in cv already): the scalars keep their POST /attention
  * names; rope is a JSON string (or an object) or the flat rope_style,
  * rope_theta, rope_rotary_dim; window is window_left and window_right;
@@ -288,7 +288,7 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
 }
 
 /* ---------------------------------------------------------------------- */
-/* Shapes against each other, limits, weights: codec_request.c's rules     */
+/* Shapes against each other, limits, weights: codec/request.c's rules     */
 
 /* The projections: a server-held model's (its dimensions must be the
  * inputs'), or the built-in model's weight inputs with their exact

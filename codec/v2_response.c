@@ -1,7 +1,7 @@
-/* v2_codec_answer.c -- the 200 answer of a v2 infer request: the JSON part
+/* v2_response.c -- the 200 answer of a v2 infer request: the JSON part
  * written at once (shortest round-trip floats, jsonnum.h), the binary
  * outputs' bytes copied out of the float arrays as they are read; see
- * v2_codec.h. */
+ * codec/v2.h. */
 #include "codec/v2.h"
 
 #include <jansson.h>

@@ -1,6 +1,6 @@
 /* v2_scan.c -- the big "data" arrays of a v2 infer request, read straight
  * into floats (or bytes) by jsonnum_parse_array_opt(), before jansson reads
- * the rest: see v2_codec_internal.h (struct v2_fast) and v2_codec.h.
+ * the rest: see codec/v2_internal.h (struct v2_fast) and codec/v2.h.
  *
  * A walk over the JSON part finds root.inputs[i].data. Each one that is a
  * clean numeric (or boolean) array is read here, and jansson then loads
@@ -8,7 +8,7 @@
  * the blanked load of both fast decoders), so every other byte keeps its
  * offset (and jansson its error columns, which v2's message quotes) and
  * the DOM holds one node where the array held one a number. The schema
- * (v2_codec.c) takes input i's tensor from slot i instead of the
+ * (codec/v2.c) takes input i's tensor from slot i instead of the
  * placeholder. An array the parser stops in is left to jansson, which
  * says what is wrong; only in a large body (errors) is one of more than
  * SCAN_SMALL bytes replaced too, its refusal kept for when the schema

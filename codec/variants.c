@@ -1,6 +1,6 @@
-/* codec_variants.c -- the attention variants' options, checked once for
+/* variants.c -- the attention variants' options, checked once for
  * both protocols, and the projection shapes that follow from them; see
- * codec_variants.h. */
+ * codec/variants.h. */
 #include "codec/variants.h"
 
 #include <limits.h>

@@ -1,8 +1,8 @@
 /* variants.h -- the attention variants' options (README "Attention
  * variants") and the other options a model's defaults may set, with one
  * set of rules for both protocols: POST /attention's
- * fields (codec_request.c) and the v2 request parameters
- * (v2_codec_params.c).
+ * fields (codec/request.c) and the v2 request parameters
+ * (codec/v2_params.c).
  *
  * A protocol gathers each value with the name its messages should blame
  * (codec_variants_set), reading a rope object or a window array whole

@@ -1,4 +1,4 @@
-/* test_v2_codec.c -- the Open Inference Protocol infer codec (v2_codec.h):
+/* test_v2_codec.c -- the Open Inference Protocol infer codec (codec/v2.h):
  * JSON inputs nested and flat, binary inputs, every golden case through the
  * built-in model and a hand-built server-held model, a model's defaults,
  * output selection and binary flags, every refusal, and the answer read as

@@ -1,7 +1,7 @@
 /* test_v2_fast.c -- the v2 decoder's fast reading of JSON "data"
  * (codec/v2_scan.c): bit for bit what jansson reads, flat and nested,
  * for every golden case; and the memory a large JSON request takes to
- * decode (v2_codec.h: at most 3x the body beyond the body). */
+ * decode (codec/v2.h: at most 3x the body beyond the body). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -156,7 +156,7 @@ static char *big_body(enum big which, size_t target, size_t *len)
     return b;
 }
 
-/* Decoding memory (v2_codec.h): at most 3x the body beyond the body, peak
+/* Decoding memory (codec/v2.h): at most 3x the body beyond the body, peak
  * resident memory around one decode (VmHWM, reset through
  * /proc/self/clear_refs), as test_codec.c measures POST /attention's.
  * jansson's DOM of these bodies cost 3.6x (decimals) to 21x ("0,"). */

@@ -1,4 +1,4 @@
-/* test_inflate.c -- server/inflate: compressed request bodies. Round trips
+/* test_inflate.c -- http/inflate: compressed request bodies. Round trips
  * through zlib's own compressor in every format the module reads, fed whole,
  * a byte at a time and in random pieces; the limit on the inflated size,
  * a decompression bomb included; and every way a body can be refused. */

@@ -1,4 +1,4 @@
-/* test_jsonnum.c -- server/jsonnum: shortest float32 output checked by
+/* test_jsonnum.c -- lib/jsonnum: shortest float32 output checked by
  * round trip and shortness, array parsing checked against jansson as the
  * reference, on hand-picked cases and on generated and mutated inputs. */
 #include <criterion/criterion.h>
