@@ -147,11 +147,11 @@ static void file(const struct route_request *rq, struct route_response *out)
 /* ---------------------------------------------------------------------- */
 /* The Open Inference Protocol (api/v2.h)                                  */
 
-/* The request's {model} and {version} as api/v2.c takes them. */
+/* The request's {model_name} and {version} as api/v2.c takes them. */
 static struct v2_route v2_of(const struct route_request *rq, enum v2_kind kind)
 {
     struct v2_route rt = {.kind = kind};
-    snprintf(rt.model, sizeof rt.model, "%s", route_param(rq, "model"));
+    snprintf(rt.model, sizeof rt.model, "%s", route_param(rq, "model_name"));
     snprintf(rt.version, sizeof rt.version, "%s", route_param(rq, "version"));
     return rt;
 }
@@ -239,7 +239,7 @@ static void v2_infer(const struct route_request *rq, struct route_response *out)
     }
     const struct service_times t = {rq->t_first, rq->t_body};
     const char *version = route_param(rq, "version");
-    service_infer(&limits, route_param(rq, "model"), version[0] ? version : NULL, rq->body,
+    service_infer(&limits, route_param(rq, "model_name"), version[0] ? version : NULL, rq->body,
                   rq->len, header_len, &t, rq->release_body, rq->transport, out);
     json_default(out);
 }
@@ -260,8 +260,8 @@ static int v2_missing(const struct route_request *rq, char *msg, size_t msglen)
 #define CORS ROUTE_CORS
 #define V1 service_error
 #define V2 service_v2_error
-/* /v2/models/{model}, or a version of it */
-#define MODEL "/v2/models/{model}[/versions/{version:31}]"
+/* /v2/models/{model_name}, or a version of it */
+#define MODEL "/v2/models/{model_name}[/versions/{version:31}]"
 
 /* The first row that matches a path serves it; the last matches them all:
  * the web client's files, which also answers 404 for a path that names
@@ -285,8 +285,8 @@ static const struct route rows[] = {
     {GET,  MODEL "/stats",              CORS,         V2, "v2", v2_model_stats, NULL, NULL},
     {POST, MODEL "/infer",              BODY | CORS,  V2, "v2_infer", v2_infer, v2_infer_check, NULL},
     {POST, "/v2/repository/index",      BODY | ADMIN, V2, "v2_repository", v2_repo_index, NULL, NULL},
-    {POST, "/v2/repository/models/{model}/load",   BODY | ADMIN, V2, "v2_repository", v2_repo_load, NULL, NULL},
-    {POST, "/v2/repository/models/{model}/unload", BODY | ADMIN, V2, "v2_repository", v2_repo_unload, NULL, NULL},
+    {POST, "/v2/repository/models/{model_name}/load",   BODY | ADMIN, V2, "v2_repository", v2_repo_load, NULL, NULL},
+    {POST, "/v2/repository/models/{model_name}/unload", BODY | ADMIN, V2, "v2_repository", v2_repo_unload, NULL, NULL},
     {0,    "/v2/repository*",           0,            V2, NULL, NULL, v2_missing, NULL},
     {0,    "/v2[/*]",                   CORS,         V2, NULL, NULL, v2_missing, NULL},
     {GET,  "*",                         CORS,         V1, "static", file, NULL, files_exist},

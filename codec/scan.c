@@ -471,7 +471,7 @@ static json_t *load(struct scan *sc)
         return NULL;
     }
     struct scan_tensors *st = sc->st;
-    json_t *weights = json_object_get(root, "weights");
+    json_t *weights = json_object_get(root, opt_name(OPT_WEIGHTS));
     for (int i = 0; i < st->n; i++) {
         st->placeholder[i] = json_object_get(st->in_weights[i] ? weights : root, st->key[i]);
         if (!json_is_integer(st->placeholder[i])) { /* cannot be: the walk read this field */

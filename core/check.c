@@ -403,15 +403,17 @@ int att_range_before(const struct range_error *a, const struct range_error *b)
 
 int att_range_fail(struct att_error *err, const struct range_error *re)
 {
-    static const char *const proj[] = {"query", "key", "value"};
     const char *pre = "the result overflows float32:";
     switch (re->stage) {
     case RANGE_QPROJ:
+        return att_fail(err, ATT_ERANGE, "%s the query projection exceeds 3.4e38 in magnitude "
+                        "(batch %d, position %d)", pre, re->n, re->i);
     case RANGE_KPROJ:
+        return att_fail(err, ATT_ERANGE, "%s the key projection exceeds 3.4e38 in magnitude "
+                        "(batch %d, position %d)", pre, re->n, re->i);
     case RANGE_VPROJ:
-        return att_fail(err, ATT_ERANGE,
-                        "%s the %s projection exceeds 3.4e38 in magnitude (batch %d, position %d)",
-                        pre, proj[re->stage - RANGE_QPROJ], re->n, re->i);
+        return att_fail(err, ATT_ERANGE, "%s the value projection exceeds 3.4e38 in magnitude "
+                        "(batch %d, position %d)", pre, re->n, re->i);
     case RANGE_QSCALED:
         return att_fail(err, ATT_ERANGE,
                         "%s the scaled query q*scale exceeds 3.4e38 in magnitude "

@@ -6,7 +6,7 @@
  *
  * One row per endpoint:
  *
- *     {ROUTE_POST, "/v2/models/{model}[/versions/{version:31}]/infer",
+ *     {ROUTE_POST, "/v2/models/{model_name}[/versions/{version:31}]/infer",
  *      ROUTE_BODY | ROUTE_CORS, v2_error, "v2_infer", v2_infer, v2_infer_check, NULL}
  *
  * The transport matches a request's path against the rows in order (the

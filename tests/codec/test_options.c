@@ -6,6 +6,7 @@
  * refused; the one rule of defaults (codec_variants_defaults) merges rope
  * member by member for both protocols. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,93 @@ Test(options, every_row_is_in_the_api_docs)
         if (opt_get((enum opt_id)id)->flags & OPT_ATTENTION)
             cr_expect(seen[id], "docs/api.md's request table has no row for %s",
                       opt_name((enum opt_id)id));
+}
+
+/* The one place: outside codec/options.c, no C file of the service spells
+ * an option's wire name (its name or a v2 parameter name) as a string
+ * literal; the others ask the table (opt_name, opt_v2). Hugging Face's
+ * config keys that share a name stay with their reader, model/hf.c. */
+static const char *const layers[] = {"lib", "core", "config", "model", "codec", "api", "http"};
+static const struct { const char *file, *name; } foreign[] = {
+    {"model/hf.c", "head_dim"}, {"model/hf.c", "rope_theta"}};
+
+static int is_foreign(const char *file, const char *name)
+{
+    for (size_t k = 0; k < sizeof foreign / sizeof foreign[0]; k++)
+        if (!strcmp(file, foreign[k].file) && !strcmp(name, foreign[k].name))
+            return 1;
+    return 0;
+}
+
+/* The literals of one source file, comments blanked: "|a|b|...|". */
+static char *literals_of(const char *path)
+{
+    size_t len;
+    const char *src = read_file(path, &len);
+    char *out = malloc(len + 2), *o = out;
+    cr_assert_not_null(out);
+    *o++ = '|';
+    for (size_t i = 0; i < len; i++) {
+        if (src[i] == '/' && src[i + 1] == '*') {
+            const char *e = strstr(src + i + 2, "*/");
+            i = e ? (size_t)(e - src) + 1 : len;
+        } else if (src[i] == '/' && src[i + 1] == '/') {
+            while (i < len && src[i] != '\n')
+                i++;
+        } else if (src[i] == '\'' ) {
+            i += src[i + 1] == '\\' ? 3 : 2; /* a character constant */
+        } else if (src[i] == '"') {
+            for (i++; i < len && src[i] != '"'; i++) {
+                if (src[i] == '\\')
+                    *o++ = src[i++];
+                *o++ = src[i];
+            }
+            *o++ = '|';
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+Test(options, every_wire_name_is_spelled_in_one_c_file)
+{
+    char path[512];
+    int files = 0;
+    for (size_t l = 0; l <= sizeof layers / sizeof layers[0]; l++) {
+        const char *dir = l < sizeof layers / sizeof layers[0] ? layers[l] : ".";
+        DIR *d = opendir(dir);
+        cr_assert_not_null(d, "cannot open %s/ (tests run from the repository root)", dir);
+        for (struct dirent *e; (e = readdir(d));) {
+            const size_t n = strlen(e->d_name);
+            if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' &&
+                                                     e->d_name[n - 1] != 'h'))
+                continue;
+            if (!strcmp(dir, ".") && strcmp(e->d_name, "main.c"))
+                continue;
+            snprintf(path, sizeof path, "%s%s", strcmp(dir, ".") ? dir : "", strcmp(dir, ".")
+                     ? "/" : "");
+            strncat(path, e->d_name, sizeof path - strlen(path) - 1);
+            if (!strcmp(path, "codec/options.c"))
+                continue;
+            char *lits = literals_of(path);
+            files++;
+            for (int id = 0; id < OPT_COUNT; id++) {
+                const char *names[OPT_MAX_V2 + 1] = {opt_name((enum opt_id)id)};
+                for (int i = 0; i < OPT_MAX_V2 && opt_v2((enum opt_id)id, i); i++)
+                    names[i + 1] = opt_v2((enum opt_id)id, i);
+                for (int i = 0; i <= OPT_MAX_V2 && names[i]; i++) {
+                    char key[96];
+                    snprintf(key, sizeof key, "|%s|", names[i]);
+                    cr_expect(!strstr(lits, key) || is_foreign(path, names[i]),
+                              "%s spells the option name \"%s\": ask the options table "
+                              "(codec/options.h) instead", path, names[i]);
+                }
+            }
+            free(lits);
+        }
+        closedir(d);
+    }
+    cr_assert_gt(files, 50, "read %d source files", files);
 }
 
 Test(options, v2_reads_every_v2_name_of_the_table)
