@@ -1,0 +1,83 @@
+/* kvcache.h -- a sequence's key/value cache and one step of attention over
+ * it (the sessions of Triton's sequence extension; the api keeps one cache
+ * per sequence, core/ knows nothing of ids, models or protocols).
+ *
+ *     struct att_kv *c = att_kv_new(Hkv, d, ATT_KV_F16);
+ *     ...per step: p as the stateless request of this step (below)
+ *     size_t out_len, w_len;
+ *     if (att_step_check(&p, c, &out_len, &w_len, &err) == ATT_OK)
+ *         att_step(out, w, &p, c, &err);   // appends S rows, attends L
+ *     ...
+ *     att_kv_free(c);
+ *
+ * The cache holds, per KV head, the projected key and value rows (RoPE
+ * applied to the keys at their positions 0, 1, 2, ...) in the cache's
+ * dtype, in blocks of ATT_KV_BLOCK tokens: appending never copies what is
+ * there, and memory is allocated a block at a time (att_kv_bytes counts
+ * the blocks allocated).
+ *
+ * A step is the stateless request p with N = 1 whose key and value hold
+ * only this step's S rows (S >= L >= 1), with:
+ *   - the projections, H, Hkv, head_dim, RoPE, scale, soft-cap, ALiBi,
+ *     window, masks and the weights' forms as in p;
+ *   - query_position_offset: set by att_step itself to len + S - L, where
+ *     len is the cache length before the step (p's own must be 0);
+ *   - a causal mask (ATT_MASK_CAUSAL or ATT_MASK_CAUSAL_LOWER_RIGHT) means
+ *     lower-right over the whole cache;
+ *   - a tensor mask (bool or float) and key_padding_mask span the whole
+ *     cache after the append: (L, len + S) / (len + S);
+ *   - out (L, E) and the weights over len + S keys, as att_check() would
+ *     size them for that stateless request.
+ * The answer equals the stateless answer with key/value = every step's rows
+ * so far (within float32 rounding: a split of the cache across threads
+ * changes the last bits); with an F16/BF16 cache, the stateless answer on
+ * keys and values rounded to that dtype after projection and RoPE.
+ *
+ * On any error (ATT_EPARAM/ESHAPE/ETOOBIG, or ATT_ERANGE for a projected
+ * key or value beyond the dtype's finite range, naming the row) nothing is
+ * appended: the cache is as before the call.
+ */
+#ifndef CORE_KVCACHE_H
+#define CORE_KVCACHE_H
+
+#include <stddef.h>
+
+#include "core/attention.h"
+
+enum att_kv_dtype {
+    ATT_KV_F32,
+    ATT_KV_F16,
+    ATT_KV_BF16,
+};
+
+/* Tokens per block of a KV head's cache. */
+#define ATT_KV_BLOCK 256
+
+struct att_kv;
+
+/* A new, empty cache for Hkv heads of width d; NULL when out of memory. */
+struct att_kv *att_kv_new(int Hkv, int d, enum att_kv_dtype dtype);
+void att_kv_free(struct att_kv *c);
+
+/* Tokens held. */
+long long att_kv_len(const struct att_kv *c);
+enum att_kv_dtype att_kv_dtype_of(const struct att_kv *c);
+int att_kv_heads(const struct att_kv *c);
+int att_kv_head_dim(const struct att_kv *c);
+/* Bytes of the blocks allocated now, and what they would be after growing
+ * to tokens (for a budget checked before the step). */
+size_t att_kv_bytes(const struct att_kv *c);
+size_t att_kv_bytes_at(const struct att_kv *c, long long tokens);
+
+/* Check a step as att_check() checks a request (see above for what p
+ * means), and report the floats att_step() writes to out and weights. */
+int att_step_check(const struct att_params *p, const struct att_kv *c, size_t *out_len,
+                   size_t *weights_len, struct att_error *err);
+
+/* att_step_check(), then append this step's S projected key/value rows and
+ * attend the L queries over the whole cache. ATT_OK, or an error with
+ * nothing appended. */
+int att_step(float *out, float *weights, const struct att_params *p, struct att_kv *c,
+             struct att_error *err);
+
+#endif
