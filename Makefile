@@ -46,6 +46,7 @@ $(BUILD)/config/%.o $(BUILD)/model/%.o $(BUILD)/main.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
              core/blas.c core/posenc.c core/variants.c core/reduce.c
+CORE_SRC  += core/kvcache.c core/decode.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 # The layers (README.md; scripts/layers.sh checks who includes whom):
@@ -82,6 +83,7 @@ UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/tes
              tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
              tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c \
              tests/api/test_models.c tests/lib/test_utf8.c tests/codec/test_stream.c tests/codec/test_scan_blank.c
+UNIT_SRC  += tests/core/test_kvcache.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests
@@ -125,7 +127,7 @@ endif
 # files that were one attention.c keep its -O3: the moved loops compile as
 # they did.
 $(BUILD)/core/attention.o $(BUILD)/core/kernels.o $(BUILD)/core/band.o \
-$(BUILD)/core/check.o $(BUILD)/core/reference.o: OPT += -O3
+$(BUILD)/core/check.o $(BUILD)/core/reference.o $(BUILD)/core/decode.o: OPT += -O3
 
 # The service's version is openapi.yaml's info.version: GET /v2 says it.
 ATTN_VERSION := $(shell sed -n '1,/^info:/d; s/^  version: *//p' openapi.yaml | head -n 1)

@@ -101,8 +101,8 @@ static void note_proj(struct fwd *f, struct range_error *re, long long bad, int 
     note_range(f, re, RANGE_QPROJ + stream, row / T, -1, row % T);
 }
 
-/* A rotated row out of range (att_rope_rows' row, or -1) as a range error
- * of its projection. */
+/* A projected or rotated row out of range (att_rope_rows' or
+ * att_project_rows' row, or -1) as a range error of its projection. */
 static void note_rope(struct fwd *f, struct range_error *re, long long row, int stream, int T)
 {
     if (row >= 0)
@@ -117,7 +117,7 @@ static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3
 {
     const struct att_params *p = f->p;
     const int L = p->L, S = p->S, E = p->E, nt = f->nthreads;
-    const int O[3] = {f->Dq, f->Dkv, f->Dkv}, ld[3] = {f->ldq, f->ldk, f->ldv};
+    const int ld[3] = {f->ldq, f->ldk, f->ldv};
     const int heads[3] = {p->H, f->Dkv / f->d, 0};
     float *const base[3] = {f->q, f->k, f->v};
     const float *const cs[3] = {f->rope_q, f->rope_k, NULL};
@@ -146,20 +146,15 @@ static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3
             const int K = s == 0 ? E : s == 1 ? p->kdim : p->vdim;
             const float *x = s == 0 ? f->qin : s == 1 ? f->kin : f->vin;
             share(p->N * T, t, nt, &lo, &hi);
-            float *y = base[s] + (size_t)lo * ld[s];
-            x += (size_t)lo * K;
             if (f->borrow[s]) {
-                *(s == 1 ? &kmax : &vmax) = att_max_abs(x, (size_t)(hi - lo) * K);
+                *(s == 1 ? &kmax : &vmax) = att_max_abs(x + (size_t)lo * K, (size_t)(hi - lo) * K);
                 continue;
             }
-            att_linear(y, ld[s], x, K, att_proj_weight(p, s), att_proj_bias(p, s), hi - lo, K, O[s]);
-            note_proj(f, re, att_fix_nonfinite(y, ld[s], x, K, att_proj_weight(p, s), (size_t)K, 1,
-                                               att_proj_bias(p, s), hi - lo, K, O[s],
-                                               s == 1 ? &kmax : s == 2 ? &vmax : NULL),
-                      lo, O[s], s, T);
-            if (s < 2 && p->rope_style && !re->stage)
-                note_rope(f, re, att_rope_rows(base[s], ld[s], lo, hi, T, heads[s], f->d, p,
-                                               cs[s]), s, T);
+            /* RoPE on q and k, unless an earlier stream is already out of range */
+            const float *rope = s < 2 && p->rope_style && !re->stage ? cs[s] : NULL;
+            note_rope(f, re, att_project_rows(base[s], ld[s], x, K, s, lo, hi, T, heads[s], f->d,
+                                              p, rope, s == 1 ? &kmax : s == 2 ? &vmax : NULL),
+                      s, T);
         }
         share(p->N * L, t, nt, &lo, &hi);
     }
@@ -521,7 +516,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         .p = p, .out = out, .weights = weights,
         .q = ws, .k = ws + nq, .v = ws + nq + (borrow[1] ? 0 : nk),
         .ldq = Dq, .ldk = Dkv, .ldv = Dkv, .borrow = {0, borrow[1], borrow[2]},
-        .d = d, .Dq = Dq, .Dkv = Dkv, .group = H / att_kv_heads(p), .band = band,
+        .d = d, .Dq = Dq, .Dkv = Dkv, .group = H / att_num_kv_heads(p), .band = band,
         .scratch = nscratch ? ws + nq + nkv : NULL,
         .qin = p->query, .kin = p->key, .vin = p->value,
         .scale = p->has_scale ? p->scale : 0.0f,

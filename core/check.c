@@ -85,7 +85,7 @@ static int check_heads(const struct att_params *p, struct att_error *err)
 {
     if (p->Hkv < 0)
         return att_fail(err, ATT_EPARAM, "num_kv_heads must not be negative (got %d)", p->Hkv);
-    if (p->H % att_kv_heads(p) != 0)
+    if (p->H % att_num_kv_heads(p) != 0)
         return att_fail(err, ATT_EPARAM, "num_heads %d is not divisible by num_kv_heads %d",
                         p->H, p->Hkv);
     if (p->head_dim < 0)
@@ -178,7 +178,7 @@ static int check_variants(const struct att_params *p, struct att_error *err)
 
 void att_weight_shapes(struct att_weight_shape s[ATT_NWEIGHTS], const struct att_params *p)
 {
-    const long long d = att_head_dim(p), dq = p->H * d, dkv = att_kv_heads(p) * d, E = p->E;
+    const long long d = att_head_dim(p), dq = p->H * d, dkv = att_num_kv_heads(p) * d, E = p->E;
     s[0] = (struct att_weight_shape){2, dq + 2 * dkv, E};
     s[1] = (struct att_weight_shape){2, dq, E};
     s[2] = (struct att_weight_shape){2, dkv, p->kdim};
@@ -210,7 +210,7 @@ static int check_weight_lens(const struct att_params *p, struct att_error *err)
             return att_fail(err, ATT_ESHAPE,
                             "%s holds %zu floats, but num_heads %d, num_kv_heads %d, head_dim "
                             "%d and the input widths make it (%zu, %zu): %zu", names[i],
-                            len[i], p->H, att_kv_heads(p), att_head_dim(p), rows, cols,
+                            len[i], p->H, att_num_kv_heads(p), att_head_dim(p), rows, cols,
                             rows * cols);
     }
     return ATT_OK;

@@ -14,6 +14,8 @@
 #endif
 
 #include "core/check.h"
+#include "core/expf.h"
+#include "core/variants.h"
 
 /* y: (M, O) = x: (M, K) · Wᵀ + b, W: (O, K) or NULL = identity (K == O),
  * b: (O) or NULL = zero. Rows of y are ldy floats apart, rows of x ldx. */
@@ -42,51 +44,6 @@ void att_linear(float *y, int ldy, const float *x, int ldx, const float *W, cons
                     yr[o] += b[o];
         }
     }
-}
-
-/* e^x for x ≤ 0, down into the subnormal range, and 0 below -104 (where
- * e^x < 2^-150 rounds to zero; -inf, a blocked key, gives 0). Cephes' expf:
- * range reduction by ln 2 and a degree-6 polynomial, relative error < 2e-7
- * for normal results. 2^n is applied in two halves, 2^(n/2)·2^(n - n/2),
- * both normal, so a subnormal result is rounded once, as expf rounds it
- * (a weight of e^-100 = 3.7e-44 is not zero: times a value of 1e38 it is
- * part of the answer). Branch-free, so the loops that call it vectorize. */
-static inline __attribute__((always_inline)) float exp_nonpos(float x)
-{
-    /* xc = max(x, -104) by bit masks: a select the vectorizer accepts, and
-     * -inf becomes -104, never NaN */
-    const int in_range = -(int)(x >= -104.0f); /* all ones or zero */
-    const float floor_val = -104.0f;
-    int xb, fb;
-    memcpy(&xb, &x, sizeof xb);
-    memcpy(&fb, &floor_val, sizeof fb);
-    const int xcb = (xb & in_range) | (fb & ~in_range);
-    float xc;
-    memcpy(&xc, &xcb, sizeof xc);
-    const int n = (int)(xc * 1.44269504f - 0.5f); /* round(x / ln 2): -150 … 0 */
-    const float fn = (float)n;
-    const float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int n1 = n >> 1, n2 = n - n1;  /* each ≥ -75: 2^n1, 2^n2 are normal */
-    const int bits1 = (n1 + 127) << 23, bits2 = (n2 + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &bits1, sizeof s1);
-    memcpy(&s2, &bits2, sizeof s2);
-    /* below -104 the bits are cleared: 0 (the product there is subnormal,
-     * which costs only when the caller runs without flush-to-zero) */
-    const float e = p * s1 * s2;
-    int eb;
-    memcpy(&eb, &e, sizeof eb);
-    eb &= in_range;
-    float res;
-    memcpy(&res, &eb, sizeof res);
-    return res;
 }
 
 /* Softmax of one row in place. A row of -inf becomes zeros and reports
@@ -330,4 +287,23 @@ void *att_workspace_alloc(size_t bytes)
     if (ws)
         (void)madvise(ws, size, MADV_HUGEPAGE);
     return ws;
+}
+
+/* Stream s (0 q, 1 k, 2 v) of p, rows lo … hi - 1 of x (K wide, row 0 at
+ * x) into y (row stride ldy, row 0 at y): the projection, inf or NaN
+ * recomputed in double, then RoPE from cs when not NULL. */
+long long att_project_rows(float *y, int ldy, const float *x, int K, int s, int lo, int hi,
+                           int T, int nh, int d, const struct att_params *p, const float *cs,
+                           float *amax)
+{
+    const int O = s == 0 ? att_q_width(p) : att_kv_width(p);
+    float *yl = y + (size_t)lo * ldy;
+    const float *xl = x + (size_t)lo * K;
+    const float *w = att_proj_weight(p, s), *b = att_proj_bias(p, s);
+    att_linear(yl, ldy, xl, K, w, b, hi - lo, K, O);
+    const long long bad = att_fix_nonfinite(yl, ldy, xl, K, w, (size_t)K, 1, b, hi - lo, K, O,
+                                            amax);
+    if (bad >= 0)
+        return lo + bad / O;
+    return cs ? att_rope_rows(y, ldy, lo, hi, T, nh, d, p, cs) : -1;
 }

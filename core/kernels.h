@@ -106,6 +106,16 @@ int att_row_caller_blocks(const struct att_params *p, const struct att_row *r);
 long long att_rope_rows(float *x, int ldx, int lo, int hi, int T, int nh, int d,
                         const struct att_params *p, const float *cs);
 
+/* Stream s (0 q, 1 k, 2 v) of p: rows lo … hi - 1 of x (K floats each,
+ * row 0 at x) projected into y (row stride ldy, row 0 at y), entries
+ * float32 left inf or NaN recomputed in double (att_fix_nonfinite, *amax
+ * as there), then RoPE from the table cs (att_rope_rows: nh heads of d, row
+ * m at row m % T) when cs is not NULL. Returns the first row out of range,
+ * or -1. attention.c's projections and a sequence's steps (kvcache.c). */
+long long att_project_rows(float *y, int ldy, const float *x, int K, int s, int lo, int hi,
+                           int T, int nh, int d, const struct att_params *p, const float *cs,
+                           float *amax);
+
 /* Whether flushing the softmax's subnormal weights moves no output by more
  * than 1e-6, for S keys, E features, max |v| and max |Wo|. */
 int att_flush_is_exact(int S, int E, float vmax, float womax);

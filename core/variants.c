@@ -15,14 +15,14 @@ int att_head_dim(const struct att_params *p)
     return p->head_dim > 0 ? p->head_dim : p->E / p->H;
 }
 
-int att_kv_heads(const struct att_params *p)
+int att_num_kv_heads(const struct att_params *p)
 {
     return p->Hkv > 0 ? p->Hkv : p->H;
 }
 
 int att_kv_head(const struct att_params *p, int h)
 {
-    return h / (p->H / att_kv_heads(p));
+    return h / (p->H / att_num_kv_heads(p));
 }
 
 int att_q_width(const struct att_params *p)
@@ -32,7 +32,7 @@ int att_q_width(const struct att_params *p)
 
 int att_kv_width(const struct att_params *p)
 {
-    return att_kv_heads(p) * att_head_dim(p);
+    return att_num_kv_heads(p) * att_head_dim(p);
 }
 
 long long att_query_pos(const struct att_params *p, int i)

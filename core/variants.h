@@ -30,7 +30,7 @@
 /* d: head_dim, or E / H when head_dim is 0. */
 int att_head_dim(const struct att_params *p);
 /* Hkv: num_kv_heads, or H when 0. */
-int att_kv_heads(const struct att_params *p);
+int att_num_kv_heads(const struct att_params *p);
 /* The KV head query head h reads: h / (H / Hkv) (contiguous groups). */
 int att_kv_head(const struct att_params *p, int h);
 /* Widths of the projections: q is (·, H·d), k and v are (·, Hkv·d). */

@@ -1,0 +1,401 @@
+/* decode.c -- attention of a few query rows over a sequence's cache
+ * (kvblocks.h), at memory speed: each KV head's keys and values are read
+ * once per query row, by tiles of DEC_TILE tokens, for the H/Hkv query
+ * heads of its group together, with an online softmax (running max, sum
+ * and context per head). FP16 tiles are converted with F16C (AVX2) or
+ * AVX-512, BF16 by a shift. The cache is cut into one run of tokens per
+ * thread; the partial results are merged by the log-sum-exp rule
+ * (REFERENCE.md 8.2). One copy of the loops per instruction set, picked at
+ * run time by the CPU's features (as posenc.c). */
+#include "core/kvblocks.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <immintrin.h>
+
+#include "core/blas.h"
+#include "core/expf.h"
+#include "core/kernels.h"
+#include "core/variants.h"
+
+#define DEC_TILE 32 /* tokens per tile: divides ATT_KV_BLOCK */
+
+/* ---- Conversions --------------------------------------------------------- */
+
+static float f16_soft(uint16_t h)
+{
+    const uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    uint32_t bits;
+    if (e == 0) { /* zero or subnormal: m·2^-24, exact */
+        const float v = (float)m * 0x1p-24f;
+        return s ? -v : v;
+    }
+    bits = e == 31 ? s | 0x7f800000u | (m << 13) : s | ((e + 112u) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+uint16_t att_f32_to_f16(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    const uint16_t sign = (uint16_t)((b >> 16) & 0x8000u);
+    b &= 0x7fffffffu;
+    if (b >= 0x47800000u) /* ≥ 65536 (or inf/NaN): beyond the range */
+        return (uint16_t)(sign | 0x7c00u);
+    if (b < 0x38800000u) { /* below 2^-14: a subnormal half, m·2^-24 */
+        const float a = fabsf(x) * 0x1p24f; /* exact: a power of two */
+        return (uint16_t)(sign | (uint16_t)nearbyintf(a)); /* ties to even */
+    }
+    const uint32_t mant = b & 0x7fffffu, rem = mant & 0x1fffu;
+    uint32_t h = ((((b >> 23) & 0xffu) - 112u) << 10) | (mant >> 13);
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+        h++; /* a carry into the exponent is right, up to inf */
+    return (uint16_t)(sign | h);
+}
+
+uint16_t att_f32_to_bf16(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    b += 0x7fffu + ((b >> 16) & 1u); /* ties to even; FLT_MAX rounds to inf */
+    return (uint16_t)(b >> 16);
+}
+
+__attribute__((target("avx512f")))
+static void f16_avx512(float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+    for (; i < n; i++)
+        dst[i] = f16_soft(src[i]);
+}
+
+__attribute__((target("avx2,f16c")))
+static void f16_f16c(float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++)
+        dst[i] = f16_soft(src[i]);
+}
+
+static void f16_generic(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = f16_soft(src[i]);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void bf16_any(float *dst, const uint16_t *src, size_t n)
+{
+    uint32_t *d32 = (uint32_t *)(void *)dst;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        d32[i] = (uint32_t)src[i] << 16;
+}
+
+enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512 };
+
+static int dec_isa(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+        return ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return ISA_AVX2;
+    return ISA_GENERIC;
+}
+
+typedef void (*cvt_fn)(float *dst, const uint16_t *src, size_t n);
+
+static cvt_fn cvt_for(int dtype, int isa)
+{
+    if (dtype == ATT_KV_BF16)
+        return bf16_any;
+    return isa == ISA_AVX512 ? f16_avx512 : isa == ISA_AVX2 ? f16_f16c : f16_generic;
+}
+
+void att_kv_to_f32(float *dst, const void *src, size_t n, int dtype)
+{
+    if (dtype == ATT_KV_F32)
+        memcpy(dst, src, n * sizeof *dst);
+    else
+        cvt_for(dtype, dec_isa())(dst, src, n);
+}
+
+/* ---- The kernel ---------------------------------------------------------- */
+
+struct dec {
+    const struct att_params *pv;
+    const struct att_kv *c;
+    const float *q;
+    int L, H, G, d, Dq, nt, plain;
+    int jlo, jhi;     /* the keys some row sees: [jlo, jhi) */
+    float *part;      /* nt × L × H × (d + 2): max, sum, context */
+    cvt_fn cvt;
+    int isa;
+    int bad[ATT_MAX_THREADS];
+};
+
+/* sc (G, DEC_TILE) = the G query rows qg (G, d) · the n keys K (n, d). */
+static inline __attribute__((always_inline)) void dec_scores(float *sc, const float *qg, int G,
+                                                             const float *K, int n, int d)
+{
+    for (int j = 0; j < n; j++) {
+        const float *kj = K + (size_t)j * d;
+        for (int k = 0; k < G; k++) {
+            const float *qk = qg + (size_t)k * d;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int x = 0; x < d; x++)
+                s += qk[x] * kj[x];
+            sc[k * DEC_TILE + j] = s;
+        }
+    }
+}
+
+/* The online softmax: heads k < G with state P + k·(d + 2) (max, sum,
+ * context) take the n scores of sc and values V (n, d). Returns 1 when a
+ * score is +inf or NaN. */
+static inline __attribute__((always_inline)) int dec_update(float *P, float *sc, int G,
+                                                            const float *V, int n, int d)
+{
+    int bad = 0;
+    for (int k = 0; k < G; k++) {
+        float *pk = P + (size_t)k * (d + 2), *s = sc + k * DEC_TILE;
+        float mx = pk[0], chk = 0.0f;
+#pragma omp simd reduction(max : mx) reduction(+ : chk)
+        for (int j = 0; j < n; j++) {
+            mx = s[j] > mx ? s[j] : mx;
+            chk += s[j] == -INFINITY ? 0.0f : s[j] * 0.0f; /* NaN or +inf */
+        }
+        bad |= chk != 0.0f;
+        if (mx == -INFINITY) { /* nothing seen yet: no weight */
+            memset(s, 0, (size_t)n * sizeof *s);
+            continue;
+        }
+        const float alpha = exp_nonpos(pk[0] - mx);
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < n; j++) {
+            const float e = exp_nonpos(s[j] - mx);
+            s[j] = e;
+            sum += e;
+        }
+        pk[1] = pk[1] * alpha + sum;
+        pk[0] = mx;
+        if (alpha != 1.0f) {
+            float *acc = pk + 2;
+#pragma omp simd
+            for (int x = 0; x < d; x++)
+                acc[x] *= alpha;
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        const float *vj = V + (size_t)j * d;
+        for (int k = 0; k < G; k++) {
+            const float w = sc[k * DEC_TILE + j];
+            float *acc = P + (size_t)k * (d + 2) + 2;
+#pragma omp simd
+            for (int x = 0; x < d; x++)
+                acc[x] += w * vj[x];
+        }
+    }
+    return bad;
+}
+
+/* Thread t's run of tokens, every KV head and query row. buf: scratch of
+ * 2·DEC_TILE·d + G·DEC_TILE floats. */
+static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t, float *buf)
+{
+    const struct att_kv *c = D->c;
+    const struct att_params *pv = D->pv;
+    const int d = D->d, G = D->G, L = D->L, H = D->H;
+    const int span = D->jhi - D->jlo;
+    /* runs in whole tiles, so that tiles stay within blocks */
+    const int tiles = (span + DEC_TILE - 1) / DEC_TILE;
+    const int a = D->jlo + (int)((long long)tiles * t / D->nt) * DEC_TILE;
+    int b = D->jlo + (int)((long long)tiles * (t + 1) / D->nt) * DEC_TILE;
+    b = b > D->jhi ? D->jhi : b;
+    float *kbuf = buf, *vbuf = buf + (size_t)DEC_TILE * d, *sc = vbuf + (size_t)DEC_TILE * d;
+    for (int g = 0; g < c->Hkv; g++)
+        for (int i = 0; i < L; i++) {
+            float *P = D->part + (((size_t)t * L + i) * H + (size_t)g * G) * (d + 2);
+            for (int k = 0; k < G; k++) {
+                float *pk = P + (size_t)k * (d + 2);
+                pk[0] = -INFINITY;
+                memset(pk + 1, 0, (size_t)(d + 1) * sizeof *pk);
+            }
+            int lo, hi;
+            att_visible_keys(pv, i, &lo, &hi);
+            lo = lo < a ? a : lo;
+            hi = hi > b ? b : hi;
+            const float *qg = D->q + (size_t)i * D->Dq + (size_t)g * G * d;
+            for (int j = lo; j < hi;) {
+                const int inblk = ATT_KV_BLOCK - j % ATT_KV_BLOCK;
+                int n = hi - j < DEC_TILE ? hi - j : DEC_TILE;
+                n = n > inblk ? inblk : n;
+                const void *K = att_kv_row(c, 0, g, j), *V = att_kv_row(c, 1, g, j);
+                if (c->dtype != ATT_KV_F32) {
+                    D->cvt(kbuf, K, (size_t)n * d);
+                    K = kbuf;
+                }
+                dec_scores(sc, qg, G, K, n, d);
+                for (int k = 0; !D->plain && k < G; k++) {
+                    const int h = g * G + k;
+                    struct att_row ar;
+                    att_row_init(&ar, pv, 0, h, i, j, n,
+                                 pv->alibi_slopes ? pv->alibi_slopes[h] : 0.0f);
+                    att_row_finish(sc + k * DEC_TILE, pv, &ar);
+                }
+                if (c->dtype != ATT_KV_F32) {
+                    D->cvt(vbuf, V, (size_t)n * d);
+                    V = vbuf;
+                }
+                D->bad[t] |= dec_update(P, sc, G, V, n, d);
+                j += n;
+            }
+        }
+}
+
+__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,f16c")))
+static void dec_part_avx512(struct dec *D, int t, float *buf)
+{
+    dec_part(D, t, buf);
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static void dec_part_avx2(struct dec *D, int t, float *buf)
+{
+    dec_part(D, t, buf);
+}
+
+static void dec_part_generic(struct dec *D, int t, float *buf)
+{
+    dec_part(D, t, buf);
+}
+
+struct dec_thread {
+    struct dec *D;
+    int t;
+};
+
+static void *dec_run(void *arg)
+{
+    struct dec_thread *dt = arg;
+    struct dec *D = dt->D;
+    float *buf = malloc(((size_t)2 * DEC_TILE * D->d + (size_t)D->G * DEC_TILE) * sizeof *buf);
+    if (!buf) {
+        D->bad[dt->t] = 1;
+        return NULL;
+    }
+    if (D->isa == ISA_AVX512)
+        dec_part_avx512(D, dt->t, buf);
+    else if (D->isa == ISA_AVX2)
+        dec_part_avx2(D, dt->t, buf);
+    else
+        dec_part_generic(D, dt->t, buf);
+    free(buf);
+    return NULL;
+}
+
+/* ctx row i, head h = the log-sum-exp merge of the threads' partials.
+ * Returns 1 when the row has no weight at all. */
+static int dec_merge(const struct dec *D, float *ctx, int i, int h)
+{
+    const int d = D->d;
+    float m = -INFINITY;
+    for (int t = 0; t < D->nt; t++) {
+        const float *pk = D->part + (((size_t)t * D->L + i) * D->H + h) * (d + 2);
+        m = pk[0] > m ? pk[0] : m;
+    }
+    float *o = ctx + (size_t)i * D->Dq + (size_t)h * d;
+    memset(o, 0, (size_t)d * sizeof *o);
+    if (m == -INFINITY)
+        return 1;
+    float l = 0.0f;
+    for (int t = 0; t < D->nt; t++) {
+        const float *pk = D->part + (((size_t)t * D->L + i) * D->H + h) * (d + 2);
+        if (pk[0] == -INFINITY)
+            continue;
+        const float sc = exp_nonpos(pk[0] - m);
+        l += pk[1] * sc;
+        for (int x = 0; x < d; x++)
+            o[x] += sc * pk[2 + x];
+    }
+    if (!(l > 0.0f))
+        return 1;
+    const float inv = 1.0f / l;
+    for (int x = 0; x < d; x++)
+        o[x] *= inv;
+    return 0;
+}
+
+int att_decode(float *ctx, const float *q, const struct att_params *pv, const struct att_kv *c,
+               int nt)
+{
+    const int L = pv->L, H = pv->H, d = c->d;
+    struct dec D = {
+        .pv = pv, .c = c, .q = q, .L = L, .H = H, .G = H / c->Hkv, .d = d, .Dq = H * d,
+        .plain = pv->softcap <= 0.0f && !pv->alibi_slopes && pv->mask_kind != ATT_MASK_BOOL &&
+                 pv->mask_kind != ATT_MASK_FLOAT && !pv->key_padding_mask,
+        .isa = dec_isa(),
+    };
+    D.cvt = c->dtype == ATT_KV_F32 ? NULL : cvt_for(c->dtype, D.isa);
+    D.jlo = pv->S, D.jhi = 0;
+    for (int i = 0; i < L; i++) {
+        int lo, hi;
+        att_visible_keys(pv, i, &lo, &hi);
+        if (lo < hi) {
+            D.jlo = lo < D.jlo ? lo : D.jlo;
+            D.jhi = hi > D.jhi ? hi : D.jhi;
+        }
+    }
+    if (D.jhi <= D.jlo)
+        return 1; /* no row sees a key */
+    /* a thread per 64 Ki elements read at least: a small cache on one */
+    const double elems = 2.0 * (D.jhi - D.jlo) * c->Hkv * (double)d * L;
+    if (nt > (int)(elems / 65536.0))
+        nt = (int)(elems / 65536.0);
+    nt = nt < 1 ? 1 : nt > ATT_MAX_THREADS ? ATT_MAX_THREADS : nt;
+    nt = att_gate_enter(nt);
+    D.nt = nt;
+    D.part = malloc((size_t)nt * L * H * (d + 2) * sizeof *D.part);
+    int rc = !D.part;
+    if (!rc) {
+        pthread_t th[ATT_MAX_THREADS];
+        struct dec_thread dt[ATT_MAX_THREADS];
+        int started = 1;
+        for (; started < nt; started++) {
+            dt[started] = (struct dec_thread){&D, started};
+            if (pthread_create(&th[started], NULL, dec_run, &dt[started]) != 0)
+                break;
+        }
+        /* a thread that did not start: its run is done here */
+        for (int t = started; t < nt; t++) {
+            dt[t] = (struct dec_thread){&D, t};
+            dec_run(&dt[t]);
+        }
+        dt[0] = (struct dec_thread){&D, 0};
+        dec_run(&dt[0]);
+        for (int t = 1; t < started; t++)
+            pthread_join(th[t], NULL);
+        for (int t = 0; t < nt; t++)
+            rc |= D.bad[t];
+        for (int i = 0; i < L && !rc; i++)
+            for (int h = 0; h < H; h++)
+                rc |= dec_merge(&D, ctx, i, h);
+    }
+    att_gate_leave(nt);
+    free(D.part);
+    return rc;
+}

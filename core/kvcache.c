@@ -1,0 +1,337 @@
+/* kvcache.c -- a sequence's key/value cache and one step of attention over
+ * it (kvcache.h). The blocks' layout and the decode kernel are in
+ * kvblocks.h / decode.c; the projections are attention.c's
+ * (att_project_rows), the checks att_check()'s on the step's stateless
+ * view (step_view below).
+ *
+ * A step: project q, k, v (RoPE at their positions), round k and v to the
+ * cache's dtype into new blocks, then attend: the decode kernel for a few
+ * rows without weights, att_forward() on a float32 copy of the cache
+ * otherwise (and whenever the kernel cannot answer alone: the range rule),
+ * then the out-projection. Any error truncates the cache back to its
+ * length before the step. */
+#include "core/kvcache.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/blas.h"
+#include "core/check.h"
+#include "core/kernels.h"
+#include "core/kvblocks.h"
+#include "core/variants.h"
+
+static const char *const dtype_names[] = {"FP32", "FP16", "BF16"};
+
+struct att_kv *att_kv_new(int Hkv, int d, enum att_kv_dtype dtype)
+{
+    if (Hkv < 1 || d < 1 || (int)dtype < ATT_KV_F32 || dtype > ATT_KV_BF16 ||
+        (long long)Hkv * d > INT_MAX / 2)
+        return NULL;
+    struct att_kv *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->Hkv = Hkv, c->d = d, c->dtype = dtype, c->esize = dtype == ATT_KV_F32 ? 4 : 2;
+    return c;
+}
+
+void att_kv_free(struct att_kv *c)
+{
+    if (!c)
+        return;
+    for (size_t b = 0; b < c->nblocks; b++)
+        free(c->blk[b]);
+    free(c->blk);
+    free(c);
+}
+
+long long att_kv_len(const struct att_kv *c)
+{
+    return c->len;
+}
+
+enum att_kv_dtype att_kv_dtype_of(const struct att_kv *c)
+{
+    return (enum att_kv_dtype)c->dtype;
+}
+
+int att_kv_heads(const struct att_kv *c)
+{
+    return c->Hkv;
+}
+
+int att_kv_head_dim(const struct att_kv *c)
+{
+    return c->d;
+}
+
+/* Bytes of one block: keys and values of every KV head. */
+static size_t block_bytes(const struct att_kv *c)
+{
+    return (size_t)2 * c->Hkv * ATT_KV_BLOCK * (size_t)c->d * (size_t)c->esize;
+}
+
+static size_t blocks_for(long long tokens)
+{
+    return (size_t)((tokens + ATT_KV_BLOCK - 1) / ATT_KV_BLOCK);
+}
+
+size_t att_kv_bytes(const struct att_kv *c)
+{
+    return c->nblocks * block_bytes(c);
+}
+
+size_t att_kv_bytes_at(const struct att_kv *c, long long tokens)
+{
+    const size_t nb = blocks_for(tokens > c->len ? tokens : c->len);
+    return (nb > c->nblocks ? nb : c->nblocks) * block_bytes(c);
+}
+
+/* Blocks for `tokens` tokens; 0, or -1 when out of memory (then the
+ * blocks allocated here are freed again). */
+static int grow(struct att_kv *c, long long tokens)
+{
+    const size_t need = blocks_for(tokens), had = c->nblocks;
+    if (need > c->cap) {
+        size_t cap = c->cap ? c->cap : 4;
+        while (cap < need)
+            cap *= 2;
+        unsigned char **nb = realloc(c->blk, cap * sizeof *nb);
+        if (!nb)
+            return -1;
+        c->blk = nb, c->cap = cap;
+    }
+    for (; c->nblocks < need; c->nblocks++) {
+        c->blk[c->nblocks] = malloc(block_bytes(c));
+        if (!c->blk[c->nblocks]) {
+            while (c->nblocks > had)
+                free(c->blk[--c->nblocks]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Back to `tokens` tokens: the blocks beyond them are freed. */
+static void truncate_to(struct att_kv *c, long long tokens, float kmax, float vmax)
+{
+    const size_t keep = blocks_for(tokens);
+    while (c->nblocks > keep)
+        free(c->blk[--c->nblocks]);
+    c->len = tokens, c->kmax = kmax, c->vmax = vmax;
+}
+
+/* The stateless request this step stands for (kvcache.h): S = every key
+ * so far, queries at len + S - L + i, causal meaning lower-right. */
+static struct att_params step_view(const struct att_params *p, const struct att_kv *c)
+{
+    struct att_params v = *p;
+    v.S = (int)(c->len + p->S);
+    v.query_position_offset = c->len + p->S - p->L;
+    if (v.mask_kind == ATT_MASK_CAUSAL)
+        v.mask_kind = ATT_MASK_CAUSAL_LOWER_RIGHT;
+    return v;
+}
+
+int att_step_check(const struct att_params *p, const struct att_kv *c, size_t *out_len,
+                   size_t *weights_len, struct att_error *err)
+{
+    if (!p || !c)
+        return att_fail(err, ATT_EPARAM, "a step needs its parameters and a cache");
+    if (p->N != 1)
+        return att_fail(err, ATT_EPARAM, "a sequence step has batch size 1, not %d", p->N);
+    if (p->L < 1 || p->S < p->L)
+        return att_fail(err, ATT_ESHAPE,
+                        "a sequence step needs at least one query row and at least as many "
+                        "key/value rows as query rows (query %d rows, key %d rows)", p->L, p->S);
+    if (p->query_position_offset != 0)
+        return att_fail(err, ATT_EPARAM,
+                        "query_position_offset is set by the sequence (its cache length), "
+                        "not by a step");
+    if (p->positional_encoding)
+        return att_fail(err, ATT_EPARAM,
+                        "positional_encoding cannot be used in a sequence: it adds to the rows "
+                        "at 0 ... L-1, not at their positions");
+    if (c->len + p->S > INT_MAX)
+        return att_fail(err, ATT_ETOOBIG, "the cache would hold %lld tokens, above %d",
+                        c->len + p->S, INT_MAX);
+    const struct att_params v = step_view(p, c);
+    const int rc = att_check(&v, out_len, weights_len, err);
+    if (rc != ATT_OK)
+        return rc;
+    if (att_num_kv_heads(&v) != c->Hkv || att_head_dim(&v) != c->d)
+        return att_fail(err, ATT_EPARAM,
+                        "the sequence's cache holds %d KV heads of width %d; this step has %d "
+                        "of width %d", c->Hkv, c->d, att_num_kv_heads(&v), att_head_dim(&v));
+    return ATT_OK;
+}
+
+/* Rows k, v: (S, Dkv) rounded into the cache at tokens len … len + S - 1
+ * (the blocks exist). Returns the first row (key: row, value: S + row)
+ * whose value is beyond the dtype's range, or -1. */
+static long long append_rows(struct att_kv *c, const float *k, const float *v, int S)
+{
+    const int Hkv = c->Hkv, d = c->d, Dkv = Hkv * d;
+    for (int w = 0; w < 2; w++) {
+        const float *src = w ? v : k;
+        float mx = w ? c->vmax : c->kmax;
+        for (int r = 0; r < S; r++) {
+            const long long j = c->len + r;
+            for (int g = 0; g < Hkv; g++) {
+                const float *x = src + (size_t)r * Dkv + (size_t)g * d;
+                void *dst = (void *)att_kv_row(c, w, g, j);
+                if (c->dtype == ATT_KV_F32) {
+                    memcpy(dst, x, (size_t)d * sizeof *x);
+                    for (int e = 0; e < d; e++)
+                        mx = fabsf(x[e]) > mx ? fabsf(x[e]) : mx;
+                    continue;
+                }
+                uint16_t *h = dst;
+                const uint16_t inf = c->dtype == ATT_KV_F16 ? 0x7c00u : 0x7f80u;
+                for (int e = 0; e < d; e++) {
+                    h[e] = c->dtype == ATT_KV_F16 ? att_f32_to_f16(x[e]) : att_f32_to_bf16(x[e]);
+                    if ((h[e] & inf) == inf)
+                        return (long long)w * S + r;
+                    /* rounding moves a value by 2^-9 of it at most (BF16) */
+                    mx = fabsf(x[e]) * 1.01f > mx ? fabsf(x[e]) * 1.01f : mx;
+                }
+            }
+        }
+        *(w ? &c->vmax : &c->kmax) = mx;
+    }
+    return -1;
+}
+
+/* The general path: att_forward() over a float32 copy of the cache, q
+ * (L, Dq) rotated, not scaled; ctx (L, Dq). */
+static int attend_general(float *ctx, float *weights, const float *q, const struct att_params *v,
+                          const struct att_kv *c, struct att_error *err)
+{
+    const int T = v->S, Hkv = c->Hkv, d = c->d, Dkv = Hkv * d;
+    float *kv = malloc((size_t)2 * T * Dkv * sizeof *kv);
+    if (!kv)
+        return att_fail(err, ATT_ENOMEM, "out of memory for a %zu-byte copy of the cache",
+                        (size_t)2 * T * Dkv * sizeof *kv);
+    for (int w = 0; w < 2; w++)
+        for (int j = 0; j < T; j++)
+            for (int g = 0; g < Hkv; g++)
+                att_kv_to_f32(kv + ((size_t)w * T + j) * Dkv + (size_t)g * d,
+                              att_kv_row(c, w, g, j), (size_t)d, c->dtype);
+    struct att_params in = *v;
+    in.E = v->H * d, in.kdim = in.vdim = Dkv, in.head_dim = d, in.Hkv = Hkv;
+    in.query = q, in.key = kv, in.value = kv + (size_t)T * Dkv;
+    in.in_proj_weight = in.q_proj_weight = in.k_proj_weight = in.v_proj_weight = NULL;
+    in.in_proj_bias = in.out_proj_weight = in.out_proj_bias = NULL;
+    in.in_proj_weight_len = in.q_proj_weight_len = in.k_proj_weight_len = 0;
+    in.v_proj_weight_len = in.in_proj_bias_len = in.out_proj_weight_len = 0;
+    in.out_proj_bias_len = 0;
+    in.rope_style = ATT_ROPE_NONE, in.rope_theta = 0.0, in.rope_rotary_dim = 0;
+    const int rc = att_forward(ctx, weights, &in, err);
+    free(kv);
+    return rc;
+}
+
+/* The decode kernel when it applies (few rows, no weights, no score or
+ * context near float32's limits); 0 when it answered into ctx. */
+static int attend_fast(float *ctx, const float *q, const struct att_params *v,
+                       const struct att_kv *c)
+{
+    const int L = v->L, Dq = v->H * c->d;
+    if (L > ATT_DECODE_MAX_L || v->weights_mode != ATT_WEIGHTS_NONE)
+        return 1;
+    float *qs = malloc((size_t)L * Dq * sizeof *qs);
+    if (!qs)
+        return 1;
+    memcpy(qs, q, (size_t)L * Dq * sizeof *qs);
+    const float sqrt_d = v->has_scale ? 0.0f : (float)sqrt((double)c->d);
+    float qmax = 0.0f;
+    for (int i = 0; i < L; i++) {
+        const float a = att_scale_row(qs + (size_t)i * Dq, Dq, sqrt_d, v->has_scale ? v->scale : 0.0f);
+        qmax = a > qmax ? a : qmax;
+    }
+    /* as att_forward: no score, not even a partial sum, can overflow */
+    int rc = !((double)c->d * (double)qmax * (double)c->kmax <= (double)FLT_MAX / 2.0) ||
+             !(c->vmax <= FLT_MAX / 2.0f);
+    if (!rc)
+        rc = att_decode(ctx, qs, v, c, att_threads_per_call());
+    free(qs);
+    return rc;
+}
+
+int att_step(float *out, float *weights, const struct att_params *p, struct att_kv *c,
+             struct att_error *err)
+{
+    size_t out_len, w_len;
+    int rc = att_step_check(p, c, &out_len, &w_len, err);
+    if (rc != ATT_OK)
+        return rc;
+    const struct att_params v = step_view(p, c);
+    rc = att_check_buffers(out, weights, &v, err);
+    if (rc != ATT_OK)
+        return rc;
+    const int L = p->L, S = p->S, H = p->H, d = c->d, Hkv = c->Hkv, E = p->E;
+    const int Dq = H * d, Dkv = Hkv * d, rd = att_rope_dim(p);
+    const long long len0 = c->len;
+    const float kmax0 = c->kmax, vmax0 = c->vmax;
+    /* q (L, Dq), ctx (L, Dq), k, v (S, Dkv), RoPE at len0 … len0 + S - 1 */
+    const size_t nq = (size_t)L * Dq, nk = (size_t)S * Dkv, nr = (size_t)S * rd;
+    float *ws = malloc((2 * nq + 2 * nk + nr) * sizeof *ws);
+    if (!ws)
+        return att_fail(err, ATT_ENOMEM, "out of memory for a step's %zu-byte workspace",
+                        (2 * nq + 2 * nk + nr) * sizeof *ws);
+    float *q = ws, *ctx = q + nq, *k = ctx + nq, *vv = k + nk, *rope = vv + nk;
+    if (rd)
+        att_rope_table(rope, len0, S, rd, att_rope_theta(p));
+    struct range_error re = {0, 0, 0, 0};
+    long long bad = att_project_rows(q, Dq, p->query, E, 0, 0, L, L, H, d, p,
+                                     rd ? rope + (size_t)(S - L) * rd : NULL, NULL);
+    if (bad >= 0)
+        re = (struct range_error){RANGE_QPROJ, 0, -1, (int)bad};
+    bad = re.stage ? -1 : att_project_rows(k, Dkv, p->key, p->kdim, 1, 0, S, S, Hkv, d, p,
+                                           rd ? rope : NULL, NULL);
+    if (bad >= 0)
+        re = (struct range_error){RANGE_KPROJ, 0, -1, (int)(len0 + bad)};
+    bad = re.stage ? -1 : att_project_rows(vv, Dkv, p->value, p->vdim, 2, 0, S, S, Hkv, d, p,
+                                           NULL, NULL);
+    if (bad >= 0)
+        re = (struct range_error){RANGE_VPROJ, 0, -1, (int)(len0 + bad)};
+    if (re.stage) {
+        free(ws);
+        return att_range_fail(err, &re);
+    }
+    if (grow(c, len0 + S) != 0) {
+        free(ws);
+        return att_fail(err, ATT_ENOMEM, "out of memory for the cache's blocks (%zu bytes)",
+                        att_kv_bytes_at(c, len0 + S) - att_kv_bytes(c));
+    }
+    bad = append_rows(c, k, vv, S);
+    if (bad >= 0) {
+        truncate_to(c, len0, kmax0, vmax0);
+        free(ws);
+        const int row = (int)(bad % S);
+        return att_fail(err, ATT_ERANGE,
+                        "the projected %s of key/value row %d (position %lld) is beyond "
+                        "%s's range (max %s): it cannot be held in the cache",
+                        bad >= S ? "value" : "key", row, len0 + row,
+                        dtype_names[c->dtype], c->dtype == ATT_KV_F16 ? "65504" : "3.39e38");
+    }
+    c->len = len0 + S;
+    rc = attend_fast(ctx, q, &v, c) == 0 ? ATT_OK
+                                          : attend_general(ctx, weights, q, &v, c, err);
+    if (rc == ATT_OK) { /* out = ctx · Woᵀ + bo */
+        att_linear(out, E, ctx, Dq, p->out_proj_weight, p->out_proj_bias, L, Dq, E);
+        bad = att_fix_nonfinite(out, E, ctx, Dq, p->out_proj_weight, (size_t)Dq, 1,
+                                p->out_proj_bias, L, Dq, E, NULL);
+        if (bad >= 0) {
+            re = (struct range_error){RANGE_OUTPUT, 0, -1, (int)(bad / E)};
+            rc = att_range_fail(err, &re);
+        }
+    }
+    if (rc != ATT_OK)
+        truncate_to(c, len0, kmax0, vmax0);
+    free(ws);
+    return rc;
+}
