@@ -93,10 +93,11 @@ HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
              $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal $(BUILD)/bench/bench_model
+BENCH_BIN += $(BUILD)/bench/bench_decode
 
 ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
-             $(BUILD)/bench/bench_model.o \
+             $(BUILD)/bench/bench_model.o $(BUILD)/bench/bench_decode.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/differential.o
 
@@ -146,6 +147,9 @@ $(DEMO): $(BUILD)/examples/demo.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
 $(BUILD)/bench/bench_core: $(BUILD)/bench/bench_core.o $(CORE_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
+
+$(BUILD)/bench/bench_decode: $(BUILD)/bench/bench_decode.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
 $(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o

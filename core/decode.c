@@ -134,6 +134,11 @@ void att_kv_to_f32(float *dst, const void *src, size_t n, int dtype)
 
 /* ---- The kernel ---------------------------------------------------------- */
 
+/* A tile's scores (sc, K) or context (P, V) for the G heads of a group;
+ * K, V as the cache stores them; buf: DEC_TILE·d floats of scratch. */
+typedef void (*tile_fn)(float *out, const float *in, int G, const void *KV, int n, int d, int dt,
+                        float *buf);
+
 struct dec {
     const struct att_params *pv;
     const struct att_kv *c;
@@ -141,17 +146,20 @@ struct dec {
     int L, H, G, d, Dq, nt, plain;
     int jlo, jhi;     /* the keys some row sees: [jlo, jhi) */
     float *part;      /* nt × L × H × (d + 2): max, sum, context */
-    cvt_fn cvt;
     int isa;
+    tile_fn scores, context; /* the inner loops (decode_simd.h, or plain) */
     int bad[ATT_MAX_THREADS];
 };
 
-/* sc (G, DEC_TILE) = the G query rows qg (G, d) · the n keys K (n, d). */
-static inline __attribute__((always_inline)) void dec_scores(float *sc, const float *qg, int G,
-                                                             const float *K, int n, int d)
+/* The plain inner loops: the tile converted to float32 in buf first. */
+static void plain_scores(float *sc, const float *qg, int G, const void *K, int n, int d, int dt,
+                         float *buf)
 {
+    const float *Kf = K;
+    if (dt != ATT_KV_F32)
+        att_kv_to_f32(buf, K, (size_t)n * d, dt), Kf = buf;
     for (int j = 0; j < n; j++) {
-        const float *kj = K + (size_t)j * d;
+        const float *kj = Kf + (size_t)j * d;
         for (int k = 0; k < G; k++) {
             const float *qk = qg + (size_t)k * d;
             float s = 0.0f;
@@ -163,11 +171,86 @@ static inline __attribute__((always_inline)) void dec_scores(float *sc, const fl
     }
 }
 
+static void plain_context(float *P, const float *sc, int G, const void *V, int n, int d, int dt,
+                          float *buf)
+{
+    const float *Vf = V;
+    if (dt != ATT_KV_F32)
+        att_kv_to_f32(buf, V, (size_t)n * d, dt), Vf = buf;
+    for (int j = 0; j < n; j++) {
+        const float *vj = Vf + (size_t)j * d;
+        for (int k = 0; k < G; k++) {
+            const float w = sc[k * DEC_TILE + j];
+            float *acc = P + (size_t)k * (d + 2) + 2;
+#pragma omp simd
+            for (int x = 0; x < d; x++)
+                acc[x] += w * vj[x];
+        }
+    }
+}
+
+#define SFX avx512
+#define TGT __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c")))
+#define VF __m512
+#define VW 16
+#define VZERO() _mm512_setzero_ps()
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define VSET1(x) _mm512_set1_ps(x)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VSUM(v) _mm512_reduce_add_ps(v)
+#define VLOADH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define VLOADBF(p) \
+    _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define UJ 4
+#define UX 4
+#include "core/decode_simd.h"
+#undef SFX
+#undef TGT
+#undef VF
+#undef VW
+#undef VZERO
+#undef VLOAD
+#undef VSTORE
+#undef VSET1
+#undef VFMA
+#undef VSUM
+#undef VLOADH
+#undef VLOADBF
+#undef UJ
+#undef UX
+
+__attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
+{
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+#define SFX avx2
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define VF __m256
+#define VW 8
+#define VZERO() _mm256_setzero_ps()
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define VSET1(x) _mm256_set1_ps(x)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VSUM(v) hsum256(v)
+#define VLOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define VLOADBF(p) \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define UJ 2
+#define UX 2
+#include "core/decode_simd.h"
+
 /* The online softmax: heads k < G with state P + k·(d + 2) (max, sum,
- * context) take the n scores of sc and values V (n, d). Returns 1 when a
- * score is +inf or NaN. */
-static inline __attribute__((always_inline)) int dec_update(float *P, float *sc, int G,
-                                                            const float *V, int n, int d)
+ * context) take the n scores of sc: new max and sum, the context rescaled,
+ * and sc becomes the weights the context then adds. Returns 1 when a score
+ * is +inf or NaN. */
+static inline __attribute__((always_inline)) int dec_softmax(float *P, float *sc, int G, int n,
+                                                             int d)
 {
     int bad = 0;
     for (int k = 0; k < G; k++) {
@@ -200,16 +283,6 @@ static inline __attribute__((always_inline)) int dec_update(float *P, float *sc,
                 acc[x] *= alpha;
         }
     }
-    for (int j = 0; j < n; j++) {
-        const float *vj = V + (size_t)j * d;
-        for (int k = 0; k < G; k++) {
-            const float w = sc[k * DEC_TILE + j];
-            float *acc = P + (size_t)k * (d + 2) + 2;
-#pragma omp simd
-            for (int x = 0; x < d; x++)
-                acc[x] += w * vj[x];
-        }
-    }
     return bad;
 }
 
@@ -226,7 +299,7 @@ static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t,
     const int a = D->jlo + (int)((long long)tiles * t / D->nt) * DEC_TILE;
     int b = D->jlo + (int)((long long)tiles * (t + 1) / D->nt) * DEC_TILE;
     b = b > D->jhi ? D->jhi : b;
-    float *kbuf = buf, *vbuf = buf + (size_t)DEC_TILE * d, *sc = vbuf + (size_t)DEC_TILE * d;
+    float *kbuf = buf, *sc = buf + (size_t)DEC_TILE * d;
     for (int g = 0; g < c->Hkv; g++)
         for (int i = 0; i < L; i++) {
             float *P = D->part + (((size_t)t * L + i) * H + (size_t)g * G) * (d + 2);
@@ -245,11 +318,7 @@ static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t,
                 int n = hi - j < DEC_TILE ? hi - j : DEC_TILE;
                 n = n > inblk ? inblk : n;
                 const void *K = att_kv_row(c, 0, g, j), *V = att_kv_row(c, 1, g, j);
-                if (c->dtype != ATT_KV_F32) {
-                    D->cvt(kbuf, K, (size_t)n * d);
-                    K = kbuf;
-                }
-                dec_scores(sc, qg, G, K, n, d);
+                D->scores(sc, qg, G, K, n, d, c->dtype, kbuf);
                 for (int k = 0; !D->plain && k < G; k++) {
                     const int h = g * G + k;
                     struct att_row ar;
@@ -257,11 +326,8 @@ static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t,
                                  pv->alibi_slopes ? pv->alibi_slopes[h] : 0.0f);
                     att_row_finish(sc + k * DEC_TILE, pv, &ar);
                 }
-                if (c->dtype != ATT_KV_F32) {
-                    D->cvt(vbuf, V, (size_t)n * d);
-                    V = vbuf;
-                }
-                D->bad[t] |= dec_update(P, sc, G, V, n, d);
+                D->bad[t] |= dec_softmax(P, sc, G, n, d);
+                D->context(P, sc, G, V, n, d, c->dtype, kbuf);
                 j += n;
             }
         }
@@ -293,7 +359,7 @@ static void *dec_run(void *arg)
 {
     struct dec_thread *dt = arg;
     struct dec *D = dt->D;
-    float *buf = malloc(((size_t)2 * DEC_TILE * D->d + (size_t)D->G * DEC_TILE) * sizeof *buf);
+    float *buf = malloc(((size_t)DEC_TILE * D->d + (size_t)D->G * DEC_TILE) * sizeof *buf);
     if (!buf) {
         D->bad[dt->t] = 1;
         return NULL;
@@ -350,7 +416,12 @@ int att_decode(float *ctx, const float *q, const struct att_params *pv, const st
                  pv->mask_kind != ATT_MASK_FLOAT && !pv->key_padding_mask,
         .isa = dec_isa(),
     };
-    D.cvt = c->dtype == ATT_KV_F32 ? NULL : cvt_for(c->dtype, D.isa);
+    if (D.isa == ISA_AVX512 && d % 16 == 0)
+        D.scores = ds_scores_avx512, D.context = ds_context_avx512;
+    else if (D.isa >= ISA_AVX2 && d % 8 == 0)
+        D.scores = ds_scores_avx2, D.context = ds_context_avx2;
+    else
+        D.scores = plain_scores, D.context = plain_context;
     D.jlo = pv->S, D.jhi = 0;
     for (int i = 0; i < L; i++) {
         int lo, hi;

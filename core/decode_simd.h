@@ -1,0 +1,151 @@
+/* decode_simd.h -- the decode kernel's two inner loops (decode.c), written
+ * once for any vector width: decode.c includes this file once per
+ * instruction set after defining
+ *   SFX          name suffix (avx512, avx2)
+ *   TGT          the target attribute
+ *   VF, VW       the float vector type and its lanes
+ *   VZERO() VLOAD(p) VSTORE(p, v) VSET1(x) VFMA(a, b, c) VSUM(v)
+ *   VLOADH(p) VLOADBF(p)   VW FP16 / BF16 elements at p, as floats
+ *   UJ           keys per pass of the scores (accumulators: UJ × 4 heads)
+ *   UX           vectors per pass of the context (accumulators: UX × 4 heads)
+ * Both take the cache's rows as they are stored (FP32, FP16, BF16): the
+ * conversion happens in registers, the tile is read once from memory.
+ * Rows are d elements, d a multiple of VW. Query heads go 4 at a time
+ * (GB <= 4, a constant in each expansion). Internal to core/. */
+
+#define DS_CAT2(a, b) a##_##b
+#define DS_CAT(a, b) DS_CAT2(a, b)
+
+/* VW elements of row data at element index i, as floats. */
+static inline __attribute__((always_inline)) TGT VF DS_CAT(ds_load, SFX)(const void *base,
+                                                                            size_t i, int dt)
+{
+    if (dt == ATT_KV_F32)
+        return VLOAD((const float *)base + i);
+    if (dt == ATT_KV_F16)
+        return VLOADH((const uint16_t *)base + i);
+    return VLOADBF((const uint16_t *)base + i);
+}
+
+/* sc[g·DEC_TILE + j] = qg[g] · K[j], g < GB, j < n. */
+static inline __attribute__((always_inline)) TGT void
+DS_CAT(ds_scores_gb, SFX)(float *sc, const float *qg, const void *K, int n, int d, int dt, int GB)
+{
+    int j = 0;
+    for (; j + UJ <= n; j += UJ) {
+        VF a[4][UJ];
+        for (int g = 0; g < GB; g++)
+            for (int u = 0; u < UJ; u++)
+                a[g][u] = VZERO();
+        for (int x = 0; x < d; x += VW) {
+            VF k[UJ];
+            for (int u = 0; u < UJ; u++)
+                k[u] = DS_CAT(ds_load, SFX)(K, (size_t)(j + u) * d + x, dt);
+            for (int g = 0; g < GB; g++) {
+                const VF q = VLOAD(qg + (size_t)g * d + x);
+                for (int u = 0; u < UJ; u++)
+                    a[g][u] = VFMA(q, k[u], a[g][u]);
+            }
+        }
+        for (int g = 0; g < GB; g++)
+            for (int u = 0; u < UJ; u++)
+                sc[g * DEC_TILE + j + u] = VSUM(a[g][u]);
+    }
+    for (; j < n; j++) {
+        VF a[4];
+        for (int g = 0; g < GB; g++)
+            a[g] = VZERO();
+        for (int x = 0; x < d; x += VW) {
+            const VF k = DS_CAT(ds_load, SFX)(K, (size_t)j * d + x, dt);
+            for (int g = 0; g < GB; g++)
+                a[g] = VFMA(VLOAD(qg + (size_t)g * d + x), k, a[g]);
+        }
+        for (int g = 0; g < GB; g++)
+            sc[g * DEC_TILE + j] = VSUM(a[g]);
+    }
+}
+
+/* acc_g += Σ_j sc[g·DEC_TILE + j]·V[j], g < GB; acc_g at P + g·(d + 2) + 2. */
+static inline __attribute__((always_inline)) TGT void
+DS_CAT(ds_context_gb, SFX)(float *P, const float *sc, const void *V, int n, int d, int dt, int GB)
+{
+    int x = 0;
+    for (; x + UX * VW <= d; x += UX * VW) {
+        VF a[4][UX];
+        for (int g = 0; g < GB; g++)
+            for (int u = 0; u < UX; u++)
+                a[g][u] = VLOAD(P + (size_t)g * (d + 2) + 2 + x + u * VW);
+        for (int j = 0; j < n; j++) {
+            VF v[UX];
+            for (int u = 0; u < UX; u++)
+                v[u] = DS_CAT(ds_load, SFX)(V, (size_t)j * d + x + u * VW, dt);
+            for (int g = 0; g < GB; g++) {
+                const VF w = VSET1(sc[g * DEC_TILE + j]);
+                for (int u = 0; u < UX; u++)
+                    a[g][u] = VFMA(w, v[u], a[g][u]);
+            }
+        }
+        for (int g = 0; g < GB; g++)
+            for (int u = 0; u < UX; u++)
+                VSTORE(P + (size_t)g * (d + 2) + 2 + x + u * VW, a[g][u]);
+    }
+    for (; x < d; x += VW) {
+        VF a[4];
+        for (int g = 0; g < GB; g++)
+            a[g] = VLOAD(P + (size_t)g * (d + 2) + 2 + x);
+        for (int j = 0; j < n; j++) {
+            const VF v = DS_CAT(ds_load, SFX)(V, (size_t)j * d + x, dt);
+            for (int g = 0; g < GB; g++)
+                a[g] = VFMA(VSET1(sc[g * DEC_TILE + j]), v, a[g]);
+        }
+        for (int g = 0; g < GB; g++)
+            VSTORE(P + (size_t)g * (d + 2) + 2 + x, a[g]);
+    }
+}
+
+/* The G heads of a group, 4 at a time, each expansion with constant GB
+ * and dtype (so that the accumulators stay in registers). */
+#define DS_BY_GB(fn, dt, ...)                                                                     \
+    switch (GB) {                                                                                 \
+    case 4: fn(__VA_ARGS__, dt, 4); break;                                                        \
+    case 3: fn(__VA_ARGS__, dt, 3); break;                                                        \
+    case 2: fn(__VA_ARGS__, dt, 2); break;                                                        \
+    default: fn(__VA_ARGS__, dt, 1); break;                                                       \
+    }
+#define DS_BY_DT(fn, ...)                                                                         \
+    do {                                                                                          \
+        if (dt == ATT_KV_F32) {                                                                   \
+            DS_BY_GB(fn, ATT_KV_F32, __VA_ARGS__)                                                 \
+        } else if (dt == ATT_KV_F16) {                                                            \
+            DS_BY_GB(fn, ATT_KV_F16, __VA_ARGS__)                                                 \
+        } else {                                                                                  \
+            DS_BY_GB(fn, ATT_KV_BF16, __VA_ARGS__)                                                \
+        }                                                                                         \
+    } while (0)
+
+TGT static void DS_CAT(ds_scores, SFX)(float *sc, const float *qg, int G, const void *K, int n,
+                                       int d, int dt, float *buf)
+{
+    (void)buf;
+    for (int k0 = 0; k0 < G; k0 += 4) {
+        const int GB = G - k0 < 4 ? G - k0 : 4;
+        float *s = sc + k0 * DEC_TILE;
+        const float *q = qg + (size_t)k0 * d;
+        DS_BY_DT(DS_CAT(ds_scores_gb, SFX), s, q, K, n, d);
+    }
+}
+
+TGT static void DS_CAT(ds_context, SFX)(float *P, const float *sc, int G, const void *V, int n,
+                                        int d, int dt, float *buf)
+{
+    (void)buf;
+    for (int k0 = 0; k0 < G; k0 += 4) {
+        const int GB = G - k0 < 4 ? G - k0 : 4;
+        float *p = P + (size_t)k0 * (d + 2);
+        const float *s = sc + k0 * DEC_TILE;
+        DS_BY_DT(DS_CAT(ds_context_gb, SFX), p, s, V, n, d);
+    }
+}
+
+#undef DS_BY_DT
+#undef DS_BY_GB
