@@ -2,6 +2,7 @@
  * core/kvcache.h) against the memory's streaming read, in one run.
  *
  *   bench_decode OUTDIR [MAX_TOKENS]
+ *   BENCH_DECODE_ONLY=0|1|2 bench_decode ...   one cache type, no table (a profiler's run)
  *
  * Shape: H 32, Hkv 8, d 128, identity projections (query 4096 wide,
  * key/value 1024 wide), caches of 1 k … 64 k tokens (MAX_TOKENS, 65536 by
@@ -223,8 +224,20 @@ int main(int argc, char **argv)
     for (long long t = 1024; t <= max_tokens && nsizes < NSIZES; t *= 2)
         sizes[nsizes++] = t;
     struct point pt[3][NSIZES];
+    /* BENCH_DECODE_ONLY=0|1|2: one cache type alone (for a profiler) */
+    const char *only = getenv("BENCH_DECODE_ONLY");
     for (int dt = 0; dt < 3; dt++)
-        run_dtype(dt, sizes, nsizes, pt[dt]);
+        if (!only || atoi(only) == dt)
+            run_dtype(dt, sizes, nsizes, pt[dt]);
+    if (only) {
+        const int dt = atoi(only);
+        for (int i = 0; i < nsizes; i++)
+            for (int t = 0; t < 2; t++)
+                printf("%s %lld tokens, %d thread(s): step %.3f ms (%.2f GB/s), stream %.3f ms\n",
+                       dtype_name[dt], pt[dt][i].tokens, t + 1, pt[dt][i].step[t],
+                       pt[dt][i].bytes / pt[dt][i].step[t] / 1e6, pt[dt][i].stream[t]);
+        return 0;
+    }
     double torch_ms[NSIZES][2];
     run_torch(pt[0], nsizes, torch_ms);
 
@@ -233,7 +246,7 @@ int main(int argc, char **argv)
     FILE *csv = fopen(path, "w");
     if (csv)
         fprintf(csv, "dtype,tokens,threads,step_ms,step_gbs,stream_ms,stream_gbs,ratio,torch_ms\n");
-    printf("\n5. Decode step (L 1, H %d, Hkv %d, d %d, identity projections) against a "
+    printf("\n1e. Decode step (L 1, H %d, Hkv %d, d %d, identity projections) against a "
            "streaming read of the cache's bytes, same run\n", NH, NKV, HD);
     printf("%-5s %7s %3s %10s %8s %10s %8s %6s %10s %7s\n", "cache", "tokens", "thr", "step ms",
            "GB/s", "stream ms", "GB/s", "ratio", "torch ms", "speedup");

@@ -4,7 +4,8 @@
 # and PNG plots under build/bench/.
 #
 # Expects the Makefile to have built build/attention-server and
-# build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal,bench_model}.
+# build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal,bench_model,
+# bench_decode}.
 #
 # BENCH_SECONDS: seconds per wrk point (4). BENCH_ONLY=large: only the large
 # request's stage table and the two-at-a-time line (needs just the server;
@@ -29,6 +30,8 @@ build/bench/bench_core pe "$OUT"
 build/bench/bench_core peaked "$OUT"
 build/bench/bench_core causal "$OUT"
 build/bench/bench_core scale "$OUT"
+# 1e. a decode step over a sequence's cache vs the streaming read, and PyTorch
+build/bench/bench_decode "$OUT"
 
 # 3. codec
 echo

@@ -5,6 +5,7 @@
  *   TGT          the target attribute
  *   VF, VW       the float vector type and its lanes
  *   VZERO() VLOAD(p) VSTORE(p, v) VSET1(x) VFMA(a, b, c) VSUM(v)
+ *   VSUM4(p, a, b, c, d)   (optional, with UJ 4) p[0..3] = the sums of a … d
  *   VLOADH(p) VLOADBF(p)   VW FP16 / BF16 elements at p, as floats
  *   UJ           keys per pass of the scores (accumulators: UJ × 4 heads)
  *   UX           vectors per pass of the context (accumulators: UX × 4 heads)
@@ -47,9 +48,14 @@ DS_CAT(ds_scores_gb, SFX)(float *sc, const float *qg, const void *K, int n, int 
                     a[g][u] = VFMA(q, k[u], a[g][u]);
             }
         }
-        for (int g = 0; g < GB; g++)
+        for (int g = 0; g < GB; g++) {
+#ifdef VSUM4 /* the UJ = 4 sums of a head at once */
+            VSUM4(sc + g * DEC_TILE + j, a[g][0], a[g][1], a[g][2], a[g][3]);
+#else
             for (int u = 0; u < UJ; u++)
                 sc[g * DEC_TILE + j + u] = VSUM(a[g][u]);
+#endif
+        }
     }
     for (; j < n; j++) {
         VF a[4];
