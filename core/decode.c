@@ -323,7 +323,7 @@ static inline __attribute__((always_inline)) void dec_prefetch(const struct att_
 }
 
 /* Thread t's run of tokens, every KV head and query row. buf: scratch of
- * 2·DEC_TILE·d + G·DEC_TILE floats. */
+ * DEC_TILE·d (the plain loops' float32 copy of a tile) + G·DEC_TILE floats. */
 static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t, float *buf)
 {
     const struct att_kv *c = D->c;

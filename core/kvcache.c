@@ -328,10 +328,10 @@ int att_step(float *out, float *weights, const struct att_params *p, struct att_
         free(ws);
         const int row = (int)(bad % S);
         return att_fail(err, ATT_ERANGE,
-                        "the projected %s of key/value row %d (position %lld) is beyond "
-                        "%s's range (max %s): it cannot be held in the cache",
-                        bad >= S ? "value" : "key", row, len0 + row,
-                        dtype_names[c->dtype], c->dtype == ATT_KV_F16 ? "65504" : "3.39e38");
+                        "the projection of %s %d (position %lld) is beyond %s's range (max %s): "
+                        "it cannot be held in the cache", bad >= S ? "value row" : "key row", row,
+                        len0 + row, dtype_names[c->dtype],
+                        c->dtype == ATT_KV_F16 ? "65504" : "3.39e38");
     }
     c->len = len0 + S;
     rc = attend_fast(ctx, q, &v, c) == 0 ? ATT_OK

@@ -36,6 +36,17 @@
  * On any error (ATT_EPARAM/ESHAPE/ETOOBIG, or ATT_ERANGE for a projected
  * key or value beyond the dtype's finite range, naming the row) nothing is
  * appended: the cache is as before the call.
+ *
+ * Where it lives: kvcache.c (the cache, the checks, a step: projections as
+ * attention.c makes them, the append, the out-projection), decode.c (the
+ * decode kernel: up to ATT_DECODE_MAX_L query rows without weights read
+ * the cache once per row, the H/Hkv query heads of a KV head together,
+ * split over att_init()'s threads with a log-sum-exp merge), kvblocks.h
+ * (the block layout). A step with weights, more rows, or scores near
+ * float32's limits goes to att_forward() over a float32 copy of the cache,
+ * which applies the range rule (attention.h, "Range") as the stateless
+ * request does. Not thread-safe per cache: one step at a time on a cache
+ * (different caches may step concurrently).
  */
 #ifndef CORE_KVCACHE_H
 #define CORE_KVCACHE_H

@@ -13,6 +13,7 @@
 #include "core/attention.h"
 #include "core/kvblocks.h"
 #include "core/kvcache.h"
+#include "core/variants.h"
 #include "tests/support/check.h"
 
 #define OUT_ATOL 1e-4
@@ -217,6 +218,97 @@ Test(kvcache, bf16_steps_equal_the_stateless_answer_on_rounded_keys)
     rounded_cases(ATT_KV_BF16);
 }
 
+/* Rows x: (n, K) projected by W: (O, K) + b (double), RoPE at positions
+ * pos0 + r (rope: nh heads of d, or 0 for none), rounded to dtype: y. */
+static void project_ref(float *y, const float *x, int n, int K, const float *W, const float *b,
+                        int O, long long pos0, int rope, int nh, int d, int dtype)
+{
+    double *row = malloc((size_t)O * sizeof *row), cs[64], sn[64];
+    for (int r = 0; r < n; r++) {
+        for (int o = 0; o < O; o++) {
+            double acc = b ? (double)b[o] : 0.0;
+            for (int k = 0; k < K; k++)
+                acc += (double)W[(size_t)o * K + k] * (double)x[(size_t)r * K + k];
+            row[o] = acc;
+        }
+        if (rope) {
+            att_rope_angles(cs, sn, pos0 + r, d, ATT_ROPE_THETA_DEFAULT);
+            for (int h = 0; h < nh; h++)
+                att_rope_rotate_d(row + (size_t)h * d, cs, sn, d, rope);
+        }
+        for (int o = 0; o < O; o++)
+            y[(size_t)r * O + o] = round_to((float)row[o], dtype);
+    }
+    free(row);
+}
+
+/* FP16/BF16 with projections and RoPE: the reference projects and rotates
+ * in double, rounds k and v to the type, and asks the stateless request
+ * without projections or RoPE for the context, then projects it out. */
+static int run_rounded_projected(int dtype, int total, unsigned long long seed)
+{
+    struct kv_model m = {.E = 24, .kdim = 20, .vdim = 12, .H = 4, .Hkv = 2, .d = 8, .proj_kv = 1,
+                         .rope = ATT_ROPE_HALF, .window = 50, .alibi = 1,
+                         .causal = ATT_MASK_CAUSAL};
+    unsigned long long st = seed;
+    model_init(&m, &st);
+    const int Dq = m.H * m.d, Dkv = m.Hkv * m.d;
+    struct att_kv *c = att_kv_new(m.Hkv, m.d, dtype);
+    float *K = malloc((size_t)total * Dkv * sizeof *K), *V = malloc((size_t)total * Dkv * sizeof *V);
+    int len = 0, failed = 0;
+    while (len < total) {
+        const unsigned long long r = check_xorshift(&st);
+        int S = r % 3 == 0 ? 1 + (int)(r / 4 % 200) : 1 + (int)(r / 4 % 3);
+        S = S > total - len ? total - len : S;
+        const int L = 1 + (int)(r / 1024 % (unsigned)S);
+        float *q = rnd(&st, (size_t)L * m.E, 1.0f);
+        float *k = rnd(&st, (size_t)S * m.kdim, 1.0f), *v = rnd(&st, (size_t)S * m.vdim, 1.0f);
+        project_ref(K + (size_t)len * Dkv, k, S, m.kdim, m.wk, m.bias + Dq, Dkv, len, m.rope,
+                    m.Hkv, m.d, dtype);
+        project_ref(V + (size_t)len * Dkv, v, S, m.vdim, m.wv, m.bias + Dq + Dkv, Dkv, len, 0, 0,
+                    m.d, dtype);
+        float *qp = malloc((size_t)L * Dq * sizeof *qp), *ctx = malloc((size_t)L * Dq * sizeof *ctx);
+        project_ref(qp, q, L, m.E, m.wq, NULL, Dq, len + S - L, m.rope, m.H, m.d, ATT_KV_F32);
+        struct att_params p, ref;
+        model_params(&p, &m, L, S, q, k, v);
+        p.in_proj_bias = NULL, p.in_proj_bias_len = 0; /* q has none here; k, v theirs: */
+        float *bias = calloc((size_t)Dq + 2 * Dkv, sizeof *bias);
+        memcpy(bias + Dq, m.bias + Dq, 2 * (size_t)Dkv * sizeof *bias);
+        p.in_proj_bias = bias, p.in_proj_bias_len = (size_t)Dq + 2 * Dkv;
+        att_params_init(&ref);
+        ref.N = 1, ref.L = L, ref.S = len + S, ref.E = Dq, ref.kdim = ref.vdim = Dkv;
+        ref.H = m.H, ref.Hkv = m.Hkv, ref.head_dim = m.d;
+        ref.query = qp, ref.key = K, ref.value = V;
+        ref.query_position_offset = len + S - L, ref.mask_kind = ATT_MASK_CAUSAL_LOWER_RIGHT;
+        ref.has_window = 1, ref.window_left = m.window, ref.window_right = -1;
+        ref.alibi_slopes = m.slopes;
+        float *out = malloc((size_t)L * m.E * sizeof *out), *want = malloc((size_t)L * m.E * sizeof *want);
+        struct att_error err;
+        cr_assert_eq(att_step(out, NULL, &p, c, &err), ATT_OK, "%s", err.msg);
+        cr_assert_eq(att_forward(ctx, NULL, &ref, &err), ATT_OK, "%s", err.msg);
+        for (int i = 0; i < L; i++)
+            for (int e = 0; e < m.E; e++) {
+                double acc = m.bo[e];
+                for (int x = 0; x < Dq; x++)
+                    acc += (double)m.wo[(size_t)e * Dq + x] * (double)ctx[(size_t)i * Dq + x];
+                want[(size_t)i * m.E + e] = (float)acc;
+            }
+        failed += !check_tensor("rounded, projected", out, want, (size_t)L * m.E, OUT_ATOL, OUT_RTOL);
+        len += S;
+        free(q), free(k), free(v), free(qp), free(ctx), free(bias), free(out), free(want);
+    }
+    att_kv_free(c);
+    free(K), free(V);
+    model_free(&m);
+    return failed;
+}
+
+Test(kvcache, fp16_bf16_round_after_projection_and_rope)
+{
+    cr_assert_eq(run_rounded_projected(ATT_KV_F16, 700, 11), 0);
+    cr_assert_eq(run_rounded_projected(ATT_KV_BF16, 700, 12), 0);
+}
+
 /* The decode kernel split over threads (flash decoding) on a long cache,
  * Llama's grouping (8 query heads of 2 KV heads), one token at a time. */
 Test(kvcache, decode_split_over_threads_equals_the_stateless_answer)
@@ -260,7 +352,7 @@ Test(kvcache, an_error_step_appends_nothing)
     k[8 + 5] = 70000.0f;
     p.S = 2;
     cr_assert_eq(att_step(out, NULL, &p, c, &err), ATT_ERANGE);
-    cr_assert(strstr(err.msg, "key/value row 1 (position 4)") && strstr(err.msg, "FP16"),
+    cr_assert(strstr(err.msg, "key row 1 (position 4)") && strstr(err.msg, "FP16"),
               "%s", err.msg);
     cr_assert_eq(att_kv_len(c), 3);
     k[8 + 5] = 65504.0f; /* the largest FP16 is fine */
@@ -268,7 +360,7 @@ Test(kvcache, an_error_step_appends_nothing)
     k[8 + 5] = 0.5f;
     v[3] = -1e6f;
     cr_assert_eq(att_step(out, NULL, &p, c, &err), ATT_ERANGE);
-    cr_assert(strstr(err.msg, "value of key/value row 0 (position 3)"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "value row 0 (position 3)"), "%s", err.msg);
     v[3] = 0.5f;
 
     /* shapes: S < L, N != 1, an offset, a mask of the wrong width */
