@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "core/blas.h"
@@ -109,8 +110,9 @@ static int dec_isa(void)
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
         return ISA_AVX512;
+    unsigned a, b, c, d; /* F16C: cpuid 1, ecx (clang 14's builtin does not know it) */
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+        __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C))
         return ISA_AVX2;
     return ISA_GENERIC;
 }
@@ -303,6 +305,15 @@ static inline __attribute__((always_inline)) int dec_softmax(float *P, float *sc
     return bad;
 }
 
+/* Tokens of the tile at j: up to DEC_TILE, not past hi nor past j's block
+ * (a window can start a run anywhere in a block). */
+static inline int tile_len(int j, int hi)
+{
+    const int to_block = ATT_KV_BLOCK - j % ATT_KV_BLOCK, to_hi = hi - j;
+    const int n = to_hi < to_block ? to_hi : to_block;
+    return n < DEC_TILE ? n : DEC_TILE;
+}
+
 /* Ask for the keys and values of the tile at j (up to hi) while this one
  * computes: the loads then find them on their way, and the memory is busy
  * during the arithmetic. */
@@ -311,9 +322,7 @@ static inline __attribute__((always_inline)) void dec_prefetch(const struct att_
 {
     if (j >= hi)
         return;
-    const int inblk = ATT_KV_BLOCK - j % ATT_KV_BLOCK;
-    int n = hi - j < DEC_TILE ? hi - j : DEC_TILE;
-    n = n > inblk ? inblk : n;
+    const int n = tile_len(j, hi);
     const size_t bytes = (size_t)n * c->d * c->esize;
     const char *K = att_kv_row(c, 0, g, j), *V = att_kv_row(c, 1, g, j);
     for (size_t o = 0; o < bytes; o += 64) {
@@ -350,9 +359,7 @@ static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t,
             hi = hi > b ? b : hi;
             const float *qg = D->q + (size_t)i * D->Dq + (size_t)g * G * d;
             for (int j = lo; j < hi;) {
-                const int inblk = ATT_KV_BLOCK - j % ATT_KV_BLOCK;
-                int n = hi - j < DEC_TILE ? hi - j : DEC_TILE;
-                n = n > inblk ? inblk : n;
+                const int n = tile_len(j, hi);
                 const void *K = att_kv_row(c, 0, g, j), *V = att_kv_row(c, 1, g, j);
                 dec_prefetch(c, g, j + n, hi);
                 D->scores(sc, qg, G, K, n, d, c->dtype, kbuf);
