@@ -23,6 +23,7 @@
 #include "core/variants.h"
 
 #define DEC_TILE 32 /* tokens per tile: divides ATT_KV_BLOCK */
+#define DEC_AHEAD 64 /* tokens ahead of the one computing that are prefetched */
 
 /* ---- Conversions --------------------------------------------------------- */
 
@@ -139,7 +140,7 @@ void att_kv_to_f32(float *dst, const void *src, size_t n, int dtype)
 /* A tile's scores (sc, K) or context (P, V) for the G heads of a group;
  * K, V as the cache stores them; buf: DEC_TILE·d floats of scratch. */
 typedef void (*tile_fn)(float *out, const float *in, int G, const void *KV, int n, int d, int dt,
-                        float *buf);
+                        float *buf, const char *pf);
 
 struct dec {
     const struct att_params *pv;
@@ -155,8 +156,9 @@ struct dec {
 
 /* The plain inner loops: the tile converted to float32 in buf first. */
 static void plain_scores(float *sc, const float *qg, int G, const void *K, int n, int d, int dt,
-                         float *buf)
+                         float *buf, const char *pf)
 {
+    (void)pf;
     const float *Kf = K;
     if (dt != ATT_KV_F32)
         att_kv_to_f32(buf, K, (size_t)n * d, dt), Kf = buf;
@@ -174,8 +176,9 @@ static void plain_scores(float *sc, const float *qg, int G, const void *K, int n
 }
 
 static void plain_context(float *P, const float *sc, int G, const void *V, int n, int d, int dt,
-                          float *buf)
+                          float *buf, const char *pf)
 {
+    (void)pf;
     const float *Vf = V;
     if (dt != ATT_KV_F32)
         att_kv_to_f32(buf, V, (size_t)n * d, dt), Vf = buf;
@@ -314,23 +317,6 @@ static inline int tile_len(int j, int hi)
     return n < DEC_TILE ? n : DEC_TILE;
 }
 
-/* Ask for the keys and values of the tile at j (up to hi) while this one
- * computes: the loads then find them on their way, and the memory is busy
- * during the arithmetic. */
-static inline __attribute__((always_inline)) void dec_prefetch(const struct att_kv *c, int g,
-                                                               int j, int hi)
-{
-    if (j >= hi)
-        return;
-    const int n = tile_len(j, hi);
-    const size_t bytes = (size_t)n * c->d * c->esize;
-    const char *K = att_kv_row(c, 0, g, j), *V = att_kv_row(c, 1, g, j);
-    for (size_t o = 0; o < bytes; o += 64) {
-        __builtin_prefetch(K + o, 0, 2);
-        __builtin_prefetch(V + o, 0, 2);
-    }
-}
-
 /* Thread t's run of tokens, every KV head and query row. buf: scratch of
  * DEC_TILE·d (the plain loops' float32 copy of a tile) + G·DEC_TILE floats. */
 static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t, float *buf)
@@ -361,8 +347,11 @@ static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t,
             for (int j = lo; j < hi;) {
                 const int n = tile_len(j, hi);
                 const void *K = att_kv_row(c, 0, g, j), *V = att_kv_row(c, 1, g, j);
-                dec_prefetch(c, g, j + n, hi);
-                D->scores(sc, qg, G, K, n, d, c->dtype, kbuf);
+                /* the rows DEC_AHEAD tokens on are asked for while these compute */
+                const int ja = j + DEC_AHEAD < hi ? j + DEC_AHEAD : -1;
+                const char *pk = ja < 0 ? NULL : att_kv_row(c, 0, g, ja);
+                const char *pvr = ja < 0 ? NULL : att_kv_row(c, 1, g, ja);
+                D->scores(sc, qg, G, K, n, d, c->dtype, kbuf, pk);
                 for (int k = 0; !D->plain && k < G; k++) {
                     const int h = g * G + k;
                     struct att_row ar;
@@ -371,7 +360,7 @@ static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t,
                     att_row_finish(sc + k * DEC_TILE, pv, &ar);
                 }
                 D->bad[t] |= dec_softmax(P, sc, G, n, d);
-                D->context(P, sc, G, V, n, d, c->dtype, kbuf);
+                D->context(P, sc, G, V, n, d, c->dtype, kbuf, pvr);
                 j += n;
             }
         }

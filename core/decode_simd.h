@@ -30,10 +30,14 @@ static inline __attribute__((always_inline)) TGT VF DS_CAT(ds_load, SFX)(const v
 
 /* sc[g·DEC_TILE + j] = qg[g] · K[j], g < GB, j < n. */
 static inline __attribute__((always_inline)) TGT void
-DS_CAT(ds_scores_gb, SFX)(float *sc, const float *qg, const void *K, int n, int d, int dt, int GB)
+DS_CAT(ds_scores_gb, SFX)(float *sc, const float *qg, const void *K, int n, int d,
+                          const char *pf, int dt, int GB)
 {
+    const size_t row = (size_t)d * (dt == ATT_KV_F32 ? 4 : 2);
     int j = 0;
     for (; j + UJ <= n; j += UJ) {
+        for (size_t o = 0; pf && o < UJ * row; o += 64) /* rows ahead, a few at a time */
+            __builtin_prefetch(pf + (size_t)j * row + o, 0, 2);
         VF a[4][UJ];
         for (int g = 0; g < GB; g++)
             for (int u = 0; u < UJ; u++)
@@ -73,8 +77,12 @@ DS_CAT(ds_scores_gb, SFX)(float *sc, const float *qg, const void *K, int n, int 
 
 /* acc_g += Σ_j sc[g·DEC_TILE + j]·V[j], g < GB; acc_g at P + g·(d + 2) + 2. */
 static inline __attribute__((always_inline)) TGT void
-DS_CAT(ds_context_gb, SFX)(float *P, const float *sc, const void *V, int n, int d, int dt, int GB)
+DS_CAT(ds_context_gb, SFX)(float *P, const float *sc, const void *V, int n, int d,
+                           const char *pf, int dt, int GB)
 {
+    const size_t row = (size_t)d * (dt == ATT_KV_F32 ? 4 : 2);
+    for (size_t o = 0; pf && o < (size_t)n * row; o += 64)
+        __builtin_prefetch(pf + o, 0, 2);
     int x = 0;
     for (; x + UX * VW <= d; x += UX * VW) {
         VF a[4][UX];
@@ -130,26 +138,26 @@ DS_CAT(ds_context_gb, SFX)(float *P, const float *sc, const void *V, int n, int 
     } while (0)
 
 TGT static void DS_CAT(ds_scores, SFX)(float *sc, const float *qg, int G, const void *K, int n,
-                                       int d, int dt, float *buf)
+                                       int d, int dt, float *buf, const char *pf)
 {
     (void)buf;
     for (int k0 = 0; k0 < G; k0 += 4) {
         const int GB = G - k0 < 4 ? G - k0 : 4;
         float *s = sc + k0 * DEC_TILE;
         const float *q = qg + (size_t)k0 * d;
-        DS_BY_DT(DS_CAT(ds_scores_gb, SFX), s, q, K, n, d);
+        DS_BY_DT(DS_CAT(ds_scores_gb, SFX), s, q, K, n, d, k0 ? NULL : pf);
     }
 }
 
 TGT static void DS_CAT(ds_context, SFX)(float *P, const float *sc, int G, const void *V, int n,
-                                        int d, int dt, float *buf)
+                                        int d, int dt, float *buf, const char *pf)
 {
     (void)buf;
     for (int k0 = 0; k0 < G; k0 += 4) {
         const int GB = G - k0 < 4 ? G - k0 : 4;
         float *p = P + (size_t)k0 * (d + 2);
         const float *s = sc + k0 * DEC_TILE;
-        DS_BY_DT(DS_CAT(ds_context_gb, SFX), p, s, V, n, d);
+        DS_BY_DT(DS_CAT(ds_context_gb, SFX), p, s, V, n, d, k0 ? NULL : pf);
     }
 }
 
