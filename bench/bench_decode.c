@@ -281,6 +281,18 @@ int main(int argc, char **argv)
     for (int dt = 1; dt < 3; dt++)
         printf("At %lld tokens, one thread: %s step time = %.2fx FP32's (goal <= 0.55)\n",
                f32->tokens, dtype_name[dt], pt[dt][i32].step[0] / f32->step[0]);
+    /* Compute or memory: the time a token takes with the cache in L3 (the
+     * smallest size), times the tokens, against the time measured and the
+     * streaming read of the same bytes; where the first is near the
+     * second, the arithmetic (and the conversion) bounds the step. */
+    for (int dt = 0; dt < 3; dt++) {
+        const struct point *small = &pt[dt][0], *p = &pt[dt][i32];
+        const double per = small->step[0] / (double)small->tokens;
+        printf("%s, one thread: %.1f ns a token in cache (%lld tokens) -> %.2f ms at %lld "
+               "tokens; measured %.2f ms, the streaming read of its bytes %.2f ms\n",
+               dtype_name[dt], per * 1e6, small->tokens, per * (double)p->tokens, p->tokens,
+               p->step[0], p->stream[0]);
+    }
     for (int dt = 0; dt < 3; dt++) {
         const struct point *p = &pt[dt][i64];
         const double su = p->step[0] / p->step[1], ssu = p->stream[0] / p->stream[1];
