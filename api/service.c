@@ -271,8 +271,7 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
     if (r.seq.id[0]) {
         const struct model *m = r.model_ref ? repo_model(r.model_ref) : NULL;
         const int src = step(&r, r.model_ref ? repo_ref_name(r.model_ref) : MODEL_BUILTIN, m,
-                             lim, "ask for need_weights false, average_attn_weights true, "
-                             "weights_top_k or weights_pool", &out, &w, &e);
+                             lim, CODEC_WEIGHTS_HINT, &out, &w, &e);
         d[STAGE_COMPUTE] = lap(&mark);
         if (src) {
             step_error(a, &e, 0);
@@ -357,9 +356,7 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
     /* 2. compute (a step of a sequence on its cache) */
     if (r.c.seq.id[0]) {
         const int src = step(&r.c, repo_ref_name(ref), repo_model(ref), lim,
-                             "leave attention_weights out of outputs, or set need_weights false "
-                             "or average_attn_weights true, or ask for weights_top_k or "
-                             "weights_pool", &out, &w, &e);
+                             CODEC_V2_WEIGHTS_HINT, &out, &w, &e);
         d[STAGE_COMPUTE] = lap(&mark);
         if (src) {
             step_error(a, &e, 1);

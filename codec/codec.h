@@ -196,6 +196,13 @@ int codec_weights_reduce(struct att_params *p, json_t *top_k, json_t *pool, int 
  * (⌈L/p⌉, ⌈S/p⌉) pooled; *count its elements. Returns the rank. */
 int codec_weights_shape(const struct codec_request *r, long long shape[4], size_t *count);
 
+/* What the weights limit's message suggests, per protocol (full_hint below). */
+#define CODEC_WEIGHTS_HINT \
+    "ask for need_weights false, average_attn_weights true, weights_top_k or weights_pool"
+#define CODEC_V2_WEIGHTS_HINT                                                               \
+    "leave attention_weights out of outputs, or set need_weights false or "                \
+    "average_attn_weights true, or ask for weights_top_k or weights_pool"
+
 /* max_weights_elements against the weights output r asks for (full: N·H·L·S,
  * or the reduced count). full_hint ends the message for full weights. */
 int codec_weights_limit(const struct codec_request *r, const struct codec_limits *lim,

@@ -280,8 +280,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     int st = att_check(p, &r->out_len, &r->weights_len, &ae);
     if (st != ATT_OK)
         return api_fail(err, http_error_from_att(st), "%s", ae.msg);
-    return codec_weights_limit(r, lim, "ask for need_weights false, average_attn_weights true, "
-                               "weights_top_k or weights_pool", err);
+    return codec_weights_limit(r, lim, CODEC_WEIGHTS_HINT, err);
 }
 
 /* decode_fields with the request's option values (cv) around it. */

@@ -380,9 +380,7 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     const int st = att_check(p, &r->c.out_len, &r->c.weights_len, &ae);
     if (st != ATT_OK)
         return api_fail(err, http_error_from_att(st), "%s", ae.msg);
-    return codec_weights_limit(&r->c, lim, "leave attention_weights out of outputs, or set "
-                               "need_weights false or average_attn_weights true, or ask for "
-                               "weights_top_k or weights_pool", err);
+    return codec_weights_limit(&r->c, lim, CODEC_V2_WEIGHTS_HINT, err);
 }
 
 /* Invalid JSON because bytes follow the JSON part: binary data without the
