@@ -98,6 +98,22 @@ static int same_fixed(const struct sess_fixed *a, const struct sess_fixed *b, in
     return 0;
 }
 
+/* A later step that leaves out num_kv_heads, head_dim or rope has the
+ * start's (as it leaves out the built-in model's weights). 1 when any. */
+static int inherit(struct att_params *p, const struct sess_fixed *f)
+{
+    int any = 0;
+    if (!p->Hkv && f->Hkv != p->H)
+        p->Hkv = f->Hkv, any = 1;
+    if (!p->head_dim && f->head_dim != p->E / p->H)
+        p->head_dim = f->head_dim, any = 1;
+    if (p->rope_style == ATT_ROPE_NONE && f->rope_style != ATT_ROPE_NONE) {
+        p->rope_style = f->rope_style, p->rope_theta = f->rope_theta;
+        p->rope_rotary_dim = f->rope_rotary_dim, any = 1;
+    }
+    return any;
+}
+
 /* Run r's step on its sequence: out and w malloc'd, r's sizes, S (the
  * whole cache, for the answer) and seq.length set. model_id: the loaded
  * model (NULL: built-in). 0, or -1 with err (the sequence as before). */
@@ -125,6 +141,8 @@ static int step(struct codec_request *r, const char *model, const void *model_id
                  opt_name(OPT_SEQUENCE_START));
         goto done;
     }
+    if (!q->start && inherit(&r->p, st.fixed))
+        fixed_of(&fix, r, model, model_id);
     if (!q->start && same_fixed(st.fixed, &fix, q->dtype_asked, q->id, err))
         goto done;
     if (!model_id && (sess_weights(&st, &r->p, err) ||
