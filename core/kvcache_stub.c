@@ -15,7 +15,7 @@ struct att_kv {
     int Hkv, d;
     enum att_kv_dtype dtype;
     int kdim, vdim; /* of the raw rows, fixed by the first step */
-    long long len, cap;
+    long long len;
     float *k, *v;   /* (cap, kdim), (cap, vdim) */
 };
 
