@@ -1,7 +1,6 @@
 /* sequence.c -- a request's place in a sequence (a session; Triton's
  * sequence extension) and a step's own rules, for both protocols; see
  * codec.h (struct codec_sequence) and variants.h. */
-#define _GNU_SOURCE /* memmem */
 #include "codec/variants.h"
 
 #include <errno.h>
@@ -31,9 +30,11 @@ static int raw_uint(const struct codec_sequence *s, const char *name, double sta
     char key[64];
     const int kn = snprintf(key, sizeof key, "\"%s\"", name);
     const char *t = s->text, *end = s->text ? s->text + s->text_len : NULL;
-    for (const char *p = t; p && (p = memmem(p, (size_t)(end - p), key, (size_t)kn));) {
-        p += kn;
-        const char *q = p;
+    for (const char *p = t; p && p + kn <= end; p++) {
+        if (memcmp(p, key, (size_t)kn))
+            continue;
+        p += kn - 1;
+        const char *q = p + 1;
         while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
             q++;
         if (q >= end || *q++ != ':')
