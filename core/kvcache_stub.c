@@ -52,6 +52,22 @@ size_t att_kv_bytes(const struct att_kv *c)
     return att_kv_bytes_at(c, c->len);
 }
 
+/* x rounded to the cache's dtype (nearest, ties to even). The stub keeps
+ * the raw rows, so this is the contract's rounding only for identity key
+ * and value projections without RoPE. */
+static float round_to(enum att_kv_dtype dt, float x)
+{
+    if (dt == ATT_KV_F16)
+        return (float)(_Float16)x;
+    if (dt == ATT_KV_BF16) {
+        unsigned u;
+        memcpy(&u, &x, sizeof u);
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        memcpy(&x, &u, sizeof x);
+    }
+    return x;
+}
+
 static int fail(struct att_error *err, int code, const char *msg)
 {
     if (err) {
@@ -106,8 +122,21 @@ int att_step(float *out, float *weights, const struct att_params *p, struct att_
         memcpy(k, c->k, (size_t)c->len * (size_t)p->kdim * sizeof *k);
         memcpy(v, c->v, (size_t)c->len * (size_t)p->vdim * sizeof *v);
     }
-    memcpy(k + c->len * p->kdim, p->key, (size_t)p->S * (size_t)p->kdim * sizeof *k);
-    memcpy(v + c->len * p->vdim, p->value, (size_t)p->S * (size_t)p->vdim * sizeof *v);
+    for (int t = 0; t < 2; t++) {
+        const size_t w = (size_t)(t ? p->vdim : p->kdim);
+        const float *src = t ? p->value : p->key;
+        float *dst = (t ? v : k) + c->len * (long long)w;
+        for (size_t i = 0; i < (size_t)p->S * w; i++) {
+            dst[i] = round_to(c->dtype, src[i]);
+            if (c->dtype == ATT_KV_F16 && !(dst[i] >= -65504.0f && dst[i] <= 65504.0f)) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "%s row %zu is beyond FP16's range",
+                         t ? "value" : "key", i / w);
+                free(k), free(v);
+                return fail(err, ATT_ERANGE, msg);
+            }
+        }
+    }
     struct att_params w;
     whole(&w, p, c, k, v, err);
     rc = att_forward(out, weights, &w, err);
