@@ -559,3 +559,213 @@ Test(sessions, an_idle_sequence_times_out)
     cr_assert_eq(metric(s.port, "attention_sequences_active"), 0);
     cr_assert_eq(server_stop(&s), 0);
 }
+
+/* ---------------------------------------------------------------------- */
+/* Cache types                                                             */
+
+static float to_f16(float x)
+{
+    return (float)(_Float16)x;
+}
+
+static float to_bf16(float x)
+{
+    unsigned u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* With identity projections and no RoPE, an FP16 or BF16 cache answers as
+ * the stateless request on key and value rounded to that type; the cache
+ * takes half the bytes of FP32. */
+Test(sessions, fp16_and_bf16_caches_round_keys_and_values)
+{
+    struct server s;
+    server_start(&s, NULL);
+    const char *dtypes[] = {"FP32", "FP16", "BF16"};
+    double bytes[3];
+    for (int t = 0; t < 3; t++) {
+        float k[8 * E], v[8 * E], kr[8 * E], vr[8 * E], q[E], out[E], want[E];
+        int len = 0;
+        for (int i = 0; i < 3; i++) {
+            const int S = i ? 1 : 4;
+            fill(q, E);
+            fill(k + len * E, (size_t)S * E);
+            fill(v + len * E, (size_t)S * E);
+            for (int j = len * E; j < (len + S) * E; j++) {
+                kr[j] = t == 1 ? to_f16(k[j]) : t == 2 ? to_bf16(k[j]) : k[j];
+                vr[j] = t == 1 ? to_f16(v[j]) : t == 2 ? to_bf16(v[j]) : v[j];
+            }
+            json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", mat(q, 1, E),
+                                  "key", mat(k + len * E, S, E), "value",
+                                  mat(v + len * E, S, E), "num_heads", H, "sequence_id",
+                                  dtypes[t], "need_weights", 0);
+            if (i == 0) {
+                json_object_set_new(b, "sequence_start", json_true());
+                json_object_set_new(b, "kv_cache_dtype", json_string(dtypes[t]));
+            }
+            struct http_reply a = attention(s.port, b);
+            cr_assert_eq(a.status, 200, "%s: %s", dtypes[t], a.body);
+            cr_assert_eq(answer_floats(&a, "output", out, E), (size_t)E);
+            free(a.body);
+            len += S;
+            json_t *st = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", mat(q, 1, E),
+                                   "key", mat(kr, len, E), "value", mat(vr, len, E),
+                                   "num_heads", H, "attn_mask", "causal_lower_right",
+                                   "need_weights", 0);
+            a = attention(s.port, st);
+            cr_assert_eq(a.status, 200, "%s", a.body);
+            cr_assert_eq(answer_floats(&a, "output", want, E), (size_t)E);
+            free(a.body);
+            expect_close(out, want, E, dtypes[t]);
+        }
+        bytes[t] = metric(s.port, "attention_sequence_bytes");
+        json_t *end = json_pack("{s:s, s:b}", "sequence_id", dtypes[t], "sequence_end", 1);
+        struct http_reply a = attention(s.port, end);
+        cr_assert_eq(a.status, 200, "%s", a.body);
+        free(a.body);
+    }
+    cr_assert(bytes[0] > 0 && bytes[1] == bytes[0] / 2 && bytes[2] == bytes[0] / 2,
+              "bytes FP32 %g, FP16 %g, BF16 %g", bytes[0], bytes[1], bytes[2]);
+    /* beyond FP16's range: 400 naming the row; nothing appended */
+    json_t *b = tiny_step("fp16-range", 1);
+    json_object_set_new(b, "kv_cache_dtype", json_string("FP16"));
+    struct http_reply a = attention(s.port, b);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    b = json_pack("{s:[[f, f, f, f]], s:[[f, f, f, f]], s:i, s:s}", "query", 0.0, 0.0, 0.0, 0.0,
+                  "key", 1.0, 70000.0, 0.0, 0.0, "num_heads", H, "sequence_id", "fp16-range");
+    a = attention(s.port, b);
+    expect_error(&a, 400, "invalid_parameter", "row 0");
+    free(a.body);
+    a = attention(s.port, tiny_step("fp16-range", 0));
+    cr_assert_eq(int_of(&a, "cache_length"), 2, "%s", a.body);
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* A model's sequences go with it                                          */
+
+#define TOKEN "test-admin-token-0123456789"
+
+Test(sessions, unloading_or_reloading_a_model_drops_its_sequences)
+{
+    struct server s;
+    const char *const flags[] = {"--model-repository", REPO, "--admin-token", TOKEN, NULL};
+    server_start_ready(&s, flags);
+    const char *const auth[] = {"Authorization: Bearer " TOKEN, NULL};
+    const char *actions[] = {"load", "unload"};
+    for (int i = 0; i < 2; i++) {
+        float q[16]; /* mha_f32: E 16 */
+        fill(q, 16);
+        json_t *b = json_pack("{s:o, s:s, s:s, s:b}", "query", mat(q, 1, 16), "model",
+                              "mha_f32", "sequence_id", "model-bound", "sequence_start", 1);
+        struct http_reply a = attention(s.port, b);
+        cr_assert_eq(a.status, 200, "%s", a.body);
+        free(a.body);
+        cr_assert_eq(metric(s.port, "attention_model_sequences_active{model=\"mha_f32\"}"), 1);
+        char path[96];
+        snprintf(path, sizeof path, "/v2/repository/models/mha_f32/%s", actions[i]);
+        a = request_with(s.port, "POST", path, "{}", 2, NULL, 0, auth);
+        cr_assert_eq(a.status, 200, "%s %s", actions[i], a.body);
+        free(a.body);
+        cr_assert_eq(metric(s.port, "attention_sequences_active"), 0, "%s kept the sequence",
+                     actions[i]);
+        if (i == 1) { /* back, for the step to find the model */
+            a = request_with(s.port, "POST", "/v2/repository/models/mha_f32/load", "{}", 2,
+                             NULL, 0, auth);
+            cr_assert_eq(a.status, 200, "%s", a.body);
+            free(a.body);
+        }
+        b = json_pack("{s:o, s:s, s:s}", "query", mat(q, 1, 16), "model", "mha_f32",
+                      "sequence_id", "model-bound");
+        a = attention(s.port, b);
+        expect_error(&a, 400, "sequence_not_found", "'model-bound'");
+        free(a.body);
+    }
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The other two pairings: a served model over POST /attention, the
+ * built-in model over v2 (its weights as inputs at the start only)        */
+
+Test(sessions, served_model_over_attention_and_builtin_over_v2)
+{
+    struct server s;
+    const char *const flags[] = {"--model-repository", REPO, NULL};
+    server_start_ready(&s, flags);
+    static float k[32 * ME], v[32 * ME];
+    float q[4 * ME], out[4 * ME], want[4 * ME];
+    int len = 0;
+    const int S[] = {3, 1, 2}, L[] = {2, 1, 1};
+    for (int i = 0; i < 3; i++) {
+        fill(q, (size_t)L[i] * ME);
+        fill(k + len * ME, (size_t)S[i] * ME);
+        fill(v + len * ME, (size_t)S[i] * ME);
+        json_t *b = json_pack("{s:o, s:o, s:o, s:s, s:s, s:b, s:b}", "query",
+                              mat(q, L[i], ME), "key", mat(k + len * ME, S[i], ME), "value",
+                              mat(v + len * ME, S[i], ME), "model", "llama_l1", "sequence_id",
+                              "served-attn", "sequence_start", i == 0, "need_weights", 0);
+        struct http_reply a = attention(s.port, b);
+        cr_assert_eq(a.status, 200, "%s", a.body);
+        const size_t n = answer_floats(&a, "output", out, sizeof out / sizeof *out);
+        free(a.body);
+        len += S[i];
+        json_t *st = json_pack("{s:o, s:o, s:o, s:s, s:s, s:i, s:b}", "query", mat(q, L[i], ME),
+                               "key", mat(k, len, ME), "value", mat(v, len, ME), "model",
+                               "llama_l1", "attn_mask", "causal_lower_right",
+                               "query_position_offset", len - L[i], "need_weights", 0);
+        a = attention(s.port, st);
+        cr_assert_eq(a.status, 200, "%s", a.body);
+        cr_assert_eq(answer_floats(&a, "output", want, sizeof want / sizeof *want), n);
+        free(a.body);
+        expect_close(out, want, n, "llama_l1 over /attention");
+    }
+
+    /* the built-in model over v2 */
+    float w_in[3 * E * E], bk[16 * E], bv[16 * E], bq[4 * E], bo[4 * E], bw[4 * E];
+    fill(w_in, sizeof w_in / sizeof *w_in);
+    len = 0;
+    for (int i = 0; i < 3; i++) {
+        fill(bq, (size_t)L[i] * E);
+        fill(bk + len * E, (size_t)S[i] * E);
+        fill(bv + len * E, (size_t)S[i] * E);
+        json_t *in = json_pack("[o, o, o]", input("query", bq, L[i], E),
+                               input("key", bk + len * E, S[i], E),
+                               input("value", bv + len * E, S[i], E));
+        if (i == 0)
+            json_array_append_new(in, input("in_proj_weight", w_in, 3 * E, E));
+        json_t *b = json_pack("{s:o, s:{s:i, s:s, s:b, s:b}}", "inputs", in, "parameters",
+                              "num_heads", H, "sequence_id", "builtin-v2", "sequence_start",
+                              i == 0, "need_weights", 0);
+        struct http_reply a = send_json(s.port, "/v2/models/attention/infer", b, NULL);
+        cr_assert_eq(a.status, 200, "%s", a.body);
+        size_t n;
+        float *got = output_of(&a, "output", &n, NULL);
+        memcpy(bo, got, n * sizeof *got);
+        free(got);
+        free(a.body);
+        len += S[i];
+        json_t *st = json_pack("{s:[o, o, o, o], s:{s:i, s:b, s:s, s:i, s:b}}", "inputs",
+                               input("query", bq, L[i], E), input("key", bk, len, E),
+                               input("value", bv, len, E),
+                               input("in_proj_weight", w_in, 3 * E, E), "parameters",
+                               "num_heads", H, "is_causal", 1, "causal_alignment",
+                               "lower_right", "query_position_offset", len - L[i],
+                               "need_weights", 0);
+        a = send_json(s.port, "/v2/models/attention/infer", st, NULL);
+        cr_assert_eq(a.status, 200, "%s", a.body);
+        size_t nw;
+        got = output_of(&a, "output", &nw, NULL);
+        cr_assert_eq(nw, n);
+        memcpy(bw, got, n * sizeof *got);
+        free(got);
+        free(a.body);
+        expect_close(bo, bw, n, "built-in over v2");
+    }
+    cr_assert_eq(server_stop(&s), 0);
+}
