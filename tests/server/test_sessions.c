@@ -117,6 +117,13 @@ static double metric(int port, const char *name)
     return v;
 }
 
+/* A server with the test models, ready. */
+static void start_with_repo(struct server *s)
+{
+    const char *const flags[] = {"--model-repository", REPO, NULL};
+    server_start_ready(s, flags);
+}
+
 /* ---------------------------------------------------------------------- */
 /* The built-in model over POST /attention                                 */
 
@@ -410,8 +417,7 @@ static size_t v2_output(int port, json_t *body, float *out, size_t max, long lon
 Test(sessions, served_model_steps_over_v2_equal_the_stateless_answer)
 {
     struct server s;
-    const char *const flags[] = {"--model-repository", REPO, NULL};
-    server_start_ready(&s, flags);
+    start_with_repo(&s);
     static float k[64 * ME], v[64 * ME];
     float q[8 * ME], out[8 * ME], want[8 * ME];
     int len = 0;
@@ -696,8 +702,7 @@ Test(sessions, unloading_or_reloading_a_model_drops_its_sequences)
 Test(sessions, served_model_over_attention_and_builtin_over_v2)
 {
     struct server s;
-    const char *const flags[] = {"--model-repository", REPO, NULL};
-    server_start_ready(&s, flags);
+    start_with_repo(&s);
     static float k[32 * ME], v[32 * ME];
     float q[4 * ME], out[4 * ME], want[4 * ME];
     int len = 0;
