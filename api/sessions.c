@@ -29,6 +29,7 @@ struct sess {
     unsigned long next_ticket, serving; /* idle when equal */
     int linked;            /* in the list (found by its id) */
     size_t bytes;          /* its cache's blocks, as counted in total_bytes */
+    size_t wbytes;         /* its kept weights, counted there too */
     size_t reserved;       /* counted for the step under way */
     double last_used;
     struct sess *prev, *next;
@@ -74,12 +75,15 @@ static void push_front(struct sess *s)
     count++;
 }
 
+/* (under mu) */
 static void free_weights(struct sess *s)
 {
     for (int i = 0; i < ATT_NWEIGHTS; i++) {
         free(s->w[i]);
         s->w[i] = NULL, s->wlen[i] = 0;
     }
+    total_bytes -= (long long)s->wbytes;
+    s->wbytes = 0;
 }
 
 /* Free s (unlinked first), its bytes out of the total. */
@@ -123,6 +127,20 @@ static int evict_one(const struct sess *keep)
             return 0;
         }
     return -1;
+}
+
+/* Count need more bytes for s (under mu): evict idle sequences, least
+ * recently used first, until they fit the budget; 0, or -1 (503) when
+ * none is left to evict. */
+static int make_room(struct sess *s, long long need, struct api_error *err)
+{
+    while (total_bytes + need > limits.max_bytes)
+        if (evict_one(s))
+            return api_fail(err, ERR_OVERLOADED, "the sequences' caches would pass "
+                            "max_sequence_bytes (%lld bytes) and none is idle: retry later, "
+                            "or end sequences (this step was not applied)", limits.max_bytes);
+    total_bytes += need;
+    return 0;
 }
 
 void sess_init(const struct sess_limits *l)
@@ -235,7 +253,19 @@ static const float **weight_slot(struct att_params *p, int i, size_t **len)
 int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *err)
 {
     struct sess *s = st->s;
-    size_t *len;
+    size_t *len, wb = 0;
+    for (int i = 0; st->started && i < ATT_NWEIGHTS; i++)
+        if (*weight_slot(p, i, &len))
+            wb += *len * sizeof(float);
+    if (wb) { /* kept weights count in the budget */
+        pthread_mutex_lock(&mu);
+        const int rc = make_room(s, (long long)wb, err);
+        if (rc == 0)
+            s->wbytes = wb;
+        pthread_mutex_unlock(&mu);
+        if (rc)
+            return -1;
+    }
     for (int i = 0; i < ATT_NWEIGHTS; i++) {
         const float **w = weight_slot(p, i, &len);
         if (st->started) {
@@ -271,17 +301,11 @@ int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err)
     const size_t at = att_kv_bytes_at(s->kv, tokens), have = att_kv_bytes(s->kv);
     const long long need = at > have ? (long long)(at - have) : 0;
     pthread_mutex_lock(&mu);
-    while (total_bytes + need > limits.max_bytes)
-        if (evict_one(s)) {
-            pthread_mutex_unlock(&mu);
-            return api_fail(err, ERR_OVERLOADED, "the sequences' caches would pass "
-                            "max_sequence_bytes (%lld bytes) and none is idle: retry later, "
-                            "or end sequences (this step was not applied)", limits.max_bytes);
-        }
-    total_bytes += need;
-    s->reserved += (size_t)need;
+    const int rc = make_room(s, need, err);
+    if (rc == 0)
+        s->reserved += (size_t)need;
     pthread_mutex_unlock(&mu);
-    return 0;
+    return rc;
 }
 
 void sess_close(struct sess_step *st, int end)
@@ -354,7 +378,7 @@ void sess_each_model(void (*f)(const char *name, long long n, long long bytes, v
         long long n = 0, bytes = 0;
         for (struct sess *t = s; t; t = t->next)
             if (!strcmp(t->fix.model, s->fix.model))
-                n++, bytes += (long long)t->bytes;
+                n++, bytes += (long long)(t->bytes + t->wbytes);
         f(s->fix.model, n, bytes, cls);
     }
     pthread_mutex_unlock(&mu);

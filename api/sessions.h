@@ -18,7 +18,8 @@
  * Steps of one sequence run one at a time, in the order they called
  * sess_open (a ticket each): a concurrent step waits. A sequence is idle
  * when no step holds or waits for it. Limits (sess_init): max_sequences
- * and max_bytes (every cache's allocated blocks together, att_kv_bytes):
+ * and max_bytes (every cache's allocated blocks together, att_kv_bytes,
+ * and the built-in model's weights the sequences keep):
  * a new sequence or a step that would pass one evicts the least recently
  * used idle sequences, else is refused (ERR_OVERLOADED, 503; the step is
  * then not applied and the sequence keeps its state); idle_timeout
@@ -70,9 +71,10 @@ struct sess_step {
  * err. */
 int sess_open(struct sess_step *st, const char *id, int start, const struct sess_fixed *fix,
               struct api_error *err);
-/* The weights kept for the built-in model: at the start, copy p's (0, or
- * -1 out of memory); later, fill p's absent ones from those kept, and
- * refuse (400) one that differs. */
+/* The weights kept for the built-in model: at the start, copy p's (they
+ * count in max_bytes as the caches do: evicting, or refused 503); later,
+ * fill p's absent ones from those kept, and refuse (400) one that
+ * differs. 0, or -1 with err. */
 int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *err);
 /* Make room for the cache to hold tokens (att_kv_bytes_at): evict idle
  * sequences, least recently used first, or refuse (503). The bytes are

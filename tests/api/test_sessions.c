@@ -175,3 +175,42 @@ Test(sessions_store, steps_of_one_sequence_take_turns)
     pthread_join(t, NULL);
     cr_assert_eq(second_done, -1);
 }
+
+/* The built-in model's weights a sequence keeps count in the budget. */
+Test(sessions_store, kept_weights_count_in_the_budget)
+{
+    static const float w[64] = {0};
+    struct att_params p;
+    att_params_init(&p);
+    p.out_proj_weight = w, p.out_proj_weight_len = 64;
+    limits(8, 600, 200);
+    struct sess_step st;
+    struct api_error e;
+    const struct sess_fixed f = fixed("attention");
+    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(sess_weights(&st, &p, &e), -1);
+    cr_assert_eq(e.code, ERR_OVERLOADED);
+    sess_close(&st, 1);
+    limits(8, 600, 256);
+    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(sess_weights(&st, &p, &e), 0, "%s", e.msg);
+    sess_close(&st, 0);
+    struct sess_stats s;
+    sess_stats(&s);
+    cr_assert_eq(s.bytes, 256);
+    /* a later step has them back, and may not change them */
+    struct att_params later;
+    att_params_init(&later);
+    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(sess_weights(&st, &later, &e), 0);
+    cr_assert_eq(later.out_proj_weight_len, 64);
+    sess_close(&st, 0);
+    static const float other[64] = {1};
+    later.out_proj_weight = other;
+    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(sess_weights(&st, &later, &e), -1);
+    cr_assert_eq(e.code, ERR_INVALID_PARAMETER);
+    sess_close(&st, 1);
+    sess_stats(&s);
+    cr_assert_eq(s.bytes, 0);
+}

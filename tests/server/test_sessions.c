@@ -520,7 +520,8 @@ static json_t *wide_step(const char *id, int S, int start, const float *kw, cons
 Test(sessions, max_sequence_bytes_refuses_with_503_and_keeps_the_state)
 {
     struct server s;
-    const char *const flags[] = {"--max-sequence-bytes", "1M", NULL};
+    /* one block and the two kept weights (2 x 512 floats) */
+    const char *const flags[] = {"--max-sequence-bytes", "1028K", NULL};
     server_start(&s, flags);
     float kw[WIDE], vw[WIDE];
     fill(kw, WIDE);
@@ -528,7 +529,7 @@ Test(sessions, max_sequence_bytes_refuses_with_503_and_keeps_the_state)
     struct http_reply a = attention(s.port, wide_step("big", 200, 1, kw, vw));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
-    cr_assert_eq(metric(s.port, "attention_sequence_bytes"), 1 << 20);
+    cr_assert_eq(metric(s.port, "attention_sequence_bytes"), (1 << 20) + 2 * WIDE * 4);
     /* a second block would pass the budget and nothing is idle to evict */
     a = attention(s.port, wide_step("big", 100, 0, kw, vw));
     expect_error(&a, 503, "overloaded", "max_sequence_bytes");
