@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -773,5 +774,68 @@ Test(sessions, served_model_over_attention_and_builtin_over_v2)
         free(a.body);
         expect_close(bo, bw, n, "built-in over v2");
     }
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Concurrent steps of one sequence take turns                             */
+
+struct stepper {
+    int port, n;
+    long long lengths[8];  /* N at most */
+    int ok;
+};
+
+static void *steps(void *arg)
+{
+    struct stepper *st = arg;
+    st->ok = 1;
+    for (int i = 0; i < st->n; i++) {
+        float q[E];
+        fill(q, E); /* (rnd is not thread-safe: any values do) */
+        json_t *b = json_pack("{s:o, s:i, s:s, s:b}", "query", mat(q, 1, E), "num_heads", H,
+                              "sequence_id", "shared-seq", "need_weights", 0);
+        char *text = json_dumps(b, JSON_COMPACT);
+        json_decref(b);
+        struct http_reply a = request(st->port, "POST", "/attention", text, strlen(text), NULL, 0);
+        free(text);
+        json_t *j = a.status == 200 ? json_loadb(a.body, a.len, 0, NULL) : NULL;
+        st->lengths[i] = j ? json_integer_value(json_object_get(j, "cache_length")) : -1;
+        st->ok &= j != NULL;
+        json_decref(j);
+        free(a.body);
+    }
+    return NULL;
+}
+
+Test(sessions, concurrent_steps_of_one_sequence_take_turns)
+{
+    struct server s;
+    const char *const flags[] = {"--workers", "4", NULL};
+    server_start(&s, flags);
+    struct http_reply a = attention(s.port, tiny_step("shared-seq", 1));
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    enum { T = 4, N = 8 };
+    struct stepper st[T];
+    pthread_t th[T];
+    for (int t = 0; t < T; t++) {
+        st[t] = (struct stepper){.port = s.port, .n = N};
+        pthread_create(&th[t], NULL, steps, &st[t]);
+    }
+    int seen[2 + T * N] = {0};
+    for (int t = 0; t < T; t++) {
+        pthread_join(th[t], NULL);
+        cr_assert(st[t].ok, "a concurrent step failed");
+        for (int i = 0; i < N; i++) {
+            const long long l = st[t].lengths[i];
+            cr_assert(l >= 2 && l < 2 + T * N, "cache_length %lld", l);
+            cr_assert(!seen[l], "two steps answered cache_length %lld", l);
+            seen[l] = 1;
+        }
+    }
+    a = attention(s.port, tiny_step("shared-seq", 0));
+    cr_assert_eq(int_of(&a, "cache_length"), 2 + T * N, "%s", a.body);
+    free(a.body);
     cr_assert_eq(server_stop(&s), 0);
 }
