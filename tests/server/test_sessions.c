@@ -839,3 +839,75 @@ Test(sessions, concurrent_steps_of_one_sequence_take_turns)
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
 }
+
+/* ---------------------------------------------------------------------- */
+/* Restarts, and many short sequences                                      */
+
+Test(sessions, a_restart_loses_the_sequences)
+{
+    struct server s;
+    server_start(&s, NULL);
+    struct http_reply a = attention(s.port, tiny_step("before-restart", 1));
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+    server_start(&s, NULL);
+    a = attention(s.port, tiny_step("before-restart", 0));
+    expect_error(&a, 400, "sequence_not_found", "'before-restart'");
+    free(a.body);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* The server's resident set, in KiB (/proc). */
+static long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+/* Short sequences, one after another: start, steps, end (a cache that
+ * were not freed would leave 128 KiB each: 50 MiB over 400). */
+static void short_sequences(int port, int from, int count)
+{
+    for (int i = from; i < from + count; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "soak-%d", i);
+        for (int k = 0; k < 4; k++) {
+            float q[64]; /* 64 wide: a block of the cache holds 128 KiB in FP32 */
+            fill(q, 64);
+            json_t *b = json_pack("{s:o, s:i, s:s, s:b}", "query", mat(q, 1, 64), "num_heads",
+                                  1, "sequence_id", id, "need_weights", 0);
+            if (k == 0)
+                json_object_set_new(b, "sequence_start", json_true());
+            if (k == 3)
+                json_object_set_new(b, "sequence_end", json_true());
+            struct http_reply a = attention(port, b);
+            cr_assert_eq(a.status, 200, "%s step %d: %s", id, k, a.body);
+            free(a.body);
+        }
+    }
+}
+
+Test(sessions, many_short_sequences_give_everything_back)
+{
+    struct server s;
+    server_start(&s, NULL);
+    short_sequences(s.port, 0, 50); /* warm up the allocator */
+    const long before = rss_kib(s.pid);
+    short_sequences(s.port, 50, 400);
+    const long after = rss_kib(s.pid);
+    cr_assert_eq(metric(s.port, "attention_sequences_active"), 0);
+    cr_assert_eq(metric(s.port, "attention_sequence_bytes"), 0);
+    cr_assert_eq(metric(s.port, "attention_sequence_evictions_total"), 0);
+    cr_assert_lt(after - before, 8 * 1024, "RSS grew from %ld to %ld KiB over 400 sequences",
+                 before, after);
+    cr_assert_eq(server_stop(&s), 0);
+}
