@@ -187,8 +187,7 @@ static int step(struct codec_request *r, const char *model, const void *model_id
 restore:
     r->p.S = one.S;
 done:
-    /* a start whose step failed leaves no sequence behind */
-    sess_close(&st, drop || (rc == 0 && q->end) || (rc && q->start));
+    sess_close(&st, rc == 0, drop || (rc == 0 && q->end));
     return rc;
 }
 

@@ -173,16 +173,28 @@ static int not_found(struct api_error *err, const char *id)
                     opt_name(OPT_SEQUENCE_START));
 }
 
-/* A fresh cache for s as fix says. */
-static int reset(struct sess *s, const struct sess_fixed *fix, struct api_error *err)
+/* A fresh cache for s (empty) as fix says. */
+static int start_cache(struct sess *s, const struct sess_fixed *fix, struct api_error *err)
 {
-    att_kv_free(s->kv);
-    free_weights(s);
-    total_bytes -= (long long)s->bytes;
-    s->bytes = 0;
     s->fix = *fix;
     s->kv = att_kv_new(fix->Hkv, fix->head_dim, fix->dtype);
     return s->kv ? 0 : api_fail(err, ERR_INTERNAL, "out of memory for a sequence's cache");
+}
+
+/* Free what a detached sequence holds (a start's pending one), its bytes
+ * out of the total (under mu). */
+static void drop_detached(struct sess *p)
+{
+    total_bytes -= (long long)(p->bytes + p->reserved);
+    att_kv_free(p->kv);
+    free_weights(p);
+    free(p);
+}
+
+/* What a step of s writes to: a restart's pending sequence, or s. */
+static struct sess *target(const struct sess_step *st)
+{
+    return st->pending ? st->pending : st->s;
 }
 
 int sess_open(struct sess_step *st, const char *id, int start, const struct sess_fixed *fix,
@@ -222,16 +234,25 @@ int sess_open(struct sess_step *st, const char *id, int start, const struct sess
         pthread_mutex_unlock(&mu);
         return not_found(err, id);
     }
-    if (start && reset(s, fix, err)) {
-        st->s = s;
+    st->s = s, st->started = start;
+    /* a new sequence starts in place; a live one restarted gets a pending
+     * one, which replaces it only when the step succeeds (sess_close) */
+    st->created = start && !s->kv;
+    struct sess *t = s;
+    if (start && !st->created && !(t = st->pending = calloc(1, sizeof *t))) {
         pthread_mutex_unlock(&mu);
-        sess_close(st, 1);
+        sess_close(st, 0, 0);
+        return api_fail(err, ERR_INTERNAL, "out of memory for a sequence");
+    }
+    if (start && start_cache(t, fix, err)) {
+        pthread_mutex_unlock(&mu);
+        sess_close(st, 0, 0);
         return -1;
     }
     /* most recently used */
     unlink_(s);
     push_front(s);
-    st->s = s, st->kv = s->kv, st->fixed = &s->fix, st->started = start;
+    st->kv = t->kv, st->fixed = &t->fix;
     pthread_mutex_unlock(&mu);
     return 0;
 }
@@ -252,14 +273,14 @@ static const float **weight_slot(struct att_params *p, int i, size_t **len)
 
 int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *err)
 {
-    struct sess *s = st->s;
+    struct sess *s = target(st);
     size_t *len, wb = 0;
     for (int i = 0; st->started && i < ATT_NWEIGHTS; i++)
         if (*weight_slot(p, i, &len))
             wb += *len * sizeof(float);
     if (wb) { /* kept weights count in the budget */
         pthread_mutex_lock(&mu);
-        const int rc = make_room(s, (long long)wb, err);
+        const int rc = make_room(st->s, (long long)wb, err);
         if (rc == 0)
             s->wbytes = wb;
         pthread_mutex_unlock(&mu);
@@ -297,27 +318,54 @@ int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *e
 
 int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err)
 {
-    struct sess *s = st->s;
+    struct sess *s = target(st);
     const size_t at = att_kv_bytes_at(s->kv, tokens), have = att_kv_bytes(s->kv);
     const long long need = at > have ? (long long)(at - have) : 0;
     pthread_mutex_lock(&mu);
-    const int rc = make_room(s, need, err);
+    const int rc = make_room(st->s, need, err);
     if (rc == 0)
         s->reserved += (size_t)need;
     pthread_mutex_unlock(&mu);
     return rc;
 }
 
-void sess_close(struct sess_step *st, int end)
+/* What a restart replaces, swapped between a and b. */
+static void swap_contents(struct sess *a, struct sess *b)
+{
+    struct sess t = *a;
+    a->fix = b->fix, b->fix = t.fix;
+    a->kv = b->kv, b->kv = t.kv;
+    memcpy(a->w, b->w, sizeof a->w), memcpy(b->w, t.w, sizeof t.w);
+    memcpy(a->wlen, b->wlen, sizeof a->wlen), memcpy(b->wlen, t.wlen, sizeof t.wlen);
+    a->bytes = b->bytes, b->bytes = t.bytes;
+    a->wbytes = b->wbytes, b->wbytes = t.wbytes;
+    a->reserved = b->reserved, b->reserved = t.reserved;
+}
+
+/* s's bytes: its cache's blocks now, the step's reservation settled. */
+static void settle(struct sess *s)
+{
+    total_bytes -= (long long)(s->bytes + s->reserved);
+    s->reserved = 0;
+    s->bytes = s->kv ? att_kv_bytes(s->kv) : 0;
+    total_bytes += (long long)s->bytes;
+}
+
+void sess_close(struct sess_step *st, int ok, int end)
 {
     struct sess *s = st->s;
     if (!s)
         return;
     pthread_mutex_lock(&mu);
-    total_bytes -= (long long)(s->bytes + s->reserved);
-    s->reserved = 0;
-    s->bytes = s->kv ? att_kv_bytes(s->kv) : 0;
-    total_bytes += (long long)s->bytes;
+    if (st->pending) { /* a restart: it replaces the sequence if its step succeeded */
+        if (ok)
+            swap_contents(s, st->pending);
+        drop_detached(st->pending);
+        st->pending = NULL;
+    } else if (st->created && !ok) {
+        end = 1; /* a start whose step failed leaves nothing */
+    }
+    settle(s);
     s->last_used = now();
     s->serving++;
     if (end)

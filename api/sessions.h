@@ -12,7 +12,7 @@
  *         ... sess_weights / sess_fixed_check ...
  *         if (sess_reserve(&st, tokens, &err) == 0)       // the budget, before growing
  *             ... att_step(out, w, p, st.s->kv, &ae) ...
- *         sess_close(&st, end);                           // next step's turn; end frees
+ *         sess_close(&st, ok, end);                       // next step's turn; end frees
  *     }
  *
  * Steps of one sequence run one at a time, in the order they called
@@ -61,14 +61,16 @@ struct sess_step {
     struct sess *s;
     struct att_kv *kv;      /* the sequence's cache (the step's to use while open) */
     const struct sess_fixed *fixed;
-    int started;            /* this step started it (afresh) */
+    int started;            /* this step starts it (afresh) */
+    int created;            /* ... and it did not exist */
+    struct sess *pending;   /* a live one restarted: what replaces it if the step succeeds */
 };
 
-/* The sequence id, for this step: with start, created (or restarted: its
- * cache emptied and fix taken) -- refused when max_sequences is reached
- * and none is idle; else it must exist (ERR_SEQUENCE_NOT_FOUND). Waits
- * for the steps of the same id opened before. 0 and st open, or -1 with
- * err. */
+/* The sequence id, for this step: with start, created (or restarted: the
+ * step gets an empty cache and fix, which replace the live sequence's only
+ * when it succeeds) -- refused when max_sequences is reached and none is
+ * idle; else it must exist (ERR_SEQUENCE_NOT_FOUND). Waits for the steps
+ * of the same id opened before. 0 and st open, or -1 with err. */
 int sess_open(struct sess_step *st, const char *id, int start, const struct sess_fixed *fix,
               struct api_error *err);
 /* The weights kept for the built-in model: at the start, copy p's (they
@@ -80,9 +82,11 @@ int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *e
  * sequences, least recently used first, or refuse (503). The bytes are
  * counted from now on; sess_close() settles them with the cache's. */
 int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err);
-/* Done with this step: end (or a start whose step failed) frees the
- * sequence; otherwise it is idle again unless another step waits. */
-void sess_close(struct sess_step *st, int end);
+/* Done with this step, which succeeded (ok) or changed nothing: end frees
+ * the sequence, and so does a failed start of one that did not exist (a
+ * failed restart leaves the live one as it was); otherwise it is idle
+ * again unless another step waits. */
+void sess_close(struct sess_step *st, int ok, int end);
 
 /* End id without a step (0), or -1 when there is none. */
 int sess_end(const char *id);

@@ -32,7 +32,7 @@ static int touch(const char *id, int start, const char *model)
     const struct sess_fixed f = fixed(model);
     if (sess_open(&st, id, start, &f, &e))
         return e.code;
-    sess_close(&st, 0);
+    sess_close(&st, 1, 0);
     return 0;
 }
 
@@ -78,8 +78,8 @@ Test(sessions_store, the_least_recently_used_idle_sequence_goes_first)
     cr_assert_eq(sess_open(&sa, "a", 0, &f, &e), 0);
     cr_assert_eq(sess_open(&sc, "c", 0, &f, &e), 0);
     cr_assert_eq(touch("d", 1, "m"), ERR_OVERLOADED);
-    sess_close(&sa, 0);
-    sess_close(&sc, 0);
+    sess_close(&sa, 1, 0);
+    sess_close(&sc, 1, 0);
     cr_assert_eq(touch("d", 1, "m"), 0);
 }
 
@@ -113,10 +113,10 @@ Test(sessions_store, the_byte_budget_evicts_or_refuses)
     cr_assert_eq(sess_reserve(&b, 1, &e), -1);
     cr_assert_eq(e.code, ERR_OVERLOADED);
     cr_assert(strstr(e.msg, "max_sequence_bytes"), "%s", e.msg);
-    sess_close(&a, 0);
+    sess_close(&a, 1, 0);
     /* a idle now: evicted for b */
     cr_assert_eq(sess_reserve(&b, 1, &e), 0, "%s", e.msg);
-    sess_close(&b, 0);
+    sess_close(&b, 1, 0);
     cr_assert_eq(touch("a", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
     struct sess_stats s;
     sess_stats(&s);
@@ -163,7 +163,7 @@ Test(sessions_store, steps_of_one_sequence_take_turns)
     pthread_create(&t, NULL, second_step, NULL);
     usleep(100 * 1000); /* (not a timing check: the second must still be waiting) */
     cr_assert_eq(second_done, 0, "a second step ran while the first held the sequence");
-    sess_close(&st, 0);
+    sess_close(&st, 1, 0);
     pthread_join(t, NULL);
     cr_assert_eq(second_done, 1);
     /* ended while a step waits: that step finds no sequence */
@@ -171,7 +171,7 @@ Test(sessions_store, steps_of_one_sequence_take_turns)
     second_done = 0;
     pthread_create(&t, NULL, second_step, NULL);
     usleep(100 * 1000);
-    sess_close(&st, 1);
+    sess_close(&st, 1, 1);
     pthread_join(t, NULL);
     cr_assert_eq(second_done, -1);
 }
@@ -190,11 +190,11 @@ Test(sessions_store, kept_weights_count_in_the_budget)
     cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
     cr_assert_eq(sess_weights(&st, &p, &e), -1);
     cr_assert_eq(e.code, ERR_OVERLOADED);
-    sess_close(&st, 1);
+    sess_close(&st, 1, 1);
     limits(8, 600, 256);
     cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
     cr_assert_eq(sess_weights(&st, &p, &e), 0, "%s", e.msg);
-    sess_close(&st, 0);
+    sess_close(&st, 1, 0);
     struct sess_stats s;
     sess_stats(&s);
     cr_assert_eq(s.bytes, 256);
@@ -204,13 +204,46 @@ Test(sessions_store, kept_weights_count_in_the_budget)
     cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
     cr_assert_eq(sess_weights(&st, &later, &e), 0);
     cr_assert_eq(later.out_proj_weight_len, 64);
-    sess_close(&st, 0);
+    sess_close(&st, 1, 0);
     static const float other[64] = {1};
     later.out_proj_weight = other;
     cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
     cr_assert_eq(sess_weights(&st, &later, &e), -1);
     cr_assert_eq(e.code, ERR_INVALID_PARAMETER);
-    sess_close(&st, 1);
+    sess_close(&st, 1, 1);
     sess_stats(&s);
+    cr_assert_eq(s.bytes, 0);
+}
+
+/* A restart replaces a live sequence only when its step succeeds. */
+Test(sessions_store, a_failed_restart_keeps_the_live_sequence)
+{
+    limits(8, 600, 1LL << 30);
+    struct sess_step st;
+    struct api_error e;
+    struct sess_fixed f = fixed("m");
+    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
+    cr_assert(st.created);
+    one_token(&st);
+    sess_close(&st, 1, 0);
+    /* a restart (another head_dim) whose step fails: a as it was */
+    f.head_dim = 2;
+    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
+    cr_assert(!st.created && st.fixed->head_dim == 2 && att_kv_len(st.kv) == 0);
+    sess_close(&st, 0, 0);
+    const struct sess_fixed f4 = fixed("m");
+    cr_assert_eq(sess_open(&st, "a", 0, &f4, &e), 0);
+    cr_assert_eq(st.fixed->head_dim, 4);
+    cr_assert_eq(att_kv_len(st.kv), 1);
+    sess_close(&st, 1, 0);
+    /* one that succeeds: the fresh cache from then on */
+    cr_assert_eq(sess_open(&st, "a", 1, &f4, &e), 0);
+    sess_close(&st, 1, 0);
+    cr_assert_eq(sess_open(&st, "a", 0, &f4, &e), 0);
+    cr_assert_eq(att_kv_len(st.kv), 0);
+    sess_close(&st, 1, 0);
+    struct sess_stats s;
+    sess_stats(&s);
+    cr_assert_eq(s.active, 1);
     cr_assert_eq(s.bytes, 0);
 }
