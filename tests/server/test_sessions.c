@@ -873,20 +873,30 @@ static long rss_kib(pid_t pid)
     return kib;
 }
 
-/* Short sequences, one after another: start, steps, end (a cache that
- * were not freed would leave 128 KiB each: 50 MiB over 400). */
+/* Short sequences, one after another: start, steps, end. Each fills a
+ * block of its cache: 4 steps of 64 key/value rows, 1 wide, projected to
+ * 256 (the weights given at the start): 256 tokens x 256 x 2 x 4 bytes,
+ * 512 KiB written, which a cache not freed would leave resident (200 MiB
+ * over 400 sequences). */
 static void short_sequences(int port, int from, int count)
 {
+    float w[256], q[256], kv[64];
+    fill(w, 256);
     for (int i = from; i < from + count; i++) {
         char id[32];
         snprintf(id, sizeof id, "soak-%d", i);
         for (int k = 0; k < 4; k++) {
-            float q[64]; /* 64 wide: a block of the cache holds 128 KiB in FP32 */
-            fill(q, 64);
-            json_t *b = json_pack("{s:o, s:i, s:s, s:b}", "query", mat(q, 1, 64), "num_heads",
+            fill(q, 256);
+            fill(kv, 64);
+            json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", mat(q, 1, 256),
+                                  "key", mat(kv, 64, 1), "value", mat(kv, 64, 1), "num_heads",
                                   1, "sequence_id", id, "need_weights", 0);
-            if (k == 0)
+            if (k == 0) {
                 json_object_set_new(b, "sequence_start", json_true());
+                json_object_set_new(b, "weights", json_pack("{s:o, s:o}", "k_proj_weight",
+                                                            mat(w, 256, 1), "v_proj_weight",
+                                                            mat(w, 256, 1)));
+            }
             if (k == 3)
                 json_object_set_new(b, "sequence_end", json_true());
             struct http_reply a = attention(port, b);
