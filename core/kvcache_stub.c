@@ -130,8 +130,8 @@ int att_step(float *out, float *weights, const struct att_params *p, struct att_
             dst[i] = round_to(c->dtype, src[i]);
             if (c->dtype == ATT_KV_F16 && !(dst[i] >= -65504.0f && dst[i] <= 65504.0f)) {
                 char msg[96];
-                snprintf(msg, sizeof msg, "%s row %zu is beyond FP16's range",
-                         t ? "value" : "key", i / w);
+                snprintf(msg, sizeof msg, "%s %zu is beyond FP16's range",
+                         t ? "value row" : "key row", i / w);
                 free(k), free(v);
                 return fail(err, ATT_ERANGE, msg);
             }
