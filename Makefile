@@ -44,7 +44,7 @@ FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/lib/%.o $(BUILD)/codec/%.o $(BUILD)/api/%.o $(BUILD)/http/%.o \
 $(BUILD)/config/%.o $(BUILD)/model/%.o $(BUILD)/main.o: WARN += $(FLOAT_WARN)
 
-CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
+CORE_SRC  := core/attention.c core/kvcache_stub.c core/kernels.c core/band.c core/check.c core/reference.c \
              core/blas.c core/posenc.c core/variants.c core/reduce.c
 CORE_SRC  += core/kvcache.c core/decode.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
@@ -61,8 +61,8 @@ CONFIG_SRC := config/config.c config/values.c config/cpus.c
 MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
 CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
-              codec/v2_response.c codec/options.c codec/stream.c
-API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c
+              codec/v2_response.c codec/options.c codec/stream.c codec/sequence.c
+API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sessions.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
 SVC_SRC    := $(LIB_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
@@ -80,14 +80,14 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_cpus.c \
              tests/lib/test_pool.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/api/test_service.c \
-             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
+             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/api/test_sessions.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
              tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c \
              tests/api/test_models.c tests/lib/test_utf8.c tests/codec/test_stream.c tests/codec/test_scan_blank.c
 UNIT_SRC  += tests/core/test_kvcache.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests
-HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c \
+HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/server/test_sessions.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c \
                 tests/support/golden_v2.c tests/support/http_client.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 

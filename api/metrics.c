@@ -1,5 +1,6 @@
 #include "api/metrics.h"
 
+#include "api/sessions.h"
 #include "model/repo.h"
 
 #include <stdatomic.h>
@@ -135,6 +136,36 @@ static int write_models(FILE *f)
     return 0;
 }
 
+/* One model's sequences (sess_each_model). */
+static void model_sequences(const char *name, long long n, long long bytes, void *cls)
+{
+    FILE *f = cls;
+    fprintf(f, "attention_model_sequences_active{model=\"%s\"} %lld\n"
+               "attention_model_sequence_bytes{model=\"%s\"} %lld\n", name, n, name, bytes);
+}
+
+/* The sequences (sessions, api/sessions.h): all together, then per model. */
+static void write_sequences(FILE *f)
+{
+    struct sess_stats st;
+    sess_stats(&st);
+    fprintf(f, "# HELP attention_sequences_active Sequences (sessions) held (max_sequences).\n"
+               "# TYPE attention_sequences_active gauge\nattention_sequences_active %lld\n"
+               "# HELP attention_sequence_bytes Bytes of every sequence's KV cache, blocks "
+               "allocated (max_sequence_bytes).\n"
+               "# TYPE attention_sequence_bytes gauge\nattention_sequence_bytes %lld\n"
+               "# HELP attention_sequence_evictions_total Sequences evicted for a limit or "
+               "dropped after sequence_idle_timeout.\n"
+               "# TYPE attention_sequence_evictions_total counter\n"
+               "attention_sequence_evictions_total %llu\n"
+               "# HELP attention_model_sequences_active Sequences held per model.\n"
+               "# TYPE attention_model_sequences_active gauge\n"
+               "# HELP attention_model_sequence_bytes KV cache bytes per model.\n"
+               "# TYPE attention_model_sequence_bytes gauge\n",
+            st.active, st.bytes, st.evictions);
+    sess_each_model(model_sequences, f);
+}
+
 char *metrics_write(const struct metrics_gauges *g, size_t *len)
 {
     char *text = NULL;
@@ -184,6 +215,7 @@ char *metrics_write(const struct metrics_gauges *g, size_t *len)
                "# TYPE attention_connections_open gauge\nattention_connections_open %d\n",
             g->queue_depth, g->busy_workers, g->workers, g->draining, g->inflight_bytes,
             g->answer_bytes, g->connections_open);
+    write_sequences(f);
     const int models = write_models(f);
     if (fclose(f) != 0 || models) {
         free(text);

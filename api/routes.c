@@ -17,6 +17,7 @@
 #include "api/files.h"
 #include "api/metrics.h"
 #include "api/service.h"
+#include "api/sessions.h"
 #include "api/v2.h"
 #include "lib/errors.h"
 #include "model/repo.h"
@@ -77,7 +78,7 @@ static int attention_check(const struct route_request *rq, char *msg, size_t msg
 
 static void attention(const struct route_request *rq, struct route_response *out)
 {
-    const struct service_times t = {rq->t_first, rq->t_body};
+    const struct service_times t = {rq->t_first, rq->t_body, rq->header(rq, "X-Sequence-Id")};
     service_attention(&limits, rq->body, rq->len, &t, rq->release_body, rq->transport, out);
     json_default(out);
 }
@@ -237,7 +238,7 @@ static void v2_infer(const struct route_request *rq, struct route_response *out)
         service_v2_error(out, ERR_BAD_REQUEST, msg);
         return;
     }
-    const struct service_times t = {rq->t_first, rq->t_body};
+    const struct service_times t = {rq->t_first, rq->t_body, rq->header(rq, "X-Sequence-Id")};
     const char *version = route_param(rq, "version");
     service_infer(&limits, route_param(rq, "model_name"), version[0] ? version : NULL, rq->body,
                   rq->len, header_len, &t, rq->release_body, rq->transport, out);
@@ -301,6 +302,9 @@ static const struct route_table table = {
 const struct route_table *routes_init(const struct cfg *c, struct pool *pool)
 {
     limits = service_limits(c);
+    const struct sess_limits sl = {c->max_sequences, c->sequence_idle_timeout,
+                                   c->max_sequence_bytes};
+    sess_init(&sl);
     workers = pool;
     files_init(c->static_dir);
     for (size_t i = 0; i < table.count; i++)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/models.h"
+#include "api/sessions.h"
 #include "codec/options.h"
 #include "codec/v2.h"
 #include "model/repo.h"
@@ -21,7 +22,8 @@
 
 /* The extensions implemented, as GET /v2 lists them. */
 static const char *const extensions[] = {"binary_tensor_data", "statistics", "model_repository",
-                                         "model_configuration"};
+                                         "model_configuration", "sequence",
+                                         "sequence(string_id)"};
 
 /* ---------------------------------------------------------------------- */
 
@@ -254,18 +256,20 @@ void v2_handle_repository(const struct v2_route *rt, const char *body, size_t le
             break;
         }
         rc = repo_load(rt->model, why, sizeof why);
-        if (rc == REPO_OK)
+        if (rc == REPO_OK) {
+            sess_drop_model(rt->model); /* its sequences' caches are the old weights' */
             answer_empty(a);
-        else
+        } else
             service_v2_error(a, rc == REPO_EINVAL ? ERR_NOT_FOUND : ERR_INVALID_PARAMETER, why);
         break;
     case V2_REPO_UNLOAD:
         rc = repo_unload(rt->model, why, sizeof why);
         if (rc == REPO_ENOTFOUND)
             models_unknown(why, sizeof why, rt->model);
-        if (rc == REPO_OK)
+        if (rc == REPO_OK) {
+            sess_drop_model(rt->model);
             answer_empty(a);
-        else
+        } else
             service_v2_error(a, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_INVALID_PARAMETER,
                              why);
         break;

@@ -95,6 +95,28 @@ enum codec_path {
     CODEC_PATH_JANSSON, /* the reference did (every refusal of a small body) */
 };
 
+/* A request's place in a sequence (a session of Triton's sequence
+ * extension, docs/sessions.md), read by both protocols (codec/sequence.c):
+ * the options sequence_id, sequence_start, sequence_end, kv_cache_dtype,
+ * and the X-Sequence-Id header. Ids compare as text: the integer 42, the
+ * string "42" and the header value 42 are one sequence. */
+#define CODEC_SEQUENCE_ID_MAX 128
+struct codec_sequence {
+    char id[CODEC_SEQUENCE_ID_MAX + 1]; /* "": not in a sequence */
+    int start, end;
+    int dtype;          /* kv_cache_dtype's choice: 0 FP32, 1 FP16, 2 BF16 */
+    int dtype_asked;    /* the request gave kv_cache_dtype itself */
+    int end_only;       /* sequence_end without a step (no query): end it, compute nothing */
+    size_t kpm_count;   /* a step's key_padding_mask's elements (it spans the whole
+                           cache: the caller checks them), 0: none */
+    long long length;   /* the cache length after the step, for the answer */
+    /* inputs, borrowed: the header (NULL: none) and the JSON text (a number
+     * beyond long long is read from it) */
+    const char *header;
+    const char *text;
+    size_t text_len;
+};
+
 struct codec_request {
     struct att_params p;  /* checked by att_check(); arrays in arena */
     size_t out_len;       /* floats of the output (att_check) */
@@ -107,6 +129,9 @@ struct codec_request {
     const struct codec_models *models; /* the lender of model_ref, or NULL */
     void *model_ref;      /* "model": the reference models->acquire gave, held until
                              deinit (opaque here; a struct repo_ref * from the API), or NULL */
+    struct codec_sequence seq; /* a step of a sequence when seq.id[0] (then p is this
+                                  step's request: att_step_check, not att_check, is the
+                                  caller's, and out_len/weights_len are 0) */
     struct tensor_arena arena;
 };
 
@@ -131,6 +156,11 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
                          const struct codec_limits *lim, const struct codec_models *models,
                          struct api_error *err);
 void codec_request_deinit(struct codec_request *r);
+
+/* codec_decode_request() with the X-Sequence-Id header (NULL: none). */
+int codec_decode_request_seq(struct codec_request *r, const char *body, size_t len,
+                             const struct codec_limits *lim, const struct codec_models *models,
+                             const char *sequence_header, struct api_error *err);
 
 /* The same decoding through jansson alone, without the fast decoder: the
  * reference the fast decoder is tested against (same contract). */
@@ -165,6 +195,13 @@ int codec_weights_reduce(struct att_params *p, json_t *top_k, json_t *pool, int 
  * (L, k) for top-k (values; the indices have the same shape) or
  * (⌈L/p⌉, ⌈S/p⌉) pooled; *count its elements. Returns the rank. */
 int codec_weights_shape(const struct codec_request *r, long long shape[4], size_t *count);
+
+/* What the weights limit's message suggests, per protocol (full_hint below). */
+#define CODEC_WEIGHTS_HINT \
+    "ask for need_weights false, average_attn_weights true, weights_top_k or weights_pool"
+#define CODEC_V2_WEIGHTS_HINT                                                               \
+    "leave attention_weights out of outputs, or set need_weights false or "                \
+    "average_attn_weights true, or ask for weights_top_k or weights_pool"
 
 /* max_weights_elements against the weights output r asks for (full: N·H·L·S,
  * or the reduced count). full_hint ends the message for full weights. */

@@ -78,6 +78,18 @@ static const struct opt rows[OPT_COUNT] = {
                            .doc = "answer the k largest weights of each row instead"},
     [OPT_WEIGHTS_POOL] = {"weights_pool", BOTH, OPT_T_INT, 1, 0,
                           .doc = "answer the weights mean-pooled in p x p tiles instead"},
+    [OPT_SEQUENCE_ID] = {"sequence_id", BOTH, OPT_T_ID,
+                         .doc = "the sequence (session) this step belongs to: a string or an "
+                                "integer < 2^64 (0 or \"\": none); also X-Sequence-Id"},
+    [OPT_SEQUENCE_START] = {"sequence_start", BOTH, OPT_T_BOOL,
+                            .doc = "start the sequence (afresh if it is live) with this step"},
+    [OPT_SEQUENCE_END] = {"sequence_end", BOTH, OPT_T_BOOL,
+                          .doc = "end the sequence after this step (free its cache)"},
+    [OPT_KV_CACHE_DTYPE] = {"kv_cache_dtype", BOTH | OPT_DEFAULT, OPT_T_CHOICE,
+                            .choices = {"FP32", "FP16", "BF16"},
+                            .rule = "\"FP32\", \"FP16\" or \"BF16\"",
+                            .doc = "the sequence's cache element type, at its start "
+                                   "(default FP32)"},
     [OPT_BINARY_DATA_OUTPUT] = {"binary_data_output", OPT_V2_PARAM, OPT_T_BOOL,
                                 .doc = "every output as binary data (v2)"},
 };

@@ -62,6 +62,11 @@ enum opt_id {
     OPT_SOFTCAP,
     OPT_WEIGHTS_TOP_K,
     OPT_WEIGHTS_POOL,
+    /* sessions (Triton's sequence extension): a step of a sequence */
+    OPT_SEQUENCE_ID,
+    OPT_SEQUENCE_START,
+    OPT_SEQUENCE_END,
+    OPT_KV_CACHE_DTYPE,
     /* v2 only */
     OPT_BINARY_DATA_OUTPUT,
     OPT_COUNT
@@ -78,6 +83,7 @@ enum opt_type {
     OPT_T_WINDOW,  /* [left, right] */
     OPT_T_LABELS,  /* an array of strings, one per position */
     OPT_T_STRING,  /* a model's name */
+    OPT_T_ID,      /* a string or an integer in [0, 2^64) (a sequence's id) */
 };
 
 /* flags */

@@ -118,7 +118,6 @@ static int variants(struct att_params *p, struct codec_variants *cv, json_t *roo
                     const struct codec_limits *lim, struct tensor_arena *a,
                     struct api_error *err)
 {
-    codec_variants_over(cv, root, 0);
     const char *rn = opt_name(OPT_ROPE), *wn = opt_name(OPT_WINDOW);
     json_t *rope = json_object_get(root, rn), *window = json_object_get(root, wn);
     return (rope && codec_variants_rope(cv, rope, rn, err)) ||
@@ -147,6 +146,17 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     if ((v = json_object_get(root, opt_name(OPT_MODEL))) && use_model(r, root, v, &m, err))
         return -1;
     codec_variants_defaults(cv, m, 0);
+    codec_variants_over(cv, root, 0);
+
+    /* 1c. a step of a sequence (codec/sequence.c); sequence_end without a
+     *     query ends one without a step */
+    struct codec_sequence *seq = &r->seq;
+    if (codec_sequence_read(seq, cv, root, err))
+        return -1;
+    if (seq->id[0] && seq->end && !seq->start && !json_object_get(root, opt_name(OPT_QUERY))) {
+        seq->end_only = 1;
+        return 0;
+    }
 
     /* 2. num_heads */
     v = json_object_get(root, opt_name(OPT_NUM_HEADS));
@@ -203,7 +213,9 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
             codec_set_weight(p, i, t.f, t.count);
         }
     }
-    if (codec_identity_check(p, m ? "the model's " : "weights.", err))
+    /* (a later step of a sequence takes the built-in model's weights its
+     * start gave: the caller checks them) */
+    if ((m || !seq->id[0]) && codec_identity_check(p, m ? "the model's " : "weights.", err))
         return -1;
 
     /* 5. masks: attn_mask, the request's or the model's */
@@ -227,7 +239,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         struct tensor t;
         if (decode_tensor(r, fast, &t, v, TENSOR_BOOL, opt_name(OPT_KEY_PADDING_MASK), lim,
                           err) ||
-            codec_set_key_padding_mask(p, r->batched, &t, err))
+            (seq->id[0] ? codec_sequence_kpm(seq, p, r->batched, &t, err)
+                        : codec_set_key_padding_mask(p, r->batched, &t, err)))
             return -1;
     }
 
@@ -257,14 +270,17 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         get_tokens(root, opt_name(OPT_KEY_TOKENS), p->S, sw, &r->key_tokens_json, err))
         return -1;
 
+    /* 6b. a step: its own rules; the whole (the cache's) is the caller's */
+    if (seq->id[0])
+        return codec_sequence_rules(seq, p, root, 0, "", err);
+
     /* 7. the whole, as the core sees it, once: the sizes stay with r;
      *    then the weights-output limit */
     struct att_error ae;
     int st = att_check(p, &r->out_len, &r->weights_len, &ae);
     if (st != ATT_OK)
         return api_fail(err, http_error_from_att(st), "%s", ae.msg);
-    return codec_weights_limit(r, lim, "ask for need_weights false, average_attn_weights true, "
-                               "weights_top_k or weights_pool", err);
+    return codec_weights_limit(r, lim, CODEC_WEIGHTS_HINT, err);
 }
 
 /* decode_fields with the request's option values (cv) around it. */
@@ -278,12 +294,13 @@ static int decode_root(struct codec_request *r, json_t *root, const struct scan_
     return rc;
 }
 
-int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
-                                   const struct codec_limits *lim,
-                                   const struct codec_models *models, struct api_error *err)
+static int reference(struct codec_request *r, const char *body, size_t len,
+                     const struct codec_limits *lim, const struct codec_models *models,
+                     const char *header, struct api_error *err)
 {
     memset(r, 0, sizeof *r);
     r->models = models;
+    r->seq.header = header, r->seq.text = body, r->seq.text_len = len;
     att_params_init(&r->p);
     r->path = CODEC_PATH_JANSSON;
     if (len == 0)
@@ -316,12 +333,27 @@ int codec_decode_request_reference(struct codec_request *r, const char *body, si
     return rc;
 }
 
+int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
+                                   const struct codec_limits *lim,
+                                   const struct codec_models *models, struct api_error *err)
+{
+    return reference(r, body, len, lim, models, NULL, err);
+}
+
 int codec_decode_request(struct codec_request *r, const char *body, size_t len,
                          const struct codec_limits *lim, const struct codec_models *models,
                          struct api_error *err)
 {
+    return codec_decode_request_seq(r, body, len, lim, models, NULL, err);
+}
+
+int codec_decode_request_seq(struct codec_request *r, const char *body, size_t len,
+                             const struct codec_limits *lim, const struct codec_models *models,
+                             const char *header, struct api_error *err)
+{
     memset(r, 0, sizeof *r);
     r->models = models;
+    r->seq.header = header, r->seq.text = body, r->seq.text_len = len;
     att_params_init(&r->p);
 
     /* 1. the fast decoder (an empty body is not for it). A small body, on
@@ -344,7 +376,7 @@ int codec_decode_request(struct codec_request *r, const char *body, size_t len,
     codec_request_deinit(r);
 
     /* 2. jansson: the reference for what is accepted and what is said */
-    return codec_decode_request_reference(r, body, len, lim, models, err);
+    return reference(r, body, len, lim, models, header, err);
 }
 
 void codec_request_deinit(struct codec_request *r)

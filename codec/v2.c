@@ -330,12 +330,30 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     struct v2_options o;
     struct v2_inputs in;
     memset(&in, 0, sizeof in);
-    const int rc = v2_read_options(&o, json_object_get(root, "parameters"), m, lim, err) ||
-                   read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, f,
-                               err);
+    json_t *params = json_object_get(root, "parameters");
+    struct codec_sequence *seq = &r->c.seq;
+    if (!json_object_get(root, "inputs") && json_is_object(params)) {
+        /* sequence_end without a step (no inputs): end it, nothing else */
+        const struct codec_sequence before = *seq; /* its inputs */
+        struct codec_variants cv;
+        codec_variants_init(&cv);
+        codec_variants_over(&cv, params, 1);
+        const int ended = v2_check_parameters(params, V2_PARAMS_REQUEST, "", err) == 0 &&
+                          codec_sequence_read(seq, &cv, params, err) == 0 && seq->id[0] &&
+                          seq->end && !seq->start;
+        codec_variants_deinit(&cv);
+        if (ended)
+            return seq->end_only = 1, 0;
+        *seq = before;
+    }
+    int rc = v2_read_options(&o, params, m, lim, err) ||
+             codec_sequence_read(seq, &o.cv, params, err);
+    rc = rc || read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, f,
+                           err);
     p->H = (int)o.heads;
 
     /* 3. shapes against each other, variants, weights, masks, outputs */
+    in.seq = seq->id[0] != 0;
     if (rc || v2_set_tensors(r, &in, m, &o, lim, err) ||
         v2_read_outputs(r, json_object_get(root, "outputs"), &o, err)) {
         v2_options_deinit(&o);
@@ -352,14 +370,17 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     p->has_scale = o.has_scale, p->scale = o.scale;
     p->positional_encoding = o.pe;
 
+    /* 3b. a step: its own rules; the whole (the cache's) is the caller's */
+    if (seq->id[0])
+        return codec_sequence_rules(seq, p, params, o.causal_asked && !o.causal,
+                                    "parameters.", err);
+
     /* 4. the whole, as the core sees it, once; then the weights limit */
     struct att_error ae;
     const int st = att_check(p, &r->c.out_len, &r->c.weights_len, &ae);
     if (st != ATT_OK)
         return api_fail(err, http_error_from_att(st), "%s", ae.msg);
-    return codec_weights_limit(&r->c, lim, "leave attention_weights out of outputs, or set "
-                               "need_weights false or average_attn_weights true, or ask for "
-                               "weights_top_k or weights_pool", err);
+    return codec_weights_limit(&r->c, lim, CODEC_V2_WEIGHTS_HINT, err);
 }
 
 /* Invalid JSON because bytes follow the JSON part: binary data without the
@@ -378,7 +399,16 @@ int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long lon
                     const struct model *m, const struct codec_limits *lim,
                     struct api_error *err)
 {
+    return v2_decode_infer_seq(r, body, len, header_len, m, lim, NULL, err);
+}
+
+int v2_decode_infer_seq(struct v2_request *r, const char *body, size_t len,
+                        long long header_len, const struct model *m,
+                        const struct codec_limits *lim, const char *sequence_header,
+                        struct api_error *err)
+{
     memset(r, 0, sizeof *r);
+    r->c.seq.header = sequence_header;
     att_params_init(&r->c.p);
     r->c.path = CODEC_PATH_JANSSON;
     struct binpart b = {0};
@@ -395,6 +425,7 @@ int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long lon
     }
     if (jlen == 0)
         return api_fail(err, ERR_INVALID_JSON, "the request body is empty");
+    r->c.seq.text = body, r->c.seq.text_len = jlen;
     /* the big arrays first, without a DOM (v2_scan.c); then jansson over
      * the rest, a number it cannot hold read through its stand-in as POST
      * /attention reads it (codec_decode_request_reference) */

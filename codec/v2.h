@@ -117,6 +117,12 @@ struct v2_request {
 int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long long header_len,
                     const struct model *m, const struct codec_limits *lim,
                     struct api_error *err);
+/* v2_decode_infer() with the X-Sequence-Id header (NULL: none); a step of
+ * a sequence when r->c.seq.id[0] (codec.h). */
+int v2_decode_infer_seq(struct v2_request *r, const char *body, size_t len,
+                        long long header_len, const struct model *m,
+                        const struct codec_limits *lim, const char *sequence_header,
+                        struct api_error *err);
 void v2_request_deinit(struct v2_request *r);
 
 /* The 200 answer: {"model_name", "model_version": "1", "id"?, "outputs": [...]}

@@ -19,6 +19,7 @@ enum { IN_QUERY, IN_KEY, IN_VALUE, IN_ATTN_MASK, IN_KPM, IN_WEIGHT, IN_COUNT = I
 struct v2_inputs {
     struct tensor t[IN_COUNT];
     const char *name[IN_COUNT]; /* borrowed from the JSON; NULL: not given */
+    int seq;                    /* a step of a sequence */
 };
 
 /* The input named so (its enum position), or -1; and the name of one. */

@@ -42,9 +42,6 @@ struct param_name {
 };
 
 #define SHM_WHY "Triton's shared-memory extension is not supported: send the data in the body"
-#define SEQ_WHY "sequences (Triton's sequence extension) are not supported yet: every " \
-                "request stands alone (leave it out, or send sequence_id 0 and " \
-                "sequence_start and sequence_end false)"
 
 /* The names v2 keeps for its own protocol and its clients; the options'
  * parameters are the options table's (codec/options.h), read. */
@@ -58,9 +55,6 @@ static const struct param_name params_known[] = {
     {"headers", REQ | IN | OUT, USE_IGNORED, T_OBJECT, NULL},
     {"content_type", REQ | IN | OUT, USE_IGNORED, T_STRING, NULL},
     /* Triton's extensions the server does not have */
-    {"sequence_id", REQ, USE_OFF, T_UINT_OR_STRING, SEQ_WHY},
-    {"sequence_start", REQ, USE_OFF, T_BOOL, SEQ_WHY},
-    {"sequence_end", REQ, USE_OFF, T_BOOL, SEQ_WHY},
     {"classification", OUT, USE_OFF, T_UINT, "Triton's classification extension is not "
      "supported: the answer is the tensors (leave it out, or send 0)"},
     {"shared_memory_region", IN | OUT, USE_REFUSED, T_ANY, SHM_WHY},
@@ -317,14 +311,19 @@ static int set_weights(struct att_params *p, const struct v2_inputs *in, const s
             return -1;
         codec_set_weight(p, i, t->f, t->count);
     }
-    return codec_identity_check(p, "input ", err);
+    /* a later step of a sequence takes the weights its start gave: the
+     * caller checks them */
+    return in->seq ? 0 : codec_identity_check(p, "input ", err);
 }
 
 static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct api_error *err)
 {
     return (in->name[IN_ATTN_MASK] && codec_set_mask(&r->c.p, &in->t[IN_ATTN_MASK], err)) ||
                    (in->name[IN_KPM] &&
-                    codec_set_key_padding_mask(&r->c.p, r->c.batched, &in->t[IN_KPM], err))
+                    (r->c.seq.id[0] ? codec_sequence_kpm(&r->c.seq, &r->c.p, r->c.batched,
+                                                         &in->t[IN_KPM], err)
+                                    : codec_set_key_padding_mask(&r->c.p, r->c.batched,
+                                                                 &in->t[IN_KPM], err)))
                ? -1
                : 0;
 }

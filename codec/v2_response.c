@@ -135,6 +135,11 @@ struct stream *v2_stream_new(const struct v2_request *r, const char *model_name,
     put(st->text, &o, "{\"model_name\":");
     put(st->text, &o, name);
     put(st->text, &o, ",\"model_version\":\"1\"");
+    if (r->c.seq.id[0]) { /* a step of a sequence: the cache length after it */
+        char cl[64];
+        snprintf(cl, sizeof cl, ",\"parameters\":{\"cache_length\":%lld}", r->c.seq.length);
+        put(st->text, &o, cl);
+    }
     if (id) {
         put(st->text, &o, ",\"id\":");
         put(st->text, &o, id);

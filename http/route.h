@@ -64,7 +64,7 @@ enum route_flag {
 #define ROUTE_CAPTURES 4
 #define ROUTE_CAPTURE_BYTES 128
 /* Extra response headers a handler may set. */
-#define ROUTE_HEADERS 2
+#define ROUTE_HEADERS 3
 
 struct route_capture {
     char name[16];

@@ -19,6 +19,8 @@
     X(ERR_SHAPE_MISMATCH, 400, "shape_mismatch", "tensor shapes do not agree")            \
     X(ERR_INVALID_PARAMETER, 400, "invalid_parameter", "a parameter is invalid")          \
     X(ERR_BAD_REQUEST, 400, "bad_request", "the request line or headers are malformed")   \
+    X(ERR_SEQUENCE_NOT_FOUND, 400, "sequence_not_found",                                 \
+      "no such sequence: start it again with sequence_start")                              \
     X(ERR_NOT_FOUND, 404, "not_found", "no such endpoint or model")                       \
     X(ERR_UNAUTHORIZED, 401, "unauthorized", "a bearer token is required")                \
     X(ERR_FORBIDDEN, 403, "forbidden", "not allowed")                                     \

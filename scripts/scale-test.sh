@@ -7,8 +7,10 @@
 #   scripts/scale-test.sh [SHORT]
 #
 #   SHORT (SHORT=1 or the argument): one roll of the three replicas under
-#       load, a steady period of the same length, then a drain while nginx
-#       holds idle connections to the replica, at a trickle (about 35 s).
+#       load, a steady period of the same length, 11 sequences stepped
+#       through nginx (each step must land where its cache is), then a
+#       drain while nginx holds idle connections to the replica, at a
+#       trickle (about 35 s).
 #   Otherwise, also: the same load for SCALE_SECONDS (20) each against 1, 2
 #       and 3 replicas behind nginx, and their requests a second; twice:
 #       with the small request (HTTP and proxying cost more than the
@@ -338,6 +340,39 @@ wrk_start steady "$STEADY"
 wrk_wait
 phase steady "$A0" "$E0"
 
+# --- sequences: every step lands where its cache is -------------------------
+# 11 sequences (docs/sessions.md; not a multiple of the replicas, so that a
+# round robin would move them) stepped in turn through nginx, which
+# hashes X-Sequence-Id onto a replica (tests/scale/nginx.conf.in): every
+# step must answer 200 with the cache length its sequence has by then (a
+# step on another replica would be 400 sequence_not_found), and nginx's
+# log must show each sequence on one replica.
+read -r A0 E0 < <(counts)
+seq_step() { # seq_step ID START: prints "STATUS CACHE_LENGTH"
+    local body='{"query": [[1, 0, 0, 1]], "num_heads": 2, "need_weights": false' out
+    [ "$2" = 0 ] || body+=', "sequence_start": true'
+    out=$(curl -s -m 10 -H 'Content-Type: application/json' -H "X-Sequence-Id: $1" \
+        -d "$body}" -w '|%{http_code}' "http://127.0.0.1:$NPORT/attention" || true)
+    echo "${out##*|} $(sed -n 's/.*"cache_length":\([0-9]*\).*/\1/p' <<<"${out%|*}")"
+}
+SEQ_BAD=0
+for step in 1 2 3 4 5 6; do
+    for s in $(seq 11); do
+        read -r code len < <(seq_step "scale-$$-$s" "$((step == 1))")
+        [ "$code" = 200 ] && [ "$len" = "$step" ] || SEQ_BAD=$((SEQ_BAD + 1))
+    done
+done
+sleep 0.5 # nginx logs a request when it ends
+SEQ_SPREAD=$(tail -n "+$((A0 + 1))" "$OUT/access.log" | awk -F'|' '$9 != "" && $9 != "-" {
+        if (!($9 in at)) at[$9] = $4; else if (at[$9] != $4) moved++ }
+    END { for (k in at) n[at[k]]++; for (r in n) s = s (s == "" ? "" : ", ") n[r]
+          printf "%d %s", moved, s }')
+read -r SEQ_MOVED SEQ_PER_REPLICA <<<"$SEQ_SPREAD"
+[ "$SEQ_BAD" = 0 ] || fail "sequences: $SEQ_BAD of 66 steps not 200 with their cache length"
+[ "$SEQ_MOVED" = 0 ] || fail "sequences: $SEQ_MOVED steps reached another replica than their sequence's"
+SEQ_LINE="11 sequences x 6 steps through nginx (hash \$http_x_sequence_id consistent):"
+SEQ_LINE+=" $SEQ_BAD steps wrong, $SEQ_MOVED moved; sequences per replica: $SEQ_PER_REPLICA"
+
 # --- a drain with idle kept-alive connections, at a trickle -----------------
 # Under wrk every upstream connection is busy and a replica drains in a
 # moment. Here nginx holds idle connections to replica 1 when it gets
@@ -414,6 +449,7 @@ echo
 echo "scale-test: $ROLLS roll(s) of the $REPLICAS replicas, the load throughout (${ROLL_SECONDS} s):"
 for l in "${ROLL[@]}"; do echo "  $l"; done
 echo "scale-test: a drain at a trickle: $IDLE_LINE"
+echo "scale-test: $SEQ_LINE"
 echo
 printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s %5s\n' phase seconds requests 'req/s' \
     'non-2xx' sockerr 'p50 ms' 'p99 ms' 'max ms' non-200 retried load

@@ -897,18 +897,24 @@ static const struct refusal refusals[] = {
      -1, ERR_INVALID_PARAMETER, "unknown output 'attention_weight' (did you mean "
      "'attention_weights'?)"},
     /* reserved names: their types; the extensions the server does not have */
-    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': 42}}", 0, NULL, 0,
-     -1, ERR_INVALID_PARAMETER, "parameters.sequence_id: sequences (Triton's sequence "
-     "extension) are not supported yet"},
-    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': 'abc'}}", 0, NULL, 0,
-     -1, ERR_INVALID_PARAMETER, "parameters.sequence_id: sequences"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': 42, "
+     "'query_position_offset': 1}}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "parameters.query_position_offset cannot be given inside a sequence"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': 'abc', "
+     "'kv_cache_dtype': 'FP8'}}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
+     "parameters.kv_cache_dtype must be \"FP32\", \"FP16\" or \"BF16\""},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'kv_cache_dtype': 'FP16'}}", 0,
+     NULL, 0, -1, ERR_INVALID_PARAMETER, "parameters.kv_cache_dtype applies to a sequence only"},
+    {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': 'a b'}}", 0, NULL, 0,
+     -1, ERR_INVALID_PARAMETER, "parameters.sequence_id must be at most 128 visible ASCII"},
     {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_start': true}}", 0, NULL,
-     0, -1, ERR_INVALID_PARAMETER, "parameters.sequence_start: sequences"},
+     0, -1, ERR_INVALID_PARAMETER, "parameters.sequence_start needs a sequence_id"},
     {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': 0, "
      "'sequence_end': true}}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER,
-     "parameters.sequence_end: sequences"},
+     "parameters.sequence_end needs a sequence_id"},
     {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_id': -1}}", 0, NULL, 0,
-     -1, ERR_INVALID_PARAMETER, "parameters.sequence_id must be an integer >= 0 or a string"},
+     -1, ERR_INVALID_PARAMETER, "parameters.sequence_id must be a string or an integer from 0 "
+     "to 18446744073709551615"},
     {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'sequence_start': 0}}", 0, NULL, 0,
      -1, ERR_INVALID_PARAMETER, "parameters.sequence_start must be true or false"},
     {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1, 'priority': 'high'}}", 0, NULL, 0,

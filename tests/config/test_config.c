@@ -16,7 +16,8 @@ static const char *const keys[] = {
     "bind", "port", "workers", "queue_depth", "threads_per_request", "max_body_bytes",
     "max_inflight_bytes",
     "max_tensor_elements", "max_batch", "max_target_len", "max_source_len",
-    "max_embed_dim", "max_heads", "max_weights_elements", "conn_timeout",
+    "max_embed_dim", "max_heads", "max_weights_elements", "max_sequences",
+    "sequence_idle_timeout", "max_sequence_bytes", "conn_timeout",
     "conn_memory_limit", "max_connections", "header_timeout", "body_timeout",
     "min_upload_rate", "min_send_rate", "max_answer_bytes", "drain_timeout", "log_level",
     "static_dir", "tls_cert_file", "tls_key_file", "cors_allow_origin", "model_repository",
@@ -746,7 +747,8 @@ Test(config, every_key_has_a_flag)
 {
     /* A value other than the default for each of keys[]. */
     static const char *const values[NKEYS] = {
-        "1.2.3.4", "1", "3", "5", "2", "2M", "3M", "7", "8", "9", "10", "11", "12", "13", "14",
+        "1.2.3.4", "1", "3", "5", "2", "2M", "3M", "7", "8", "9", "10", "11", "12", "13",
+        "99", "30", "64M", "14",
         "32K", "100", "5", "60", "2K", "3K", "2G", "10", "warn", "d", "c.pem", "k.pem",
         "https://a.example", "models", "a-secret-token-0123456789",
     };

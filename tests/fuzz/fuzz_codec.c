@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* the job the server runs: decode, compute, encode */
     struct route_response a;
-    const struct service_times t = {0, 0};
+    const struct service_times t = {0, 0, NULL};
     service_attention(&lim, (const char *)data, size, &t, NULL, NULL, &a);
     if (a.status != 200 && (a.status < 400 || a.status > 599 || !a.body))
         abort();

@@ -64,8 +64,9 @@ Test(v2, server_metadata_health_and_model_list)
     const char *served = json_string_value(json_object_get(m, "version"));
     cr_assert(info[0] && !strcmp(served, info), "GET /v2 says %s, openapi.yaml %s", served, info);
     cr_assert_str_eq(example, info, "openapi.yaml's GET /v2 example");
-    const char *want[] = {"binary_tensor_data", "statistics", "model_repository"};
-    for (int i = 0; i < 3; i++) {
+    const char *want[] = {"binary_tensor_data", "statistics", "model_repository", "sequence",
+                          "sequence(string_id)"};
+    for (int i = 0; i < 5; i++) {
         int found = 0;
         size_t k;
         json_t *e;
@@ -377,8 +378,8 @@ Test(v2, what_the_clients_add_is_accepted)
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2, \"sequence_id\": 7, "
              "\"sequence_start\": true}, \"inputs\": [%s]}", small_query);
     struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
-    expect_v2_error(&a, 400, "parameters.sequence_id: sequences (Triton's sequence extension) "
-                    "are not supported yet");
+    cr_assert_eq(a.status, 200, "a sequence's start: %ld %s", a.status, a.body);
+    cr_assert(strstr(a.body, "\"parameters\":{\"cache_length\":"), "%s", a.body);
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
 }
