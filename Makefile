@@ -44,7 +44,7 @@ FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/lib/%.o $(BUILD)/codec/%.o $(BUILD)/api/%.o $(BUILD)/http/%.o \
 $(BUILD)/config/%.o $(BUILD)/model/%.o $(BUILD)/main.o: WARN += $(FLOAT_WARN)
 
-CORE_SRC  := core/attention.c core/kvcache_stub.c core/kernels.c core/band.c core/check.c core/reference.c \
+CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
              core/blas.c core/posenc.c core/variants.c core/reduce.c
 CORE_SRC  += core/kvcache.c core/decode.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
