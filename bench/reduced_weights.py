@@ -15,28 +15,18 @@ import base64
 import http.client
 import json
 import random
-import re
 import struct
-import subprocess
 import sys
-import tempfile
 import time
+
+import serverproc
 
 L = S = 4096
 H, E = 16, 64
 
 
 def start(binary, flags):
-    log = tempfile.NamedTemporaryFile(prefix="reduced-", suffix=".log", delete=False)
-    p = subprocess.Popen([binary, "--port", "0", "--bind", "127.0.0.1", *flags],
-                         stdout=subprocess.DEVNULL, stderr=log)
-    for _ in range(400):
-        time.sleep(0.05)
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", open(log.name).read())
-        if m:
-            return p, int(m.group(1))
-    p.kill()
-    sys.exit("reduced_weights: the server did not start")
+    return serverproc.start(binary, flags, "reduced_weights")
 
 
 def peak_mb(pid):
