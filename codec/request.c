@@ -294,14 +294,22 @@ static int decode_root(struct codec_request *r, json_t *root, const struct scan_
     return rc;
 }
 
-static int reference(struct codec_request *r, const char *body, size_t len,
-                     const struct codec_limits *lim, const struct codec_models *models,
-                     const char *header, struct api_error *err)
+/* r empty, with what both decoders keep of the call: the models lent,
+ * the body and the X-Sequence-Id header for the sequence's id. */
+static void request_begin(struct codec_request *r, const char *body, size_t len,
+                          const struct codec_models *models, const char *header)
 {
     memset(r, 0, sizeof *r);
     r->models = models;
     r->seq.header = header, r->seq.text = body, r->seq.text_len = len;
     att_params_init(&r->p);
+}
+
+static int reference(struct codec_request *r, const char *body, size_t len,
+                     const struct codec_limits *lim, const struct codec_models *models,
+                     const char *header, struct api_error *err)
+{
+    request_begin(r, body, len, models, header);
     r->path = CODEC_PATH_JANSSON;
     if (len == 0)
         return api_fail(err, ERR_INVALID_JSON, "the request body is empty");
@@ -351,10 +359,7 @@ int codec_decode_request_seq(struct codec_request *r, const char *body, size_t l
                              const struct codec_limits *lim, const struct codec_models *models,
                              const char *header, struct api_error *err)
 {
-    memset(r, 0, sizeof *r);
-    r->models = models;
-    r->seq.header = header, r->seq.text = body, r->seq.text_len = len;
-    att_params_init(&r->p);
+    request_begin(r, body, len, models, header);
 
     /* 1. the fast decoder (an empty body is not for it). A small body, on
      *    any doubt or error, starts over with jansson, which says what is
