@@ -257,26 +257,12 @@ int sess_open(struct sess_step *st, const char *id, int start, const struct sess
     return 0;
 }
 
-/* p's weight i, by the one order (att_weight_shapes). */
-static const float **weight_slot(struct att_params *p, int i, size_t **len)
-{
-    switch (i) {
-    case 0: *len = &p->in_proj_weight_len; return &p->in_proj_weight;
-    case 1: *len = &p->q_proj_weight_len; return &p->q_proj_weight;
-    case 2: *len = &p->k_proj_weight_len; return &p->k_proj_weight;
-    case 3: *len = &p->v_proj_weight_len; return &p->v_proj_weight;
-    case 4: *len = &p->in_proj_bias_len; return &p->in_proj_bias;
-    case 5: *len = &p->out_proj_weight_len; return &p->out_proj_weight;
-    default: *len = &p->out_proj_bias_len; return &p->out_proj_bias;
-    }
-}
-
 int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *err)
 {
     struct sess *s = target(st);
     size_t *len, wb = 0;
     for (int i = 0; st->started && i < ATT_NWEIGHTS; i++)
-        if (*weight_slot(p, i, &len))
+        if (*att_weight_slot(p, i, &len))
             wb += *len * sizeof(float);
     if (wb) { /* kept weights count in the budget */
         pthread_mutex_lock(&mu);
@@ -288,7 +274,7 @@ int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *e
             return -1;
     }
     for (int i = 0; i < ATT_NWEIGHTS; i++) {
-        const float **w = weight_slot(p, i, &len);
+        const float **w = att_weight_slot(p, i, &len);
         if (st->started) {
             if (!*w)
                 continue;
@@ -305,7 +291,7 @@ int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *e
     }
     if (!st->started) /* every step: the start's, none other */
         for (int i = 0; i < ATT_NWEIGHTS; i++) {
-            const float **w = weight_slot(p, i, &len);
+            const float **w = att_weight_slot(p, i, &len);
             if (!*w && s->w[i])
                 *w = s->w[i], *len = s->wlen[i];
             else if (*w && !s->w[i])

@@ -330,14 +330,9 @@ int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
 
 void codec_set_weight(struct att_params *p, int i, const float *w, size_t len)
 {
-    const float **f[7] = {&p->in_proj_weight, &p->q_proj_weight,   &p->k_proj_weight,
-                          &p->v_proj_weight,  &p->in_proj_bias,    &p->out_proj_weight,
-                          &p->out_proj_bias};
-    size_t *n[7] = {&p->in_proj_weight_len, &p->q_proj_weight_len, &p->k_proj_weight_len,
-                    &p->v_proj_weight_len,  &p->in_proj_bias_len,  &p->out_proj_weight_len,
-                    &p->out_proj_bias_len};
-    *f[i] = w;
-    *n[i] = w ? len : 0;
+    size_t *n;
+    *att_weight_slot(p, i, &n) = w;
+    *n = w ? len : 0;
 }
 
 int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,

@@ -231,6 +231,9 @@ struct att_weight_shape {
     long long d0, d1;
 };
 void att_weight_shapes(struct att_weight_shape s[ATT_NWEIGHTS], const struct att_params *p);
+/* Weight i of p, in that order: where its pointer is, and (*len) where its
+ * element count is, to read or to set -- the one list of the seven fields. */
+const float **att_weight_slot(struct att_params *p, int i, size_t **len);
 
 /* ALiBi slopes for H heads, as the paper (and BLOOM, MPT) define them:
  * for n = the largest power of two <= H, slope_h = 2^(-8(h+1)/n), h < n;

@@ -190,18 +190,29 @@ void att_weight_shapes(struct att_weight_shape s[ATT_NWEIGHTS], const struct att
 
 /* Each weight array's element count against att_weight_shapes(); the
  * products fit size_t (the widths are ints, check_heads bounds H·d). */
+const float **att_weight_slot(struct att_params *p, int i, size_t **len)
+{
+    switch (i) {
+    case 0: *len = &p->in_proj_weight_len; return &p->in_proj_weight;
+    case 1: *len = &p->q_proj_weight_len; return &p->q_proj_weight;
+    case 2: *len = &p->k_proj_weight_len; return &p->k_proj_weight;
+    case 3: *len = &p->v_proj_weight_len; return &p->v_proj_weight;
+    case 4: *len = &p->in_proj_bias_len; return &p->in_proj_bias;
+    case 5: *len = &p->out_proj_weight_len; return &p->out_proj_weight;
+    default: *len = &p->out_proj_bias_len; return &p->out_proj_bias;
+    }
+}
+
 static int check_weight_lens(const struct att_params *p, struct att_error *err)
 {
     static const char *const names[ATT_NWEIGHTS] = {
         "in_proj_weight", "q_proj_weight",   "k_proj_weight", "v_proj_weight",
         "in_proj_bias",   "out_proj_weight", "out_proj_bias"};
-    const float *w[ATT_NWEIGHTS] = {p->in_proj_weight, p->q_proj_weight,   p->k_proj_weight,
-                                    p->v_proj_weight,  p->in_proj_bias,    p->out_proj_weight,
-                                    p->out_proj_bias};
-    const size_t len[ATT_NWEIGHTS] = {p->in_proj_weight_len, p->q_proj_weight_len,
-                                      p->k_proj_weight_len,  p->v_proj_weight_len,
-                                      p->in_proj_bias_len,   p->out_proj_weight_len,
-                                      p->out_proj_bias_len};
+    struct att_params view = *p; /* att_weight_slot's places, read only */
+    const float *w[ATT_NWEIGHTS];
+    size_t len[ATT_NWEIGHTS], *n;
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        w[i] = *att_weight_slot(&view, i, &n), len[i] = *n;
     struct att_weight_shape s[ATT_NWEIGHTS];
     att_weight_shapes(s, p);
     for (int i = 0; i < ATT_NWEIGHTS; i++) {
