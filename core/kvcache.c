@@ -27,6 +27,9 @@
 
 static const char *const dtype_names[] = {"FP32", "FP16", "BF16"};
 
+static size_t block_bytes(const struct att_kv *c);
+static void block_free(void *b, size_t bytes);
+
 struct att_kv *att_kv_new(int Hkv, int d, enum att_kv_dtype dtype)
 {
     if (Hkv < 1 || d < 1 || (int)dtype < ATT_KV_F32 || dtype > ATT_KV_BF16 ||
@@ -44,7 +47,7 @@ void att_kv_free(struct att_kv *c)
     if (!c)
         return;
     for (size_t b = 0; b < c->nblocks; b++)
-        free(c->blk[b]);
+        block_free(c->blk[b], block_bytes(c));
     free(c->blk);
     free(c);
 }
@@ -91,18 +94,40 @@ size_t att_kv_bytes_at(const struct att_kv *c, long long tokens)
     return (nb > c->nblocks ? nb : c->nblocks) * block_bytes(c);
 }
 
-/* A block: of whole 2 MiB pages, aligned, on transparent huge pages where
- * the kernel grants them (a decode step reads the cache at memory speed;
- * 4 KiB pages would cost it TLB misses). Freed with free(). */
+/* A block: of whole 2 MiB pages, mapped on its own and aligned, on
+ * transparent huge pages where the kernel grants them (a decode step reads
+ * the cache at memory speed; 4 KiB pages would cost it TLB misses). Mapped,
+ * not taken from malloc's heap: a sequence's end gives its memory back to
+ * the system at once, and the heap's trimming of the steps' workspaces
+ * never has a cache's blocks beside them. Smaller blocks come from malloc. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
 static void *block_alloc(size_t bytes)
 {
-    const size_t huge = (size_t)2 << 20;
-    if (bytes % huge)
+    if (bytes % HUGE_PAGE)
         return malloc(bytes);
-    void *b = aligned_alloc(huge, bytes);
-    if (b)
-        (void)madvise(b, bytes, MADV_HUGEPAGE);
-    return b;
+    /* a page more than asked, its unaligned ends unmapped */
+    unsigned char *m = mmap(NULL, bytes + HUGE_PAGE, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    const size_t lead = (HUGE_PAGE - (uintptr_t)m % HUGE_PAGE) % HUGE_PAGE;
+    if (lead)
+        munmap(m, lead);
+    if (HUGE_PAGE - lead)
+        munmap(m + lead + bytes, HUGE_PAGE - lead);
+    (void)madvise(m + lead, bytes, MADV_HUGEPAGE);
+    return m + lead;
+}
+
+static void block_free(void *b, size_t bytes)
+{
+    if (!b)
+        return;
+    if (bytes % HUGE_PAGE)
+        free(b);
+    else
+        munmap(b, bytes);
 }
 
 /* Blocks for `tokens` tokens; 0, or -1 when out of memory (then the
@@ -123,7 +148,7 @@ static int grow(struct att_kv *c, long long tokens)
         c->blk[c->nblocks] = block_alloc(block_bytes(c));
         if (!c->blk[c->nblocks]) {
             while (c->nblocks > had)
-                free(c->blk[--c->nblocks]);
+                block_free(c->blk[--c->nblocks], block_bytes(c));
             return -1;
         }
     }
@@ -135,7 +160,7 @@ static void truncate_to(struct att_kv *c, long long tokens, float kmax, float vm
 {
     const size_t keep = blocks_for(tokens);
     while (c->nblocks > keep)
-        free(c->blk[--c->nblocks]);
+        block_free(c->blk[--c->nblocks], block_bytes(c));
     c->len = tokens, c->kmax = kmax, c->vmax = vmax;
 }
 
@@ -185,18 +210,19 @@ int att_step_check(const struct att_params *p, const struct att_kv *c, size_t *o
 }
 
 /* Rows k, v: (S, Dkv) rounded into the cache at tokens len … len + S - 1
- * (the blocks exist). Returns the first row (key: row, value: S + row)
- * whose value is beyond the dtype's range, or -1. */
-static long long append_rows(struct att_kv *c, const float *k, const float *v, int S)
+ * (the blocks exist); k and v become what the cache holds (rounded to its
+ * dtype). Returns the first row (key: row, value: S + row) whose value is
+ * beyond the dtype's range, or -1. */
+static long long append_rows(struct att_kv *c, float *k, float *v, int S)
 {
     const int Hkv = c->Hkv, d = c->d, Dkv = Hkv * d;
     for (int w = 0; w < 2; w++) {
-        const float *src = w ? v : k;
+        float *src = w ? v : k;
         float mx = w ? c->vmax : c->kmax;
         for (int r = 0; r < S; r++) {
             const long long j = c->len + r;
             for (int g = 0; g < Hkv; g++) {
-                const float *x = src + (size_t)r * Dkv + (size_t)g * d;
+                float *x = src + (size_t)r * Dkv + (size_t)g * d;
                 void *dst = (void *)att_kv_row(c, w, g, j);
                 if (c->dtype == ATT_KV_F32) {
                     memcpy(dst, x, (size_t)d * sizeof *x);
@@ -213,6 +239,7 @@ static long long append_rows(struct att_kv *c, const float *k, const float *v, i
                     /* rounding moves a value by 2^-9 of it at most (BF16) */
                     mx = fabsf(x[e]) * 1.01f > mx ? fabsf(x[e]) * 1.01f : mx;
                 }
+                att_kv_to_f32(x, h, (size_t)d, c->dtype);
             }
         }
         *(w ? &c->vmax : &c->kmax) = mx;
@@ -220,24 +247,31 @@ static long long append_rows(struct att_kv *c, const float *k, const float *v, i
     return -1;
 }
 
-/* The general path: att_forward() over a float32 copy of the cache, q
- * (L, Dq) rotated, not scaled; ctx (L, Dq). */
-static int attend_general(float *ctx, float *weights, const float *q, const struct att_params *v,
-                          const struct att_kv *c, struct att_error *err)
+/* The general path: att_forward() over the cache as float32, q (L, Dq)
+ * rotated, not scaled; ctx (L, Dq). k, vv: the whole cache as float32
+ * when the caller has it (a prompt: the step's own rows as the cache holds
+ * them, append_rows), else NULL and the cache is copied. */
+static int attend_general(float *ctx, float *weights, const float *q, const float *k,
+                          const float *vv, const struct att_params *v, const struct att_kv *c,
+                          struct att_error *err)
 {
     const int T = v->S, Hkv = c->Hkv, d = c->d, Dkv = Hkv * d;
-    float *kv = malloc((size_t)2 * T * Dkv * sizeof *kv);
-    if (!kv)
-        return att_fail(err, ATT_ENOMEM, "out of memory for a %zu-byte copy of the cache",
-                        (size_t)2 * T * Dkv * sizeof *kv);
-    for (int w = 0; w < 2; w++)
-        for (int j = 0; j < T; j++)
-            for (int g = 0; g < Hkv; g++)
-                att_kv_to_f32(kv + ((size_t)w * T + j) * Dkv + (size_t)g * d,
-                              att_kv_row(c, w, g, j), (size_t)d, c->dtype);
+    float *kv = NULL;
+    if (!k) {
+        kv = malloc((size_t)2 * T * Dkv * sizeof *kv);
+        if (!kv)
+            return att_fail(err, ATT_ENOMEM, "out of memory for a %zu-byte copy of the cache",
+                            (size_t)2 * T * Dkv * sizeof *kv);
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < T; j++)
+                for (int g = 0; g < Hkv; g++)
+                    att_kv_to_f32(kv + ((size_t)w * T + j) * Dkv + (size_t)g * d,
+                                  att_kv_row(c, w, g, j), (size_t)d, c->dtype);
+        k = kv, vv = kv + (size_t)T * Dkv;
+    }
     struct att_params in = *v;
     in.E = v->H * d, in.kdim = in.vdim = Dkv, in.head_dim = d, in.Hkv = Hkv;
-    in.query = q, in.key = kv, in.value = kv + (size_t)T * Dkv;
+    in.query = q, in.key = k, in.value = vv;
     in.in_proj_weight = in.q_proj_weight = in.k_proj_weight = in.v_proj_weight = NULL;
     in.in_proj_bias = in.out_proj_weight = in.out_proj_bias = NULL;
     in.in_proj_weight_len = in.q_proj_weight_len = in.k_proj_weight_len = 0;
@@ -276,6 +310,16 @@ static int attend_fast(float *ctx, const float *q, const struct att_params *v,
     return rc;
 }
 
+/* A step's workspace: q and ctx (L, Dq), k, v (S, Dkv) and the RoPE table. */
+struct step_ws {
+    float *q, *ctx, *kv;
+};
+
+static void step_ws_free(struct step_ws *ws)
+{
+    free(ws->q), free(ws->ctx), free(ws->kv);
+}
+
 int att_step(float *out, float *weights, const struct att_params *p, struct att_kv *c,
              struct att_error *err)
 {
@@ -293,11 +337,17 @@ int att_step(float *out, float *weights, const struct att_params *p, struct att_
     const float kmax0 = c->kmax, vmax0 = c->vmax;
     /* q (L, Dq), ctx (L, Dq), k, v (S, Dkv), RoPE at len0 … len0 + S - 1 */
     const size_t nq = (size_t)L * Dq, nk = (size_t)S * Dkv, nr = (size_t)S * rd;
-    float *ws = malloc((2 * nq + 2 * nk + nr) * sizeof *ws);
-    if (!ws)
+    /* in three pieces, not one: a piece under glibc's mmap threshold (32
+     * MiB at most) is reused from the heap, where one large block would be
+     * mapped and its pages faulted in afresh by every step */
+    struct step_ws ws = {malloc(nq * sizeof(float)), malloc(nq * sizeof(float)),
+                         malloc((2 * nk + nr) * sizeof(float))};
+    if (!ws.q || !ws.ctx || !ws.kv) {
+        step_ws_free(&ws);
         return att_fail(err, ATT_ENOMEM, "out of memory for a step's %zu-byte workspace",
-                        (2 * nq + 2 * nk + nr) * sizeof *ws);
-    float *q = ws, *ctx = q + nq, *k = ctx + nq, *vv = k + nk, *rope = vv + nk;
+                        (2 * nq + 2 * nk + nr) * sizeof(float));
+    }
+    float *q = ws.q, *ctx = ws.ctx, *k = ws.kv, *vv = k + nk, *rope = vv + nk;
     if (rd)
         att_rope_table(rope, len0, S, rd, att_rope_theta(p));
     struct range_error re = {0, 0, 0, 0};
@@ -314,18 +364,18 @@ int att_step(float *out, float *weights, const struct att_params *p, struct att_
     if (bad >= 0)
         re = (struct range_error){RANGE_VPROJ, 0, -1, (int)(len0 + bad)};
     if (re.stage) {
-        free(ws);
+        step_ws_free(&ws);
         return att_range_fail(err, &re);
     }
     if (grow(c, len0 + S) != 0) {
-        free(ws);
+        step_ws_free(&ws);
         return att_fail(err, ATT_ENOMEM, "out of memory for the cache's blocks (%zu bytes)",
                         att_kv_bytes_at(c, len0 + S) - att_kv_bytes(c));
     }
     bad = append_rows(c, k, vv, S);
     if (bad >= 0) {
         truncate_to(c, len0, kmax0, vmax0);
-        free(ws);
+        step_ws_free(&ws);
         const int row = (int)(bad % S);
         return att_fail(err, ATT_ERANGE,
                         "the projection of %s %d (position %lld) is beyond %s's range (max %s): "
@@ -335,7 +385,8 @@ int att_step(float *out, float *weights, const struct att_params *p, struct att_
     }
     c->len = len0 + S;
     rc = attend_fast(ctx, q, &v, c) == 0 ? ATT_OK
-                                          : attend_general(ctx, weights, q, &v, c, err);
+                                          : attend_general(ctx, weights, q, len0 ? NULL : k, len0 ? NULL : vv,
+                                                           &v, c, err);
     if (rc == ATT_OK) { /* out = ctx · Woᵀ + bo */
         att_linear(out, E, ctx, Dq, p->out_proj_weight, p->out_proj_bias, L, Dq, E);
         bad = att_fix_nonfinite(out, E, ctx, Dq, p->out_proj_weight, (size_t)Dq, 1,
@@ -347,6 +398,6 @@ int att_step(float *out, float *weights, const struct att_params *p, struct att_
     }
     if (rc != ATT_OK)
         truncate_to(c, len0, kmax0, vmax0);
-    free(ws);
+    step_ws_free(&ws);
     return rc;
 }

@@ -394,6 +394,19 @@ Test(kvcache, an_error_step_appends_nothing)
     att_kv_free(c);
 }
 
+/* Blocks of whole 2 MiB pages are mapped on their own (kvcache.c,
+ * block_alloc): Hkv 8, d 128 in FP32 is 256 · 1024 · 2 · 4 bytes = 2 MiB a
+ * block; steps over three of them equal the stateless answers. */
+Test(kvcache, huge_page_blocks_hold_the_rows)
+{
+    struct kv_model m = {.E = 256, .kdim = 64, .vdim = 64, .H = 8, .Hkv = 8, .d = 128,
+                         .proj_kv = 1, .window = -1, .causal = ATT_MASK_CAUSAL};
+    struct att_kv *c = att_kv_new(m.Hkv, m.d, ATT_KV_F32);
+    cr_assert_eq(att_kv_bytes_at(c, 1), (size_t)2 << 20);
+    att_kv_free(c);
+    cr_assert_eq(run_steps(&m, ATT_KV_F32, 600, 77), 0);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Memory and rounding                                                       */
 
