@@ -76,8 +76,8 @@ V, P, E, H = len(VOCAB), 32, 64, 4
 M_MIN = 6  # the repeated segment: M_MIN ... P/2 tokens
 SEED = 0
 THREADS = 1  # two threads ran 15x slower while other jobs shared the two cores
-STEPS, BATCH, LR = int(os.environ.get("STEPS", 6000)), 64, float(os.environ.get("LR", 3e-3))
-ENT = float(os.environ.get("ENT", 0.01))  # weight of the attention-entropy penalty
+STEPS, BATCH, LR = 10000, 64, 3e-3
+ENT = 0.01  # weight of the attention-entropy penalty
 HELD_OUT = 2000
 # a repeated segment of 10 distinct letters, none of them elsewhere
 EXAMPLE = "k7qz" + "duplicates" * 2 + "wo3nyxb5"

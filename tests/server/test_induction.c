@@ -15,9 +15,11 @@
  * second copy (queries s+m … s+2m−2) at least ACC_MIN; the config's
  * previous-token head (layer 0) with a mean weight of at least PREV_MIN on
  * key i−1; the config's induction head (layer 1) with a mean weight of at
- * least IND_MIN on key i−m+1 over the second copy; and those heads are the
- * ones of their layer that look there most. One step through sessions on
- * both layers equals the stateless row. */
+ * least IND_MIN on key i−m+1 over the second copy; those heads are the
+ * ones of their layer that look there most (layer 1's heads may share the
+ * job: within HEAD_TIE), and every head's figure is close to the one the
+ * script measured (training.*_per_head). One step through sessions on both
+ * layers equals the stateless row. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -38,6 +40,8 @@
 #define NSEQ 256     /* sequences measured */
 #define NREQ 64      /* sequences per infer request */
 #define TOL 2e-5     /* a session's row against the stateless one */
+#define FIGURE_TOL 0.05 /* a figure here against the script's, on other sequences */
+#define HEAD_TIE 0.03   /* layer-1 heads this close do the same job */
 
 /* A rows × cols table of config.json as floats; caller frees. */
 static float *table(json_t *cfg, const char *key, int rows, int cols)
@@ -294,12 +298,29 @@ Test(induction, served_stack_continues_repeats_with_an_induction_head, .timeout 
                   ind[k.ind_head]);
     cr_assert_eq(best_prev, k.prev_head, "head %d looks at the previous token most (%.4f), "
                  "not circuit.previous_token.head %d", best_prev, prev[best_prev], k.prev_head);
-    cr_assert_eq(best_ind, k.ind_head, "head %d looks at key i-m+1 most (%.4f), not "
-                 "circuit.induction.head %d", best_ind, ind[best_ind], k.ind_head);
+    /* Several layer-1 heads may do the same job: the circuit names the one
+     * that looked there most on the training script's sequences, which
+     * here must be the most within HEAD_TIE. */
+    cr_assert_leq(ind[best_ind] - ind[k.ind_head], HEAD_TIE, "head %d looks at key i-m+1 most "
+                  "(%.4f), circuit.induction.head %d %.4f", best_ind, ind[best_ind], k.ind_head,
+                  ind[k.ind_head]);
+    /* every head's figure is the one the script measured (other sequences: close) */
+    json_t *tr = json_object_get(k.cfg, "training");
+    for (int h = 0; h < H; h++) {
+        const double p0 = json_number_value(json_array_get(
+                         json_object_get(tr, "previous_token_weight_per_head"), (size_t)h)),
+                     p1 = json_number_value(json_array_get(
+                         json_object_get(tr, "induction_weight_per_head"), (size_t)h));
+        cr_assert_lt(fabs(prev[h] - p0), FIGURE_TOL, "layer 0 head %d: %.4f, config %.4f", h,
+                     prev[h], p0);
+        cr_assert_lt(fabs(ind[h] - p1), FIGURE_TOL, "layer 1 head %d: %.4f, config %.4f", h,
+                     ind[h], p1);
+    }
     /* the config's figures describe the served model (other sequences: close, not equal) */
-    cr_assert_lt(fabs(acc - k.accuracy), 0.05, "accuracy %.4f, config %.4f", acc, k.accuracy);
-    cr_assert_lt(fabs(prev[k.prev_head] - k.prev_weight), 0.05);
-    cr_assert_lt(fabs(ind[k.ind_head] - k.ind_weight), 0.05);
+    cr_assert_lt(fabs(acc - k.accuracy), FIGURE_TOL, "accuracy %.4f, config %.4f", acc,
+                 k.accuracy);
+    cr_assert_lt(fabs(prev[k.prev_head] - k.prev_weight), FIGURE_TOL);
+    cr_assert_lt(fabs(ind[k.ind_head] - k.ind_weight), FIGURE_TOL);
     free(tok);
     stack_free(&k);
     cr_assert_eq(server_stop(&s), 0);
