@@ -50,10 +50,12 @@ WORKDIR /app
 # read from static_dir, "web" relative to this working directory.
 COPY --from=build /src/build/attention-server /app/attention-server
 COPY --from=build /src/web /app/web
-# The model repository, /models: the trained model the web client's first
-# example runs (models/ in the source tree), owned by root; a volume mounted
+# The model repository, /models: the trained models the web client's
+# examples run (models/ in the source tree), owned by root; a volume mounted
 # at /models replaces it, and deploy/image/Dockerfile.models bakes another.
 COPY --from=build /src/models/digits-reverse /models/digits-reverse
+COPY --from=build /src/models/induction-l0 /models/induction-l0
+COPY --from=build /src/models/induction-l1 /models/induction-l1
 USER attention:attention
 EXPOSE 8080
 ENV ATTN_BIND=0.0.0.0

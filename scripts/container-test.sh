@@ -114,17 +114,20 @@ say "image: entrypoint ${cmd[*]}, user $user, workdir $workdir, env ${envs[*]}"
 [ "$user" = attention:attention ] || fail "user is '$user', not attention:attention"
 printf '%s\n' "${envs[@]}" | grep -qx 'ATTN_MODEL_REPOSITORY=/models' || fail "no ENV ATTN_MODEL_REPOSITORY=/models"
 
-# The plain image's /models: the trained model of models/, root's, mode 0755.
+# The plain image's /models: the trained models of models/, root's, mode 0755.
 new_ctr "$base_tag"; c=$ctr
 root=$(buildah mount "$c")
 [ "$(stat -c '%U:%G %a' "$root/models")" = "root:root 755" ] || fail "/models in $base_tag is not root:root 0755"
-[ "$(ls -A "$root/models")" = digits-reverse ] || fail "/models in $base_tag is not just digits-reverse: $(ls -A "$root/models")"
-diff -r models/digits-reverse "$root/models/digits-reverse" >/dev/null || fail "/models/digits-reverse differs from models/digits-reverse"
+trained="digits-reverse induction-l0 induction-l1"
+[ "$(ls -A "$root/models" | xargs)" = "$trained" ] || fail "/models in $base_tag is not just $trained: $(ls -A "$root/models" | xargs)"
+for m in $trained; do
+    diff -r "models/$m" "$root/models/$m" >/dev/null || fail "/models/$m differs from models/$m"
+done
 bad=$(find "$root/models" \( ! -user root -o ! -group root -o -perm /022 \) -printf '%u:%g %m %P\n')
 [ -z "$bad" ] || fail "files in /models of $base_tag writable by others than root: $bad"
 uid=$(awk -F: '$1 == "attention" { print $3 ":" $4 }' "$root/etc/passwd")
 [ "$uid" = 10001:10001 ] || fail "user attention is '$uid', not 10001:10001"
-say "$base_tag: /models holds digits-reverse, root's; attention is $uid"
+say "$base_tag: /models holds $trained, root's; attention is $uid"
 
 # The models image's /models: the repository, everything root's, 0644 / 0755.
 models_src=tests/models/repo

@@ -55,8 +55,8 @@ SKIPS = [
                        "TLS: tests/server/test_http_admin.c)"),
     (r"^ATTN_ADMIN_TOKEN=\$TOKEN ", "starts a server with an admin token: this check "
                                     "starts its own that way"),
-    (r"train_digits_reverse\.py", "retrains the model: minutes of CPU, and it rewrites "
-                                  "models/ (byte for byte the same)"),
+    (r"train_(digits_reverse|induction)\.py",
+     "retrains the model: minutes of CPU, and it rewrites models/ (byte for byte the same)"),
 ]
 
 TALKS = re.compile(r"localhost:8080|127\.0\.0\.1:8080|examples/v2_client\.py")

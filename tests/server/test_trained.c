@@ -32,16 +32,6 @@
 #define MIRROR_MIN 0.5
 #define NIN 8 /* inputs per request */
 
-static json_t *get_json(int port, const char *path)
-{
-    struct http_reply a = request(port, "GET", path, NULL, 0, NULL, 0);
-    cr_assert_eq(a.status, 200, "GET %s: %ld %s", path, a.status, a.body);
-    json_t *j = json_loadb(a.body, a.len, 0, NULL);
-    cr_assert_not_null(j, "GET %s: not JSON: %s", path, a.body);
-    free(a.body);
-    return j;
-}
-
 /* The model as the page sees it: sizes and tables from config.json. */
 struct trained {
     json_t *cfg;
@@ -51,7 +41,7 @@ struct trained {
 
 static void trained_read(struct trained *t, int port)
 {
-    t->cfg = get_json(port, "/v2/models/" MODEL "/config");
+    t->cfg = http_get_json(port, "/v2/models/" MODEL "/config");
     json_t *in = json_object_get(t->cfg, "input");
     t->L = (int)json_integer_value(json_object_get(in, "length"));
     t->H = (int)json_integer_value(json_object_get(t->cfg, "num_heads"));
@@ -143,7 +133,7 @@ Test(trained, the_default_repository_serves_the_trained_model)
 {
     struct server s;
     start_default(&s);
-    json_t *l = get_json(s.port, "/v2/models");
+    json_t *l = http_get_json(s.port, "/v2/models");
     int found = 0;
     size_t k;
     json_t *e;
@@ -303,7 +293,7 @@ Test(trained, a_missing_default_repository_is_skipped_an_explicit_one_is_not)
     struct server s;
     start_default(&s);
     cr_assert(file_has(s.log, "no model repository at 'models'"), "log %s", s.log);
-    json_t *l = get_json(s.port, "/v2/models");
+    json_t *l = http_get_json(s.port, "/v2/models");
     json_t *names = json_object_get(l, "models");
     cr_assert_eq(json_array_size(names), 1);
     cr_assert_str_eq(json_string_value(json_array_get(names, 0)), "attention");

@@ -226,6 +226,17 @@ struct http_reply infer(int port, const char *model, const char *body, size_t le
                         hlen >= 0 ? headers : NULL);
 }
 
+/* GET path: asserts 200 and a JSON body; the body, parsed. */
+json_t *http_get_json(int port, const char *path)
+{
+    struct http_reply a = request(port, "GET", path, NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200, "GET %s: %ld %s", path, a.status, a.body);
+    json_t *j = json_loadb(a.body, a.len, 0, NULL);
+    cr_assert_not_null(j, "GET %s: not JSON: %s", path, a.body);
+    free(a.body);
+    return j;
+}
+
 /* The JSON part of an infer answer (all of it, or up to its
  * Inference-Header-Content-Length). */
 json_t *answer_head(const struct http_reply *a)

@@ -30,6 +30,8 @@ void expect_v2_error(const struct http_reply *a, long status, const char *text);
 /* POST /v2/models/{model}/infer; hlen >= 0: Inference-Header-Content-Length. */
 struct http_reply infer(int port, const char *model, const char *body, size_t len,
                     long long hlen);
+/* GET path: asserts 200 and a JSON body; the body, parsed (the caller decrefs). */
+json_t *http_get_json(int port, const char *path);
 /* The JSON part of an infer answer. */
 json_t *answer_head(const struct http_reply *a);
 /* The floats of output name in an infer answer (JSON or binary); NULL if absent. */
