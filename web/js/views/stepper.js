@@ -52,6 +52,7 @@ export function initStepper() {
   subscribe((changed) => {
     if ('stack' in changed) {
       $('stack-card').hidden = !state.stack;
+      document.body.dataset.stack = state.stack ? 'on' : '';
       if (!state.stack && session) { session.end(); session = null; }
       renderPredictions();
     }
