@@ -29,7 +29,8 @@
 //       both layers, then steps continue from it;
 //   overview: layers × heads thumbnails; a click opens that layer and head;
 //       a single-layer model (digits-reverse) has one row;
-//   leaving: another example hides step mode and ends both sequences.
+//   leaving: another example hides step mode and ends both sequences, and
+//       so does leaving the page (a reload).
 // Screenshots: build/browser/induction-*.png. Plumbing: tests/browser/harness.mjs.
 
 import { check, checkHeatmapShows, log, openPage, parseV2Body, runSuite, shot } from './harness.mjs';
@@ -332,6 +333,22 @@ async function stepLeave(page) {
   check(sent.every((x) => !x.params.sequence_id || x.params.sequence_end), 'the single-layer run carried a sequence_id');
 }
 
+// Leaving the page (a reload) ends the stack's sequences: a step on them
+// from here is then 400, the sequence not found.
+async function stepPageHide(page, base) {
+  await act(page, () => page.selectOption('[data-testid="example"]', 'induction'));
+  const ids = (await stackOf(page)).sequenceIds;
+  await page.goto(base, { waitUntil: 'domcontentloaded' });
+  await page.waitForFunction(() => window.attn && window.attn.state.runCount > 0 && !window.attn.state.busy, null, { timeout: 30000 });
+  const row = Array.from({ length: ctx.E }, () => 0);
+  for (let l = 0; l < ids.length; l++) {
+    const res = await fetch(new URL(`v2/models/${ctx.names[l]}/infer`, base), { method: 'POST', body: JSON.stringify({
+      parameters: { sequence_id: ids[l] }, inputs: [{ name: 'query', datatype: 'FP32', shape: [1, ctx.E], data: row }] }) });
+    const status = res.status;
+    check(status === 400, `layer ${l}'s sequence is still held by the server after the page was left (a step on it: HTTP ${status})`);
+  }
+}
+
 runSuite('induction.test', [
   ['the induction example: both layers, labels, predictions, equal to the stateless stack', stepExample, { essential: true }],
   ['ideal induction: the outline at key i − m + 1 in the second copy', stepIdeal],
@@ -340,4 +357,5 @@ runSuite('induction.test', [
   ['a typed sequence is one prompt chunk, then steps', stepTyped],
   ['layer × head overview: every head, a click opens it', stepOverview],
   ['leaving the stack ends its sequences; a single layer is one overview row', stepLeave],
+  ['leaving the page ends the sequences', stepPageHide],
 ], { prefix: 'induction-', logName: 'server-induction.log' });

@@ -169,14 +169,15 @@ export class StackSession {
     return r;
   }
 
-  // Ends every layer's sequence without a step (sequence_end, no inputs).
-  async end() {
+  // Ends every layer's sequence without a step (sequence_end, no inputs);
+  // keepalive: the requests outlive the page (on leaving it).
+  async end(keepalive = false) {
     const ids = this.seq;
     this.seq = this.layers.map(() => '');
     this.synced = false;
     await Promise.all(this.layers.map((info, l) => ids[l] && fetch(`v2/models/${encodeURIComponent(info.name)}/infer`, {
       method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Sequence-Id': ids[l] },
-      body: JSON.stringify({ parameters: { sequence_id: ids[l], sequence_end: true } }),
+      body: JSON.stringify({ parameters: { sequence_id: ids[l], sequence_end: true } }), keepalive,
     }).catch(() => null)));
   }
 

@@ -58,6 +58,8 @@ export function initStepper() {
     }
   });
   onHeatmapDrawn(drawIdeal);
+  // The server would keep the sequences until their idle timeout.
+  window.addEventListener('pagehide', () => { if (session) session.end(true); });
 }
 
 export function openStack() {
