@@ -89,9 +89,9 @@ export class StackSession {
     this.E = c.embedding[0].length;
     this.ids = [];             // token ids so far
     this.n = 0;
-    // x[l]: the residual stream before layer l (x[L]: after the last), P x E;
-    // out[l]: layer l's attention output; w[l]: its weights, H x P x P.
-    this.x = layers.map(() => new Float32Array(this.P * this.E)).concat([new Float32Array(this.P * this.E)]);
+    // xLast: the residual stream after the last layer, P x E; out[l]: layer
+    // l's attention output; w[l]: its weights, H x P x P.
+    this.xLast = new Float32Array(this.P * this.E);
     this.out = layers.map(() => new Float32Array(this.P * this.E));
     this.w = layers.map((info) => new Float32Array(info.H * this.P * this.P));
     this.seq = layers.map(() => '');   // each layer's sequence id ('' = none)
@@ -121,12 +121,11 @@ export class StackSession {
       bytes += res.bytes;
       const next = new Float32Array(k * E);
       for (let q = 0; q < k * E; q++) next[q] = x[q] + r.output[q];
-      got.push({ x, r, exchange: { endpoint: `POST /v2/models/${info.name}/infer`, request: res.request, response: res.answer } });
+      got.push({ r, exchange: { endpoint: `POST /v2/models/${info.name}/infer`, request: res.request, response: res.answer } });
       x = next;
     }
     // Every layer answered: keep the rows.
-    got.forEach(({ x: xin, r }, l) => {
-      this.x[l].set(xin, from * E);
+    got.forEach(({ r }, l) => {
       this.out[l].set(r.output, from * E);
       const H = this.layers[l].H, P = this.P;
       for (let h = 0; h < H; h++) {
@@ -137,7 +136,7 @@ export class StackSession {
         }
       }
     });
-    this.x[this.layers.length].set(x, from * E);
+    this.xLast.set(x, from * E);
     this.ids = this.ids.slice(0, from).concat(ids);
     this.n = n;
     this.lastExchange = got[got.length - 1].exchange;
@@ -183,7 +182,7 @@ export class StackSession {
 
   // The predicted token at each position so far: vocab[argmax x_L[i] · unembeddingᵀ].
   predictions() {
-    const U = this.layers[0].config.unembedding, E = this.E, x = this.x[this.layers.length];
+    const U = this.layers[0].config.unembedding, E = this.E, x = this.xLast;
     const out = [];
     for (let i = 0; i < this.n; i++) {
       let best = 0, bestV = -Infinity;
