@@ -103,7 +103,7 @@ async function stateless(tokens) {
   // Predictions, with each position's margin between the best two logits.
   const preds = [];
   for (let i = 0; i < n; i++) {
-    const logits = c.unembedding.map((u) => u.reduce((s, v, d) => s + v * x[i * E + d], 0));
+    const logits = c.unembedding.map((u, t) => u.reduce((s, v, d) => s + v * x[i * E + d], c.unembedding_bias ? c.unembedding_bias[t] : 0));
     const order = logits.map((v, k) => [v, k]).sort((a, b) => b[0] - a[0]);
     preds.push({ token: c.vocab[order[0][1]], margin: order[0][0] - order[1][0] });
   }

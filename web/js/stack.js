@@ -180,14 +180,15 @@ export class StackSession {
     }).catch(() => null)));
   }
 
-  // The predicted token at each position so far: vocab[argmax x_L[i] · unembeddingᵀ].
+  // The predicted token at each position so far: vocab[argmax x_L[i] ·
+  // unembeddingᵀ (+ unembedding_bias when the config has one)].
   predictions() {
-    const U = this.layers[0].config.unembedding, E = this.E, x = this.xLast;
+    const c = this.layers[0].config, U = c.unembedding, b = c.unembedding_bias, E = this.E, x = this.xLast;
     const out = [];
     for (let i = 0; i < this.n; i++) {
       let best = 0, bestV = -Infinity;
       for (let v = 0; v < U.length; v++) {
-        let s = 0;
+        let s = b ? b[v] : 0;
         for (let d = 0; d < E; d++) s += x[i * E + d] * U[v][d];
         if (s > bestV) { bestV = s; best = v; }
       }
@@ -201,9 +202,11 @@ export class StackSession {
   }
 
   // Layer l's maps for the first n tokens, shaped as tensor.js
-  // decodeResponse's answer (a new object each time: the views cache by it),
-  // with `layer`, each head's role (headRoles: a name or null) and label
-  // (headLabels: the role, else "layer l head h").
+  // decodeResponse's answer (a new object each time: the views cache by
+  // it), with `layer`, each head's role (headRoles: a name or null) and
+  // label (headLabels: the role, else "layer l head h"). Its json names the
+  // layer but no `model`: a layer's own output is not the stack's answer,
+  // which predictions() reads from the residual stream.
   layerResponse(l) {
     const info = this.layers[l], H = info.H, n = this.n, P = this.P, E = this.E;
     const weights = new Float32Array(H * n * n);
@@ -211,7 +214,7 @@ export class StackSession {
     const role = headRoles(this.layers[0].config), tokens = this.tokens();
     return { N: 1, H, L: n, S: n, E, headDim: E / H, perHead: true, tokens, keyTokens: tokens.slice(), weights,
              weightsShape: [1, H, n, n], output: this.out[l].slice(0, n * E), outputShape: [1, n, E],
-             json: { model: info.name, cache_length: n }, reduced: null, layer: l,
+             json: { layer: info.name, cache_length: n }, reduced: null, layer: l,
              headRoles: Array.from({ length: H }, (_, h) => role(l, h)),
              headLabels: Array.from({ length: H }, (_, h) => role(l, h) || `layer ${l} head ${h}`) };
   }
