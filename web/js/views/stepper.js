@@ -42,7 +42,7 @@ export function initStepper() {
   if (!layers) return;
   const c = layers[0].config;
   const what = c.circuit && c.circuit.induction ? 'induction heads' : layers[0].name;
-  const opt = new Option(`Trained model: ${what} (${layers.length} layers)`, STACK_EXAMPLE);
+  const opt = new Option(`Trained: ${what} (${layers.length} layers)`, STACK_EXAMPLE);
   const trained = $('example').querySelector('option[value="trained"]');
   $('example').insertBefore(opt, trained ? trained.nextSibling : $('example').firstElementChild);
   $('step').addEventListener('click', () => act(step));
