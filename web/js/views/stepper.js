@@ -118,7 +118,7 @@ function act(fn) {
     }
     if (seq !== state.runSeq) return;   // another run replaced this one on the page
     const done = { busy: false, runCount: state.runCount + 1 };
-    if (r.error) return update({ ...done, lastError: r.error });
+    if (r.error || !session) return update({ ...done, lastError: r.error || null });
     const note = r.note || (r.lost ? `the server had lost the sequences (restarted?): started again from the ${session.n} tokens kept here`
                                    : session.n >= session.P ? reached() : '');
     publish(note, { ...done, lastError: null, lastTiming: r.note ? state.lastTiming : { total: performance.now() - t0, bytes: session.lastBytes } });
