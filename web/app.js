@@ -15,9 +15,12 @@
 //                    input (vocabulary and embedding table), binary infer
 //   js/stats.js      per-head entropy and mean attention distance, differences
 //   js/svg.js        heatmaps as SVG text (Export SVG)
+//   js/stack.js      a stack of served layers (induction-l0 -> -l1): the residual
+//                    stream, one sequence per layer, predictions
 //   js/views/*.js    one module per part of the page: grid, summary, heatmap,
 //                    headview, output, compare, status, form, modelpicker,
-//                    export; maps.js (the per-head images)
+//                    export, stepper (step mode), overview (layer x head);
+//                    maps.js (the per-head images)
 //
 // A run: build the request (the served model chosen in the picker: v2
 // infer with binary tensors; else POST /attention) -> the call -> an error
@@ -58,6 +61,9 @@
 //       pointer highlights, or null.
 //   attn.headSummary(batch) -> [{entropy, distance}] per head, as the head
 //       summary chart shows them (null for averaged weights).
+//   attn.stack() -> the stack shown (views/stepper.js stackView) or null:
+//       {names, layer, n, P, tokens, predictions, note, sequenceIds,
+//       maps [layer][head][i][j], labels [layer][head], ideal [[i, j]]}.
 
 import { state, update, subscribe, readOnlyView } from './js/state.js';
 import { postAttention, requestFromForm, requestFromText } from './js/api.js';
@@ -77,6 +83,8 @@ import { inferV2, modelInput } from './js/models.js';
 import { reduceFor } from './js/reduced.js';
 import { compareMaps, comparePixel, compareRanges, initCompare, renderCompare } from './js/views/compare.js';
 import { exchangeJson, exportJson, exportPng, exportSvg, svgOfTab } from './js/views/export.js';
+import { STACK_EXAMPLE, initStepper, openStack, runStack, stackChosen, stackView } from './js/views/stepper.js';
+import { initOverview } from './js/views/overview.js';
 
 // ---------------------------------------------------------------------------
 // Drawing what the state says
@@ -202,6 +210,7 @@ async function send(kind, slot, tokensText) {
 }
 
 async function run(kind) {
+  if (kind === 'example' && stackChosen()) return runStack();
   const seq = state.runSeq + 1;
   update({ runSeq: seq, busy: true });
   const t0 = performance.now();
@@ -212,7 +221,7 @@ async function run(kind) {
   if (res.error) return finish(seq, { lastError: res.error });
   const t2 = performance.now();
   update({ response: res.response, title: sent.title, view: fitView(state.view, res.response), lastError: null,
-           second: null, lastExchange: sent.exchange });
+           second: null, lastExchange: sent.exchange, stack: null });
   const t3 = performance.now();
   await nextFrame();
   const t4 = performance.now();
@@ -225,6 +234,7 @@ async function run(kind) {
 function pickExample(name) {
   const t = trainedModel();
   $('example').value = name;
+  if (name === STACK_EXAMPLE) return openStack();
   if (name === 'trained' && t) {
     $('model').value = t.name;
     applyModelInput(t);
@@ -245,8 +255,9 @@ function pickModel(name) {
   if (info && info.trained) {
     try { modelInput(info, $('tokens').value); } catch { applyModelInput(info); }
   }
-  if (name === '' && $('example').value === 'trained') { $('example').value = 'sentence'; applyExample('sentence'); }
+  if (name === '' && ['trained', STACK_EXAMPLE].includes($('example').value)) { $('example').value = 'sentence'; applyExample('sentence'); }
   else if (t && name === t.name) $('example').value = 'trained';
+  else if ($('example').value === STACK_EXAMPLE) $('example').value = 'sentence';
   updateFormFields();
   run('example');
 }
@@ -331,11 +342,14 @@ async function init() {
     comparePixel,
     compareRanges,
     exchangeJson,
+    stack: stackView,
     headSummary: (b) => (state.response && state.response.perHead ? summaryStats(b).map((s) => ({ ...s })) : null),
   });
 
   // The first example: the served trained model when there is one.
   await initModelPicker(pickModel);
+  initStepper();
+  initOverview();
   pickExample(trainedModel() ? 'trained' : 'sentence');
 }
 

@@ -83,6 +83,18 @@ export function tokenize(info, text) {
   return tokens;
 }
 
+// The rows of the model's embedding table for token ids `ids`, plus its
+// learned `positions` rows from position `from` when config.json has them
+// (a stack's first layer), in float32.
+export function embedIds(config, ids, from = 0) {
+  const E = config.embedding[0].length, x = new Float32Array(ids.length * E), pos = config.positions;
+  ids.forEach((id, k) => {
+    const e = config.embedding[id], p = pos && pos[from + k];
+    for (let d = 0; d < E; d++) x[k * E + d] = p ? e[d] + p[d] : e[d];
+  });
+  return x;
+}
+
 const words = (text) => text.trim().split(/\s+/).filter(Boolean);
 
 // The input tensors: with the model's table, its rows for the tokens (the
@@ -92,10 +104,7 @@ const words = (text) => text.trim().split(/\s+/).filter(Boolean);
 export function modelInput(info, text, keyText = '') {
   if (info.trained) {
     const tokens = tokenize(info, text);
-    const E = info.config.embedding[0].length;
-    const q = new Float32Array(tokens.length * E);
-    tokens.forEach((t, i) => q.set(info.config.embedding[info.config.vocab.indexOf(t)], i * E));
-    return { tokens, keyTokens: tokens, query: q };
+    return { tokens, keyTokens: tokens, query: embedIds(info.config, tokens.map((t) => info.config.vocab.indexOf(t))) };
   }
   const tokens = words(text);
   if (!tokens.length) throw new RangeError('Type at least one token (words separated by spaces).');
@@ -142,11 +151,12 @@ export function v2Request(input, params = {}, outputs = ['output', 'attention_we
   return { header, headerLength: headerBytes.length, body, tensors };
 }
 
-// Runs model `info` on `input` (slot as api.js postAttention); the answer
+// Runs model `info` on `input` (slot as api.js postAttention; `headers`
+// added to the request's, e.g. X-Sequence-Id); the answer
 // decoded as tensor.js decodeResponse does a POST /attention answer, the
 // tokens as labels. `request` and `answer` are JSON texts of the exchange
 // with the binary tensors written as "data" (for Export JSON).
-export async function inferV2(info, input, params = {}, slot = 'main', reduce = null) {
+export async function inferV2(info, input, params = {}, slot = 'main', reduce = null, headers = {}) {
   const weightsOut = !reduce ? ['attention_weights'] : reduce.pool ? ['attention_weights_pooled']
                    : ['attention_weights_top_k_values', 'attention_weights_top_k_indices'];
   const req = v2Request(input, { ...params, ...(reduce && reduce.pool ? { weights_pool: reduce.pool } : {}),
@@ -154,7 +164,7 @@ export async function inferV2(info, input, params = {}, slot = 'main', reduce = 
   const t0 = performance.now();
   const sent = await fetchInSlot(slot, `v2/models/${encodeURIComponent(info.name)}/infer`, {
     method: 'POST', body: req.body,
-    headers: { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': String(req.headerLength) },
+    headers: { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': String(req.headerLength), ...headers },
   }, 'arrayBuffer');
   if (sent.aborted || sent.error) return sent;
   const { res, body: buf } = sent;

@@ -29,6 +29,9 @@ export const state = {
     input: 'same',
   },
   second: null,       // {response}: the second input's answer (Compare), or null
+  stack: null,        // a stack of served layers (views/stepper.js): {names, layers (each layer's answer
+                      // as response), layer (the one shown as response), n, P, tokens, predictions,
+                      // note, sequenceIds}, or null
   lastRequest: null,  // {body, pasted}: the last body sent, and whether the user typed it
   lastExchange: null, // {endpoint, request, response}: the texts of the last successful run (Export JSON)
   runSeq: 0,          // number of the latest run; an older run's answer is dropped

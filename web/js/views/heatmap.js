@@ -18,6 +18,10 @@ import { mapImage, mapLabel, selectHead } from './maps.js';
 // What this view alone knows: the layout of its last drawing ({left, top,
 // cell, L, S} in CSS pixels) and the cell under the pointer ({i, j}).
 const local = { layout: null, hover: null };
+// Called with the layout after each drawing (stepper.js draws over the map).
+const drawnHooks = [];
+export const onHeatmapDrawn = (fn) => drawnHooks.push(fn);
+export const heatmapLayout = () => (local.layout && state.view.tab === 'heatmap' ? { ...local.layout } : null);
 
 export function renderHeatmap() {
   const r = state.response;
@@ -32,6 +36,7 @@ export function renderHeatmap() {
     sizeCanvas(overlay, 1, 1);
     $('legend').style.display = 'none';
     local.layout = null;
+    for (const fn of drawnHooks) fn();
     return;
   }
   $('legend').style.display = '';
@@ -85,6 +90,7 @@ export function renderHeatmap() {
   drawCaption(ctx, caption, left, top + gh + 10);
   local.layout = { left, top, cell, L, S };
   if (kept && kept.i < L && kept.j < S) moveKeyboard(0, 0, null, kept);
+  for (const fn of drawnHooks) fn();
 
   const thr = state.view.threshold;
   drawLegend($('legend'), {

@@ -34,7 +34,8 @@ export function mapImage(b, h) {
 // What the large views show, in words: "head 2 · batch 1".
 export function mapLabel(sep = ' · ') {
   const { response: r, view } = state;
-  return `${headName(view.head)}${r && r.N > 1 ? `${sep}batch ${view.batch}` : ''}`;
+  const role = r && r.headRoles && view.head !== AVG && r.headRoles[view.head] ? `${sep}${r.headRoles[view.head]}` : '';
+  return `${r && r.layer !== undefined ? `layer ${r.layer}${sep}` : ''}${headName(view.head)}${role}${r && r.N > 1 ? `${sep}batch ${view.batch}` : ''}`;
 }
 
 // Shows head `head` (a number, or 'avg') in the large views, if the response has it.

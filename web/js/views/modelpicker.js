@@ -44,7 +44,12 @@ export function showModelMeta(name) {
   if (info.trained) row(dl, 'vocabulary', c.vocab.join(' '));
   if (c.pattern) row(dl, 'learned', `${c.pattern.kind} (heads ${(c.pattern.heads || []).join(', ')})` +
                                     (c.pattern.description ? `: ${c.pattern.description}` : ''));
-  row(dl, 'input', info.trained ? 'the model\'s own embedding table (config.json), positional encoding by the server'
+  if (c.circuit) row(dl, 'circuit', ['previous_token', 'induction'].filter((k) => c.circuit[k]).map((k) => {
+    const x = c.circuit[k];
+    return `${k.replace('_', '-')} head: layer ${x.layer} head ${x.head} (mean weight ${x.mean_weight})`;
+  }).join('; ') + (c.circuit.accuracy !== undefined ? `; accuracy ${c.circuit.accuracy}` : ''));
+  row(dl, 'input', info.trained && c.positions ? 'the model\'s own embedding table and learned positions (config.json), added by the page'
+                 : info.trained ? 'the model\'s own embedding table (config.json), positional encoding by the server'
                                 : 'the page\'s token embeddings at the model\'s widths');
   box.append(dl);
 }

@@ -1,0 +1,215 @@
+// The stack example and step mode: a served stack of layers (stack.js),
+// run on the typed tokens as one prompt chunk, then stepped token by token
+// ("Step": the next token of the sequence last run or reset; "Next token":
+// the model's own prediction), each step one row per layer; "Reset" ends
+// the sequences and starts new ones at the first token. Below the buttons:
+// the tokens with the model's prediction for each under it (correct ones
+// marked), and a status line. "ideal induction" outlines, on the large
+// heatmap, where an ideal induction head would look.
+//
+//   initStepper()          // after the model picker: adds the stack's entry to the Example list
+//   stackChosen()          // the Example list shows the stack
+//   openStack()            // the stack's example input, run
+//   runStack()             // the typed tokens as one prompt chunk (new sequences)
+//   stackView()            // the test hook's snapshot (app.js window.attn.stack)
+//
+// state.stack (state.js) holds what is drawn: every layer's maps, the
+// layer shown, the tokens and predictions; the sequences themselves (ids,
+// the residual stream) are the StackSession's.
+
+import { state, subscribe, update } from '../state.js';
+import { $, clearOverlay, sizeCanvas } from '../canvas.js';
+import { StackSession, findRepeat, idealInduction, stackOf, stackTokens } from '../stack.js';
+import { modelOf, showModelMeta } from './modelpicker.js';
+import { applyModelInput, updateFormFields } from './form.js';
+import { heatmapLayout, onHeatmapDrawn } from './heatmap.js';
+
+export const STACK_EXAMPLE = 'induction';
+
+let layers = null;     // the served stack's model infos, or null
+let session = null;    // the StackSession of what is shown
+let plan = [];         // the token ids Step walks through: the typed text at the last Run or Reset
+let queue = Promise.resolve();   // actions run one after another, in the order clicked
+
+export const stackChosen = () => !!layers && $('example').value === STACK_EXAMPLE;
+
+// The first served model that starts a stack, as an entry of the Example list.
+export function initStepper() {
+  for (const opt of $('model').options) {
+    layers = opt.value ? stackOf(modelOf(opt.value), modelOf) : null;
+    if (layers) break;
+  }
+  if (!layers) return;
+  const c = layers[0].config;
+  const what = c.circuit && c.circuit.induction ? 'induction heads' : layers[0].name;
+  const opt = new Option(`Trained: ${what} (${layers.length} layers)`, STACK_EXAMPLE);
+  const trained = $('example').querySelector('option[value="trained"]');
+  $('example').insertBefore(opt, trained ? trained.nextSibling : $('example').firstElementChild);
+  $('step').addEventListener('click', () => act(step));
+  $('next-token').addEventListener('click', () => act(nextToken));
+  $('reset').addEventListener('click', () => act(reset));
+  $('ideal').addEventListener('change', drawIdeal);
+  subscribe((changed) => {
+    if ('stack' in changed) {
+      $('stack-card').hidden = !state.stack;
+      document.body.dataset.stack = state.stack ? 'on' : '';
+      if (!state.stack && session) { session.end(); session = null; }
+      renderPredictions();
+    }
+  });
+  onHeatmapDrawn(drawIdeal);
+  // The server would keep the sequences until their idle timeout.
+  window.addEventListener('pagehide', () => { if (session) session.end(true); });
+}
+
+export function openStack() {
+  $('example').value = STACK_EXAMPLE;
+  $('model').value = layers[0].name;
+  showModelMeta(layers[0].name);
+  applyModelInput(layers[0]);
+  updateFormFields();
+  return runStack();
+}
+
+export const runStack = () => act(async () => {
+  plan = idsOf($('tokens').value);
+  session = session || new StackSession(layers);
+  return session.restart(plan);
+});
+
+async function reset() {
+  plan = idsOf($('tokens').value);
+  session = session || new StackSession(layers);
+  return session.restart(plan.slice(0, 1));
+}
+
+const reached = () => `reached the model's ${session.P} positions`;
+
+async function step() {
+  if (!session) return { note: 'Run first' };
+  if (session.n >= session.P) return { note: reached() };
+  if (session.n >= plan.length) return { note: `all ${plan.length} tokens of the sequence are in: Next token appends the model's prediction` };
+  return session.append([plan[session.n]]);
+}
+
+async function nextToken() {
+  if (!session) return { note: 'Run first' };
+  if (session.n >= session.P) return { note: reached() };
+  const next = session.predictions()[session.n - 1];
+  return session.append([session.vocab.indexOf(next)]);
+}
+
+function idsOf(text) {
+  return stackTokens(layers[0], text).map((t) => layers[0].config.vocab.indexOf(t));
+}
+
+// Runs `fn` after the actions before it, as a run of the page (busy,
+// runSeq, runCount, lastError as app.js's runs), and draws its result:
+// {ok}, {note} (nothing sent), or {error, lost}.
+function act(fn) {
+  queue = queue.then(async () => {
+    const seq = state.runSeq + 1, t0 = performance.now();
+    update({ runSeq: seq, busy: true });
+    let r;
+    try {
+      r = await fn();
+    } catch (e) {
+      r = { error: { status: 0, code: '', message: e.message } };
+    }
+    if (seq !== state.runSeq) return;   // another run replaced this one on the page
+    const done = { busy: false, runCount: state.runCount + 1 };
+    if (r.error || !session) return update({ ...done, lastError: r.error || null });
+    const note = r.note || (r.lost ? `the server had lost the sequences (restarted?): started again from the ${session.n} tokens kept here`
+                                   : session.n >= session.P ? reached() : '');
+    publish(note, { ...done, lastError: null, lastTiming: r.note ? state.lastTiming : { total: performance.now() - t0, bytes: session.lastBytes } });
+  });
+  return queue;
+}
+
+// The session's maps into the state: every layer's, the shown one as the response.
+function publish(note, extra) {
+  const c = layers[0].config;
+  const first = c.circuit && c.circuit.induction ? c.circuit.induction : { layer: layers.length - 1, head: 0 };
+  const layer = state.stack ? state.stack.layer : first.layer;
+  const maps = layers.map((_, l) => session.layerResponse(l));
+  const r = maps[layer];
+  const head = state.stack ? (state.view.head === 'avg' || state.view.head < r.H ? state.view.head : 0) : first.head;
+  update({
+    ...extra,
+    stack: { names: layers.map((x) => x.name), layers: maps, layer, n: session.n, P: session.P,
+             tokens: session.tokens(), predictions: session.predictions(), note,
+             sequenceIds: session.seq.slice() },
+    response: r, title: `${layers[layer].name} (layer ${layer} of ${layers.length}, trained)`,
+    view: { ...state.view, head, batch: 0, tab: state.view.tab === 'compare' ? 'heatmap' : state.view.tab },
+    second: null, lastExchange: session.lastExchange,
+  });
+}
+
+// Shows layer l's maps, head h (the overview's click).
+export function showLayer(l, h) {
+  const s = state.stack;
+  update({ stack: { ...s, layer: l }, response: s.layers[l], title: `${layers[l].name} (layer ${l} of ${layers.length}, trained)`,
+           view: { ...state.view, head: h } });
+}
+
+// Under each token the model's guess for it (made at the position before),
+// then its guess for the next token; correct guesses marked.
+function renderPredictions() {
+  const box = $('predictions'), s = state.stack;
+  box.textContent = '';
+  $('step-status').textContent = s ? `${s.n} of ${s.P} positions` + (s.note ? ` · ${s.note}` : '') : '';
+  if (!s) return;
+  const head = (text, cls) => Object.assign(document.createElement('span'), { textContent: text, className: cls });
+  const col = (top, bottom, cls, title) => {
+    const c = document.createElement('span');
+    c.className = `pcol ${cls}`;
+    c.title = title;
+    c.append(head(top, 'ptok'), head(bottom, 'ppred'));
+    return c;
+  };
+  box.append(col('token', 'predicted', 'plabel', ''));
+  let right = 0;
+  s.tokens.forEach((t, i) => {
+    if (i === 0) { box.append(col(t, '·', '', `position 0: ${t}`)); return; }
+    const p = s.predictions[i - 1], ok = p === t;
+    right += ok;
+    box.append(col(t, p, ok ? 'ok' : 'miss', `position ${i}: ${t}; the model predicted ${p} from the tokens before${ok ? ' (correct)' : ''}`));
+  });
+  if (s.n) box.append(col('?', s.predictions[s.n - 1], 'next', 'the model\'s prediction of the next token'));
+  if (s.n > 1) $('step-status').textContent += ` · ${right} of ${s.n - 1} next tokens predicted`;
+}
+
+// The cells an ideal induction head would weigh on the shown map, for the
+// repeat found in the sequence (the one Step walks through, else the tokens).
+export function idealCells() {
+  const s = state.stack;
+  if (!s || !session) return [];
+  const seq = plan.length >= s.n && plan.slice(0, s.n).every((id, i) => s.tokens[i] === session.vocab[id])
+    ? plan.map((id) => session.vocab[id]) : s.tokens;
+  return idealInduction(findRepeat(seq), s.n);
+}
+
+function drawIdeal() {
+  const c = $('heatmap-ideal'), g = heatmapLayout();
+  if (!g || !state.stack || !$('ideal').checked) { sizeCanvas(c, 1, 1); return; }
+  const base = $('heatmap');
+  sizeCanvas(c, parseFloat(base.style.width), parseFloat(base.style.height));
+  const ctx = clearOverlay(c);
+  ctx.strokeStyle = '#ff4fd8';
+  ctx.lineWidth = Math.max(1, Math.min(2, g.cell / 6));
+  for (const [i, j] of idealCells()) {
+    if (i < g.L && j < g.S) ctx.strokeRect(g.left + j * g.cell + 1, g.top + i * g.cell + 1, g.cell - 2, g.cell - 2);
+  }
+}
+
+// The test hook's snapshot: what state.stack holds, plus each layer's maps
+// as nested arrays ([layer][head][i][j]) and the ideal cells drawn.
+export function stackView() {
+  const s = state.stack;
+  if (!s) return null;
+  const maps = s.layers.map((r) => Array.from({ length: r.H }, (_, h) => Array.from({ length: r.L },
+    (_, i) => Array.from(r.weights.subarray((h * r.L + i) * r.S, (h * r.L + i + 1) * r.S)))));
+  return { names: s.names.slice(), layer: s.layer, n: s.n, P: s.P, tokens: s.tokens.slice(), predictions: s.predictions.slice(),
+           note: s.note, sequenceIds: s.sequenceIds.slice(), maps, labels: s.layers.map((r) => r.headLabels.slice()),
+           ideal: $('ideal').checked ? idealCells() : [] };
+}
