@@ -81,8 +81,6 @@ DS_CAT(ds_context_gb, SFX)(float *P, const float *sc, const void *V, int n, int 
                            const char *pf, int dt, int GB)
 {
     const size_t row = (size_t)d * (dt == ATT_KV_F32 ? 4 : 2);
-    for (size_t o = 0; pf && o < (size_t)n * row; o += 64)
-        __builtin_prefetch(pf + o, 0, 2);
     int x = 0;
     for (; x + UX * VW <= d; x += UX * VW) {
         VF a[4][UX];
@@ -90,6 +88,11 @@ DS_CAT(ds_context_gb, SFX)(float *P, const float *sc, const void *V, int n, int 
             for (int u = 0; u < UX; u++)
                 a[g][u] = VLOAD(P + (size_t)g * (d + 2) + 2 + x + u * VW);
         for (int j = 0; j < n; j++) {
+            /* the row DEC_AHEAD on, asked for as this one is used: spread
+             * over the tile, not all at its start (a burst of prefetches
+             * fills the miss buffers and stalls the loads behind it) */
+            for (size_t o = 0; pf && x == 0 && o < row; o += 64)
+                __builtin_prefetch(pf + (size_t)j * row + o, 0, 2);
             VF v[UX];
             for (int u = 0; u < UX; u++)
                 v[u] = DS_CAT(ds_load, SFX)(V, (size_t)j * d + x + u * VW, dt);
