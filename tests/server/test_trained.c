@@ -330,3 +330,16 @@ Test(trained, a_missing_default_repository_is_skipped_an_explicit_one_is_not)
     cr_assert_eq(chdir(cwd), 0);
     rmdir(dir);
 }
+
+/* The log line of the loaded model gives its size in a unit that reads:
+ * digits-reverse holds (4·E² + 4·E)·4 = 16 896 bytes of float32 weights,
+ * "16.9 KB", not "0.0 MB". */
+Test(trained, the_load_line_gives_the_size_in_kb)
+{
+    struct server s;
+    start_default(&s);
+    cr_assert(file_has(s.log, "model " MODEL ": loaded (torch_mha, E 32, heads 4, kv heads 4, "
+                              "head_dim 8, F32, 16.9 KB)"), "log %s", s.log);
+    cr_assert(!file_has(s.log, " 0.0 MB)"), "log %s", s.log);
+    cr_assert_eq(server_stop(&s), 0);
+}
