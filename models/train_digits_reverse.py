@@ -43,7 +43,7 @@ algorithms, no times or dates in the files):
   models/digits-reverse/model.safetensors  the layer, format torch_mha (F32)
   models/digits-reverse/config.json        format, num_heads, defaults, and
       for the web page: vocab, embedding (V x E), unembedding (V x E) and
-      unembedding_bias (V), input, task, pattern
+      unembedding_bias (V), input, task, answer, pattern
   tests/models/trained/digits-reverse.json a golden case: a POST /attention
       body naming the model, and PyTorch's float64 answer (tests/server/test_trained.c)
 """
@@ -234,6 +234,7 @@ def main():
                 f"position {L - 1}-i",
         "input": {"tokens": "digits", "length": L, "example": EXAMPLE},
         "vocab": VOCAB,
+        "answer": "reverse",  # the page marks each predicted digit right or wrong
         "pattern": {"kind": "anti-diagonal", "heads": heads,
                     "description": "query i puts most of its weight on key L-1-i"},
         "embedding": rows(emb),

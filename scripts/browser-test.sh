@@ -9,7 +9,8 @@
 # chromium (Playwright's own browser download is not used) and a font for the
 # labels when /usr/bin/chromium is absent, and the npm packages pinned in
 # package-lock.json (playwright-core). Then it runs tests/browser/web.test.mjs,
-# variants.test.mjs, views.test.mjs, models.test.mjs and reduced.test.mjs, each
+# variants.test.mjs, views.test.mjs, models.test.mjs, reduced.test.mjs and
+# layout.test.mjs, each
 # of which starts the server itself on a free port. Screenshots and the
 # server's logs go to build/browser/; a
 # sanitizer report in a log fails the test.
@@ -42,6 +43,7 @@ node tests/browser/variants.test.mjs || status=1
 node tests/browser/views.test.mjs || status=1
 node tests/browser/models.test.mjs || status=1
 node tests/browser/reduced.test.mjs || status=1
+node tests/browser/layout.test.mjs || status=1
 # What a sanitizer finds only at exit (LeakSanitizer) does not fail a request:
 # it is in the server's log.
 if grep -n 'Sanitizer\|runtime error:' build/browser/server*.log >&2; then
