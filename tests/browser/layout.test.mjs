@@ -5,11 +5,14 @@
 // or directly: node tests/browser/layout.test.mjs
 //
 // What is checked:
+//   readout.js on a made-up model: logits, argmax, the bias, "next" and
+//       "reverse" answers;
 //   answer: under the map, digits-reverse's answer is the argmax of its
 //       unembedding (+ unembedding_bias, from the served config.json,
 //       computed here) applied to the page's Output, the input reversed,
 //       each digit marked right; none for an untrained example;
-//   widths 820, 1400 and 1920 px (heights 1180, 900, 1080): nothing cut off
+//   widths 820, 1400 and 1920 px (heights 1180, 900, 1080, and 720 at 820
+//       and 1400, a short window): nothing cut off
 //       (no select whose chosen text is wider than the select, no option of
 //       the example and Weights selects that would be; no sideways scroll),
 //       the map and its answer on screen after a run; at 1920 the map is
@@ -30,7 +33,7 @@ import path from 'node:path';
 import { OUT, check, log, openPage, runAndWait, runSuite, selectTab, shot } from './harness.mjs';
 
 const MODEL = 'digits-reverse';
-const WIDTHS = [[820, 1180], [1400, 900], [1920, 1080]];
+const WIDTHS = [[820, 1180], [1400, 900], [1920, 1080], [820, 720], [1400, 720]];
 const ctx = { config: null, mapAt: {} };
 
 async function runModel(page) {
@@ -82,6 +85,30 @@ async function stepAnswer(page, base) {
   check(!(await page.isVisible('[data-testid="answer"]')), 'an untrained example shows an answer');
   check(await page.evaluate(() => window.attn.answer()) === null, 'attn.answer() is not null for an untrained example');
   await runAndWait(page, () => page.selectOption('[data-testid="example"]', 'trained'), 60000, { v2: true });
+}
+
+// js/readout.js on a small made-up model, as the induction model's config
+// has it (no bias; answer "next"), and with a bias.
+async function stepReadoutModule(page) {
+  const got = await page.evaluate(async () => {
+    const m = await import('./js/readout.js');
+    const cfg = { vocab: ['a', 'b', 'c'], unembedding: [[1, 0], [0, 1], [1, 1]], answer: 'next' };
+    const x = new Float32Array([2, 0, 0, 3, 1, 1, -1, -1]);   // 4 rows of E = 2
+    const withBias = { ...cfg, unembedding_bias: [0, 0, -5], answer: 'reverse' };
+    return { can: [m.canRead(cfg), m.canRead({ ...cfg, unembedding: [[1, 0]] }), m.canRead({ ...cfg, unembedding_bias: [1] }),
+                   m.canRead({ vocab: ['a'] })],
+             z: Array.from(m.logits(cfg, x)), words: m.predict(cfg, x), biased: m.predict(withBias, x),
+             next: m.expected(cfg, ['a', 'b', 'c']), rev: m.expected(withBias, ['a', 'b', 'c']),
+             none: m.expected({ vocab: [] }, ['a']), what: [m.answerWhat(cfg), m.answerWhat(withBias)] };
+  });
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  check(same(got.can, [true, false, false, false]), `canRead: ${JSON.stringify(got.can)}`);
+  check(same(got.z, [2, 0, 2, 0, 3, 3, 1, 1, 2, -1, -1, -2]), `logits: ${JSON.stringify(got.z)}`);
+  check(same(got.words, ['a', 'b', 'c', 'a']), `tokens: ${JSON.stringify(got.words)} (argmax, the first on a tie)`);
+  check(same(got.biased, ['a', 'b', 'a', 'a']), `tokens with the bias: ${JSON.stringify(got.biased)}`);
+  check(same(got.next, ['b', 'c', null]) && same(got.rev, ['c', 'b', 'a']) && got.none === null,
+        `expected: next ${JSON.stringify(got.next)}, reverse ${JSON.stringify(got.rev)}, none ${JSON.stringify(got.none)}`);
+  log(`  logits, argmax, bias, answers "next" and "reverse" (${got.what.join(', ')})`);
 }
 
 // Every visible select whose chosen text (or, for the example and Weights
@@ -138,11 +165,11 @@ async function stepWidths(page) {
     const on = (r) => r.x >= 0 && r.y >= 0 && r.right <= b.W && r.bottom <= b.H;
     check(on(b.map), `at ${W} x ${H}: the map is at (${Math.round(b.map.x)}, ${Math.round(b.map.y)}) ${Math.round(b.map.w)} x ${Math.round(b.map.h)}, not on screen`);
     check(on(b.answer), `at ${W} x ${H}: the answer under the map is at y ${Math.round(b.answer.y)}…${Math.round(b.answer.bottom)}, not on screen`);
-    ctx.mapAt[W] = b;
-    await page.screenshot({ path: path.join(OUT, `layout-${W}.png`) });
+    ctx.mapAt[`${W}x${H}`] = b;
+    await page.screenshot({ path: path.join(OUT, `layout-${W}x${H}.png`) });
     log(`  ${W} x ${H}: nothing cut off; map ${Math.round(b.map.w)} x ${Math.round(b.map.h)} at (${Math.round(b.map.x)}, ${Math.round(b.map.y)}), answer on screen`);
   }
-  const a = ctx.mapAt[1400].map, c = ctx.mapAt[1920];
+  const a = ctx.mapAt['1400x900'].map, c = ctx.mapAt['1920x1080'];
   check(c.map.w * c.map.h >= 1.4 * a.w * a.h, `at 1920 px the map (${Math.round(c.map.w)} x ${Math.round(c.map.h)}) is not larger than at 1400 px (${Math.round(a.w)} x ${Math.round(a.h)})`);
   check(c.H - c.answer.bottom < 0.25 * c.H, `at 1920 x 1080 the map and its answer end at y ${Math.round(c.answer.bottom)}: a large empty area below`);
   await page.setViewportSize({ width: 1400, height: 900 });
@@ -258,6 +285,7 @@ async function stepLog(page, base) {
 
 runSuite('layout.test', [
   ['answer: digits-reverse\'s reversed digits under the map, marked right', stepAnswer, { essential: true }],
+  ['readout.js: logits, tokens, the right answers', stepReadoutModule],
   ['820, 1400, 1920 px: nothing cut off, the map on screen', stepWidths],
   ['served-model panel: defaults readable, no broken words; disabled controls look it', stepModelPanel],
   ['tooltip never covers the legend', stepTooltip],

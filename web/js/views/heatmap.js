@@ -41,12 +41,16 @@ export function renderHeatmap() {
   const avail = availableWidth($('view-heatmap')) - 110;   // legend and margins
   const room = roomBelow(canvas);
   const measure = canvas.getContext('2d');
-  // First guess of the cell size, then the label margins it implies: up to
-  // 640 px and 40 px a cell, larger where the window has the room below
-  // the map's top (a wide window: the map fills it; a short map stays on
-  // screen).
+  // First guess of the cell size, then the label margins it implies. A
+  // long sequence: up to 640 px and 40 px a cell, larger where the window
+  // has the room below the map's top. A short one (40 px cells within
+  // 640): as large as that room, so the map fills a large window and stays
+  // on screen in a small one (cells of 16 to 96 px).
   const fits = (px) => Math.floor(px / Math.max(L, S));
-  let cell = Math.max(1, Math.min(96, Math.max(Math.min(40, fits(640)), fits(room - 60)), fits(avail - 120)));
+  const short = fits(640) >= 40;
+  let cell = short ? Math.max(16, Math.min(96, fits(room - 60)))
+                   : Math.min(96, Math.max(fits(640), fits(room - 60)));
+  cell = Math.max(1, Math.min(cell, fits(avail - 120)));
   const labels = cell >= 10;
   const fontPx = Math.max(9, Math.min(13, cell - 3));
   measure.font = `${fontPx}px ${FONT}`;
@@ -56,7 +60,7 @@ export function renderHeatmap() {
   const top = labels ? Math.ceil(colW * Math.SQRT1_2) + 22 : 30;
   const right = labels ? Math.ceil(colW * Math.SQRT1_2) + 8 : 10;
   cell = Math.max(1, Math.min(cell, Math.floor((avail - left - right) / S) || 1));
-  if (cell > 40) cell = Math.max(40, Math.min(cell, Math.floor((room - top - 28) / L)));
+  if (short || cell > 40) cell = Math.min(cell, Math.max(short ? 16 : 40, Math.floor((room - top - 28) / L)));
   const gw = S * cell, gh = L * cell;
   const x = r.reduced;
   const caption = x && x.kind === 'pool'
@@ -94,10 +98,10 @@ export function renderHeatmap() {
 
 // The height from the top of el to the bottom of the window when the page
 // is scrolled to its top, less what goes under the map (the answer line),
-// at least 300 px.
+// at least 200 px.
 function roomBelow(el) {
   const top = el.getBoundingClientRect().top + window.scrollY;
-  return Math.max(300, window.innerHeight - top - ($('answer').hidden ? 20 : 90));
+  return Math.max(200, window.innerHeight - top - ($('answer').hidden ? 20 : 90));
 }
 
 // The cell (query i, key j) in CSS pixels relative to the viewport, and its
