@@ -35,9 +35,11 @@ function row(dl, k, v) {
   dl.append(dt, dd);
 }
 
-// A default's value as it reads: true, 1, sinusoidal, [1, 2].
+// A default's value as it reads: true, 1, sinusoidal, [1, 2], and an
+// object as its fields (rope: style half, theta 10000, rotary_dim 8).
 const plain = (v) => (typeof v === 'string' ? v : Array.isArray(v) ? `[${v.map(plain).join(', ')}]`
-                    : v !== null && typeof v === 'object' ? JSON.stringify(v) : String(v));
+                    : v !== null && typeof v === 'object' ? Object.entries(v).map(([k, x]) => `${k} ${plain(x)}`).join(', ')
+                    : String(v));
 
 // The chosen model's metadata in the sidebar (nothing for '').
 export function showModelMeta(name) {
