@@ -2,7 +2,7 @@
 // config.json has a vocabulary and an unembedding (readout.js), the token
 // each position of the Output decodes to, and, when the config says what
 // the right answer is, whether each one is right. Hidden for anything else
-// (the untrained examples, your own request).
+// (the untrained examples, your own request, one layer of a stack).
 //
 //   renderAnswer()   // after each response (and batch change)
 //   answerOf()       // {model, tokens, expected, right, what, bias} of the drawn answer, or null
@@ -16,7 +16,9 @@ import { answerWhat, canRead, expected, predict } from '../readout.js';
 export function answerOf() {
   const r = state.response;
   const info = r && r.json && r.json.model ? modelOf(r.json.model) : null;
-  if (!info || !canRead(info.config)) return null;
+  // A layer of a stack (config.next_layer) answers only through the whole
+  // stack, its residual added: not from its own Output.
+  if (!info || !canRead(info.config) || info.config.next_layer) return null;
   const E = r.outputShape[r.outputShape.length - 1], rows = r.outputShape[r.outputShape.length - 2];
   if (E !== info.config.unembedding[0].length || rows !== r.L) return null;
   const b = r.outputShape.length === 3 ? state.view.batch : 0;
