@@ -13,8 +13,8 @@
 //       each digit marked right; none for an untrained example;
 //   widths 820, 1400 and 1920 px (heights 1180, 900, 1080, and 720 at 820
 //       and 1400, a short window): nothing cut off
-//       (no select whose chosen text is wider than the select, no option of
-//       the example and Weights selects that would be; no sideways scroll),
+//       (no option of a select wider than the select shows; no sideways
+//       scroll),
 //       the map and its answer on screen after a run; at 1920 the map is
 //       larger than at 1400 and reaches down the window;
 //   served-model panel: the defaults as "name: value" lines, no identifier
@@ -111,9 +111,9 @@ async function stepReadoutModule(page) {
   log(`  logits, argmax, bias, answers "next" and "reverse" (${got.what.join(', ')})`);
 }
 
-// Every visible select whose chosen text (or, for the example and Weights
-// selects, any option's text) is wider than the select shows it: each
-// option measured in a copy of the select sized to its content.
+// Every visible select with an option whose text is wider than the select
+// shows (any option may be chosen): each measured in a copy of the select
+// sized to its content.
 async function cutOff(page) {
   return page.evaluate(() => {
     const bad = [];
@@ -130,8 +130,7 @@ async function cutOff(page) {
     };
     for (const sel of document.querySelectorAll('select')) {
       if (!sel.offsetParent || sel.getBoundingClientRect().width === 0) continue;
-      const all = sel.id === 'example' || sel.id === 'weights-mode';
-      const texts = all ? [...sel.options].map((o) => o.text) : sel.selectedIndex >= 0 ? [sel.options[sel.selectedIndex].text] : [];
+      const texts = [...sel.options].map((o) => o.text);
       for (const t of texts) {
         const need = fits(sel, t);
         if (need) bad.push(`#${sel.id} "${t}" needs ${Math.ceil(need)} px, has ${Math.round(sel.getBoundingClientRect().width)}`);
