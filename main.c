@@ -50,6 +50,18 @@ static void *second_signal(void *arg)
 }
 
 /* What the transport takes of the settings (strings borrowed from c). */
+/* The web page's address, for the start-up line: a wildcard bind is
+ * reached on the loopback address, an IPv6 address goes in brackets. */
+static void page_url(char *out, size_t len, const struct cfg *c, int port)
+{
+    const char *host = strcmp(c->bind, "0.0.0.0") == 0 ? "127.0.0.1"
+                     : strcmp(c->bind, "::") == 0      ? "::1"
+                                                       : c->bind;
+    const int v6 = strchr(host, ':') != NULL;
+    snprintf(out, len, "%s://%s%s%s:%d/", c->tls_cert_file[0] ? "https" : "http", v6 ? "[" : "",
+             host, v6 ? "]" : "", port);
+}
+
 static struct http_options http_options_of(const struct cfg *c)
 {
     return (struct http_options){
@@ -157,9 +169,15 @@ int main(int argc, char **argv)
     if (c.log_level >= CFG_LOG_DEBUG)
         cfg_dump(&c, stderr);
     fprintf(stderr, "attention-server: %s\n", framing_library());
+    char page[128] = "";
+    if (sd == 0) { /* static_dir has the page's index.html */
+        char url[96];
+        page_url(url, sizeof url, &c, http_port(srv));
+        snprintf(page, sizeof page, "; the page: open %s in a browser", url);
+    }
     fprintf(stderr, "attention-server: listening on http://%s:%d (workers %d (%s), queue %d, "
-                    "threads_per_request %d, OpenBLAS kernels %s)\n", c.bind, http_port(srv),
-            c.workers, workers_from, c.queue_depth, c.threads_per_request, blas_core);
+                    "threads_per_request %d, OpenBLAS kernels %s)%s\n", c.bind, http_port(srv),
+            c.workers, workers_from, c.queue_depth, c.threads_per_request, blas_core, page);
 
     int sig = 0;
     sigwait(&sigs, &sig);

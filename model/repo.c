@@ -145,6 +145,22 @@ static void turn_end(struct entry *e)
 
 /* repo_load(); startup: the start-up loader's load, skipped (REPO_OK) when
  * a call through the API came first (the model is no longer LOADING). */
+/* bytes in the unit that reads best: "512 B", "17.2 KB", "9.4 MB", "1.25 GB"
+ * (powers of 1000, as the sizes of files); returns buf. */
+static const char *size_str(char *buf, size_t len, size_t bytes)
+{
+    const double b = (double)bytes;
+    if (bytes < 1000)
+        snprintf(buf, len, "%zu B", bytes);
+    else if (b < 999.95e3)
+        snprintf(buf, len, "%.1f KB", b / 1e3);
+    else if (b < 999.95e6)
+        snprintf(buf, len, "%.1f MB", b / 1e6);
+    else
+        snprintf(buf, len, "%.2f GB", b / 1e9);
+    return buf;
+}
+
 static int load(const char *name, int startup, char *why, size_t whylen)
 {
     if (!R.dir[0]) {
@@ -200,13 +216,15 @@ static int load(const char *name, int startup, char *why, size_t whylen)
     }
     /* the line is made before the next call's turn: an unload may free m */
     char line[768];
-    if (rc == 0)
+    if (rc == 0) {
+        char size[32];
         snprintf(line, sizeof line, "model %s: loaded (%s, E %d, heads %d, kv heads %d, head_dim "
-                 "%d, %s, %.1f MB)", name, model_format_name(m->format), m->E, m->H, m->Hkv,
-                 m->head_dim, m->dtype, (double)m->bytes / 1e6);
-    else
+                 "%d, %s, %s)", name, model_format_name(m->format), m->E, m->H, m->Hkv,
+                 m->head_dim, m->dtype, size_str(size, sizeof size, m->bytes));
+    } else {
         snprintf(line, sizeof line, "model %s: NOT loaded%s: %s", name,
                  kept ? " (still serving the weights loaded before)" : "", err);
+    }
     turn_end(e);
     pthread_mutex_unlock(&R.lock);
     pthread_mutex_unlock(&R.loading);

@@ -12,7 +12,8 @@ around it:
 
     x[i]   = embedding[token_i] + PE(i)        (the page embeds, the server adds PE)
     y      = nn.MultiheadAttention(E, H, batch_first=True)(x, x, x)
-    logits = y @ readout.weight^T + readout.bias   (per position; not served)
+    logits = y @ unembedding^T + unembedding_bias  (per position; not served:
+                                                    the page does it)
 
 There is no residual connection, so the answer for position i can only
 come from the keys it attends to: the layer must learn to look at the
@@ -41,7 +42,8 @@ Writes (byte-identical on every run: fixed seed, one thread, deterministic
 algorithms, no times or dates in the files):
   models/digits-reverse/model.safetensors  the layer, format torch_mha (F32)
   models/digits-reverse/config.json        format, num_heads, defaults, and
-      for the web page: vocab, embedding (V x E), readout, input, task, pattern
+      for the web page: vocab, embedding (V x E), unembedding (V x E) and
+      unembedding_bias (V), input, task, answer, pattern
   tests/models/trained/digits-reverse.json a golden case: a POST /attention
       body naming the model, and PyTorch's float64 answer (tests/server/test_trained.c)
 """
@@ -232,12 +234,14 @@ def main():
                 f"position {L - 1}-i",
         "input": {"tokens": "digits", "length": L, "example": EXAMPLE},
         "vocab": VOCAB,
+        "answer": "reverse",  # the page marks each predicted digit right or wrong
         "pattern": {"kind": "anti-diagonal", "heads": heads,
                     "description": "query i puts most of its weight on key L-1-i"},
-        "readout": {"layout": "V x E, as nn.Linear: logits = output . weight^T + bias; "
-                              "the prediction at position i is vocab[argmax logits]",
-                    "weight": rows(ro_w), "bias": floats(ro_b)},
         "embedding": rows(emb),
+        # the readout nn.Linear(E, V) as the induction model's unembedding:
+        # logits = output . unembedding^T + unembedding_bias
+        "unembedding": rows(ro_w),
+        "unembedding_bias": floats(ro_b),
         "training": {"script": "models/train_digits_reverse.py", "seed": SEED,
                      "steps": STEPS, "batch": BATCH, "optimizer": f"Adam, one-cycle lr {LR}",
                      "attention_entropy_penalty": ENT, "drophead": DROP,

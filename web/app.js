@@ -14,12 +14,13 @@
 //   js/models.js     served models over v2: list, metadata and config, their
 //                    input (vocabulary and embedding table), binary infer
 //   js/stats.js      per-head entropy and mean attention distance, differences
+//   js/readout.js    a model's answer in words: unembedding -> logits -> tokens
 //   js/svg.js        heatmaps as SVG text (Export SVG)
 //   js/stack.js      a stack of served layers (induction-l0 -> -l1): the residual
 //                    stream, one sequence per layer, predictions
 //   js/views/*.js    one module per part of the page: grid, summary, heatmap,
 //                    headview, output, compare, status, form, modelpicker,
-//                    export, stepper (step mode), overview (layer x head);
+//                    export, answer, stepper (step mode), overview (layer x head);
 //                    maps.js (the per-head images)
 //
 // A run: build the request (the served model chosen in the picker: v2
@@ -56,7 +57,9 @@
 //   attn.compareMaps() -> the Compare tab's maps {a, b, diff (flat L x S
 //       arrays), max, L, S} or {error}; attn.comparePixel(k, i, j) -> {x, y}
 //       the centre of cell (i, j) of panel k (0 A, 1 B, 2 B − A) in
-//       #compare-canvas's pixels; attn.compareRanges() -> {a, b, diff}.
+//       #compare-canvas's pixels; attn.compareRanges() -> {a, b, diff};
+//       attn.compareLabels() -> {rows, cols, tokens}: the axis labels drawn
+//       (the tokens, or indices when the cells are too small for text).
 //   attn.highlightedCell() -> {i, j}: the heatmap cell the keyboard or the
 //       pointer highlights, or null.
 //   attn.headSummary(batch) -> [{entropy, distance}] per head, as the head
@@ -64,6 +67,9 @@
 //   attn.stack() -> the stack shown (views/stepper.js stackView) or null:
 //       {names, layer, n, P, tokens, predictions, note, sequenceIds,
 //       maps [layer][head][i][j], labels [layer][head], ideal [[i, j]]}.
+//   attn.answer() -> the served model's answer in words under the maps
+//       (views/answer.js answerOf: {model, tokens, expected, right, ...}),
+//       or null when the drawn response has none.
 
 import { state, update, subscribe, readOnlyView } from './js/state.js';
 import { postAttention, requestFromForm, requestFromText } from './js/api.js';
@@ -76,12 +82,13 @@ import { cellPixel, cellRect, highlightedCell, initHeatmap, renderHeatmap } from
 import { markSelectedBars, renderSummary, summaryStats } from './js/views/summary.js';
 import { headTokenPoint, initHeadView, renderHeadView } from './js/views/headview.js';
 import { renderOutput } from './js/views/output.js';
+import { answerOf, renderAnswer } from './js/views/answer.js';
 import { renderStatus } from './js/views/status.js';
 import { applyExample, applyModelInput, readForm, updateFormFields } from './js/views/form.js';
 import { initModelPicker, modelOf, showModelMeta, trainedModel } from './js/views/modelpicker.js';
 import { inferV2, modelInput } from './js/models.js';
 import { reduceFor } from './js/reduced.js';
-import { compareMaps, comparePixel, compareRanges, initCompare, renderCompare } from './js/views/compare.js';
+import { compareLabels, compareMaps, comparePixel, compareRanges, initCompare, renderCompare } from './js/views/compare.js';
 import { exchangeJson, exportJson, exportPng, exportSvg, svgOfTab } from './js/views/export.js';
 import { STACK_EXAMPLE, initStepper, openStack, runStack, stackChosen, stackView } from './js/views/stepper.js';
 import { initOverview } from './js/views/overview.js';
@@ -101,6 +108,7 @@ function renderView() {
 function renderAll() {
   renderGrid();
   renderSummary();
+  renderAnswer();   // before the map, which leaves it room on screen
   renderView();
 }
 
@@ -120,8 +128,12 @@ function showTab() {
   for (const v of ['heatmap', 'headview', 'output', 'compare']) $(`view-${v}`).hidden = v !== tab;
 }
 
+// No response (an error cleared it): the error alone, no maps of an
+// earlier input under it.
 function showResponse() {
   const r = state.response;
+  for (const id of ['heads-card', 'view-card']) $(id).hidden = !r;
+  if (!r) return;
   const sel = $('batch');
   sel.textContent = '';
   $('batch-field').hidden = !(r.N > 1);
@@ -215,10 +227,10 @@ async function run(kind) {
   update({ runSeq: seq, busy: true });
   const t0 = performance.now();
   const sent = await send(kind, 'main');
-  if (sent.error) return finish(seq, { lastError: sent.error });
+  if (sent.error) return finish(seq, { lastError: sent.error, response: null, second: null });
   const res = sent.res;
   if (res.aborted || seq !== state.runSeq) return;
-  if (res.error) return finish(seq, { lastError: res.error });
+  if (res.error) return finish(seq, { lastError: res.error, response: null, second: null });
   const t2 = performance.now();
   update({ response: res.response, title: sent.title, view: fitView(state.view, res.response), lastError: null,
            second: null, lastExchange: sent.exchange, stack: null });
@@ -341,8 +353,10 @@ async function init() {
     compareMaps: () => { const m = compareMaps(); return m.error ? m : { ...m, a: Array.from(m.a), b: Array.from(m.b), diff: Array.from(m.diff) }; },
     comparePixel,
     compareRanges,
+    compareLabels,
     exchangeJson,
     stack: stackView,
+    answer: () => answerOf(),
     headSummary: (b) => (state.response && state.response.perHead ? summaryStats(b).map((s) => ({ ...s })) : null),
   });
 

@@ -11,7 +11,8 @@
 // at the model's widths: query E, key kdim and value vdim when they
 // differ), shows the model's metadata, and draws weights that equal the
 // same request made here in v2's JSON form, every head, and every cell of
-// the large heatmap has the colour of its weight. Export JSON of a v2
+// the large heatmap has the colour of its weight; the metadata panel has no
+// raw JSON and nothing wider than the panel. Export JSON of a v2
 // exchange holds the inputs and outputs with their data. Pooled (p = 2)
 // and top-k (k = 2) weights of a model through v2 (weights_pool /
 // weights_top_k, binary FP32 and INT32 outputs) equal the tile means and
@@ -77,6 +78,14 @@ async function stepEachModel(page, base) {
     const metaText = await page.textContent('[data-testid="model-meta"]');
     check(metaText.includes(meta.parameters.format) && metaText.includes(`H = ${meta.parameters.num_heads}`),
           `${name}: the metadata shown ("${metaText.slice(0, 120)}…") does not name its format and heads`);
+    // Readable in the sidebar: no raw JSON, nothing sticking out of the panel.
+    const panel = await page.evaluate(() => {
+      const box = document.querySelector('[data-testid="model-meta"]');
+      return { wide: [...box.querySelectorAll('dd, dd div')].filter((d) => d.scrollWidth > d.clientWidth + 1).map((d) => d.textContent),
+               over: box.scrollWidth > box.clientWidth + 1 };
+    });
+    check(!/[{}]/.test(metaText) && !panel.over && panel.wide.length === 0,
+          `${name}: the panel shows raw JSON or sticks out: ${panel.wide.join(' | ') || metaText.slice(0, 200)}`);
     lines.push(`${name} (${meta.parameters.format}, H ${H}, E ${width('query')})`);
     if (name === ctx.names[0]) await shot(page, 'models-first.png');
   }

@@ -23,7 +23,7 @@
 //   4. causal example: every cell above the diagonal is drawn as zero, in
 //      every head;
 //   5. a malformed pasted request: the server's error message is shown in
-//      #error (and the previous drawing stays);
+//      #error, alone (the maps of the earlier input are not left under it);
 //   6. L = S = 512, H = 16: renders; the time taken is printed, not asserted;
 //   7. the test hook window.attn is read-only: assignments through it throw
 //      (or, on the copies of typed arrays, change nothing) and the page
@@ -409,8 +409,9 @@ async function stepMalformed(page) {
     await page.waitForSelector('#error', { state: 'visible', timeout: 5000 });
     const shown = await page.textContent('#error');
     check(shown.includes(body.error.message), `#error says "${shown}", the server said "${body.error.message}"`);
-    const still = await page.evaluate(() => document.querySelectorAll('[data-testid^="head-thumb-"]').length);
-    check(still > 0, 'after the error the views are blank');
+    const still = await page.evaluate(() => [...document.querySelectorAll('[data-testid^="head-thumb-"], #heatmap')]
+      .filter((el) => el.offsetParent !== null).length);
+    check(still === 0, `after the error ${still} maps of the earlier input are still shown under it`);
     log(`  ${status} ${body.error.code}: "${body.error.message}" shown in #error`);
   }
   await shot(page, '10-error.png');

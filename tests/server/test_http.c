@@ -2039,6 +2039,19 @@ static void startup_line(const char *const *extra, char *line, size_t len)
     cr_assert(line[0] != '\0', "no start-up line");
 }
 
+/* The start-up line names the page's address (the server's static_dir has
+ * the page): with --bind 127.0.0.1 it is http://127.0.0.1:<port>/. */
+Test(http, startup_line_names_the_page_url, .timeout = 60)
+{
+    char line[512], want[96];
+    startup_line(NULL, line, sizeof line);
+    int port = 0;
+    const char *at = strstr(line, "listening on http://127.0.0.1:");
+    cr_assert(at && sscanf(at, "listening on http://127.0.0.1:%d", &port) == 1, "line: %s", line);
+    snprintf(want, sizeof want, "; the page: open http://127.0.0.1:%d/ in a browser\n", port);
+    cr_expect(strstr(line, want) != NULL, "line: %s", line);
+}
+
 /* workers defaults to the CPUs this process may use (affinity and cgroup
  * quota) over threads_per_request, and the start-up line says so; a
  * workers setting wins and the line says it was set. */

@@ -8,10 +8,10 @@
  * "embedding"; the server adds the positional encoding (the model's
  * defaults). The heads the training script lists under "pattern" must put
  * most of each query's weight on the mirrored key, the average over heads
- * must peak there, the readout must decode the reversed digits, and the
- * served answer must equal PyTorch's forward pass of the same weights (the
- * golden case the script wrote). Also: a missing default repository is not
- * an error, an explicitly named one is. */
+ * must peak there, the unembedding (+ unembedding_bias) must decode the
+ * reversed digits, and the served answer must equal PyTorch's forward pass
+ * of the same weights (the golden case the script wrote). Also: a missing
+ * default repository is not an error, an explicitly named one is. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <limits.h>
@@ -36,7 +36,7 @@
 struct trained {
     json_t *cfg;
     int L, E, H, V;
-    json_t *vocab, *embedding, *heads, *readout;
+    json_t *vocab, *embedding, *heads, *unembedding, *unembedding_bias;
 };
 
 static void trained_read(struct trained *t, int port)
@@ -50,10 +50,15 @@ static void trained_read(struct trained *t, int port)
     t->V = (int)json_array_size(t->vocab);
     t->E = (int)json_array_size(json_array_get(t->embedding, 0));
     t->heads = json_object_get(json_object_get(t->cfg, "pattern"), "heads");
-    t->readout = json_object_get(t->cfg, "readout");
+    t->unembedding = json_object_get(t->cfg, "unembedding");
+    t->unembedding_bias = json_object_get(t->cfg, "unembedding_bias");
     cr_assert(t->L >= 2 && t->H >= 1 && t->V == 10 && t->E >= t->H, "L %d H %d V %d E %d",
               t->L, t->H, t->V, t->E);
     cr_assert_eq((int)json_array_size(t->embedding), t->V, "one embedding row per token");
+    cr_assert_eq((int)json_array_size(t->unembedding), t->V, "one unembedding row per token");
+    cr_assert_eq((int)json_array_size(json_array_get(t->unembedding, 0)), t->E,
+                 "unembedding rows of E numbers");
+    cr_assert_eq((int)json_array_size(t->unembedding_bias), t->V, "one unembedding_bias per token");
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(t->cfg, "pattern"),
                                                        "kind")), "anti-diagonal");
     cr_assert_gt(json_array_size(t->heads), 0, "no head listed under pattern.heads");
@@ -181,11 +186,12 @@ Test(trained, served_heads_attend_to_the_mirrored_position, .timeout = 60)
     loud("trained: lowest weight on the mirrored key in the pattern heads: %.4f", lowest);
     free(w);
 
-    /* the readout (V x E, nn.Linear's layout) decodes the reversed digits */
+    /* the unembedding (V x E) and its bias (V) decode the reversed digits:
+     * logits = output . unembedding^T + unembedding_bias */
     size_t no;
     float *out = flatten(json_object_get(r, "output"), &no);
     cr_assert_eq(no, (size_t)NIN * L * t.E);
-    json_t *rw = json_object_get(t.readout, "weight"), *rb = json_object_get(t.readout, "bias");
+    json_t *rw = t.unembedding, *rb = t.unembedding_bias;
     for (int n = 0; n < NIN; n++) {
         char got[64];
         for (int i = 0; i < L; i++) {
@@ -313,4 +319,17 @@ Test(trained, a_missing_default_repository_is_skipped_an_explicit_one_is_not)
     unlink(log);
     cr_assert_eq(chdir(cwd), 0);
     rmdir(dir);
+}
+
+/* The log line of the loaded model gives its size in a unit that reads:
+ * digits-reverse holds (4·E² + 4·E)·4 = 16 896 bytes of float32 weights,
+ * "16.9 KB", not "0.0 MB". */
+Test(trained, the_load_line_gives_the_size_in_kb)
+{
+    struct server s;
+    start_default(&s);
+    cr_assert(file_has(s.log, "model " MODEL ": loaded (torch_mha, E 32, heads 4, kv heads 4, "
+                              "head_dim 8, F32, 16.9 KB)"), "log %s", s.log);
+    cr_assert(!file_has(s.log, " 0.0 MB)"), "log %s", s.log);
+    cr_assert_eq(server_stop(&s), 0);
 }

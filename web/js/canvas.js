@@ -69,6 +69,22 @@ export function drawRowLabels(ctx, { n, names, left, top, cell, fontPx, minTickP
   for (let i = 0; i < n; i += step) ctx.fillText(String(i), left - 5, top + (i + 0.5) * cell);
 }
 
+// The labels above `names.length` columns of cells (`cell` px wide, from
+// `left`), slanted up to the right from just above `top`, each at most
+// 110 px long, in the context's current font.
+export function drawColumnLabels(ctx, names, left, top, cell) {
+  ctx.fillStyle = COLORS.text;
+  ctx.textAlign = 'left';
+  ctx.textBaseline = 'middle';
+  names.forEach((name, j) => {
+    ctx.save();
+    ctx.translate(left + (j + 0.5) * cell, top - 6);
+    ctx.rotate(-Math.PI / 4);
+    ctx.fillText(ellipsize(ctx, name, 110), 0, 0);
+    ctx.restore();
+  });
+}
+
 // A caption in small muted type with its top at (x, y).
 export function drawCaption(ctx, text, x, y) {
   ctx.fillStyle = COLORS.muted;

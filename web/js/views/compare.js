@@ -7,7 +7,7 @@
 // range of the heatmap tab (0 … max of each map, or 0 … 1).
 
 import { state, update } from '../state.js';
-import { $, COLORS, drawCaption, drawRowLabels, sizeCanvas, availableWidth } from '../canvas.js';
+import { $, COLORS, FONT, drawCaption, drawColumnLabels, drawRowLabels, sizeCanvas, availableWidth } from '../canvas.js';
 import { DIFF, VIRIDIS, cellImage, diffIndex, drawLegend, formatValue, lutIndex } from '../colors.js';
 import { AVG, headName, headsOf, matrixOf } from '../tensor.js';
 import { diffOf } from '../stats.js';
@@ -51,10 +51,20 @@ export function renderCompare() {
   $('cmp-message').textContent = m.error || '';
   if (m.error) { sizeCanvas(c, 1, 1); local.layout = null; return; }
   const { L, S } = m;
-  const gap = 18, left = 40, top = 22;
-  const cell = Math.max(1, Math.min(24, Math.floor((availableWidth($('view-compare')) - 100 - left - 2 * gap) / (3 * S))));
+  // The axes labelled with the tokens, as the heatmap's, when the cells
+  // are large enough for text; else every few indices.
+  const gap = 18, avail = availableWidth($('view-compare')) - 100 - 2 * gap;
+  let cell = Math.max(1, Math.min(24, Math.floor((avail - 40) / (3 * S))));
+  const labels = cell >= 10;
+  const measure = c.getContext('2d');
+  measure.font = `11px ${FONT}`;
+  const widest = (arr) => arr.reduce((a, t) => Math.max(a, measure.measureText(t).width), 0);
+  const left = labels ? Math.min(110, Math.ceil(widest(r.tokens)) + 14) : 40;
+  const colW = labels ? Math.min(80, Math.ceil(widest(r.keyTokens))) : 0;
+  const top = labels ? Math.ceil(colW * Math.SQRT1_2) + 30 : 22;
+  if (labels) cell = Math.max(10, Math.min(cell, Math.floor((avail - left) / (3 * S))));
   const pw = S * cell, ph = L * cell;
-  const W = left + 3 * pw + 2 * gap + 8, Hh = top + ph + 26;
+  const W = left + 3 * pw + 2 * gap + 8 + (labels ? Math.ceil(colW * Math.SQRT1_2) : 0), Hh = top + ph + 26;
   const ctx = sizeCanvas(c, W, Hh);
   ctx.fillStyle = COLORS.bg;
   ctx.fillRect(0, 0, W, Hh);
@@ -72,13 +82,18 @@ export function renderCompare() {
     const x = left + k * (pw + gap);
     ctx.drawImage(img, x, top, pw, ph);
     ctx.fillStyle = COLORS.text;
-    ctx.textBaseline = 'bottom';
+    ctx.textBaseline = labels ? 'top' : 'bottom';
     ctx.textAlign = 'left';
-    ctx.fillText(title, x, top - 5);
+    ctx.font = `12px ${FONT}`;
+    ctx.fillText(title, x, labels ? 2 : top - 5);
+    ctx.font = `11px ${FONT}`;
+    if (labels) drawColumnLabels(ctx, r.keyTokens, x, top, cell);
   });
-  drawRowLabels(ctx, { n: L, names: null, left, top, cell, fontPx: 10, minTickPx: 22 });
+  drawRowLabels(ctx, { n: L, names: labels ? r.tokens : null, left, top, cell, fontPx: 11, minTickPx: 22 });
   drawCaption(ctx, `rows: query (L = ${L})   columns: key (S = ${S})`, left, top + ph + 8);
-  local.layout = { left, top, cell, gap, pw, L, S, max: m.max, ma, mb };
+  const index = (n) => Array.from({ length: n }, (_, k) => String(k));
+  local.layout = { left, top, cell, gap, pw, L, S, max: m.max, ma, mb,
+                   rows: labels ? r.tokens.slice() : index(L), cols: labels ? r.keyTokens.slice() : index(S), labels };
   drawLegend($('compare-legend'), {
     height: Math.max(140, Math.min(ph, 300)), scale: DIFF, title: 'B − A',
     ticks: [1, 0.5, 0, -0.5, -1].map((f) => ({ at: (f + 1) / 2, value: f * m.max })),
@@ -96,6 +111,10 @@ export function comparePixel(k, i, j) {
 
 // The tops of the colour ranges drawn: {a, b, diff}.
 export const compareRanges = () => (local.layout ? { a: local.layout.ma, b: local.layout.mb, diff: local.layout.max } : null);
+
+// The axis labels drawn: {rows, cols, tokens (true: the tokens, false:
+// indices, the cells too small for text)}.
+export const compareLabels = () => (local.layout ? { rows: local.layout.rows, cols: local.layout.cols, tokens: local.layout.labels } : null);
 
 const setCompare = (part) => update({ compare: { ...state.compare, ...part } });
 

@@ -8,7 +8,7 @@
 // cell, and each move is announced in #heatmap-live (aria-live).
 
 import { state } from '../state.js';
-import { $, COLORS, FONT, availableWidth, clearOverlay, drawCaption, drawRowLabels, ellipsize, sizeCanvas,
+import { $, COLORS, FONT, availableWidth, clearOverlay, drawCaption, drawColumnLabels, drawRowLabels, sizeCanvas,
          tickStep } from '../canvas.js';
 import { VIRIDIS, drawLegend, formatValue } from '../colors.js';
 import { AVG, headsOf, matrixOf } from '../tensor.js';
@@ -44,9 +44,18 @@ export function renderHeatmap() {
   const { L, S } = r;
   const rows = r.tokens, cols = r.keyTokens;
   const avail = availableWidth($('view-heatmap')) - 110;   // legend and margins
+  const room = roomBelow(canvas);
   const measure = canvas.getContext('2d');
-  // First guess of the cell size, then the label margins it implies.
-  let cell = Math.max(1, Math.min(40, Math.floor(Math.min(640, avail - 120) / Math.max(L, S))));
+  // First guess of the cell size, then the label margins it implies. A
+  // long sequence: up to 640 px and 40 px a cell, larger where the window
+  // has the room below the map's top. A short one (40 px cells within
+  // 640): as large as that room, so the map fills a large window and stays
+  // on screen in a small one (cells of 16 to 96 px).
+  const fits = (px) => Math.floor(px / Math.max(L, S));
+  const short = fits(640) >= 40;
+  let cell = short ? Math.max(16, Math.min(96, fits(room - 60)))
+                   : Math.min(96, Math.max(fits(640), fits(room - 60)));
+  cell = Math.max(1, Math.min(cell, fits(avail - 120)));
   const labels = cell >= 10;
   const fontPx = Math.max(9, Math.min(13, cell - 3));
   measure.font = `${fontPx}px ${FONT}`;
@@ -56,6 +65,7 @@ export function renderHeatmap() {
   const top = labels ? Math.ceil(colW * Math.SQRT1_2) + 22 : 30;
   const right = labels ? Math.ceil(colW * Math.SQRT1_2) + 8 : 10;
   cell = Math.max(1, Math.min(cell, Math.floor((avail - left - right) / S) || 1));
+  if (short || cell > 40) cell = Math.min(cell, Math.max(short ? 16 : 40, Math.floor((room - top - 28) / L)));
   const gw = S * cell, gh = L * cell;
   const x = r.reduced;
   const caption = x && x.kind === 'pool'
@@ -72,15 +82,7 @@ export function renderHeatmap() {
 
   drawRowLabels(ctx, { n: L, names: labels ? rows : null, left, top, cell, fontPx, minTickPx: 26 });
   if (labels) {
-    ctx.fillStyle = COLORS.text;
-    ctx.textAlign = 'left';
-    for (let j = 0; j < S; j++) {
-      ctx.save();
-      ctx.translate(left + (j + 0.5) * cell, top - 6);
-      ctx.rotate(-Math.PI / 4);
-      ctx.fillText(ellipsize(ctx, cols[j], 110), 0, 0);
-      ctx.restore();
-    }
+    drawColumnLabels(ctx, cols, left, top, cell);
   } else {
     ctx.textAlign = 'center';
     ctx.textBaseline = 'bottom';
@@ -94,10 +96,18 @@ export function renderHeatmap() {
 
   const thr = state.view.threshold;
   drawLegend($('legend'), {
-    height: Math.max(160, Math.min(gh, 360)), scale: VIRIDIS, title: 'weight',
+    height: Math.max(160, Math.min(gh, 640)), scale: VIRIDIS, title: 'weight',
     ticks: [1, 0.75, 0.5, 0.25, 0].map((f) => ({ at: f, value: f * img.max })),
     note: thr > 0 ? [`< ${formatValue(thr)}`, 'hidden'] : [],
   });
+}
+
+// The height from the top of el to the bottom of the window when the page
+// is scrolled to its top, less what goes under the map (the answer line),
+// at least 200 px.
+function roomBelow(el) {
+  const top = el.getBoundingClientRect().top + window.scrollY;
+  return Math.max(200, window.innerHeight - top - ($('answer').hidden ? 20 : 90));
 }
 
 // The cell (query i, key j) in CSS pixels relative to the viewport, and its
@@ -167,12 +177,25 @@ function showTooltip(at, i, j) {
                                   (note ? ` (${note})` : '');
   const tip = $('tooltip');
   tip.hidden = false;
-  const tw = tip.offsetWidth, th = tip.offsetHeight;
-  let x = at.x + 16, y = at.y + 16;
-  if (x + tw > window.innerWidth - 8) x = at.x - tw - 16;
-  if (y + th > window.innerHeight - 8) y = at.y - th - 16;
-  tip.style.left = `${Math.max(4, x)}px`;
-  tip.style.top = `${Math.max(4, y)}px`;
+  const { x, y } = tipPlace(at, tip.offsetWidth, tip.offsetHeight, $('legend').getBoundingClientRect());
+  tip.style.left = `${x}px`;
+  tip.style.top = `${y}px`;
+}
+
+// Where a tw × th tooltip goes near the viewport point `at`: below right of
+// it, else below left, above right, above left; the first that stays in the
+// window and off the colour legend (the rectangle `avoid`), else the first
+// in the window, else the first moved into it.
+function tipPlace(at, tw, th, avoid) {
+  const W = window.innerWidth - 8, H = window.innerHeight - 8;
+  const spots = [[at.x + 16, at.y + 16], [at.x - tw - 16, at.y + 16], [at.x + 16, at.y - th - 16], [at.x - tw - 16, at.y - th - 16]]
+    .map(([x, y]) => ({ x, y }));
+  const inside = (p) => p.x >= 4 && p.y >= 4 && p.x + tw <= W && p.y + th <= H;
+  const gap = 4;   // offsetWidth / offsetHeight are rounded
+  const clear = (p) => p.x + tw + gap <= avoid.left || p.x >= avoid.right + gap || p.y + th + gap <= avoid.top ||
+                       p.y >= avoid.bottom + gap;
+  const p = spots.find((q) => inside(q) && clear(q)) || spots.find(inside) || spots[0];
+  return { x: Math.max(4, Math.min(p.x, W - tw)), y: Math.max(4, Math.min(p.y, H - th)) };
 }
 
 function hideTooltip() {

@@ -18,13 +18,28 @@ let trained = null;
 export const modelOf = (name) => infos.get(name) || null;
 export const trainedModel = () => trained;
 
+// A row of the list: v a text, or an array of texts, one line each.
 function row(dl, k, v) {
   const dt = document.createElement('dt');
   dt.textContent = k;
   const dd = document.createElement('dd');
-  dd.textContent = v;
+  if (Array.isArray(v)) {
+    for (const line of v) {
+      const div = document.createElement('div');
+      div.textContent = line;
+      dd.append(div);
+    }
+  } else {
+    dd.textContent = v;
+  }
   dl.append(dt, dd);
 }
+
+// A default's value as it reads: true, 1, sinusoidal, [1, 2], and an
+// object as its fields (rope: style half, theta 10000, rotary_dim 8).
+const plain = (v) => (typeof v === 'string' ? v : Array.isArray(v) ? `[${v.map(plain).join(', ')}]`
+                    : v !== null && typeof v === 'object' ? Object.entries(v).map(([k, x]) => `${k} ${plain(x)}`).join(', ')
+                    : String(v));
 
 // The chosen model's metadata in the sidebar (nothing for '').
 export function showModelMeta(name) {
@@ -37,9 +52,9 @@ export function showModelMeta(name) {
   row(dl, 'platform', `${info.meta.platform} · ${p.format} · ${p.dtype}`);
   row(dl, 'heads', `H = ${p.num_heads}, Hkv = ${p.num_kv_heads}, d = ${p.head_dim}`);
   row(dl, 'widths', `E = ${info.E}` + (info.kdim !== info.E || info.vdim !== info.E ? `, kdim = ${info.kdim}, vdim = ${info.vdim}` : ''));
-  row(dl, 'inputs', info.meta.inputs.map((t) => `${t.name} ${t.datatype} [${t.shape.join(', ')}]`).join('; '));
-  row(dl, 'outputs', info.meta.outputs.map((t) => `${t.name} [${t.shape.join(', ')}]`).join('; '));
-  if (p.defaults && Object.keys(p.defaults).length) row(dl, 'defaults', JSON.stringify(p.defaults));
+  row(dl, 'inputs', info.meta.inputs.map((t) => `${t.name} ${t.datatype} [${t.shape.join(', ')}]`));
+  row(dl, 'outputs', info.meta.outputs.map((t) => `${t.name} [${t.shape.join(', ')}]`));
+  if (p.defaults && Object.keys(p.defaults).length) row(dl, 'defaults', Object.entries(p.defaults).map(([k, v]) => `${k}: ${plain(v)}`));
   if (c.task) row(dl, 'task', c.task);
   if (info.trained) row(dl, 'vocabulary', c.vocab.join(' '));
   if (c.pattern) row(dl, 'learned', `${c.pattern.kind} (heads ${(c.pattern.heads || []).join(', ')})` +
@@ -69,12 +84,14 @@ export async function initModelPicker(onPick) {
   for (const info of got) {
     if (!info) continue;
     infos.set(info.name, info);
-    sel.add(new Option(`${info.name} (${info.meta.parameters.format}, H = ${info.H}, E = ${info.E})`, info.name));
+    sel.add(new Option(`${info.name} (H = ${info.H}, E = ${info.E})`, info.name));
     if (!trained && info.trained) trained = info;
   }
   $('model-count').textContent = `${infos.size} served`;
   if (trained) {
-    const opt = new Option(`Trained model: ${trained.name}${trained.config.task ? ` (${trained.config.task.split(':')[0]})` : ''}`, 'trained');
+    // The name only, so it fits the sidebar; the task in the tooltip and the panel.
+    const opt = new Option(`Trained: ${trained.name}`, 'trained');
+    if (trained.config.task) opt.title = trained.config.task;
     $('example').insertBefore(opt, $('example').firstElementChild);
   }
   sel.addEventListener('change', () => { showModelMeta(sel.value); onPick(sel.value); });

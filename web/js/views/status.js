@@ -5,7 +5,9 @@
 import { state } from '../state.js';
 import { $ } from '../canvas.js';
 
-const size = (bytes) => (bytes >= 1 << 20 ? `${(bytes / (1 << 20)).toFixed(1)} MB` : `${(bytes / 1024).toFixed(0)} KB`);
+// Bytes as the server's log gives a model's size: B, KB, MB, GB (powers of 1000).
+const size = (bytes) => (bytes < 1000 ? `${bytes} B` : bytes < 999.95e3 ? `${(bytes / 1e3).toFixed(1)} KB`
+                              : bytes < 999.95e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e9).toFixed(2)} GB`);
 
 export function renderStatus() {
   const { busy, lastError: err, lastTiming: t } = state;
