@@ -49,7 +49,6 @@ static void *second_signal(void *arg)
     _exit(CFG_EXIT_FAILURE);
 }
 
-/* What the transport takes of the settings (strings borrowed from c). */
 /* The web page's address, for the start-up line: a wildcard bind is
  * reached on the loopback address, an IPv6 address goes in brackets. */
 static void page_url(char *out, size_t len, const struct cfg *c, int port)
@@ -62,6 +61,7 @@ static void page_url(char *out, size_t len, const struct cfg *c, int port)
              host, v6 ? "]" : "", port);
 }
 
+/* What the transport takes of the settings (strings borrowed from c). */
 static struct http_options http_options_of(const struct cfg *c)
 {
     return (struct http_options){

@@ -143,8 +143,6 @@ static void turn_end(struct entry *e)
     pthread_cond_broadcast(&R.turn);
 }
 
-/* repo_load(); startup: the start-up loader's load, skipped (REPO_OK) when
- * a call through the API came first (the model is no longer LOADING). */
 /* bytes in the unit that reads best: "512 B", "17.2 KB", "9.4 MB", "1.25 GB"
  * (powers of 1000, as the sizes of files); returns buf. */
 static const char *size_str(char *buf, size_t len, size_t bytes)
@@ -161,6 +159,8 @@ static const char *size_str(char *buf, size_t len, size_t bytes)
     return buf;
 }
 
+/* repo_load(); startup: the start-up loader's load, skipped (REPO_OK) when
+ * a call through the API came first (the model is no longer LOADING). */
 static int load(const char *name, int startup, char *why, size_t whylen)
 {
     if (!R.dir[0]) {
