@@ -146,15 +146,6 @@ static int reps_for(double ms)
     return r < 5 ? 5 : r > 200 ? 200 : r;
 }
 
-static double stream_ms(const float *buf, size_t n, int nt)
-{
-    double t[200];
-    const int reps = reps_for(stream_once(buf, n, nt));
-    for (int r = 0; r < reps; r++)
-        t[r] = stream_once(buf, n, nt);
-    return median(t, reps);
-}
-
 /* ---- The decode step ---------------------------------------------------- */
 
 struct point {
@@ -186,14 +177,21 @@ static double step_once(struct att_kv *c, float *out, const float *q, const floa
     return now_ms() - t0;
 }
 
-static double step_ms(struct att_kv *c, float *out, const float *q, const float *kv)
+/* The step's and the streaming read's median times (ms), their
+ * repetitions interleaved (step, read, step, read, …), so that both see
+ * the same moments of a shared machine's load. */
+static void pair_ms(struct att_kv *c, float *out, const float *q, const float *kv,
+                    const float *buf, size_t nf, int nt, double *step, double *stream)
 {
-    double t[200];
+    double ts[200], tr[200];
     step_once(c, out, q, kv); /* warm-up */
-    const int reps = reps_for(step_once(c, out, q, kv));
-    for (int r = 0; r < reps; r++)
-        t[r] = step_once(c, out, q, kv);
-    return median(t, reps);
+    const double t1 = step_once(c, out, q, kv), t2 = stream_once(buf, nf, nt);
+    const int reps = reps_for(t1 + t2);
+    for (int r = 0; r < reps; r++) {
+        ts[r] = step_once(c, out, q, kv);
+        tr[r] = stream_once(buf, nf, nt);
+    }
+    *step = median(ts, reps), *stream = median(tr, reps);
 }
 
 /* The points of one cache type, the cache grown from one size to the next. */
@@ -224,8 +222,7 @@ static void run_dtype(int dtype, const long long *sizes, int nsizes, struct poin
             buf[x] = 1.0f;
         for (int t = 0; t < 2; t++) {
             att_init(t + 1);
-            pt[i].step[t] = step_ms(c, out, q, prompt);
-            pt[i].stream[t] = stream_ms(buf, nf, t + 1);
+            pair_ms(c, out, q, prompt, buf, nf, t + 1, &pt[i].step[t], &pt[i].stream[t]);
         }
         free(buf);
         /* (the timed steps appended a few hundred tokens at most) */
