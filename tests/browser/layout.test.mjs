@@ -22,7 +22,7 @@
 //       overview label or map title cut off (past the window or its card,
 //       or its text wider than its box), no sideways scroll, no word of a
 //       head's label broken across lines; the large map and the Step
-//       button on screen together;
+//       button on screen together, and at 1920 the overview beside them;
 //   served-model panel: the defaults as "name: value" lines, no identifier
 //       broken across two lines; the controls a served model sets look
 //       disabled (faded), and not with an untrained example;
@@ -246,12 +246,14 @@ async function stackAtWidths(page, runs, done) {
     }
     const b = await page.evaluate(() => {
       const box = (id) => { const r = document.getElementById(id).getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height, bottom: r.bottom, right: r.right }; };
-      return { map: box('heatmap'), step: box('step'), W: window.innerWidth, H: window.innerHeight };
+      return { map: box('heatmap'), step: box('step'), overview: box('overview-card'), W: window.innerWidth, H: window.innerHeight };
     });
     const on = (r) => r.x >= 0 && r.y >= 0 && r.right <= b.W && r.bottom <= b.H;
     await page.screenshot({ path: path.join(OUT, `layout-induction-${W}x${H}.png`) });
     check(on(b.map), `at ${W} x ${H}, the induction example: the map is at (${Math.round(b.map.x)}, ${Math.round(b.map.y)}) ${Math.round(b.map.w)} x ${Math.round(b.map.h)}, not on screen`);
     check(on(b.step), `at ${W} x ${H}, the induction example: the Step button is at (${Math.round(b.step.x)}, ${Math.round(b.step.y)}), not on screen with the map`);
+    // A wide window: the overview beside the map, not a large empty area.
+    if (W >= 1920) check(on(b.overview) && b.overview.x >= b.map.right, `at ${W} x ${H}, the induction example: the overview is at (${Math.round(b.overview.x)}, ${Math.round(b.overview.y)}) ${Math.round(b.overview.w)} x ${Math.round(b.overview.h)}, not on screen beside the map`);
     log(`  ${W} x ${H}: nothing cut off; map ${Math.round(b.map.w)} x ${Math.round(b.map.h)} at (${Math.round(b.map.x)}, ${Math.round(b.map.y)}) under the step controls`);
   }
 }
