@@ -283,7 +283,8 @@ readme-check:
 docs-check: $(SERVER)
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) /usr/bin/python3 tests/check_docs.py
 
-# docs/screenshot.png, the README's picture: the page on the trained model
+# docs/screenshot.png, the README's picture: the page on the trained model,
+# and docs/induction.png, docs/web.md's picture of the induction example,
 # as the browser tests drive it (tests/browser/screenshot.mjs).
 screenshot: deps-build
 	$(MAKE) $(SERVER)

@@ -3,7 +3,8 @@
 # Chromium, driven by playwright-core, against a real attention-server.
 # Usage: scripts/browser-test.sh   (from anywhere; works on the repo root)
 #        scripts/browser-test.sh screenshot   (`make screenshot`: only
-#        tests/browser/screenshot.mjs, which writes docs/screenshot.png)
+#        tests/browser/screenshot.mjs, which writes docs/screenshot.png
+#        and docs/induction.png)
 #
 # On a fresh Debian 12 it installs what is missing (scripts/lib.sh): Debian's
 # chromium (Playwright's own browser download is not used) and a font for the

@@ -18,6 +18,7 @@
 //   js/svg.js        heatmaps as SVG text (Export SVG)
 //   js/stack.js      a stack of served layers (induction-l0 -> -l1): the residual
 //                    stream, one sequence per layer, predictions
+//   js/headlabels.js what each head of a stack does, in words (its label)
 //   js/views/*.js    one module per part of the page: grid, summary, heatmap,
 //                    headview, output, compare, status, form, modelpicker,
 //                    export, answer, stepper (step mode), overview (layer x head);

@@ -13,7 +13,10 @@
 //       starts a sequence); every head of both layers equals the stateless
 //       answer of the same stack computed here (x0 = embedding + positions,
 //       the residual added in float32), the large heatmap draws the
-//       induction head, the heads carry the circuit's labels, and the
+//       induction head, every head of both layers is labelled with what it
+//       does (the circuit's two by name, others by the config's training
+//       figures per head, else "mostly X (f)", X the largest of the mean
+//       weights measured here on the drawn map, f its figure), and the
 //       predictions line shows the tokens and marks the correct guesses;
 //   ideal: the "ideal induction" toggle outlines query i of the second copy
 //       at key i − m + 1 (the repeat found here) and nothing else;
@@ -27,7 +30,8 @@
 //       said and started again from the tokens the page kept;
 //   typed: a typed sequence is one prompt chunk (L = S = its length) on
 //       both layers, then steps continue from it;
-//   overview: layers × heads thumbnails; a click opens that layer and head;
+//   overview: layers × heads thumbnails, captioned with the labels (also
+//       after 5 steps); a click opens that layer and head, its label over the map;
 //       a single-layer model (digits-reverse) has one row;
 //   leaving: another example hides step mode and ends both sequences, and
 //       so does leaving the page (a reload).
@@ -139,6 +143,60 @@ function repeatOf(tokens) {
   return null;
 }
 
+// A head's mean weights on its map m (n × n) of the tokens, as the labels
+// measure them: queries 1 … n − 1 on the previous token, on themselves, on
+// the first token; the queries whose token occurred before on those
+// occurrences; and the ideal induction cells of the example's repeat
+// (query i in the second copy, key i − m + 1, i < n).
+function measured(m, tokens) {
+  const n = tokens.length, mean = (xs) => (xs.length ? xs.reduce((t, v) => t + v, 0) / xs.length : null);
+  const rep = repeatOf([...ctx.example]), cells = [], qs = [];
+  for (let i = rep.start + rep.m; i < Math.min(n, rep.start + 2 * rep.m); i++) cells.push(m[i][i - rep.m + 1]);
+  for (let i = 1; i < n; i++) qs.push(i);
+  const dup = qs.filter((i) => tokens.slice(0, i).includes(tokens[i]))
+    .map((i) => tokens.slice(0, i).reduce((t, tok, j) => t + (tok === tokens[i] ? m[i][j] : 0), 0));
+  return { 'the previous token': mean(qs.map((i) => m[i][i - 1])), itself: mean(qs.map((i) => m[i][i])),
+           'the first token': mean(qs.map((i) => m[i][0])), 'the same token earlier': mean(dup), 'key i − m + 1': mean(cells) };
+}
+
+// Every head of every layer says what it does: the circuit's two by name;
+// another whose training figure per head (config.training) reaches the
+// circuit's bar as that role with the figure; else "mostly X (f)" with X
+// the largest of the weights measured here on the drawn map and f its
+// figure. The overview's captions carry the same labels.
+async function checkLabels(page, s, what) {
+  const c = ctx.cfg, t = c.training;
+  const trained = { 'previous-token head': [c.circuit.previous_token.layer, t.previous_token_weight_per_head],
+                    'induction head': [c.circuit.induction.layer, t.induction_weight_per_head] };
+  const seen = [];
+  s.labels.forEach((heads, l) => heads.forEach((label, h) => {
+    const where = `${what}: layer ${l} head ${h} is labelled "${label}"`;
+    const role = Object.entries(c.circuit).find(([, v]) => v && v.layer === l && v.head === h);
+    if (role) {
+      check(label === (role[0] === 'induction' ? 'induction head' : 'previous-token head'), `${where}, the circuit names it ${role[0]}`);
+      seen.push(`${l}.${h} ${label}`);
+      return;
+    }
+    const byConfig = /^(previous-token head|induction head) \((\d\.\d\d)\)$/.exec(label);
+    const byMap = /^mostly (.+) \((\d\.\d\d)\)$/.exec(label);
+    check(byConfig || byMap, `${where}: not what it does`);
+    if (byConfig) {
+      const [layer, figs] = trained[byConfig[1]];
+      check(layer === l && figs[h].toFixed(2) === byConfig[2], `${where}, the config's training figure for layer ${layer} is ${figs[h]}`);
+    } else {
+      const m = measured(s.maps[l][h], s.tokens), best = Math.max(...Object.values(m).filter((v) => v !== null));
+      check(m[byMap[1]] !== undefined && m[byMap[1]] !== null, `${where}: no such measure (${Object.keys(m).join(', ')})`);
+      check(Math.abs(m[byMap[1]] - Number(byMap[2])) <= 0.005 + 1e-9, `${where}, measured here on the drawn map: ${m[byMap[1]]}`);
+      check(m[byMap[1]] >= best - 1e-6, `${where}, but the largest measure here is ${best}: ${JSON.stringify(m)}`);
+    }
+    seen.push(`${l}.${h} ${label}`);
+  }));
+  const caps = await page.$$eval('[data-testid="overview"] .thumb span', (xs) => xs.map((x) => x.textContent));
+  const want = s.labels.flatMap((heads) => heads.map((label, h) => `head ${h}: ${label}`));
+  check(JSON.stringify(caps) === JSON.stringify(want), `${what}: the overview's captions ${JSON.stringify(caps)}, the labels ${JSON.stringify(want)}`);
+  return seen;
+}
+
 // ---------------------------------------------------------------------------
 
 async function stepExample(page, base) {
@@ -171,8 +229,6 @@ async function stepExample(page, base) {
   check(s.labels[circ.previous_token.layer][circ.previous_token.head] === 'previous-token head' &&
         s.labels[circ.induction.layer][circ.induction.head] === 'induction head',
         `the heads' labels ${JSON.stringify(s.labels)} do not name the circuit ${JSON.stringify(circ)}`);
-  const other = s.labels.flat().filter((x) => !/previous-token head|induction head/.test(x));
-  check(other.every((x) => /^layer \d+ head \d+$/.test(x)), `other heads are labelled ${JSON.stringify(other)}`);
   // The large heatmap opens on the induction head and draws it.
   check(s.layer === circ.induction.layer, `the page shows layer ${s.layer}, the induction head is in layer ${circ.induction.layer}`);
   const title = await page.textContent('#view-title');
@@ -191,6 +247,7 @@ async function stepExample(page, base) {
   check(cols[n].pred === s.predictions[n - 1] && cfg.vocab.includes(cols[n].pred), `the last column's guess "${cols[n].pred}" is not the model's next token`);
   await shot(page, 'induction-example.png');
   log(`  ${n} tokens, ${cols.filter((c) => c.ok).length} of ${n - 1} next tokens right; circuit ${JSON.stringify(circ.induction)}`);
+  log(`  labels: ${(await checkLabels(page, s, 'the example')).join('; ')}`);
 }
 
 async function stepIdeal(page) {
@@ -243,7 +300,10 @@ async function stepStep(page) {
     });
     const L = await page.evaluate(() => window.attn.state.response.L);
     check(L === k + 2, `after step ${k + 1} the map has ${L} rows, expected ${k + 2}`);
-    if (k === 4 || k === steps - 1) await checkAgainstStateless(page, `after step ${k + 1}`);
+    if (k === 4 || k === steps - 1) {
+      const { s: now } = await checkAgainstStateless(page, `after step ${k + 1}`);
+      await checkLabels(page, now, `after step ${k + 1}`);
+    }
   }
   s = await stackOf(page);
   check(s.tokens.join('') === [...ctx.example].slice(0, steps + 1).join(''), `stepping gave "${s.tokens.join('')}"`);
@@ -314,6 +374,13 @@ async function stepOverview(page) {
   const pressed = await page.$$eval('[data-testid="overview"] .thumb[aria-pressed="true"]', (ts) => ts.map((t) => t.dataset.testid));
   check(pressed.join() === `overview-thumb-${pt.layer}-${pt.head}`, `the overview marks ${pressed.join()} as shown`);
   await shot(page, 'induction-overview.png');
+  // Another head's label (not the circuit's) is over the map too.
+  const other = s.labels.flatMap((heads, l) => heads.map((label, h) => ({ l, h, label })))
+    .find((x) => !/^(previous-token|induction) head$/.test(x.label));
+  await page.click(`[data-testid="overview-thumb-${other.l}-${other.h}"]`);
+  await page.waitForFunction(({ l, h }) => window.attn.stack().layer === l && window.attn.state.view.head === h, other);
+  const title2 = await page.textContent('#view-title');
+  check(title2.includes(other.label), `the view's title "${title2}" does not say layer ${other.l} head ${other.h}'s label "${other.label}"`);
 }
 
 async function stepLeave(page) {

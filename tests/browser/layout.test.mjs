@@ -17,6 +17,12 @@
 //       scroll),
 //       the map and its answer on screen after a run; at 1920 the map is
 //       larger than at 1400 and reaches down the window;
+//   the induction example at 820, 1400 and 1920 px (after a Reset and
+//       three Steps, and after a run of its 32 tokens): no select, step control, predictions column,
+//       overview label or map title cut off (past the window or its card,
+//       or its text wider than its box), no sideways scroll, no word of a
+//       head's label broken across lines; the large map and the Step
+//       button on screen together, and at 1920 the overview beside them;
 //   served-model panel: the defaults as "name: value" lines, no identifier
 //       broken across two lines; the controls a served model sets look
 //       disabled (faded), and not with an untrained example;
@@ -174,6 +180,84 @@ async function stepWidths(page) {
   await page.setViewportSize({ width: 1400, height: 900 });
 }
 
+// With the induction example shown: every element of `sels` that is shown
+// and whose box is cut off (it reaches past the window's sides or its
+// card's, or its text overflows its box), in words.
+async function stackCutOff(page, sels) {
+  return page.evaluate((list) => {
+    const bad = [], W = document.documentElement.clientWidth;
+    for (const sel of list) {
+      for (const el of document.querySelectorAll(sel)) {
+        if (!el.offsetParent) { bad.push(`${sel} is not shown`); continue; }
+        const r = el.getBoundingClientRect(), card = el.closest('.card').getBoundingClientRect();
+        const name = `${sel} "${el.textContent.trim().slice(0, 40)}"`;
+        if (r.left < 0 || r.right > W + 0.5) bad.push(`${name} at x ${Math.round(r.left)}…${Math.round(r.right)}, the window is ${W} wide`);
+        if (r.left < card.left - 0.5 || r.right > card.right + 0.5) bad.push(`${name} reaches out of its card`);
+        if (el.scrollWidth > el.clientWidth + 1) bad.push(`${name}'s text needs ${el.scrollWidth} px, has ${el.clientWidth}`);
+      }
+    }
+    return bad;
+  }, sels);
+}
+
+const STACK_PARTS = ['#step', '#next-token', '#reset', 'label:has(#ideal)', '#predictions', '#predictions .pcol', '#step-status',
+                     '.overview-label', '.overview .thumb', '.overview .thumb span', '#view-title'];
+
+// The induction example (two served layers, step mode, the overview) at each
+// width: nothing cut off, no sideways scroll, no word of a head's label
+// broken across lines, and after a run (and a Step) the large map and the
+// step controls on screen together.
+async function stepStackWidths(page) {
+  const runs = () => page.evaluate(() => window.attn.state.runCount);
+  const done = (n) => page.waitForFunction((k) => window.attn.state.runCount > k && !window.attn.state.busy, n, { timeout: 30000 });
+  let n = await runs();
+  await page.selectOption('[data-testid="example"]', 'induction');
+  await done(n);
+  try {
+    await stackAtWidths(page, runs, done);
+  } finally {   // the steps after this one start from the trained model at 1400 px
+    await page.setViewportSize({ width: 1400, height: 900 });
+    n = await runs();
+    await page.selectOption('[data-testid="example"]', 'trained');
+    await done(n);
+  }
+}
+
+async function stackAtWidths(page, runs, done) {
+  let n;
+  for (const [W, H] of WIDTHS.slice(0, 3)) {
+    await page.setViewportSize({ width: W, height: H });
+    await page.waitForTimeout(300);   // the page lays out again 120 ms after a resize
+    await page.evaluate(() => window.scrollTo(0, 0));
+    // After three Steps from a Reset, then after a run of all 32 tokens.
+    n = await runs();
+    await page.click('[data-testid="reset"]');
+    await done(n);
+    for (let k = 0; k < 3; k++) { n = await runs(); await page.click('[data-testid="step"]'); await done(n); }
+    for (const when of ['after 3 steps', 'after a run']) {
+      if (when === 'after a run') { n = await runs(); await page.click('[data-testid="run"]'); await done(n); }
+      check(!(await page.evaluate(() => window.attn.state.lastError)), `at ${W} px the induction example shows an error`);
+      await page.evaluate(() => window.scrollTo(0, 0));
+      const bad = (await cutOff(page)).concat(await stackCutOff(page, STACK_PARTS));
+      if (bad.length) await page.screenshot({ path: path.join(OUT, `layout-induction-${W}x${H}.png`) });
+      check(bad.length === 0, `at ${W} px, the induction example ${when}: cut off: ${bad.join('; ')}`);
+      const broken = await brokenWords(page, '[data-testid="overview"]');
+      check(broken.length === 0, `at ${W} px, ${when}, words broken across lines in the overview: ${broken.join(', ')}`);
+    }
+    const b = await page.evaluate(() => {
+      const box = (id) => { const r = document.getElementById(id).getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height, bottom: r.bottom, right: r.right }; };
+      return { map: box('heatmap'), step: box('step'), overview: box('overview-card'), W: window.innerWidth, H: window.innerHeight };
+    });
+    const on = (r) => r.x >= 0 && r.y >= 0 && r.right <= b.W && r.bottom <= b.H;
+    await page.screenshot({ path: path.join(OUT, `layout-induction-${W}x${H}.png`) });
+    check(on(b.map), `at ${W} x ${H}, the induction example: the map is at (${Math.round(b.map.x)}, ${Math.round(b.map.y)}) ${Math.round(b.map.w)} x ${Math.round(b.map.h)}, not on screen`);
+    check(on(b.step), `at ${W} x ${H}, the induction example: the Step button is at (${Math.round(b.step.x)}, ${Math.round(b.step.y)}), not on screen with the map`);
+    // A wide window: the overview beside the map, not a large empty area.
+    if (W >= 1920) check(on(b.overview) && b.overview.x >= b.map.right, `at ${W} x ${H}, the induction example: the overview is at (${Math.round(b.overview.x)}, ${Math.round(b.overview.y)}) ${Math.round(b.overview.w)} x ${Math.round(b.overview.h)}, not on screen beside the map`);
+    log(`  ${W} x ${H}: nothing cut off; map ${Math.round(b.map.w)} x ${Math.round(b.map.h)} at (${Math.round(b.map.x)}, ${Math.round(b.map.y)}) under the step controls`);
+  }
+}
+
 // No word of the text under el is split across two lines.
 async function brokenWords(page, selector) {
   return page.evaluate((sel) => {
@@ -286,6 +370,7 @@ runSuite('layout.test', [
   ['answer: digits-reverse\'s reversed digits under the map, marked right', stepAnswer, { essential: true }],
   ['readout.js: logits, tokens, the right answers', stepReadoutModule],
   ['820, 1400, 1920 px: nothing cut off, the map on screen', stepWidths],
+  ['the induction example at 820, 1400, 1920 px: nothing cut off, the map on screen with the step controls', stepStackWidths],
   ['served-model panel: defaults readable, no broken words; disabled controls look it', stepModelPanel],
   ['tooltip never covers the legend', stepTooltip],
   ['compare: axes labelled with the tokens', stepCompare],

@@ -3,7 +3,7 @@
 // layer in config.json's `next_layer`), the residual stream added here:
 //
 //   x0 = embedding[token] + positions[i]; x1 = x0 + layer0(x0); x2 = x1 + layer1(x1)
-//   prediction at i = vocab[argmax x2[i] · unembeddingᵀ]
+//   prediction at i = vocab[argmax x2[i] · unembeddingᵀ] (readout.js predict)
 //
 // Each layer advances its own sequence on the server (docs/sessions.md):
 // a prompt chunk starts it (sequence_start, all rows), a step sends only
@@ -18,6 +18,8 @@
 //   await s.end();        // sequence_end (without a step) on every layer
 
 import { embedIds, inferV2, tokenize } from './models.js';
+import { predict } from './readout.js';
+import { headWhat } from './headlabels.js';
 
 // The layers of the stack starting at `info` (following next_layer through
 // the served models modelOf knows), or null when info starts none.
@@ -42,17 +44,6 @@ export function newSequenceId() {
 export function stackTokens(info, text) {
   const P = info.config.positions.length;
   return tokenize({ ...info, config: { ...info.config, input: { min_length: 1, max_length: P } } }, text);
-}
-
-// What each head learned, from config.circuit: role(layer, head) ->
-// 'previous-token head', 'induction head' or null.
-export function headRoles(config) {
-  const c = config.circuit || {};
-  const names = [['previous_token', 'previous-token head'], ['induction', 'induction head']];
-  return (layer, head) => {
-    for (const [key, name] of names) if (c[key] && c[key].layer === layer && c[key].head === head) return name;
-    return null;
-  };
 }
 
 // The longest segment repeated right after itself in `tokens`: {start, m}
@@ -180,21 +171,10 @@ export class StackSession {
     }).catch(() => null)));
   }
 
-  // The predicted token at each position so far: vocab[argmax x_L[i] ·
-  // unembeddingᵀ (+ unembedding_bias when the config has one)].
+  // The predicted token at each position so far: the argmax of the last
+  // residual stream's rows through the config's unembedding (readout.js).
   predictions() {
-    const c = this.layers[0].config, U = c.unembedding, b = c.unembedding_bias, E = this.E, x = this.xLast;
-    const out = [];
-    for (let i = 0; i < this.n; i++) {
-      let best = 0, bestV = -Infinity;
-      for (let v = 0; v < U.length; v++) {
-        let s = b ? b[v] : 0;
-        for (let d = 0; d < E; d++) s += x[i * E + d] * U[v][d];
-        if (s > bestV) { bestV = s; best = v; }
-      }
-      out.push(this.vocab[best]);
-    }
-    return out;
+    return predict(this.layers[0].config, this.xLast.subarray(0, this.n * this.E));
   }
 
   tokens() {
@@ -203,19 +183,22 @@ export class StackSession {
 
   // Layer l's maps for the first n tokens, shaped as tensor.js
   // decodeResponse's answer (a new object each time: the views cache by
-  // it), with `layer`, each head's role (headRoles: a name or null) and
-  // label (headLabels: the role, else "layer l head h"). Its json names the
-  // layer but no `model`: a layer's own output is not the stack's answer,
-  // which predictions() reads from the residual stream.
-  layerResponse(l) {
+  // it), with `layer`, what each head does (headRoles: headlabels.js
+  // headWhat, measured over the ideal induction cells `cells`; null where
+  // nothing says) and each head's label (headLabels: that, else "layer l
+  // head h"). Its json names the layer but no `model`: a layer's own
+  // output is not the stack's answer, which predictions() reads from the
+  // residual stream.
+  layerResponse(l, cells = idealInduction(findRepeat(this.tokens()), this.n)) {
     const info = this.layers[l], H = info.H, n = this.n, P = this.P, E = this.E;
     const weights = new Float32Array(H * n * n);
     for (let h = 0; h < H; h++) for (let i = 0; i < n; i++) weights.set(this.w[l].subarray((h * P + i) * P, (h * P + i) * P + n), (h * n + i) * n);
-    const role = headRoles(this.layers[0].config), tokens = this.tokens();
-    return { N: 1, H, L: n, S: n, E, headDim: E / H, perHead: true, tokens, keyTokens: tokens.slice(), weights,
-             weightsShape: [1, H, n, n], output: this.out[l].slice(0, n * E), outputShape: [1, n, E],
-             json: { layer: info.name, cache_length: n }, reduced: null, layer: l,
-             headRoles: Array.from({ length: H }, (_, h) => role(l, h)),
-             headLabels: Array.from({ length: H }, (_, h) => role(l, h) || `layer ${l} head ${h}`) };
+    const tokens = this.tokens();
+    const r = { N: 1, H, L: n, S: n, E, headDim: E / H, perHead: true, tokens, keyTokens: tokens.slice(), weights,
+                weightsShape: [1, H, n, n], output: this.out[l].slice(0, n * E), outputShape: [1, n, E],
+                json: { layer: info.name, cache_length: n }, reduced: null, layer: l };
+    r.headRoles = headWhat(this.layers[0].config, l, r, cells);
+    r.headLabels = r.headRoles.map((what, h) => what || `layer ${l} head ${h}`);
+    return r;
   }
 }

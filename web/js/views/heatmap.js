@@ -66,6 +66,8 @@ export function renderHeatmap() {
   const right = labels ? Math.ceil(colW * Math.SQRT1_2) + 8 : 10;
   cell = Math.max(1, Math.min(cell, Math.floor((avail - left - right) / S) || 1));
   if (short || cell > 40) cell = Math.min(cell, Math.max(short ? 16 : 40, Math.floor((room - top - 28) / L)));
+  // A stack's map stays on screen under the step controls (10 px cells at least: the labels).
+  else if (state.stack) cell = Math.min(cell, Math.max(10, Math.floor((room - top - 28) / L)));
   const gw = S * cell, gh = L * cell;
   const x = r.reduced;
   const caption = x && x.kind === 'pool'

@@ -57,11 +57,11 @@ export function renderOverview() {
       btn.type = 'button';
       btn.className = 'thumb';
       btn.dataset.testid = `overview-thumb-${l}-${h}`;
-      const label = r.headLabels ? r.headLabels[h] : `head ${h}`, role = r.headRoles && r.headRoles[h];
+      const label = r.headLabels ? r.headLabels[h] : `head ${h}`, what = r.headRoles && r.headRoles[h];
       btn.title = `Open layer ${l} head ${h} (${label}) in the large views`;
       btn.setAttribute('aria-pressed', String(l === shownLayer && state.view.head === h));
       const cap = document.createElement('span');
-      cap.textContent = role ? `head ${h}: ${role}` : label;
+      cap.textContent = what ? `head ${h}: ${what}` : label;
       btn.append(thumbCanvas(r, h), cap);
       btn.addEventListener('click', () => (state.stack ? showLayer(l, h) : selectHead(h)));
       row.append(btn);

@@ -131,7 +131,8 @@ function publish(note, extra) {
   const c = layers[0].config;
   const first = c.circuit && c.circuit.induction ? c.circuit.induction : { layer: layers.length - 1, head: 0 };
   const layer = state.stack ? state.stack.layer : first.layer;
-  const maps = layers.map((_, l) => session.layerResponse(l));
+  const cells = idealFor(session.tokens());
+  const maps = layers.map((_, l) => session.layerResponse(l, cells));
   const r = maps[layer];
   const head = state.stack ? (state.view.head === 'avg' || state.view.head < r.H ? state.view.head : 0) : first.head;
   update({
@@ -183,10 +184,15 @@ function renderPredictions() {
 // repeat found in the sequence (the one Step walks through, else the tokens).
 export function idealCells() {
   const s = state.stack;
-  if (!s || !session) return [];
-  const seq = plan.length >= s.n && plan.slice(0, s.n).every((id, i) => s.tokens[i] === session.vocab[id])
-    ? plan.map((id) => session.vocab[id]) : s.tokens;
-  return idealInduction(findRepeat(seq), s.n);
+  return s && session ? idealFor(s.tokens) : [];
+}
+
+// The same for the tokens held (the session's, before they are shown).
+function idealFor(tokens) {
+  const n = tokens.length;
+  const seq = plan.length >= n && plan.slice(0, n).every((id, i) => tokens[i] === session.vocab[id])
+    ? plan.map((id) => session.vocab[id]) : tokens;
+  return idealInduction(findRepeat(seq), n);
 }
 
 function drawIdeal() {
