@@ -85,7 +85,7 @@ import { headTokenPoint, initHeadView, renderHeadView } from './js/views/headvie
 import { renderOutput } from './js/views/output.js';
 import { answerOf, renderAnswer } from './js/views/answer.js';
 import { renderStatus } from './js/views/status.js';
-import { applyExample, applyModelInput, readForm, updateFormFields } from './js/views/form.js';
+import { applyExample, applyModelInput, readForm, showModelWidths, updateFormFields } from './js/views/form.js';
 import { initModelPicker, modelOf, showModelMeta, trainedModel } from './js/views/modelpicker.js';
 import { inferV2, modelInput } from './js/models.js';
 import { reduceFor } from './js/reduced.js';
@@ -268,6 +268,7 @@ function pickModel(name) {
   if (info && info.trained) {
     try { modelInput(info, $('tokens').value); } catch { applyModelInput(info); }
   }
+  if (info) showModelWidths(info);
   if (name === '' && ['trained', STACK_EXAMPLE].includes($('example').value)) { $('example').value = 'sentence'; applyExample('sentence'); }
   else if (t && name === t.name) $('example').value = 'trained';
   else if ($('example').value === STACK_EXAMPLE) $('example').value = 'sentence';

@@ -86,6 +86,11 @@ async function stepEachModel(page, base) {
     });
     check(!/[{}]/.test(metaText) && !panel.over && panel.wide.length === 0,
           `${name}: the panel shows raw JSON or sticks out: ${panel.wide.join(' | ') || metaText.slice(0, 200)}`);
+    // the fields the model disables show its own E and H
+    const form = await page.evaluate(() => ({ E: document.querySelector('[data-testid="embed-dim"]').value,
+                                              H: document.querySelector('[data-testid="heads"]').value }));
+    check(form.E === String(width('query')) && form.H === String(meta.parameters.num_heads),
+          `${name}: the form shows E ${form.E}, H ${form.H}; the model has E ${width('query')}, H ${meta.parameters.num_heads}`);
     lines.push(`${name} (${meta.parameters.format}, H ${H}, E ${width('query')})`);
     if (name === ctx.names[0]) await shot(page, 'models-first.png');
   }

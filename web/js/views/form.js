@@ -66,6 +66,23 @@ export function applyModelInput(info) {
   $('tokens-label').textContent = `Input (${info.name}'s tokens: ${info.config.vocab.join(' ')})`;
   $('tokens').rows = 2;
   $('mask').value = 'none';
+  showModelWidths(info);
+}
+
+// A served model's own E and H in the fields it disables (not the last
+// example's numbers).
+export function showModelWidths(info) {
+  showChoice('embed-dim', info.E);
+  showChoice('heads', info.H);
+  updateFormFields();
+}
+
+// Select `value` in the select `id`, adding it as a choice when missing.
+function showChoice(id, value) {
+  if (!value) return;
+  const sel = $(id), v = String(value);
+  if (![...sel.options].some((o) => o.value === v)) sel.add(new Option(v, v));
+  sel.value = v;
 }
 
 // The KV-head choices for H heads: H itself (value '', sent as nothing),
