@@ -22,24 +22,10 @@
 #include "core/kernels.h"
 #include "core/variants.h"
 
-#define DEC_TILE 32 /* tokens per tile: divides ATT_KV_BLOCK */
+#define DEC_TILE ATT_KV_TILE /* tokens per tile of keys (kvblocks.h) */
 #define DEC_AHEAD 64 /* tokens ahead of the one computing that are prefetched */
 
 /* ---- Conversions --------------------------------------------------------- */
-
-static float f16_soft(uint16_t h)
-{
-    const uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    uint32_t bits;
-    if (e == 0) { /* zero or subnormal: m·2^-24, exact */
-        const float v = (float)m * 0x1p-24f;
-        return s ? -v : v;
-    }
-    bits = e == 31 ? s | 0x7f800000u | (m << 13) : s | ((e + 112u) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
 
 uint16_t att_f32_to_f16(float x)
 {
@@ -75,7 +61,7 @@ static void f16_avx512(float *dst, const uint16_t *src, size_t n)
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
     for (; i < n; i++)
-        dst[i] = f16_soft(src[i]);
+        dst[i] = att_f16_to_f32(src[i]);
 }
 
 __attribute__((target("avx2,f16c")))
@@ -85,13 +71,13 @@ static void f16_f16c(float *dst, const uint16_t *src, size_t n)
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
     for (; i < n; i++)
-        dst[i] = f16_soft(src[i]);
+        dst[i] = att_f16_to_f32(src[i]);
 }
 
 static void f16_generic(float *dst, const uint16_t *src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        dst[i] = f16_soft(src[i]);
+        dst[i] = att_f16_to_f32(src[i]);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -137,10 +123,15 @@ void att_kv_to_f32(float *dst, const void *src, size_t n, int dtype)
 
 /* ---- The kernel ---------------------------------------------------------- */
 
-/* A tile's scores (sc, K) or context (P, V) for the G heads of a group;
- * K, V as the cache stores them; buf: DEC_TILE·d floats of scratch. */
-typedef void (*tile_fn)(float *out, const float *in, int G, const void *KV, int n, int d, int dt,
-                        float *buf, const char *pf);
+/* A tile's scores: sc[k·DEC_TILE + r] = q_k · key r for the G heads of a
+ * group and every column r of the tile KT (kvblocks.h: (d, DEC_TILE), as
+ * the cache stores it; columns past the cache's end give scores nobody
+ * reads). Its context: P_k += Σ_j sc[k·DEC_TILE + j]·V[j] over n value
+ * rows. buf: DEC_TILE·d floats of scratch; pf: memory to ask for. */
+typedef void (*scores_fn)(float *sc, const float *qg, int G, const void *KT, int d, int dt,
+                          float *buf, const char *pf);
+typedef void (*context_fn)(float *P, const float *sc, int G, const void *V, int n, int d, int dt,
+                           float *buf, const char *pf);
 
 struct dec {
     const struct att_params *pv;
@@ -150,27 +141,29 @@ struct dec {
     int jlo, jhi;     /* the keys some row sees: [jlo, jhi) */
     float *part;      /* nt × L × H × (d + 2): max, sum, context */
     int isa;
-    tile_fn scores, context; /* the inner loops (decode_simd.h, or plain) */
+    scores_fn scores; /* the inner loops (decode_simd.h, or plain) */
+    context_fn context;
     int bad[ATT_MAX_THREADS];
 };
 
 /* The plain inner loops: the tile converted to float32 in buf first. */
-static void plain_scores(float *sc, const float *qg, int G, const void *K, int n, int d, int dt,
+static void plain_scores(float *sc, const float *qg, int G, const void *KT, int d, int dt,
                          float *buf, const char *pf)
 {
     (void)pf;
-    const float *Kf = K;
+    const float *Kf = KT;
     if (dt != ATT_KV_F32)
-        att_kv_to_f32(buf, K, (size_t)n * d, dt), Kf = buf;
-    for (int j = 0; j < n; j++) {
-        const float *kj = Kf + (size_t)j * d;
-        for (int k = 0; k < G; k++) {
-            const float *qk = qg + (size_t)k * d;
-            float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-            for (int x = 0; x < d; x++)
-                s += qk[x] * kj[x];
-            sc[k * DEC_TILE + j] = s;
+        att_kv_to_f32(buf, KT, (size_t)DEC_TILE * d, dt), Kf = buf;
+    for (int k = 0; k < G; k++) {
+        float *s = sc + k * DEC_TILE;
+        const float *qk = qg + (size_t)k * d;
+        for (int r = 0; r < DEC_TILE; r++)
+            s[r] = 0.0f;
+        for (int x = 0; x < d; x++) {
+            const float qx = qk[x], *kx = Kf + (size_t)x * DEC_TILE;
+#pragma omp simd
+            for (int r = 0; r < DEC_TILE; r++)
+                s[r] += qx * kx[r];
         }
     }
 }
@@ -194,21 +187,6 @@ static void plain_context(float *P, const float *sc, int G, const void *V, int n
     }
 }
 
-/* The sums of a, b, c, d: their 128-bit lanes added across the four,
- * then within each lane; 13 operations where four reductions take 32. */
-__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c")))
-static inline __m128 sum4_512(__m512 a, __m512 b, __m512 c, __m512 d)
-{
-    const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-    const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
-    /* lanes: a, b, c, d, each 4 partial sums */
-    __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
-    u = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4E));
-    u = _mm512_add_ps(u, _mm512_permute_ps(u, 0xB1));
-    const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(first, u));
-}
-
 #define SFX avx512
 #define TGT __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c")))
 #define VF __m512
@@ -218,15 +196,11 @@ static inline __m128 sum4_512(__m512 a, __m512 b, __m512 c, __m512 d)
 #define VSTORE(p, v) _mm512_storeu_ps(p, v)
 #define VSET1(x) _mm512_set1_ps(x)
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define VSUM(v) _mm512_reduce_add_ps(v)
 #define VLOADH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define VLOADBF(p) \
     _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
-#define VSUM4(p, a, b, c, d) _mm_storeu_ps(p, sum4_512(a, b, c, d))
-#define UJ 4
 #define UX 4
 #include "core/decode_simd.h"
-#undef VSUM4
 #undef SFX
 #undef TGT
 #undef VF
@@ -236,19 +210,9 @@ static inline __m128 sum4_512(__m512 a, __m512 b, __m512 c, __m512 d)
 #undef VSTORE
 #undef VSET1
 #undef VFMA
-#undef VSUM
 #undef VLOADH
 #undef VLOADBF
-#undef UJ
 #undef UX
-
-__attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
-{
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-}
 
 #define SFX avx2
 #define TGT __attribute__((target("avx2,fma,f16c")))
@@ -259,11 +223,9 @@ __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
 #define VSTORE(p, v) _mm256_storeu_ps(p, v)
 #define VSET1(x) _mm256_set1_ps(x)
 #define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define VSUM(v) hsum256(v)
 #define VLOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define VLOADBF(p) \
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
-#define UJ 2
 #define UX 2
 #include "core/decode_simd.h"
 
@@ -308,13 +270,12 @@ static inline __attribute__((always_inline)) int dec_softmax(float *P, float *sc
     return bad;
 }
 
-/* Tokens of the tile at j: up to DEC_TILE, not past hi nor past j's block
- * (a window can start a run anywhere in a block). */
+/* Tokens of the tile at j: up to its end (a tile of keys is one unit of
+ * memory, kvblocks.h), not past hi (a window can start a run anywhere). */
 static inline int tile_len(int j, int hi)
 {
-    const int to_block = ATT_KV_BLOCK - j % ATT_KV_BLOCK, to_hi = hi - j;
-    const int n = to_hi < to_block ? to_hi : to_block;
-    return n < DEC_TILE ? n : DEC_TILE;
+    const int to_tile = DEC_TILE - j % DEC_TILE, to_hi = hi - j;
+    return to_hi < to_tile ? to_hi : to_tile;
 }
 
 /* Thread t's run of tokens, every KV head and query row. buf: scratch of
@@ -346,21 +307,23 @@ static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t,
             const float *qg = D->q + (size_t)i * D->Dq + (size_t)g * G * d;
             for (int j = lo; j < hi;) {
                 const int n = tile_len(j, hi);
-                const void *K = att_kv_row(c, 0, g, j), *V = att_kv_row(c, 1, g, j);
-                /* the rows DEC_AHEAD tokens on are asked for while these compute */
+                const void *KT = att_kv_ktile(c, g, j), *V = att_kv_vrow(c, g, j);
+                /* the tiles DEC_AHEAD tokens on are asked for while these compute */
                 const int ja = j + DEC_AHEAD < hi ? j + DEC_AHEAD : -1;
-                const char *pk = ja < 0 ? NULL : att_kv_row(c, 0, g, ja);
-                const char *pvr = ja < 0 ? NULL : att_kv_row(c, 1, g, ja);
-                D->scores(sc, qg, G, K, n, d, c->dtype, kbuf, pk);
+                const char *pk = ja < 0 ? NULL : att_kv_ktile(c, g, ja);
+                const char *pvr = ja < 0 ? NULL : att_kv_vrow(c, g, ja);
+                /* the whole tile's scores; its columns j … j + n - 1 are used */
+                D->scores(sc, qg, G, KT, d, c->dtype, kbuf, pk);
+                float *sj = sc + j % DEC_TILE;
                 for (int k = 0; !D->plain && k < G; k++) {
                     const int h = g * G + k;
                     struct att_row ar;
                     att_row_init(&ar, pv, 0, h, i, j, n,
                                  pv->alibi_slopes ? pv->alibi_slopes[h] : 0.0f);
-                    att_row_finish(sc + k * DEC_TILE, pv, &ar);
+                    att_row_finish(sj + k * DEC_TILE, pv, &ar);
                 }
-                D->bad[t] |= dec_softmax(P, sc, G, n, d);
-                D->context(P, sc, G, V, n, d, c->dtype, kbuf, pvr);
+                D->bad[t] |= dec_softmax(P, sj, G, n, d);
+                D->context(P, sj, G, V, n, d, c->dtype, kbuf, pvr);
                 j += n;
             }
         }

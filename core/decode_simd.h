@@ -3,11 +3,9 @@
  * instruction set after defining
  *   SFX          name suffix (avx512, avx2)
  *   TGT          the target attribute
- *   VF, VW       the float vector type and its lanes
- *   VZERO() VLOAD(p) VSTORE(p, v) VSET1(x) VFMA(a, b, c) VSUM(v)
- *   VSUM4(p, a, b, c, d)   (optional, with UJ 4) p[0..3] = the sums of a … d
+ *   VF, VW       the float vector type and its lanes (DEC_TILE a multiple of 2·VW)
+ *   VZERO() VLOAD(p) VSTORE(p, v) VSET1(x) VFMA(a, b, c)
  *   VLOADH(p) VLOADBF(p)   VW FP16 / BF16 elements at p, as floats
- *   UJ           keys per pass of the scores (accumulators: UJ × 4 heads)
  *   UX           vectors per pass of the context (accumulators: UX × 4 heads)
  * Both take the cache's rows as they are stored (FP32, FP16, BF16): the
  * conversion happens in registers, the tile is read once from memory.
@@ -28,50 +26,36 @@ static inline __attribute__((always_inline)) TGT VF DS_CAT(ds_load, SFX)(const v
     return VLOADBF((const uint16_t *)base + i);
 }
 
-/* sc[g·DEC_TILE + j] = qg[g] · K[j], g < GB, j < n. */
+/* sc[g·DEC_TILE + r] = qg[g] · column r of the tile KT (d, DEC_TILE),
+ * g < GB, every r: at each x a vector of keys' elements and qg[g][x]
+ * broadcast, by chunks of 2·VW columns (2·GB accumulators), no sums
+ * across a vector. */
 static inline __attribute__((always_inline)) TGT void
-DS_CAT(ds_scores_gb, SFX)(float *sc, const float *qg, const void *K, int n, int d,
-                          const char *pf, int dt, int GB)
+DS_CAT(ds_scores_gb, SFX)(float *sc, const float *qg, const void *KT, int d, const char *pf,
+                          int dt, int GB)
 {
-    const size_t row = (size_t)d * (dt == ATT_KV_F32 ? 4 : 2);
-    int j = 0;
-    for (; j + UJ <= n; j += UJ) {
-        for (size_t o = 0; pf && o < UJ * row; o += 64) /* rows ahead, a few at a time */
-            __builtin_prefetch(pf + (size_t)j * row + o, 0, 2);
-        VF a[4][UJ];
+    const size_t esz = dt == ATT_KV_F32 ? 4 : 2, line = (size_t)DEC_TILE * esz;
+    for (int c0 = 0; c0 < DEC_TILE; c0 += 2 * VW) {
+        VF a[4][2];
         for (int g = 0; g < GB; g++)
-            for (int u = 0; u < UJ; u++)
-                a[g][u] = VZERO();
-        for (int x = 0; x < d; x += VW) {
-            VF k[UJ];
-            for (int u = 0; u < UJ; u++)
-                k[u] = DS_CAT(ds_load, SFX)(K, (size_t)(j + u) * d + x, dt);
+            a[g][0] = VZERO(), a[g][1] = VZERO();
+        for (int x = 0; x < d; x++) {
+            /* the tile ahead, the x-th of its d slices (not all at once:
+             * a burst of prefetches stalls the loads behind it) */
+            for (size_t o = 0; pf && c0 == 0 && o < line; o += 64)
+                __builtin_prefetch(pf + (size_t)x * line + o, 0, 2);
+            const size_t at = (size_t)x * DEC_TILE + (size_t)c0;
+            const VF k0 = DS_CAT(ds_load, SFX)(KT, at, dt), k1 = DS_CAT(ds_load, SFX)(KT, at + VW, dt);
             for (int g = 0; g < GB; g++) {
-                const VF q = VLOAD(qg + (size_t)g * d + x);
-                for (int u = 0; u < UJ; u++)
-                    a[g][u] = VFMA(q, k[u], a[g][u]);
+                const VF q = VSET1(qg[(size_t)g * d + x]);
+                a[g][0] = VFMA(q, k0, a[g][0]);
+                a[g][1] = VFMA(q, k1, a[g][1]);
             }
         }
         for (int g = 0; g < GB; g++) {
-#ifdef VSUM4 /* the UJ = 4 sums of a head at once */
-            VSUM4(sc + g * DEC_TILE + j, a[g][0], a[g][1], a[g][2], a[g][3]);
-#else
-            for (int u = 0; u < UJ; u++)
-                sc[g * DEC_TILE + j + u] = VSUM(a[g][u]);
-#endif
+            VSTORE(sc + g * DEC_TILE + c0, a[g][0]);
+            VSTORE(sc + g * DEC_TILE + c0 + VW, a[g][1]);
         }
-    }
-    for (; j < n; j++) {
-        VF a[4];
-        for (int g = 0; g < GB; g++)
-            a[g] = VZERO();
-        for (int x = 0; x < d; x += VW) {
-            const VF k = DS_CAT(ds_load, SFX)(K, (size_t)j * d + x, dt);
-            for (int g = 0; g < GB; g++)
-                a[g] = VFMA(VLOAD(qg + (size_t)g * d + x), k, a[g]);
-        }
-        for (int g = 0; g < GB; g++)
-            sc[g * DEC_TILE + j] = VSUM(a[g]);
     }
 }
 
@@ -140,15 +124,15 @@ DS_CAT(ds_context_gb, SFX)(float *P, const float *sc, const void *V, int n, int 
         }                                                                                         \
     } while (0)
 
-TGT static void DS_CAT(ds_scores, SFX)(float *sc, const float *qg, int G, const void *K, int n,
-                                       int d, int dt, float *buf, const char *pf)
+TGT static void DS_CAT(ds_scores, SFX)(float *sc, const float *qg, int G, const void *KT, int d,
+                                       int dt, float *buf, const char *pf)
 {
     (void)buf;
     for (int k0 = 0; k0 < G; k0 += 4) {
         const int GB = G - k0 < 4 ? G - k0 : 4;
         float *s = sc + k0 * DEC_TILE;
         const float *q = qg + (size_t)k0 * d;
-        DS_BY_DT(DS_CAT(ds_scores_gb, SFX), s, q, K, n, d, k0 ? NULL : pf);
+        DS_BY_DT(DS_CAT(ds_scores_gb, SFX), s, q, KT, d, k0 ? NULL : pf);
     }
 }
 

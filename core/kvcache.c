@@ -104,8 +104,9 @@ size_t att_kv_bytes_at(const struct att_kv *c, long long tokens)
 
 static void *block_alloc(size_t bytes)
 {
-    if (bytes % HUGE_PAGE)
-        return malloc(bytes);
+    if (bytes % HUGE_PAGE) /* zeroed, as a mapping is: the decode kernel reads a
+                            * tile's unused columns (and discards them) */
+        return calloc(1, bytes);
     /* a page more than asked, its unaligned ends unmapped */
     unsigned char *m = mmap(NULL, bytes + HUGE_PAGE, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -210,9 +211,10 @@ int att_step_check(const struct att_params *p, const struct att_kv *c, size_t *o
 }
 
 /* Rows k, v: (S, Dkv) rounded into the cache at tokens len … len + S - 1
- * (the blocks exist); k and v become what the cache holds (rounded to its
- * dtype). Returns the first row (key: row, value: S + row) whose value is
- * beyond the dtype's range, or -1. */
+ * (the blocks exist; values as rows, keys into their tiles' columns,
+ * kvblocks.h); k and v become what the cache holds (rounded to its dtype).
+ * Returns the first row (key: row, value: S + row) whose value is beyond
+ * the dtype's range, or -1. */
 static long long append_rows(struct att_kv *c, float *k, float *v, int S)
 {
     const int Hkv = c->Hkv, d = c->d, Dkv = Hkv * d;
@@ -223,23 +225,30 @@ static long long append_rows(struct att_kv *c, float *k, float *v, int S)
             const long long j = c->len + r;
             for (int g = 0; g < Hkv; g++) {
                 float *x = src + (size_t)r * Dkv + (size_t)g * d;
-                void *dst = (void *)att_kv_row(c, w, g, j);
+                /* element e goes to dst[e · step]: a row, or a tile's column */
+                unsigned char *dst = (unsigned char *)(w ? att_kv_vrow(c, g, j) : att_kv_ktile(c, g, j));
+                const size_t step = w ? 1 : ATT_KV_TILE;
+                if (!w)
+                    dst += (size_t)(j % ATT_KV_TILE) * (size_t)c->esize;
                 if (c->dtype == ATT_KV_F32) {
-                    memcpy(dst, x, (size_t)d * sizeof *x);
-                    for (int e = 0; e < d; e++)
+                    float *f = (float *)(void *)dst;
+                    for (int e = 0; e < d; e++) {
+                        f[(size_t)e * step] = x[e];
                         mx = fabsf(x[e]) > mx ? fabsf(x[e]) : mx;
+                    }
                     continue;
                 }
-                uint16_t *h = dst;
+                uint16_t *h = (uint16_t *)(void *)dst;
                 const uint16_t inf = c->dtype == ATT_KV_F16 ? 0x7c00u : 0x7f80u;
                 for (int e = 0; e < d; e++) {
-                    h[e] = c->dtype == ATT_KV_F16 ? att_f32_to_f16(x[e]) : att_f32_to_bf16(x[e]);
-                    if ((h[e] & inf) == inf)
+                    const uint16_t b = c->dtype == ATT_KV_F16 ? att_f32_to_f16(x[e]) : att_f32_to_bf16(x[e]);
+                    if ((b & inf) == inf)
                         return (long long)w * S + r;
                     /* rounding moves a value by 2^-9 of it at most (BF16) */
                     mx = fabsf(x[e]) * 1.01f > mx ? fabsf(x[e]) * 1.01f : mx;
+                    h[(size_t)e * step] = b;
+                    x[e] = att_half_to_f32(b, c->dtype);
                 }
-                att_kv_to_f32(x, h, (size_t)d, c->dtype);
             }
         }
         *(w ? &c->vmax : &c->kmax) = mx;
@@ -262,11 +271,16 @@ static int attend_general(float *ctx, float *weights, const float *q, const floa
         if (!kv)
             return att_fail(err, ATT_ENOMEM, "out of memory for a %zu-byte copy of the cache",
                             (size_t)2 * T * Dkv * sizeof *kv);
-        for (int w = 0; w < 2; w++)
-            for (int j = 0; j < T; j++)
-                for (int g = 0; g < Hkv; g++)
-                    att_kv_to_f32(kv + ((size_t)w * T + j) * Dkv + (size_t)g * d,
-                                  att_kv_row(c, w, g, j), (size_t)d, c->dtype);
+        for (int j = 0; j < T; j++)
+            for (int g = 0; g < Hkv; g++) {
+                float *kr = kv + (size_t)j * Dkv + (size_t)g * d;
+                const void *kt = att_kv_ktile(c, g, j);
+                for (int e = 0; e < d; e++) /* the key: column j of its tile */
+                    kr[e] = att_kv_elem(kt, (size_t)e * ATT_KV_TILE + (size_t)(j % ATT_KV_TILE),
+                                        c->dtype);
+                att_kv_to_f32(kv + ((size_t)T + j) * Dkv + (size_t)g * d, att_kv_vrow(c, g, j),
+                              (size_t)d, c->dtype);
+            }
         k = kv, vv = kv + (size_t)T * Dkv;
     }
     struct att_params in = *v;
