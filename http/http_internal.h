@@ -18,6 +18,8 @@
 
 /* Retry-After of every 503, in seconds (response.c, and conn.c's cuts). */
 #define RETRY_AFTER_S "1"
+/* The challenge of a 401 (the admin endpoints take a bearer token). */
+#define WWW_AUTHENTICATE "Bearer realm=\"attention-admin\""
 
 /* What a connection is doing, for the watchdog's deadlines. */
 enum phase {

@@ -47,6 +47,8 @@ enum MHD_Result response_queue(struct req *r, int status, struct MHD_Response *r
                          MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"));
     if (status == 503)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+    if (status == 401) /* the scheme the credentials must use (RFC 9110 §11.6.1) */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, WWW_AUTHENTICATE);
     if (status == 415) /* the codings a body may have (RFC 9110 §15.5.16) */
         MHD_add_response_header(resp, "Accept-Encoding", INFLATE_ACCEPT_ENCODING);
     for (int i = 0; i < ROUTE_HEADERS; i++) /* the handler's own (Server-Timing, ...) */

@@ -74,6 +74,8 @@ static void check_no_cors_on_the_repository(const char *policy, const char *orig
         const char *without[] = {o, NULL};
         a = request_with(s.port, "POST", repo_paths[i], "", 0, NULL, 0, without);
         expect_v2_error(&a, 401, "Bearer");
+        cr_expect(has_header(&a, "WWW-Authenticate", "Bearer realm=\"attention-admin\""), "%s",
+                  a.headers);
         cr_expect(strstr(a.headers, "Access-Control-") == NULL, "%s: %s", repo_paths[i],
                   a.headers);
         free(a.body);
