@@ -286,7 +286,8 @@ static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t,
     const struct att_params *pv = D->pv;
     const int d = D->d, G = D->G, L = D->L, H = D->H;
     const int span = D->jhi - D->jlo;
-    /* runs in whole tiles, so that tiles stay within blocks */
+    /* runs of whole tiles from jlo (which may fall mid-tile: tile_len stops
+     * each tile at its end) */
     const int tiles = (span + DEC_TILE - 1) / DEC_TILE;
     const int a = D->jlo + (int)((long long)tiles * t / D->nt) * DEC_TILE;
     int b = D->jlo + (int)((long long)tiles * (t + 1) / D->nt) * DEC_TILE;

@@ -91,7 +91,7 @@ import { inferV2, modelInput } from './js/models.js';
 import { reduceFor } from './js/reduced.js';
 import { compareLabels, compareMaps, comparePixel, compareRanges, initCompare, renderCompare } from './js/views/compare.js';
 import { exchangeJson, exportJson, exportPng, exportSvg, svgOfTab } from './js/views/export.js';
-import { STACK_EXAMPLE, initStepper, openStack, runStack, stackChosen, stackView } from './js/views/stepper.js';
+import { STACK_EXAMPLE, cancelStack, initStepper, openStack, runStack, stackChosen, stackView } from './js/views/stepper.js';
 import { initOverview } from './js/views/overview.js';
 
 // ---------------------------------------------------------------------------
@@ -224,14 +224,16 @@ async function send(kind, slot, tokensText) {
 
 async function run(kind) {
   if (kind === 'example' && stackChosen()) return runStack();
+  cancelStack();   // steps still queued would draw the stack over this run
   const seq = state.runSeq + 1;
   update({ runSeq: seq, busy: true });
   const t0 = performance.now();
   const sent = await send(kind, 'main');
-  if (sent.error) return finish(seq, { lastError: sent.error, response: null, second: null });
+  // an error leaves nothing drawn under it: no maps, no stack (its sequences end)
+  if (sent.error) return finish(seq, { lastError: sent.error, response: null, second: null, stack: null });
   const res = sent.res;
   if (res.aborted || seq !== state.runSeq) return;
-  if (res.error) return finish(seq, { lastError: res.error, response: null, second: null });
+  if (res.error) return finish(seq, { lastError: res.error, response: null, second: null, stack: null });
   const t2 = performance.now();
   update({ response: res.response, title: sent.title, view: fitView(state.view, res.response), lastError: null,
            second: null, lastExchange: sent.exchange, stack: null });

@@ -400,6 +400,67 @@ async function stepLeave(page) {
   check(sent.every((x) => !x.params.sequence_id || x.params.sequence_end), 'the single-layer run carried a sequence_id');
 }
 
+// Nothing of the stack is left on the page after an error, or under
+// another example: an input error in the stack, steps still queued when
+// another example is chosen, another example's failed run. Each time the
+// stack's sequences are ended.
+async function stepNoStaleStack(page) {
+  const settle = async (before) => page.waitForFunction((n) => window.attn.state.runCount > n && !window.attn.state.busy,
+                                                       before, { timeout: 30000 });
+  const ended = async (ids) => {
+    const ends = () => ctx.requests.filter((r) => r.params.sequence_end && ids.includes(r.params.sequence_id));
+    for (let k = 0; k < 50 && ends().length < ids.length; k++) await page.waitForTimeout(100);
+    return ends().length;
+  };
+  const gone = async (what) => {
+    const st = await page.evaluate(() => ({ stack: window.attn.stack(), title: window.attn.state.title }));
+    check(st.stack === null, `${what}: the stack is still drawn`);
+    check(await page.isHidden('[data-testid="stack-card"]'), `${what}: the step controls are still shown`);
+    return st;
+  };
+  // 1. an input error in the stack: no maps under the banner
+  await act(page, () => page.selectOption('[data-testid="example"]', 'induction'));
+  let ids = (await stackOf(page)).sequenceIds;
+  await page.fill('[data-testid="tokens"]', '');
+  let before = await page.evaluate(() => window.attn.state.runCount);
+  await page.click('[data-testid="run"]');
+  await settle(before);
+  const e1 = await page.evaluate(() => ({ err: window.attn.state.lastError, resp: window.attn.state.response }));
+  check(e1.err && e1.resp === null, `an empty input: error ${JSON.stringify(e1.err)}, a response still drawn: ${e1.resp !== null}`);
+  await gone('after an input error');
+  check(await ended(ids) === 2, 'the input error left the stack\'s sequences open');
+  // 2. steps queued, then another example: that example is what is drawn
+  await act(page, () => page.selectOption('[data-testid="example"]', 'induction'));
+  ids = (await stackOf(page)).sequenceIds;
+  before = await page.evaluate(() => window.attn.state.runCount);
+  await page.evaluate(() => {   // four clicks at once, then the other example
+    for (let k = 0; k < 4; k++) document.querySelector('[data-testid="step"]').click();
+    const sel = document.querySelector('[data-testid="example"]');
+    sel.value = 'sentence';
+    sel.dispatchEvent(new Event('change', { bubbles: true }));
+  });
+  await page.waitForFunction(() => !window.attn.state.busy && window.attn.state.title && !/induction/.test(window.attn.state.title),
+                             null, { timeout: 30000 });
+  await page.waitForTimeout(1500);   // what was queued has had its time
+  const st = await gone('steps queued, then the sentence example');
+  const L = await page.evaluate(() => window.attn.state.response && window.attn.state.response.L);
+  check(!/induction/.test(st.title) && L === 10, `the sentence example is not what is drawn: "${st.title}", L ${L}`);
+  check(await ended(ids) === 2, 'choosing another example left the stack\'s sequences open');
+  // 3. another example's run fails: the stack goes too
+  await act(page, () => page.selectOption('[data-testid="example"]', 'induction'));
+  ids = (await stackOf(page)).sequenceIds;
+  await page.route('**/attention', (r) => r.fulfill({ status: 503, contentType: 'application/json',
+                                                       body: '{"error":"busy (test)","code":"overloaded"}' }));
+  before = await page.evaluate(() => window.attn.state.runCount);
+  await page.selectOption('[data-testid="example"]', 'sentence');
+  await settle(before);
+  await page.unroute('**/attention');
+  const e3 = await page.evaluate(() => window.attn.state.lastError);
+  check(e3 && e3.status === 503, `the failed run shows ${JSON.stringify(e3)}`);
+  await gone('after another example\'s failed run');
+  check(await ended(ids) === 2, 'the failed run left the stack\'s sequences open');
+}
+
 // Leaving the page (a reload) ends the stack's sequences: a step on them
 // from here is then 400, the sequence not found.
 async function stepPageHide(page, base) {
@@ -424,5 +485,6 @@ runSuite('induction.test', [
   ['a typed sequence is one prompt chunk, then steps', stepTyped],
   ['layer × head overview: every head, a click opens it', stepOverview],
   ['leaving the stack ends its sequences; a single layer is one overview row', stepLeave],
+  ['nothing of the stack under an error or another example (queued steps dropped)', stepNoStaleStack],
   ['leaving the page ends the sequences', stepPageHide],
 ], { prefix: 'induction-', logName: 'server-induction.log' });

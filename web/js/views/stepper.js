@@ -11,6 +11,7 @@
 //   stackChosen()          // the Example list shows the stack
 //   openStack()            // the stack's example input, run
 //   runStack()             // the typed tokens as one prompt chunk (new sequences)
+//   cancelStack()          // drops the actions queued so far (app.js, before another run)
 //   stackView()            // the test hook's snapshot (app.js window.attn.stack)
 //
 // state.stack (state.js) holds what is drawn: every layer's maps, the
@@ -30,6 +31,7 @@ let layers = null;     // the served stack's model infos, or null
 let session = null;    // the StackSession of what is shown
 let plan = [];         // the token ids Step walks through: the typed text at the last Run or Reset
 let queue = Promise.resolve();   // actions run one after another, in the order clicked
+let epoch = 0;         // actions queued before cancelStack() are dropped
 
 export const stackChosen = () => !!layers && $('example').value === STACK_EXAMPLE;
 
@@ -71,6 +73,12 @@ export function openStack() {
   return runStack();
 }
 
+// Drops the stack's actions queued so far (a run of another example
+// replaces what they would draw).
+export function cancelStack() {
+  epoch++;
+}
+
 export const runStack = () => act(async () => {
   plan = idsOf($('tokens').value);
   session = session || new StackSession(layers);
@@ -107,7 +115,9 @@ function idsOf(text) {
 // runSeq, runCount, lastError as app.js's runs), and draws its result:
 // {ok}, {note} (nothing sent), or {error, lost}.
 function act(fn) {
+  const mine = epoch;
   queue = queue.then(async () => {
+    if (mine !== epoch) return;   // another run of the page came after the click
     const seq = state.runSeq + 1, t0 = performance.now();
     update({ runSeq: seq, busy: true });
     let r;
@@ -118,7 +128,10 @@ function act(fn) {
     }
     if (seq !== state.runSeq) return;   // another run replaced this one on the page
     const done = { busy: false, runCount: state.runCount + 1 };
-    if (r.error || !session) return update({ ...done, lastError: r.error || null });
+    // an error leaves nothing drawn under it (as app.js's runs): the stack
+    // goes, and with it the sequences (the subscriber below ends them)
+    if (r.error) return update({ ...done, lastError: r.error, response: null, second: null, stack: null });
+    if (!session) return update({ ...done, lastError: null });
     const note = r.note || (r.lost ? `the server had lost the sequences (restarted?): started again from the ${session.n} tokens kept here`
                                    : session.n >= session.P ? reached() : '');
     publish(note, { ...done, lastError: null, lastTiming: r.note ? state.lastTiming : { total: performance.now() - t0, bytes: session.lastBytes } });
