@@ -232,6 +232,16 @@ static json_t *tiny_step(const char *id, int start)
     return b;
 }
 
+/* body with `field` set to `value` (taken) is refused: 400
+ * invalid_parameter, the message containing `msg`. */
+static void expect_refused(int port, json_t *body, const char *field, json_t *value, const char *msg)
+{
+    json_object_set_new(body, field, value);
+    struct http_reply a = attention(port, body);
+    expect_error(&a, 400, "invalid_parameter", msg);
+    free(a.body);
+}
+
 Test(sessions, every_refusal_has_its_status_and_slug)
 {
     struct server s;
@@ -249,20 +259,14 @@ Test(sessions, every_refusal_has_its_status_and_slug)
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     /* inside a sequence: query_position_offset, positional_encoding */
-    json_t *b = tiny_step("e1", 0);
-    json_object_set_new(b, "query_position_offset", json_integer(3));
-    a = attention(s.port, b);
-    expect_error(&a, 400, "invalid_parameter", "query_position_offset cannot be given");
-    free(a.body);
-    b = tiny_step("e1", 0);
-    json_object_set_new(b, "positional_encoding", json_string("sinusoidal"));
-    a = attention(s.port, b);
-    expect_error(&a, 400, "invalid_parameter", "positional_encoding cannot be used");
-    free(a.body);
+    expect_refused(s.port, tiny_step("e1", 0), "query_position_offset", json_integer(3),
+                   "query_position_offset cannot be given");
+    expect_refused(s.port, tiny_step("e1", 0), "positional_encoding", json_string("sinusoidal"),
+                   "positional_encoding cannot be used");
     /* N = 1; S >= L */
     float x[2 * 2 * E];
     fill(x, sizeof x / sizeof *x);
-    b = json_pack("{s:[o, o], s:i, s:s}", "query", mat(x, 2, E), mat(x + 2 * E, 2, E),
+    json_t *b = json_pack("{s:[o, o], s:i, s:s}", "query", mat(x, 2, E), mat(x + 2 * E, 2, E),
                   "num_heads", H, "sequence_id", "e1");
     a = attention(s.port, b);
     expect_error(&a, 400, "invalid_parameter", "N = 1");
@@ -273,16 +277,10 @@ Test(sessions, every_refusal_has_its_status_and_slug)
     expect_error(&a, 400, "invalid_parameter", "S >= L");
     free(a.body);
     /* what the start fixed: num_heads, the model, the weights */
-    b = tiny_step("e1", 0);
-    json_object_set_new(b, "num_heads", json_integer(1));
-    a = attention(s.port, b);
-    expect_error(&a, 400, "invalid_parameter", "num_heads differs");
-    free(a.body);
-    b = tiny_step("e1", 0);
-    json_object_set_new(b, "weights", json_pack("{s:o}", "out_proj_weight", mat(x, E, E)));
-    a = attention(s.port, b);
-    expect_error(&a, 400, "invalid_parameter", "the weights differ");
-    free(a.body);
+    expect_refused(s.port, tiny_step("e1", 0), "num_heads", json_integer(1),
+                   "num_heads differs");
+    expect_refused(s.port, tiny_step("e1", 0), "weights",
+                   json_pack("{s:o}", "out_proj_weight", mat(x, E, E)), "the weights differ");
     float q16[16]; /* mha_f32: E 16 */
     fill(q16, 16);
     b = json_pack("{s:o, s:s, s:s}", "query", mat(q16, 1, 16), "model", "mha_f32",
@@ -291,16 +289,10 @@ Test(sessions, every_refusal_has_its_status_and_slug)
     expect_error(&a, 400, "invalid_parameter", "belongs to model 'attention'");
     free(a.body);
     /* kv_cache_dtype: a sequence's only; one of three */
-    b = tiny_step(NULL, 0);
-    json_object_set_new(b, "kv_cache_dtype", json_string("FP16"));
-    a = attention(s.port, b);
-    expect_error(&a, 400, "invalid_parameter", "kv_cache_dtype applies to a sequence only");
-    free(a.body);
-    b = tiny_step("e2", 1);
-    json_object_set_new(b, "kv_cache_dtype", json_string("FP8"));
-    a = attention(s.port, b);
-    expect_error(&a, 400, "invalid_parameter", "kv_cache_dtype must be");
-    free(a.body);
+    expect_refused(s.port, tiny_step(NULL, 0), "kv_cache_dtype", json_string("FP16"),
+                   "kv_cache_dtype applies to a sequence only");
+    expect_refused(s.port, tiny_step("e2", 1), "kv_cache_dtype", json_string("FP8"),
+                   "kv_cache_dtype must be");
     /* sequence_start without an id */
     b = tiny_step(NULL, 1);
     a = attention(s.port, b);
