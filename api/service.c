@@ -116,12 +116,17 @@ static int inherit(struct att_params *p, const struct sess_fixed *f)
 
 /* Run r's step on its sequence: out and w malloc'd, r's sizes, S (the
  * whole cache, for the answer) and seq.length set. model_id: the loaded
- * model (NULL: built-in). 0, or -1 with err (the sequence as before). */
+ * model (NULL: built-in). The whole request is checked, and the step's
+ * rows projected and checked against the cache's dtype, before
+ * sess_reserve() may evict anyone. 0 and *held (the sequence, busy until
+ * sess_sent: the answer is to be sent), or -1 with err (the sequence as
+ * before, its idle timer too). */
 static int step(struct codec_request *r, const char *model, const void *model_id,
                 const struct codec_limits *lim, const char *weights_hint, float **out,
-                float **w, struct api_error *err)
+                float **w, struct sess **held, struct api_error *err)
 {
     struct codec_sequence *q = &r->seq;
+    *held = NULL;
     if (q->end_only) {
         if (sess_end(q->id))
             return api_fail(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' does not exist: "
@@ -134,6 +139,7 @@ static int step(struct codec_request *r, const char *model, const void *model_id
     if (sess_open(&st, q->id, q->start, &fix, err))
         return -1;
     int rc = -1, drop = 0;
+    struct att_step *as = NULL;
     if (!q->start && st.fixed->model_id != model_id && !strcmp(st.fixed->model, model)) {
         drop = 1; /* the model was reloaded under it */
         api_fail(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' was dropped: its model "
@@ -169,7 +175,7 @@ static int step(struct codec_request *r, const char *model, const void *model_id
     }
     const struct att_params one = r->p; /* this step's S rows */
     r->p.S = (int)total;                /* the answer's weights span the cache */
-    if (codec_weights_limit(r, lim, weights_hint, err) || sess_reserve(&st, total, err))
+    if (codec_weights_limit(r, lim, weights_hint, err))
         goto restore;
     *out = malloc(r->out_len * sizeof **out);
     *w = r->weights_len ? malloc(r->weights_len * sizeof **w) : NULL;
@@ -177,7 +183,16 @@ static int step(struct codec_request *r, const char *model, const void *model_id
         api_fail(err, ERR_INTERNAL, "out of memory for the output");
         goto restore;
     }
-    if ((st_rc = att_step(*out, *w, &one, st.kv, &ae)) != ATT_OK) {
+    /* the rows projected and in the cache's range: only then the budget */
+    if ((st_rc = att_step_begin(&as, &one, st.kv, &ae)) != ATT_OK) {
+        api_fail(err, http_error_from_att(st_rc), "%s", ae.msg);
+        goto restore;
+    }
+    if (sess_reserve(&st, total, err))
+        goto restore;
+    st_rc = att_step_finish(*out, *w, as, st.kv, &ae);
+    as = NULL;
+    if (st_rc != ATT_OK) {
         api_fail(err, http_error_from_att(st_rc), "%s", ae.msg);
         goto restore;
     }
@@ -187,16 +202,22 @@ static int step(struct codec_request *r, const char *model, const void *model_id
 restore:
     r->p.S = one.S;
 done:
-    sess_close(&st, rc == 0, drop || (rc == 0 && q->end));
+    att_step_cancel(as);
+    st.hold = 1;
+    *held = sess_close(&st, rc == 0, drop || (rc == 0 && q->end));
     return rc;
 }
 
-/* A refusal of a step: 503 says when to retry. */
+/* A held sequence's answer sent (route_response.done). */
+static void sequence_sent(void *held)
+{
+    sess_sent(held);
+}
+
+/* A refusal of a step (a 503's Retry-After is the transport's). */
 static void step_error(struct route_response *a, const struct api_error *e, int v2)
 {
     (v2 ? service_v2_error : service_error)(a, e->code, e->msg);
-    if (e->code == ERR_OVERLOADED)
-        route_header_set(a, "Retry-After", "1");
 }
 
 /* A streamed answer's reader (codec/stream.h), for both protocols. */
@@ -287,13 +308,15 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
      *    a sequence on its cache */
     if (r.seq.id[0]) {
         const struct model *m = r.model_ref ? repo_model(r.model_ref) : NULL;
+        struct sess *held;
         const int src = step(&r, r.model_ref ? repo_ref_name(r.model_ref) : MODEL_BUILTIN, m,
-                             lim, CODEC_WEIGHTS_HINT, &out, &w, &e);
+                             lim, CODEC_WEIGHTS_HINT, &out, &w, &held, &e);
         d[STAGE_COMPUTE] = lap(&mark);
         if (src) {
             step_error(a, &e, 0);
             goto done;
         }
+        a->done = sequence_sent, a->done_cls = held; /* the idle timer from the answer's end */
         if (r.seq.end_only) {
             char body_[64];
             const int n = snprintf(body_, sizeof body_, "{\"cache_length\":0}");
@@ -372,13 +395,15 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
     }
     /* 2. compute (a step of a sequence on its cache) */
     if (r.c.seq.id[0]) {
+        struct sess *held;
         const int src = step(&r.c, repo_ref_name(ref), repo_model(ref), lim,
-                             CODEC_V2_WEIGHTS_HINT, &out, &w, &e);
+                             CODEC_V2_WEIGHTS_HINT, &out, &w, &held, &e);
         d[STAGE_COMPUTE] = lap(&mark);
         if (src) {
             step_error(a, &e, 1);
             goto done;
         }
+        a->done = sequence_sent, a->done_cls = held; /* the idle timer from the answer's end */
         if (r.c.seq.end_only)
             r.n_outputs = 0; /* the answer: no outputs, cache_length 0 */
     } else {

@@ -1,17 +1,30 @@
 /* sessions.c -- the sequences' store; see sessions.h.
  *
- * One mutex guards everything here: the list (most recently used first),
- * each sequence's tickets, and the byte and count totals. A step computes
- * outside it, holding its sequence's turn (serving == its ticket), which
- * no other thread frees: eviction and the idle timeout take only idle
- * sequences (every ticket served), and a sequence dropped or ended while
- * busy is unlinked at once (no new step finds it) and freed by its last
- * step's sess_close(). total_bytes counts every linked or busy cache's
- * blocks plus the bytes reserved for the steps under way, so it never
- * passes max_bytes. */
+ * One mutex guards everything here, held for a lookup and O(1) updates
+ * (never while a step computes or a cache is freed):
+ *   - a hash table by id (chained, power-of-two buckets, doubled as it
+ *     fills) finds a sequence;
+ *   - an intrusive list of every linked sequence, most recently used first,
+ *     ordered by last_used (a sequence moves to the front only when it is
+ *     stamped with now): eviction takes the last evictable one, the idle
+ *     timeout drops from the tail until one is recent enough; both skip
+ *     only busy sequences, at most as many as steps under way;
+ *   - each sequence's tickets (serving == next_ticket: no step holds or
+ *     waits for it) and answers still being sent (sending);
+ *   - the totals: count, total_bytes (every linked or busy cache's blocks
+ *     and kept weights, and the bytes reserved for steps under way: never
+ *     above max_bytes), and what eviction could free now (evictable_n,
+ *     evictable_bytes), so that a request is judged before anyone is
+ *     evicted.
+ * A step computes outside the lock, holding its sequence's turn, which no
+ * other thread frees: eviction and the timeout take only evictable
+ * sequences, and a sequence ended or dropped while busy is unlinked at once
+ * (no new step finds it) and freed when it is neither busy nor sending.
+ * Sequences to free are collected under the lock and freed after it. */
 #include "api/sessions.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,22 +39,29 @@ struct sess {
     struct att_kv *kv;
     float *w[ATT_NWEIGHTS]; /* the built-in model's weights, as the start gave them */
     size_t wlen[ATT_NWEIGHTS];
-    unsigned long next_ticket, serving; /* idle when equal */
-    int linked;            /* in the list (found by its id) */
+    unsigned long next_ticket, serving; /* no step holds or waits for it when equal */
+    int sending;           /* answers of its steps not sent yet (sess_sent) */
+    int linked;            /* in the table and the list (found by its id) */
     size_t bytes;          /* its cache's blocks, as counted in total_bytes */
     size_t wbytes;         /* its kept weights, counted there too */
     size_t reserved;       /* counted for the step under way */
-    double last_used;
-    struct sess *prev, *next;
+    double last_used;      /* its last step that succeeded and was answered */
+    struct sess *prev, *next; /* the list, most recently used first */
+    struct sess *hnext;       /* the table's chain */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t turn = PTHREAD_COND_INITIALIZER;
+static struct sess **table;  /* nbuckets chains */
+static size_t nbuckets;
 static struct sess *head, *tail;
+static struct sess *dead;    /* to free once mu is released (chained by next) */
 static long long count;
 static long long total_bytes;
+static long long evictable_n, evictable_bytes;
 static unsigned long long evictions;
-static struct sess_limits limits = {1024, 600, 1LL << 30};
+static struct sess_limits limits = {SESS_DEFAULT_MAX_SEQUENCES, SESS_DEFAULT_IDLE_TIMEOUT,
+                                    SESS_DEFAULT_MAX_BYTES};
 
 static double now(void)
 {
@@ -50,119 +70,212 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int idle(const struct sess *s)
+/* No step holds or waits for it, and every answer of its steps is sent. */
+static int at_rest(const struct sess *s)
 {
-    return s->next_ticket == s->serving;
+    return s->next_ticket == s->serving && !s->sending;
 }
 
-static void unlink_(struct sess *s)
+static int evictable(const struct sess *s)
 {
-    if (!s->linked)
+    return s->linked && at_rest(s);
+}
+
+/* After a change to s that may have made it (un)evictable: was, what
+ * evictable(s) was before it. Its bytes only change while it is busy. */
+static void recount(const struct sess *s, int was)
+{
+    const int is = evictable(s);
+    if (is == was)
         return;
-    *(s->prev ? &s->prev->next : &head) = s->next;
-    *(s->next ? &s->next->prev : &tail) = s->prev;
-    s->prev = s->next = NULL;
-    s->linked = 0;
-    count--;
+    const long long b = (long long)(s->bytes + s->wbytes), sign = is ? 1 : -1;
+    evictable_n += sign;
+    evictable_bytes += sign * b;
 }
 
-static void push_front(struct sess *s)
+/* FNV-1a. */
+static size_t hash(const char *id)
 {
-    s->prev = NULL, s->next = head;
-    *(head ? &head->prev : &tail) = s;
-    head = s;
-    s->linked = 1;
-    count++;
+    uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return (size_t)(h ^ (h >> 32));
 }
 
-/* (under mu) */
-static void free_weights(struct sess *s)
+static struct sess **chain(const char *id)
 {
-    for (int i = 0; i < ATT_NWEIGHTS; i++) {
-        free(s->w[i]);
-        s->w[i] = NULL, s->wlen[i] = 0;
-    }
-    total_bytes -= (long long)s->wbytes;
-    s->wbytes = 0;
-}
-
-/* Free s (unlinked first), its bytes out of the total. */
-static void destroy(struct sess *s)
-{
-    unlink_(s);
-    total_bytes -= (long long)(s->bytes + s->reserved);
-    att_kv_free(s->kv);
-    free_weights(s);
-    free(s);
+    return &table[hash(id) & (nbuckets - 1)];
 }
 
 static struct sess *find(const char *id)
 {
-    for (struct sess *s = head; s; s = s->next)
+    if (!table)
+        return NULL;
+    for (struct sess *s = *chain(id); s; s = s->hnext)
         if (!strcmp(s->id, id))
             return s;
     return NULL;
 }
 
-/* Drop the sequences idle longer than the timeout. */
+/* Room in the table for one more: doubled when as full as it has buckets
+ * (the rare O(n) rehash). -1 when out of memory. */
+static int table_grow(void)
+{
+    if (table && (size_t)count < nbuckets)
+        return 0;
+    const size_t n = table ? nbuckets * 2 : 64;
+    struct sess **t = calloc(n, sizeof *t);
+    if (!t)
+        return table ? 0 : -1; /* a fuller table still works */
+    for (size_t b = 0; b < nbuckets; b++)
+        for (struct sess *s = table[b], *next; s; s = next) {
+            next = s->hnext;
+            struct sess **c = &t[hash(s->id) & (n - 1)];
+            s->hnext = *c, *c = s;
+        }
+    free(table);
+    table = t, nbuckets = n;
+    return 0;
+}
+
+static void list_remove(struct sess *s)
+{
+    *(s->prev ? &s->prev->next : &head) = s->next;
+    *(s->next ? &s->next->prev : &tail) = s->prev;
+    s->prev = s->next = NULL;
+}
+
+static void list_push_front(struct sess *s)
+{
+    s->prev = NULL, s->next = head;
+    *(head ? &head->prev : &tail) = s;
+    head = s;
+}
+
+/* s into the table and the list (table_grow() first). */
+static void link_(struct sess *s)
+{
+    struct sess **c = chain(s->id);
+    s->hnext = *c, *c = s;
+    list_push_front(s);
+    s->linked = 1;
+    count++;
+    recount(s, 0);
+}
+
+/* s out of the table and the list: no step finds it from now on. */
+static void unlink_(struct sess *s)
+{
+    if (!s->linked)
+        return;
+    const int was = evictable(s);
+    for (struct sess **c = chain(s->id); *c; c = &(*c)->hnext)
+        if (*c == s) {
+            *c = s->hnext;
+            break;
+        }
+    s->hnext = NULL;
+    list_remove(s);
+    s->linked = 0;
+    count--;
+    recount(s, was);
+}
+
+/* s used now: its stamp, and the front of the list. */
+static void stamp(struct sess *s)
+{
+    s->last_used = now();
+    if (s->linked && head != s) {
+        list_remove(s);
+        list_push_front(s);
+    }
+}
+
+/* Take s (unlinked, at rest, or detached) out of the totals and onto the
+ * list of what is freed once mu is released. */
+static void bury(struct sess *s)
+{
+    total_bytes -= (long long)(s->bytes + s->wbytes + s->reserved);
+    s->bytes = s->wbytes = s->reserved = 0;
+    s->next = dead, dead = s;
+}
+
+/* Unlink and bury s when nothing holds it. */
+static void drop(struct sess *s)
+{
+    unlink_(s);
+    if (at_rest(s))
+        bury(s);
+}
+
+static void free_sess(struct sess *s)
+{
+    att_kv_free(s->kv);
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        free(s->w[i]);
+    free(s);
+}
+
+static void lock(void)
+{
+    pthread_mutex_lock(&mu);
+}
+
+/* Release mu, then free what was buried under it. */
+static void unlock(void)
+{
+    struct sess *d = dead;
+    dead = NULL;
+    pthread_mutex_unlock(&mu);
+    for (struct sess *next; d; d = next) {
+        next = d->next;
+        free_sess(d);
+    }
+}
+
+/* Drop the sequences idle longer than the timeout: from the least
+ * recently used, until one is recent enough (the list is in stamp order). */
 static void sweep(void)
 {
     const double t = now();
-    for (struct sess *s = tail, *prev; s; s = prev) {
+    for (struct sess *s = tail, *prev; s && t - s->last_used > limits.idle_timeout; s = prev) {
         prev = s->prev;
-        if (idle(s) && t - s->last_used > limits.idle_timeout) {
-            destroy(s);
+        if (evictable(s)) {
+            drop(s);
             evictions++;
         }
     }
 }
 
-/* Evict the least recently used idle sequence but keep; 0, or -1 when none is. */
-static int evict_one(const struct sess *keep)
+/* Evict the least recently used evictable sequence; -1 when none is. */
+static int evict_one(void)
 {
     for (struct sess *s = tail; s; s = s->prev)
-        if (s != keep && idle(s)) {
-            destroy(s);
+        if (evictable(s)) {
+            drop(s);
             evictions++;
             return 0;
         }
     return -1;
 }
 
-/* Count need more bytes for s (under mu): evict idle sequences, least
- * recently used first, until they fit the budget; 0, or -1 (503) when
- * none is left to evict. */
-static int make_room(struct sess *s, long long need, struct api_error *err)
-{
-    while (total_bytes + need > limits.max_bytes)
-        if (evict_one(s))
-            return api_fail(err, ERR_OVERLOADED, "the sequences' caches would pass "
-                            "max_sequence_bytes (%lld bytes) and none is idle: retry later, "
-                            "or end sequences (this step was not applied)", limits.max_bytes);
-    total_bytes += need;
-    return 0;
-}
-
 void sess_init(const struct sess_limits *l)
 {
     sess_shutdown();
-    pthread_mutex_lock(&mu);
+    lock();
     limits = *l;
-    pthread_mutex_unlock(&mu);
+    unlock();
 }
 
 void sess_shutdown(void)
 {
-    pthread_mutex_lock(&mu);
+    lock();
     for (struct sess *s = head, *next; s; s = next) {
         next = s->next;
-        if (idle(s))
-            destroy(s);
-        else
-            unlink_(s); /* its step frees it */
+        drop(s); /* a busy one: its step frees it */
     }
     evictions = 0;
-    pthread_mutex_unlock(&mu);
+    unlock();
 }
 
 static int not_found(struct api_error *err, const char *id)
@@ -181,58 +294,64 @@ static int start_cache(struct sess *s, const struct sess_fixed *fix, struct api_
     return s->kv ? 0 : api_fail(err, ERR_INTERNAL, "out of memory for a sequence's cache");
 }
 
-/* Free what a detached sequence holds (a start's pending one), its bytes
- * out of the total (under mu). */
-static void drop_detached(struct sess *p)
-{
-    total_bytes -= (long long)(p->bytes + p->reserved);
-    att_kv_free(p->kv);
-    free_weights(p);
-    free(p);
-}
-
 /* What a step of s writes to: a restart's pending sequence, or s. */
 static struct sess *target(const struct sess_step *st)
 {
     return st->pending ? st->pending : st->s;
 }
 
+/* Give up st's turn on s (under mu) without a step: the next step's turn. */
+static void pass_turn(struct sess *s)
+{
+    const int was = evictable(s);
+    s->serving++;
+    recount(s, was);
+    if (!s->linked && at_rest(s))
+        bury(s);
+    pthread_cond_broadcast(&turn);
+}
+
 int sess_open(struct sess_step *st, const char *id, int start, const struct sess_fixed *fix,
               struct api_error *err)
 {
     memset(st, 0, sizeof *st);
-    pthread_mutex_lock(&mu);
+    lock();
     sweep();
-    struct sess *s = find(id);
-    if (!s && !start) {
-        pthread_mutex_unlock(&mu);
-        return not_found(err, id);
-    }
-    if (!s) {
-        while (count >= limits.max_sequences)
-            if (evict_one(NULL)) {
-                pthread_mutex_unlock(&mu);
+    struct sess *s;
+    for (;;) {
+        s = find(id);
+        if (!s && !start) {
+            unlock();
+            return not_found(err, id);
+        }
+        if (!s) { /* new: its place is made by sess_reserve, once the request is checked */
+            if (count >= limits.max_sequences && evictable_n == 0) {
+                unlock();
                 return api_fail(err, ERR_OVERLOADED, "%d sequences are live and none is "
                                 "idle (max_sequences): retry later, or end sequences",
                                 limits.max_sequences);
             }
-        if (!(s = calloc(1, sizeof *s))) {
-            pthread_mutex_unlock(&mu);
-            return api_fail(err, ERR_INTERNAL, "out of memory for a sequence");
+            if (table_grow() || !(s = calloc(1, sizeof *s))) {
+                unlock();
+                return api_fail(err, ERR_INTERNAL, "out of memory for a sequence");
+            }
+            snprintf(s->id, sizeof s->id, "%s", id);
+            s->last_used = now();
+            link_(s);
         }
-        snprintf(s->id, sizeof s->id, "%s", id);
-        push_front(s);
-    }
-    const unsigned long ticket = s->next_ticket++;
-    while (s->serving != ticket)
-        pthread_cond_wait(&turn, &mu);
-    if (!s->linked) { /* ended or dropped while this step waited */
-        s->serving++;
-        if (idle(s))
-            destroy(s);
-        pthread_cond_broadcast(&turn);
-        pthread_mutex_unlock(&mu);
-        return not_found(err, id);
+        const int was = evictable(s);
+        const unsigned long ticket = s->next_ticket++;
+        recount(s, was);
+        while (s->serving != ticket)
+            pthread_cond_wait(&turn, &mu);
+        if (s->linked)
+            break;
+        /* ended or dropped while this step waited: a start begins afresh */
+        pass_turn(s);
+        if (!start) {
+            unlock();
+            return not_found(err, id);
+        }
     }
     st->s = s, st->started = start;
     /* a new sequence starts in place; a live one restarted gets a pending
@@ -240,79 +359,96 @@ int sess_open(struct sess_step *st, const char *id, int start, const struct sess
     st->created = start && !s->kv;
     struct sess *t = s;
     if (start && !st->created && !(t = st->pending = calloc(1, sizeof *t))) {
-        pthread_mutex_unlock(&mu);
+        unlock();
         sess_close(st, 0, 0);
         return api_fail(err, ERR_INTERNAL, "out of memory for a sequence");
     }
     if (start && start_cache(t, fix, err)) {
-        pthread_mutex_unlock(&mu);
+        unlock();
         sess_close(st, 0, 0);
         return -1;
     }
-    /* most recently used */
-    unlink_(s);
-    push_front(s);
     st->kv = t->kv, st->fixed = &t->fix;
-    pthread_mutex_unlock(&mu);
+    unlock();
     return 0;
+}
+
+static int weights_differ(struct api_error *err)
+{
+    return api_fail(err, ERR_INVALID_PARAMETER, "the weights differ from those the sequence "
+                    "started with: a step of a sequence keeps its start's weights (leave them "
+                    "out)");
 }
 
 int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *err)
 {
     struct sess *s = target(st);
-    size_t *len, wb = 0;
-    for (int i = 0; st->started && i < ATT_NWEIGHTS; i++)
-        if (*att_weight_slot(p, i, &len))
-            wb += *len * sizeof(float);
-    if (wb) { /* kept weights count in the budget */
-        pthread_mutex_lock(&mu);
-        const int rc = make_room(st->s, (long long)wb, err);
-        if (rc == 0)
-            s->wbytes = wb;
-        pthread_mutex_unlock(&mu);
-        if (rc)
-            return -1;
-    }
-    for (int i = 0; i < ATT_NWEIGHTS; i++) {
-        const float **w = att_weight_slot(p, i, &len);
-        if (st->started) {
+    size_t *len;
+    if (st->started) { /* kept: counted in the budget by sess_reserve */
+        st->weight_bytes = 0;
+        for (int i = 0; i < ATT_NWEIGHTS; i++) {
+            const float **w = att_weight_slot(p, i, &len);
             if (!*w)
                 continue;
             if (!(s->w[i] = malloc(*len * sizeof(float))))
                 return api_fail(err, ERR_INTERNAL, "out of memory keeping the weights");
             memcpy(s->w[i], *w, *len * sizeof(float));
             s->wlen[i] = *len;
-        } else if (*w) {
-            if (*len != s->wlen[i] || memcmp(*w, s->w[i], *len * sizeof(float)))
-                return api_fail(err, ERR_INVALID_PARAMETER, "the weights differ from those "
-                                "the sequence started with: a step of a sequence keeps its "
-                                "start's weights (leave them out)");
+            st->weight_bytes += *len * sizeof(float);
         }
+        return 0;
     }
-    if (!st->started) /* every step: the start's, none other */
-        for (int i = 0; i < ATT_NWEIGHTS; i++) {
-            const float **w = att_weight_slot(p, i, &len);
-            if (!*w && s->w[i])
-                *w = s->w[i], *len = s->wlen[i];
-            else if (*w && !s->w[i])
-                return api_fail(err, ERR_INVALID_PARAMETER, "the weights differ from those "
-                                "the sequence started with: a step of a sequence keeps its "
-                                "start's weights (leave them out)");
-        }
+    for (int i = 0; i < ATT_NWEIGHTS; i++) { /* every step: the start's, none other */
+        const float **w = att_weight_slot(p, i, &len);
+        if (!*w && s->w[i])
+            *w = s->w[i], *len = s->wlen[i];
+        else if (*w && (!s->w[i] || *len != s->wlen[i] ||
+                        memcmp(*w, s->w[i], *len * sizeof(float))))
+            return weights_differ(err);
+    }
     return 0;
 }
 
 int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err)
 {
-    struct sess *s = target(st);
-    const size_t at = att_kv_bytes_at(s->kv, tokens), have = att_kv_bytes(s->kv);
-    const long long need = at > have ? (long long)(at - have) : 0;
-    pthread_mutex_lock(&mu);
-    const int rc = make_room(st->s, need, err);
-    if (rc == 0)
-        s->reserved += (size_t)need;
-    pthread_mutex_unlock(&mu);
-    return rc;
+    struct sess *s = st->s, *t = target(st);
+    const size_t at = att_kv_bytes_at(t->kv, tokens), have = att_kv_bytes(t->kv);
+    const long long need = (long long)(at > have ? at - have : 0) + (long long)st->weight_bytes;
+    lock();
+    /* 1. can it ever fit? a sequence alone above the budget cannot */
+    const long long own = (long long)(t->bytes + t->wbytes + t->reserved) + need;
+    if (own > limits.max_bytes) {
+        unlock();
+        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "sequence '%.64s' would hold %lld bytes "
+                        "after this step, more than max_sequence_bytes (%lld) on its own: it "
+                        "can never fit; end it, or start one that holds less (this step was "
+                        "not applied)", s->id, own, limits.max_bytes);
+    }
+    /* 2. can it fit now, if every evictable sequence went? (busy ones stay) */
+    const long long extra = st->created && count > limits.max_sequences
+                                ? count - limits.max_sequences : 0;
+    if (total_bytes - evictable_bytes + need > limits.max_bytes || evictable_n < extra) {
+        unlock();
+        if (extra > evictable_n)
+            return api_fail(err, ERR_OVERLOADED, "%d sequences are live and none is idle "
+                            "(max_sequences): retry later, or end sequences",
+                            limits.max_sequences);
+        return api_fail(err, ERR_OVERLOADED, "the sequences' caches would pass "
+                        "max_sequence_bytes (%lld bytes) and the rest is held by sequences "
+                        "in use: retry later, or end sequences (this step was not applied; "
+                        "nothing was evicted)", limits.max_bytes);
+    }
+    /* 3. only now make room: least recently used first */
+    long long evict_for_count = extra;
+    while (evict_for_count > 0 || total_bytes + need > limits.max_bytes) {
+        if (evict_one())
+            break; /* (cannot happen: checked above) */
+        evict_for_count--;
+    }
+    total_bytes += need;
+    t->reserved += (size_t)need;
+    unlock();
+    return 0;
 }
 
 /* What a restart replaces, swapped between a and b. */
@@ -328,92 +464,126 @@ static void swap_contents(struct sess *a, struct sess *b)
     a->reserved = b->reserved, b->reserved = t.reserved;
 }
 
-/* s's bytes: its cache's blocks now, the step's reservation settled. */
-static void settle(struct sess *s)
+/* s's bytes: its cache's blocks now, the step's reservation settled (kept
+ * weights' part of it into wbytes). */
+static void settle(struct sess *s, size_t weight_bytes)
 {
-    total_bytes -= (long long)(s->bytes + s->reserved);
+    total_bytes -= (long long)(s->bytes + s->wbytes + s->reserved);
+    if (s->reserved >= weight_bytes)
+        s->wbytes += weight_bytes;
     s->reserved = 0;
     s->bytes = s->kv ? att_kv_bytes(s->kv) : 0;
-    total_bytes += (long long)s->bytes;
+    total_bytes += (long long)(s->bytes + s->wbytes);
 }
 
-void sess_close(struct sess_step *st, int ok, int end)
+struct sess *sess_close(struct sess_step *st, int ok, int end)
 {
-    struct sess *s = st->s;
+    struct sess *s = st->s, *held = NULL;
     if (!s)
-        return;
-    pthread_mutex_lock(&mu);
-    if (st->pending) { /* a restart: it replaces the sequence if its step succeeded */
+        return NULL;
+    lock();
+    const int was = evictable(s); /* 0: this step holds it */
+    const int restart = st->pending != NULL;
+    if (restart) { /* a restart: it replaces the sequence if its step succeeded */
+        settle(st->pending, st->weight_bytes);
         if (ok)
             swap_contents(s, st->pending);
-        drop_detached(st->pending);
+        bury(st->pending);
         st->pending = NULL;
     } else if (st->created && !ok) {
         end = 1; /* a start whose step failed leaves nothing */
     }
-    settle(s);
-    s->last_used = now();
+    settle(s, restart ? 0 : st->weight_bytes);
+    if (ok && !end) {
+        stamp(s); /* used: a refused step leaves the timer and the order as they were */
+        if (st->hold)
+            s->sending++, held = s;
+    }
     s->serving++;
+    recount(s, was);
     if (end)
         unlink_(s);
-    if (!s->linked && idle(s))
-        destroy(s);
+    if (!s->linked && at_rest(s))
+        bury(s);
     pthread_cond_broadcast(&turn);
-    pthread_mutex_unlock(&mu);
+    unlock();
     st->s = NULL;
+    return held;
+}
+
+void sess_sent(struct sess *s)
+{
+    if (!s)
+        return;
+    lock();
+    const int was = evictable(s);
+    s->sending--;
+    stamp(s); /* the timer runs from the answer's end */
+    recount(s, was);
+    if (!s->linked && at_rest(s))
+        bury(s);
+    unlock();
 }
 
 int sess_end(const char *id)
 {
-    pthread_mutex_lock(&mu);
+    lock();
     struct sess *s = find(id);
-    if (s) {
-        unlink_(s);
-        if (idle(s))
-            destroy(s);
-    }
-    pthread_mutex_unlock(&mu);
+    if (s)
+        drop(s);
+    unlock();
     return s ? 0 : -1;
 }
 
 void sess_drop_model(const char *name)
 {
-    pthread_mutex_lock(&mu);
+    lock();
     for (struct sess *s = head, *next; s; s = next) {
         next = s->next;
-        if (!strcmp(s->fix.model, name)) {
-            unlink_(s);
-            if (idle(s))
-                destroy(s);
-        }
+        if (!strcmp(s->fix.model, name))
+            drop(s);
     }
-    pthread_mutex_unlock(&mu);
+    unlock();
 }
 
 void sess_stats(struct sess_stats *st)
 {
-    pthread_mutex_lock(&mu);
+    lock();
     sweep();
     st->active = count, st->bytes = total_bytes, st->evictions = evictions;
-    pthread_mutex_unlock(&mu);
+    unlock();
 }
 
 void sess_each_model(void (*f)(const char *name, long long n, long long bytes, void *cls),
                      void *cls)
 {
-    pthread_mutex_lock(&mu);
-    /* each model once: at its first sequence in the list */
-    for (struct sess *s = head; s; s = s->next) {
-        int first = 1;
-        for (struct sess *t = head; t != s && first; t = t->next)
-            first = strcmp(t->fix.model, s->fix.model) != 0;
-        if (!first)
-            continue;
-        long long n = 0, bytes = 0;
-        for (struct sess *t = s; t; t = t->next)
-            if (!strcmp(t->fix.model, s->fix.model))
-                n++, bytes += (long long)(t->bytes + t->wbytes);
-        f(s->fix.model, n, bytes, cls);
+    struct per_model {
+        char name[sizeof ((struct sess_fixed *)0)->model];
+        long long n, bytes;
+    } *m = NULL;
+    size_t nm = 0, cap = 0;
+    lock();
+    /* one pass, each model's figures summed (few models, many sequences) */
+    for (const struct sess *s = head; s; s = s->next) {
+        size_t i = 0;
+        while (i < nm && strcmp(m[i].name, s->fix.model))
+            i++;
+        if (i == nm) {
+            if (nm == cap) {
+                const size_t c = cap ? cap * 2 : 8;
+                struct per_model *g = realloc(m, c * sizeof *g);
+                if (!g)
+                    break; /* the rest unreported: out of memory */
+                m = g, cap = c;
+            }
+            snprintf(m[nm].name, sizeof m[nm].name, "%s", s->fix.model);
+            m[nm].n = m[nm].bytes = 0;
+            nm++;
+        }
+        m[i].n++, m[i].bytes += (long long)(s->bytes + s->wbytes);
     }
-    pthread_mutex_unlock(&mu);
+    unlock();
+    for (size_t i = 0; i < nm; i++)
+        f(m[i].name, m[i].n, m[i].bytes, cls);
+    free(m);
 }

@@ -9,22 +9,32 @@
  *
  *     struct sess_step st;
  *     if (sess_open(&st, id, start, &fix, &err) == 0) {   // waits for its turn
- *         ... sess_weights / sess_fixed_check ...
- *         if (sess_reserve(&st, tokens, &err) == 0)       // the budget, before growing
- *             ... att_step(out, w, p, st.s->kv, &ae) ...
- *         sess_close(&st, ok, end);                       // next step's turn; end frees
+ *         ... sess_weights, and every check of the request ...
+ *         if (sess_reserve(&st, tokens, &err) == 0)       // the budget: only here
+ *             ... att_step(out, w, p, st.kv, &ae) ...        // anyone is evicted
+ *         st.hold = 1;                                    // the answer is to be sent
+ *         held = sess_close(&st, ok, end);                // next step's turn; end frees
  *     }
+ *     ... the answer sent (or given up) ...
+ *     sess_sent(held);                                    // the idle timer starts
  *
  * Steps of one sequence run one at a time, in the order they called
- * sess_open (a ticket each): a concurrent step waits. A sequence is idle
- * when no step holds or waits for it. Limits (sess_init): max_sequences
- * and max_bytes (every cache's allocated blocks together, att_kv_bytes,
- * and the built-in model's weights the sequences keep):
- * a new sequence or a step that would pass one evicts the least recently
- * used idle sequences, else is refused (ERR_OVERLOADED, 503; the step is
- * then not applied and the sequence keeps its state); idle_timeout
- * seconds without a step drops one (checked at each call and at
- * sess_stats). Every function is thread-safe.
+ * sess_open (a ticket each): a concurrent step waits. A sequence is busy
+ * while a step holds or waits for it, or an answer of its steps is still
+ * being sent (held); else idle. Limits (sess_init): max_sequences and
+ * max_bytes (every cache's allocated blocks together, att_kv_bytes, and the
+ * built-in model's weights the sequences keep). sess_reserve() judges the
+ * whole step first: one that would make its sequence pass max_bytes on
+ * its own can never fit (ERR_PAYLOAD_TOO_LARGE, 413); one that would not
+ * fit even with every idle sequence gone is refused (ERR_OVERLOADED, 503)
+ * and evicts nobody; only one that fits evicts the least recently used
+ * idle sequences it needs (a new sequence past max_sequences, bytes past
+ * max_bytes). A refused step is not applied and the sequence keeps its
+ * state, its idle timer and its place. idle_timeout seconds after its
+ * last step that succeeded and was answered, an idle sequence is dropped
+ * (checked at each sess_open and sess_stats). Finding a sequence and
+ * choosing one to evict are O(1) (a hash table, and a list in the order
+ * of use). Every function is thread-safe.
  */
 #ifndef API_SESSIONS_H
 #define API_SESSIONS_H
@@ -34,6 +44,11 @@
 #include "core/attention.h"
 #include "core/kvcache.h"
 #include "lib/errors.h"
+
+/* The limits' defaults (config/config.c's settings say the same). */
+#define SESS_DEFAULT_MAX_SEQUENCES 1024
+#define SESS_DEFAULT_IDLE_TIMEOUT 600.0
+#define SESS_DEFAULT_MAX_BYTES (1LL << 30)
 
 struct sess_limits {
     int max_sequences;
@@ -64,29 +79,40 @@ struct sess_step {
     int started;            /* this step starts it (afresh) */
     int created;            /* ... and it did not exist */
     struct sess *pending;   /* a live one restarted: what replaces it if the step succeeds */
+    size_t weight_bytes;    /* the start's kept weights (sess_weights), for sess_reserve */
+    int hold;               /* set by the caller: sess_close holds it until sess_sent */
 };
 
 /* The sequence id, for this step: with start, created (or restarted: the
  * step gets an empty cache and fix, which replace the live sequence's only
- * when it succeeds) -- refused when max_sequences is reached and none is
- * idle; else it must exist (ERR_SEQUENCE_NOT_FOUND). Waits for the steps
- * of the same id opened before. 0 and st open, or -1 with err. */
+ * when it succeeds) -- refused at once when max_sequences is reached and
+ * none is idle; else it must exist (ERR_SEQUENCE_NOT_FOUND). Waits for the
+ * steps of the same id opened before; a start whose sequence was ended
+ * while it waited starts it afresh. Evicts nobody (sess_reserve does). 0
+ * and st open, or -1 with err. */
 int sess_open(struct sess_step *st, const char *id, int start, const struct sess_fixed *fix,
               struct api_error *err);
 /* The weights kept for the built-in model: at the start, copy p's (they
- * count in max_bytes as the caches do: evicting, or refused 503); later,
- * fill p's absent ones from those kept, and refuse (400) one that
- * differs. 0, or -1 with err. */
+ * count in max_bytes as the caches do, from sess_reserve on); later, fill
+ * p's absent ones from those kept, and refuse (400) one that differs. 0,
+ * or -1 with err. */
 int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *err);
-/* Make room for the cache to hold tokens (att_kv_bytes_at): evict idle
- * sequences, least recently used first, or refuse (503). The bytes are
- * counted from now on; sess_close() settles them with the cache's. */
+/* Call once the whole step is checked: the budget for the cache to hold
+ * tokens (att_kv_bytes_at) and for a start's kept weights, and a new
+ * sequence's place. Refused (413: can never fit; 503: not while others
+ * are busy) before anyone is evicted; else evicts the least recently used
+ * idle sequences it needs. The bytes are counted from now on; sess_close()
+ * settles them with the cache's. */
 int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err);
 /* Done with this step, which succeeded (ok) or changed nothing: end frees
  * the sequence, and so does a failed start of one that did not exist (a
- * failed restart leaves the live one as it was); otherwise it is idle
- * again unless another step waits. */
-void sess_close(struct sess_step *st, int ok, int end);
+ * failed restart leaves the live one as it was). A step that succeeded
+ * stamps the sequence used now; with st->hold (and not end) it stays busy
+ * until sess_sent() of what this returns (else NULL). */
+struct sess *sess_close(struct sess_step *st, int ok, int end);
+/* The answer of a held step was sent or given up: the sequence is stamped
+ * used now, and idle again unless a step holds it. NULL: nothing. */
+void sess_sent(struct sess *held);
 
 /* End id without a step (0), or -1 when there is none. */
 int sess_end(const char *id);

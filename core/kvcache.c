@@ -213,9 +213,8 @@ int att_step_check(const struct att_params *p, const struct att_kv *c, size_t *o
 /* Rows k, v: (S, Dkv) rounded into the cache at tokens len … len + S - 1
  * (the blocks exist; values as rows, keys into their tiles' columns,
  * kvblocks.h); k and v become what the cache holds (rounded to its dtype).
- * Returns the first row (key: row, value: S + row) whose value is beyond
- * the dtype's range, or -1. */
-static long long append_rows(struct att_kv *c, float *k, float *v, int S)
+ * Every value is in the dtype's range (first_out_of_range). */
+static void append_rows(struct att_kv *c, float *k, float *v, int S)
 {
     const int Hkv = c->Hkv, d = c->d, Dkv = Hkv * d;
     for (int w = 0; w < 2; w++) {
@@ -239,11 +238,8 @@ static long long append_rows(struct att_kv *c, float *k, float *v, int S)
                     continue;
                 }
                 uint16_t *h = (uint16_t *)(void *)dst;
-                const uint16_t inf = c->dtype == ATT_KV_F16 ? 0x7c00u : 0x7f80u;
                 for (int e = 0; e < d; e++) {
                     const uint16_t b = c->dtype == ATT_KV_F16 ? att_f32_to_f16(x[e]) : att_f32_to_bf16(x[e]);
-                    if ((b & inf) == inf)
-                        return (long long)w * S + r;
                     /* rounding moves a value by 2^-9 of it at most (BF16) */
                     mx = fabsf(x[e]) * 1.01f > mx ? fabsf(x[e]) * 1.01f : mx;
                     h[(size_t)e * step] = b;
@@ -253,7 +249,6 @@ static long long append_rows(struct att_kv *c, float *k, float *v, int S)
         }
         *(w ? &c->vmax : &c->kmax) = mx;
     }
-    return -1;
 }
 
 /* The general path: att_forward() over the cache as float32, q (L, Dq)
@@ -324,44 +319,68 @@ static int attend_fast(float *ctx, const float *q, const struct att_params *v,
     return rc;
 }
 
-/* A step's workspace: q and ctx (L, Dq), k, v (S, Dkv) and the RoPE table. */
-struct step_ws {
-    float *q, *ctx, *kv;
-};
-
-static void step_ws_free(struct step_ws *ws)
+/* The first key (row) or value (S + row) of k, v (S, Dkv) beyond the
+ * cache's dtype's finite range once rounded to it, or -1. */
+static long long first_out_of_range(const struct att_kv *c, const float *k, const float *v, int S)
 {
-    free(ws->q), free(ws->ctx), free(ws->kv);
+    if (c->dtype == ATT_KV_F32)
+        return -1;
+    const size_t Dkv = (size_t)c->Hkv * (size_t)c->d;
+    const uint16_t inf = c->dtype == ATT_KV_F16 ? 0x7c00u : 0x7f80u;
+    for (int w = 0; w < 2; w++) {
+        const float *src = w ? v : k;
+        for (int r = 0; r < S; r++)
+            for (size_t e = 0; e < Dkv; e++) {
+                const float x = src[(size_t)r * Dkv + e];
+                const uint16_t b = c->dtype == ATT_KV_F16 ? att_f32_to_f16(x) : att_f32_to_bf16(x);
+                if ((b & inf) == inf)
+                    return (long long)w * S + r;
+            }
+    }
+    return -1;
 }
 
-int att_step(float *out, float *weights, const struct att_params *p, struct att_kv *c,
-             struct att_error *err)
+/* A step between att_step_begin and att_step_finish: its workspace (q and
+ * ctx (L, Dq), k, v (S, Dkv) and the RoPE table, in three pieces, not one:
+ * a piece under glibc's mmap threshold (32 MiB at most) is reused from the
+ * heap, where one large block would be mapped and its pages faulted in
+ * afresh by every step), the request (borrowed pointers) and its view. */
+struct att_step {
+    float *q, *ctx, *kv;
+    struct att_params p, v;
+    long long len0;
+};
+
+void att_step_cancel(struct att_step *s)
 {
+    if (!s)
+        return;
+    free(s->q), free(s->ctx), free(s->kv);
+    free(s);
+}
+
+int att_step_begin(struct att_step **out, const struct att_params *p, const struct att_kv *c,
+                   struct att_error *err)
+{
+    *out = NULL;
     size_t out_len, w_len;
     int rc = att_step_check(p, c, &out_len, &w_len, err);
-    if (rc != ATT_OK)
-        return rc;
-    const struct att_params v = step_view(p, c);
-    rc = att_check_buffers(out, weights, &v, err);
     if (rc != ATT_OK)
         return rc;
     const int L = p->L, S = p->S, H = p->H, d = c->d, Hkv = c->Hkv, E = p->E;
     const int Dq = H * d, Dkv = Hkv * d, rd = att_rope_dim(p);
     const long long len0 = c->len;
-    const float kmax0 = c->kmax, vmax0 = c->vmax;
-    /* q (L, Dq), ctx (L, Dq), k, v (S, Dkv), RoPE at len0 … len0 + S - 1 */
     const size_t nq = (size_t)L * Dq, nk = (size_t)S * Dkv, nr = (size_t)S * rd;
-    /* in three pieces, not one: a piece under glibc's mmap threshold (32
-     * MiB at most) is reused from the heap, where one large block would be
-     * mapped and its pages faulted in afresh by every step */
-    struct step_ws ws = {malloc(nq * sizeof(float)), malloc(nq * sizeof(float)),
-                         malloc((2 * nk + nr) * sizeof(float))};
-    if (!ws.q || !ws.ctx || !ws.kv) {
-        step_ws_free(&ws);
+    struct att_step *s = calloc(1, sizeof *s);
+    if (s)
+        *s = (struct att_step){malloc(nq * sizeof(float)), malloc(nq * sizeof(float)),
+                               malloc((2 * nk + nr) * sizeof(float)), *p, step_view(p, c), len0};
+    if (!s || !s->q || !s->ctx || !s->kv) {
+        att_step_cancel(s);
         return att_fail(err, ATT_ENOMEM, "out of memory for a step's %zu-byte workspace",
                         (2 * nq + 2 * nk + nr) * sizeof(float));
     }
-    float *q = ws.q, *ctx = ws.ctx, *k = ws.kv, *vv = k + nk, *rope = vv + nk;
+    float *q = s->q, *k = s->kv, *vv = k + nk, *rope = vv + nk;
     if (rd)
         att_rope_table(rope, len0, S, rd, att_rope_theta(p));
     struct range_error re = {0, 0, 0, 0};
@@ -378,18 +397,11 @@ int att_step(float *out, float *weights, const struct att_params *p, struct att_
     if (bad >= 0)
         re = (struct range_error){RANGE_VPROJ, 0, -1, (int)(len0 + bad)};
     if (re.stage) {
-        step_ws_free(&ws);
+        att_step_cancel(s);
         return att_range_fail(err, &re);
     }
-    if (grow(c, len0 + S) != 0) {
-        step_ws_free(&ws);
-        return att_fail(err, ATT_ENOMEM, "out of memory for the cache's blocks (%zu bytes)",
-                        att_kv_bytes_at(c, len0 + S) - att_kv_bytes(c));
-    }
-    bad = append_rows(c, k, vv, S);
-    if (bad >= 0) {
-        truncate_to(c, len0, kmax0, vmax0);
-        step_ws_free(&ws);
+    if ((bad = first_out_of_range(c, k, vv, S)) >= 0) {
+        att_step_cancel(s);
         const int row = (int)(bad % S);
         return att_fail(err, ATT_ERANGE,
                         "the projection of %s %d (position %lld) is beyond %s's range (max %s): "
@@ -397,21 +409,55 @@ int att_step(float *out, float *weights, const struct att_params *p, struct att_
                         len0 + row, dtype_names[c->dtype],
                         c->dtype == ATT_KV_F16 ? "65504" : "3.39e38");
     }
+    *out = s;
+    return ATT_OK;
+}
+
+int att_step_finish(float *out, float *weights, struct att_step *s, struct att_kv *c,
+                    struct att_error *err)
+{
+    const struct att_params *p = &s->p, *v = &s->v;
+    int rc = att_check_buffers(out, weights, v, err);
+    if (rc == ATT_OK && c->len != s->len0)
+        rc = att_fail(err, ATT_EPARAM, "the cache changed between a step's begin and finish");
+    if (rc != ATT_OK) {
+        att_step_cancel(s);
+        return rc;
+    }
+    const int L = p->L, S = p->S, d = c->d, Hkv = c->Hkv, E = p->E;
+    const int Dq = p->H * d, Dkv = Hkv * d;
+    const long long len0 = s->len0;
+    const float kmax0 = c->kmax, vmax0 = c->vmax;
+    float *q = s->q, *ctx = s->ctx, *k = s->kv, *vv = k + (size_t)S * Dkv;
+    if (grow(c, len0 + S) != 0) {
+        att_step_cancel(s);
+        return att_fail(err, ATT_ENOMEM, "out of memory for the cache's blocks (%zu bytes)",
+                        att_kv_bytes_at(c, len0 + S) - att_kv_bytes(c));
+    }
+    append_rows(c, k, vv, S); /* in range: att_step_begin checked */
     c->len = len0 + S;
-    rc = attend_fast(ctx, q, &v, c) == 0 ? ATT_OK
-                                          : attend_general(ctx, weights, q, len0 ? NULL : k, len0 ? NULL : vv,
-                                                           &v, c, err);
+    rc = attend_fast(ctx, q, v, c) == 0 ? ATT_OK
+                                         : attend_general(ctx, weights, q, len0 ? NULL : k, len0 ? NULL : vv,
+                                                          v, c, err);
     if (rc == ATT_OK) { /* out = ctx · Woᵀ + bo */
         att_linear(out, E, ctx, Dq, p->out_proj_weight, p->out_proj_bias, L, Dq, E);
-        bad = att_fix_nonfinite(out, E, ctx, Dq, p->out_proj_weight, (size_t)Dq, 1,
-                                p->out_proj_bias, L, Dq, E, NULL);
+        const long long bad = att_fix_nonfinite(out, E, ctx, Dq, p->out_proj_weight, (size_t)Dq,
+                                                1, p->out_proj_bias, L, Dq, E, NULL);
         if (bad >= 0) {
-            re = (struct range_error){RANGE_OUTPUT, 0, -1, (int)(bad / E)};
+            const struct range_error re = {RANGE_OUTPUT, 0, -1, (int)(bad / E)};
             rc = att_range_fail(err, &re);
         }
     }
     if (rc != ATT_OK)
         truncate_to(c, len0, kmax0, vmax0);
-    step_ws_free(&ws);
+    att_step_cancel(s);
     return rc;
+}
+
+int att_step(float *out, float *weights, const struct att_params *p, struct att_kv *c,
+             struct att_error *err)
+{
+    struct att_step *s;
+    const int rc = att_step_begin(&s, p, c, err);
+    return rc != ATT_OK ? rc : att_step_finish(out, weights, s, c, err);
 }

@@ -91,4 +91,18 @@ int att_step_check(const struct att_params *p, const struct att_kv *c, size_t *o
 int att_step(float *out, float *weights, const struct att_params *p, struct att_kv *c,
              struct att_error *err);
 
+/* The same in two calls, for a caller that must know a step will be
+ * applied before it commits anything else (a budget, an eviction):
+ * att_step_begin() checks the step, projects its rows and checks that they
+ * fit the cache's dtype, changing nothing; att_step_finish() appends and
+ * attends (errors after begin: out of memory, an output beyond float32).
+ * The cache must not change between the two. *s is freed by finish, or by
+ * att_step_cancel() (NULL: nothing); p's tensors are borrowed until then. */
+struct att_step;
+int att_step_begin(struct att_step **s, const struct att_params *p, const struct att_kv *c,
+                   struct att_error *err);
+int att_step_finish(float *out, float *weights, struct att_step *s, struct att_kv *c,
+                    struct att_error *err);
+void att_step_cancel(struct att_step *s);
+
 #endif

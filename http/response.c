@@ -186,7 +186,7 @@ enum MHD_Result response_send(struct req *r)
         free(sd);
         return response_error(r, ERR_INTERNAL, "out of memory sending the response");
     }
-    a->body = NULL, a->reader = NULL; /* the response owns them now */
+    a->body = NULL, a->reader = NULL, a->done = NULL; /* the response owns them now */
     r->resp_charged = 0;
     conn_phase_set(r->srv, r->c, PH_SEND);
     return response_queue(r, a->status, resp, a->len, ctype);

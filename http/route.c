@@ -138,4 +138,8 @@ void route_response_free(struct route_response *out)
     if (out->has_fd)
         close(out->fd);
     out->has_fd = 0;
+    void (*done)(void *) = out->done;
+    out->done = NULL;
+    if (done)
+        done(out->done_cls);
 }

@@ -124,6 +124,10 @@ struct route_response {
     int fd;                     /* with has_fd: a file of len bytes (owned) */
     int has_fd;
     struct route_header headers[ROUTE_HEADERS];
+    /* called once, when the answer has been sent or given up (the client
+     * gone, an error sent instead): route_response_free() calls it */
+    void (*done)(void *cls);
+    void *done_cls;
 };
 
 typedef void (*route_handler)(const struct route_request *rq, struct route_response *out);
@@ -178,8 +182,8 @@ const char *route_header_get(const struct route_response *out, const char *name)
 void route_fail(const struct route_request *rq, struct route_response *out, int code,
                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* Free what out still owns (buffer, generator, file) and empty it; a
- * sender that took one sets its fields to NULL / has_fd 0 first. */
+/* Free what out still owns (buffer, generator, file, done) and empty it;
+ * a sender that took one sets its fields to NULL / has_fd 0 first. */
 void route_response_free(struct route_response *out);
 
 #endif

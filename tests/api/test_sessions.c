@@ -32,6 +32,10 @@ static int touch(const char *id, int start, const char *model)
     const struct sess_fixed f = fixed(model);
     if (sess_open(&st, id, start, &f, &e))
         return e.code;
+    if (sess_reserve(&st, 0, &e)) { /* a new one's place */
+        sess_close(&st, 0, 0);
+        return e.code;
+    }
     sess_close(&st, 1, 0);
     return 0;
 }
@@ -188,12 +192,14 @@ Test(sessions_store, kept_weights_count_in_the_budget)
     struct api_error e;
     const struct sess_fixed f = fixed("attention");
     cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
-    cr_assert_eq(sess_weights(&st, &p, &e), -1);
-    cr_assert_eq(e.code, ERR_OVERLOADED);
-    sess_close(&st, 1, 1);
+    cr_assert_eq(sess_weights(&st, &p, &e), 0, "%s", e.msg);
+    cr_assert_eq(sess_reserve(&st, 0, &e), -1); /* 256 bytes alone: never fits 200 */
+    cr_assert_eq(e.code, ERR_PAYLOAD_TOO_LARGE, "%s", e.msg);
+    sess_close(&st, 0, 1);
     limits(8, 600, 256);
     cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
     cr_assert_eq(sess_weights(&st, &p, &e), 0, "%s", e.msg);
+    cr_assert_eq(sess_reserve(&st, 0, &e), 0, "%s", e.msg);
     sess_close(&st, 1, 0);
     struct sess_stats s;
     sess_stats(&s);
@@ -213,6 +219,137 @@ Test(sessions_store, kept_weights_count_in_the_budget)
     sess_close(&st, 1, 1);
     sess_stats(&s);
     cr_assert_eq(s.bytes, 0);
+}
+
+/* A start refused after sess_open (its body checked later) evicts nobody:
+ * the place is made only by sess_reserve. */
+Test(sessions_store, a_refused_start_evicts_nobody)
+{
+    limits(2, 600, 1LL << 30);
+    cr_assert_eq(touch("a", 1, "m"), 0);
+    cr_assert_eq(touch("b", 1, "m"), 0);
+    struct sess_step st;
+    struct api_error e;
+    const struct sess_fixed f = fixed("m");
+    cr_assert_eq(sess_open(&st, "c", 1, &f, &e), 0, "%s", e.msg);
+    sess_close(&st, 0, 0); /* refused */
+    struct sess_stats s;
+    sess_stats(&s);
+    cr_assert_eq(s.evictions, 0);
+    cr_assert_eq(s.active, 2);
+    cr_assert_eq(touch("a", 0, "m"), 0);
+    cr_assert_eq(touch("b", 0, "m"), 0);
+    /* one that reserves takes the least recently used place (a) */
+    cr_assert_eq(sess_open(&st, "c", 1, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(sess_reserve(&st, 1, &e), 0, "%s", e.msg);
+    sess_close(&st, 1, 0);
+    cr_assert_eq(touch("a", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
+    cr_assert_eq(touch("b", 0, "m"), 0);
+}
+
+/* Busy sequences hold the rest of the budget: a step that would fit only
+ * without them is refused (503) and evicts nobody idle. */
+Test(sessions_store, a_step_that_cannot_fit_now_evicts_nobody)
+{
+    struct sess_fixed f = fixed("m");
+    struct att_kv *kv = att_kv_new(1, 4, ATT_KV_F32);
+    const size_t block = att_kv_bytes_at(kv, 1);
+    att_kv_free(kv);
+    limits(8, 600, 2 * (long long)block);
+    struct sess_step a, b, c;
+    struct api_error e;
+    cr_assert_eq(sess_open(&a, "idle", 1, &f, &e), 0);
+    cr_assert_eq(sess_reserve(&a, 1, &e), 0, "%s", e.msg);
+    one_token(&a);
+    sess_close(&a, 1, 0);
+    cr_assert_eq(sess_open(&b, "busy", 1, &f, &e), 0);
+    cr_assert_eq(sess_reserve(&b, 1, &e), 0, "%s", e.msg);
+    one_token(&b); /* busy holds a block, idle the other */
+    cr_assert_eq(sess_open(&c, "new", 1, &f, &e), 0);
+    cr_assert_eq(sess_reserve(&c, 300, &e), -1); /* two blocks: only if busy went */
+    cr_assert_eq(e.code, ERR_OVERLOADED, "%s", e.msg);
+    cr_assert(strstr(e.msg, "nothing was evicted"), "%s", e.msg);
+    sess_close(&c, 0, 0);
+    struct sess_stats s;
+    sess_stats(&s);
+    cr_assert_eq(s.evictions, 0);
+    cr_assert_eq(touch("idle", 0, "m"), 0);
+    /* one block fits by evicting the idle one */
+    cr_assert_eq(sess_open(&c, "new", 1, &f, &e), 0);
+    cr_assert_eq(sess_reserve(&c, 1, &e), 0, "%s", e.msg);
+    sess_close(&c, 1, 0);
+    sess_close(&b, 1, 0);
+    cr_assert_eq(touch("idle", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
+    sess_stats(&s);
+    cr_assert_eq(s.evictions, 1);
+}
+
+/* A start that waited behind a step whose sequence then ended starts it
+ * afresh (not sequence_not_found). */
+static int waiting_start;
+static void *start_step(void *arg)
+{
+    (void)arg;
+    struct sess_step st;
+    struct api_error e;
+    const struct sess_fixed f = fixed("m");
+    if (sess_open(&st, "a", 1, &f, &e)) {
+        waiting_start = -e.code;
+        return NULL;
+    }
+    waiting_start = st.created ? 1 : 2;
+    sess_close(&st, 1, 0);
+    return NULL;
+}
+
+Test(sessions_store, a_start_waiting_its_turn_is_a_start)
+{
+    limits(8, 600, 1LL << 30);
+    cr_assert_eq(touch("a", 1, "m"), 0);
+    struct sess_step st;
+    struct api_error e;
+    const struct sess_fixed f = fixed("m");
+    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
+    one_token(&st);
+    waiting_start = 0;
+    pthread_t t;
+    pthread_create(&t, NULL, start_step, NULL);
+    usleep(100 * 1000); /* (not a timing check: the start must still be waiting) */
+    cr_assert_eq(waiting_start, 0);
+    sess_close(&st, 1, 1); /* ends a */
+    pthread_join(t, NULL);
+    cr_assert_eq(waiting_start, 1, "the waiting start got %d", waiting_start);
+    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(att_kv_len(st.kv), 0); /* afresh */
+    sess_close(&st, 1, 0);
+}
+
+/* The idle timer runs from the answer's end (sess_sent), and a refused
+ * step does not restart it. */
+Test(sessions_store, the_idle_timer_counts_answered_steps)
+{
+    limits(8, 0.5, 1LL << 30);
+    struct sess_step st;
+    struct api_error e;
+    const struct sess_fixed f = fixed("m");
+    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
+    st.hold = 1;
+    struct sess *held = sess_close(&st, 1, 0);
+    cr_assert_not_null(held);
+    usleep(700 * 1000); /* its answer takes longer to send than the timeout */
+    struct sess_stats s;
+    sess_stats(&s);
+    cr_assert_eq(s.active, 1, "dropped while its answer was sent");
+    sess_sent(held);
+    cr_assert_eq(touch("a", 0, "m"), 0);
+    /* refused steps 0.2 and 0.4 s later do not keep it alive past 0.5 s */
+    for (int i = 0; i < 2; i++) {
+        usleep(200 * 1000);
+        cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0, "%s", e.msg);
+        sess_close(&st, 0, 0);
+    }
+    usleep(250 * 1000);
+    cr_assert_eq(touch("a", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
 }
 
 /* A restart replaces a live sequence only when its step succeeds. */

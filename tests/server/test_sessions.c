@@ -104,20 +104,6 @@ static void expect_close(const float *got, const float *want, size_t n, const ch
     cr_assert(max <= 2e-5, "%s: max |diff| %g over %zu values", what, max, n);
 }
 
-/* A metric's value in GET /metrics (the first line starting with name). */
-static double metric(int port, const char *name)
-{
-    struct http_reply a = request(port, "GET", "/metrics", NULL, 0, NULL, 0);
-    cr_assert_eq(a.status, 200);
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(a.body, key);
-    cr_assert_not_null(p, "no %s in /metrics", name);
-    const double v = strtod(p + strlen(key), NULL);
-    free(a.body);
-    return v;
-}
-
 /* A server with the test models, ready. */
 static void start_with_repo(struct server *s)
 {
@@ -463,7 +449,7 @@ Test(sessions, max_sequences_evicts_the_least_recently_used_idle_one)
     struct http_reply a = attention(s.port, tiny_step("lru-a", 0)); /* b is now the oldest */
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
-    cr_assert_eq(metric(s.port, "attention_sequences_active"), 2);
+    cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 2);
     a = attention(s.port, tiny_step("lru-c", 1));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
@@ -474,9 +460,9 @@ Test(sessions, max_sequences_evicts_the_least_recently_used_idle_one)
     cr_assert_eq(a.status, 200, "%s", a.body);
     cr_assert_eq(int_of(&a, "cache_length"), 3);
     free(a.body);
-    cr_assert_eq(metric(s.port, "attention_sequence_evictions_total"), 1);
-    cr_assert_eq(metric(s.port, "attention_sequences_active"), 2);
-    cr_assert_gt(metric(s.port, "attention_sequence_bytes"), 0);
+    cr_assert_eq(server_metric(s.port, "attention_sequence_evictions_total"), 1);
+    cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 2);
+    cr_assert_gt(server_metric(s.port, "attention_sequence_bytes"), 0);
     /* ending them gives everything back */
     for (int i = 0; i < 2; i++) {
         json_t *b = json_pack("{s:s, s:b}", "sequence_id", i ? "lru-c" : "lru-a",
@@ -485,8 +471,8 @@ Test(sessions, max_sequences_evicts_the_least_recently_used_idle_one)
         cr_assert_eq(a.status, 200, "%s", a.body);
         free(a.body);
     }
-    cr_assert_eq(metric(s.port, "attention_sequences_active"), 0);
-    cr_assert_eq(metric(s.port, "attention_sequence_bytes"), 0);
+    cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 0);
+    cr_assert_eq(server_metric(s.port, "attention_sequence_bytes"), 0);
     cr_assert_eq(server_stop(&s), 0);
 }
 
@@ -510,7 +496,7 @@ static json_t *wide_step(const char *id, int S, int start, const float *kw, cons
     return b;
 }
 
-Test(sessions, max_sequence_bytes_refuses_with_503_and_keeps_the_state)
+Test(sessions, max_sequence_bytes_refuses_what_cannot_fit_and_keeps_the_state)
 {
     struct server s;
     /* one block and the two kept weights (2 x 512 floats) */
@@ -522,11 +508,11 @@ Test(sessions, max_sequence_bytes_refuses_with_503_and_keeps_the_state)
     struct http_reply a = attention(s.port, wide_step("big", 200, 1, kw, vw));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
-    cr_assert_eq(metric(s.port, "attention_sequence_bytes"), (1 << 20) + 2 * WIDE * 4);
-    /* a second block would pass the budget and nothing is idle to evict */
+    cr_assert_eq(server_metric(s.port, "attention_sequence_bytes"), (1 << 20) + 2 * WIDE * 4);
+    /* a second block would make it pass the budget on its own: never */
     a = attention(s.port, wide_step("big", 100, 0, kw, vw));
-    expect_error(&a, 503, "overloaded", "max_sequence_bytes");
-    cr_assert(header(&a, "Retry-After"), "no Retry-After: %s", a.headers);
+    expect_error(&a, 413, "payload_too_large", "max_sequence_bytes");
+    cr_assert(!header(&a, "Retry-After"), "a retry cannot help: %s", a.headers);
     free(a.body);
     /* the refused step was not applied: 56 rows still fit the block */
     a = attention(s.port, wide_step("big", 56, 0, kw, vw));
@@ -540,7 +526,7 @@ Test(sessions, max_sequence_bytes_refuses_with_503_and_keeps_the_state)
     a = attention(s.port, wide_step("big", 1, 0, kw, vw));
     expect_error(&a, 400, "sequence_not_found", "'big'");
     free(a.body);
-    cr_assert_eq(metric(s.port, "attention_sequence_evictions_total"), 1);
+    cr_assert_eq(server_metric(s.port, "attention_sequence_evictions_total"), 1);
     cr_assert_eq(server_stop(&s), 0);
 }
 
@@ -556,7 +542,7 @@ Test(sessions, an_idle_sequence_times_out)
     a = attention(s.port, tiny_step("sleepy", 0));
     expect_error(&a, 400, "sequence_not_found", "'sleepy'");
     free(a.body);
-    cr_assert_eq(metric(s.port, "attention_sequences_active"), 0);
+    cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 0);
     cr_assert_eq(server_stop(&s), 0);
 }
 
@@ -621,7 +607,7 @@ Test(sessions, fp16_and_bf16_caches_round_keys_and_values)
             free(a.body);
             expect_close(out, want, E, dtypes[t]);
         }
-        bytes[t] = metric(s.port, "attention_sequence_bytes");
+        bytes[t] = server_metric(s.port, "attention_sequence_bytes");
         json_t *end = json_pack("{s:s, s:b}", "sequence_id", dtypes[t], "sequence_end", 1);
         struct http_reply a = attention(s.port, end);
         cr_assert_eq(a.status, 200, "%s", a.body);
@@ -666,13 +652,13 @@ Test(sessions, unloading_or_reloading_a_model_drops_its_sequences)
         struct http_reply a = attention(s.port, b);
         cr_assert_eq(a.status, 200, "%s", a.body);
         free(a.body);
-        cr_assert_eq(metric(s.port, "attention_model_sequences_active{model=\"mha_f32\"}"), 1);
+        cr_assert_eq(server_metric(s.port, "attention_model_sequences_active{model=\"mha_f32\"}"), 1);
         char path[96];
         snprintf(path, sizeof path, "/v2/repository/models/mha_f32/%s", actions[i]);
         a = request_with(s.port, "POST", path, "{}", 2, NULL, 0, auth);
         cr_assert_eq(a.status, 200, "%s %s", actions[i], a.body);
         free(a.body);
-        cr_assert_eq(metric(s.port, "attention_sequences_active"), 0, "%s kept the sequence",
+        cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 0, "%s kept the sequence",
                      actions[i]);
         if (i == 1) { /* back, for the step to find the model */
             a = request_with(s.port, "POST", "/v2/repository/models/mha_f32/load", "{}", 2,
@@ -913,9 +899,9 @@ Test(sessions, many_short_sequences_give_everything_back)
     const long before = rss_kib(s.pid);
     short_sequences(s.port, 50, 400);
     const long after = rss_kib(s.pid);
-    cr_assert_eq(metric(s.port, "attention_sequences_active"), 0);
-    cr_assert_eq(metric(s.port, "attention_sequence_bytes"), 0);
-    cr_assert_eq(metric(s.port, "attention_sequence_evictions_total"), 0);
+    cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 0);
+    cr_assert_eq(server_metric(s.port, "attention_sequence_bytes"), 0);
+    cr_assert_eq(server_metric(s.port, "attention_sequence_evictions_total"), 0);
     cr_assert_lt(after - before, 8 * 1024, "RSS grew from %ld to %ld KiB over 400 sequences",
                  before, after);
     cr_assert_eq(server_stop(&s), 0);

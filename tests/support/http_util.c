@@ -134,3 +134,16 @@ int server_startup_output(const char *args, char *out, size_t outlen)
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
+
+double server_metric(int port, const char *name)
+{
+    struct http_reply a = request(port, "GET", "/metrics", NULL, 0, NULL, 0);
+    cr_assert_eq(a.status, 200);
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(a.body, key);
+    cr_assert_not_null(p, "no %s in /metrics", name);
+    const double v = strtod(p + strlen(key), NULL);
+    free(a.body);
+    return v;
+}

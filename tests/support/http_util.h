@@ -28,6 +28,9 @@ void server_start_ready(struct server *s, const char *const *extra);
 /* CLOCK_MONOTONIC seconds. */
 double check_now(void);
 
+/* The value of the first line of GET /metrics that starts with "name ". */
+double server_metric(int port, const char *name);
+
 /* Check an /attention error answer: status, slug, and optional message text. */
 void expect_error(const struct http_reply *a, long status, const char *slug, const char *contains);
 void server_still_serves(int port);
