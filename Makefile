@@ -95,11 +95,11 @@ HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
              $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal $(BUILD)/bench/bench_model
-BENCH_BIN += $(BUILD)/bench/bench_decode
+BENCH_BIN += $(BUILD)/bench/bench_decode $(BUILD)/bench/bench_sessions
 
 ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
-             $(BUILD)/bench/bench_model.o $(BUILD)/bench/bench_decode.o \
+             $(BUILD)/bench/bench_model.o $(BUILD)/bench/bench_decode.o $(BUILD)/bench/bench_sessions.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/differential.o
 
@@ -118,7 +118,7 @@ $(BUILD)/%.o: %.c
 # when it is rebuilt (-MMD leaves -isystem headers out of the .d files);
 # what links it, relinked.
 $(SVC_OBJ) $(HTTP_OBJ) $(UNIT_OBJ) $(BUILD)/bench/const_server.o: $(MHD_DEP)
-$(SERVER) $(UNIT) $(BUILD)/bench/bench_codec $(BUILD)/bench/const_server: $(MHD_DEP)
+$(SERVER) $(UNIT) $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_sessions $(BUILD)/bench/const_server: $(MHD_DEP)
 mhd: $(MHD_DEP)
 ifneq ($(MHD_DEP),)
 $(MHD_DEP): scripts/mhd.sh scripts/mhd-chunk-size.patch
@@ -158,6 +158,9 @@ $(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
 $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
+
+$(BUILD)/bench/bench_sessions: $(BUILD)/bench/bench_sessions.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
 $(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o) \
