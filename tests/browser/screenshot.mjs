@@ -20,7 +20,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, check, openPage, runSuite, selectHead } from './harness.mjs';
+import { ROOT, check, openPage, printedAs, runSuite, selectHead } from './harness.mjs';
 
 const OUT = path.join(ROOT, 'docs', 'screenshot.png');
 const INDUCTION = path.join(ROOT, 'docs', 'induction.png');
@@ -42,7 +42,7 @@ async function stepScreenshot(page, base) {
   await page.mouse.move(r.cx, r.cy);
   await page.waitForSelector('[data-testid="tooltip"]', { state: 'visible', timeout: 5000 });
   const weight = await page.evaluate(() => document.getElementById('tip-weight').textContent);
-  check(Number(weight) === row[j], `the tooltip says weight ${weight}, the page holds ${row[j]}`);
+  check(printedAs(weight, row[j]), `the tooltip says weight ${weight}, the page holds ${row[j]}`);
   await page.screenshot({ path: OUT, fullPage: false });
   check(fs.statSync(OUT).size > 10000, `${OUT} is too small to be the page`);
   process.stdout.write(`  wrote ${path.relative(ROOT, OUT)}: digits-reverse, head ${head}, the tooltip of query 0, key ${j}\n`);
