@@ -11,7 +11,7 @@
 # labels when /usr/bin/chromium is absent, and the npm packages pinned in
 # package-lock.json (playwright-core). Then it runs tests/browser/web.test.mjs,
 # variants.test.mjs, views.test.mjs, models.test.mjs, reduced.test.mjs and
-# induction.test.mjs and layout.test.mjs, each
+# induction.test.mjs, layout.test.mjs and firstclick.test.mjs, each
 # of which starts the server itself on a free port. Screenshots and the
 # server's logs go to build/browser/; a
 # sanitizer report in a log fails the test.
@@ -46,6 +46,7 @@ node tests/browser/models.test.mjs || status=1
 node tests/browser/reduced.test.mjs || status=1
 node tests/browser/induction.test.mjs || status=1
 node tests/browser/layout.test.mjs || status=1
+node tests/browser/firstclick.test.mjs || status=1
 # What a sanitizer finds only at exit (LeakSanitizer) does not fail a request:
 # it is in the server's log.
 if grep -n 'Sanitizer\|runtime error:' build/browser/server*.log >&2; then

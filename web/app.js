@@ -63,6 +63,8 @@
 //       (the tokens, or indices when the cells are too small for text).
 //   attn.highlightedCell() -> {i, j}: the heatmap cell the keyboard or the
 //       pointer highlights, or null.
+//   attn.outputLayout() -> the Output tab's last drawing: {cell (px a row),
+//       labels (the tokens drawn left of the rows), fontPx (theirs)}, or null.
 //   attn.headSummary(batch) -> [{entropy, distance}] per head, as the head
 //       summary chart shows them (null for averaged weights).
 //   attn.stack() -> the stack shown (views/stepper.js stackView) or null:
@@ -82,10 +84,10 @@ import { initGrid, markSelectedThumb, renderGrid } from './js/views/grid.js';
 import { cellPixel, cellRect, highlightedCell, initHeatmap, renderHeatmap } from './js/views/heatmap.js';
 import { markSelectedBars, renderSummary, summaryStats } from './js/views/summary.js';
 import { headTokenPoint, initHeadView, renderHeadView } from './js/views/headview.js';
-import { renderOutput } from './js/views/output.js';
+import { outputLayout, renderOutput } from './js/views/output.js';
 import { answerOf, renderAnswer } from './js/views/answer.js';
 import { renderStatus } from './js/views/status.js';
-import { applyExample, applyModelInput, readForm, showModelWidths, updateFormFields } from './js/views/form.js';
+import { applyExample, applyModelInput, modelMask, readForm, showModelWidths, updateFormFields } from './js/views/form.js';
 import { initModelPicker, modelOf, showModelMeta, trainedModel } from './js/views/modelpicker.js';
 import { inferV2, modelInput } from './js/models.js';
 import { reduceFor } from './js/reduced.js';
@@ -185,7 +187,7 @@ function finish(seq, changed) {
 }
 
 // The tokens of the form as a served model's input and the v2 parameters
-// of the mask control (none: the model's own default).
+// of the mask control (which shows the model's own default when chosen).
 async function sendToModel(form, slot) {
   const info = modelOf(form.model);
   let input;
@@ -196,6 +198,7 @@ async function sendToModel(form, slot) {
   }
   const params = {};
   if (form.mask === 'causal' || form.mask === 'causal_lower_right') params.is_causal = true;
+  else if (form.mask === 'none' && modelMask(info) !== 'none') params.is_causal = false;   // over the model's causal default
   if (form.mask === 'causal_lower_right') params.causal_alignment = 'lower_right';
   const reduce = reduceFor(input.tokens.length, input.keyTokens.length, info.H, form.weightsMode);
   const built = performance.now();
@@ -244,6 +247,19 @@ async function run(kind) {
                               serverTiming: res.serverTiming, bytes: res.bytes } });
 }
 
+// After a run the user started: its error, or its answer under the map
+// (else the large view's top), on screen, scrolled to only when it is not
+// (one column: the form is below the maps).
+function reveal() {
+  const el = state.lastError ? $('error') : $('answer').hidden ? $('view-card') : $('answer');
+  if (el.hidden) return;
+  const r = el.getBoundingClientRect(), H = window.innerHeight;
+  const seen = el.id === 'view-card' ? r.top >= 0 && r.top < H / 2 : r.top >= 0 && r.bottom <= H;
+  if (seen) return;
+  if (el.id === 'answer') $('view-card').scrollIntoView({ block: 'start' });
+  el.scrollIntoView({ block: 'nearest' });
+}
+
 // The Example list: the trained model (its example input, the model chosen
 // in the picker) or an untrained example (no model).
 function pickExample(name) {
@@ -286,14 +302,17 @@ const setView = (part) => update({ view: { ...state.view, ...part } });
 async function init() {
   $('example').addEventListener('change', () => pickExample($('example').value));
   for (const id of ['mask', 'heads', 'embed-dim', 'rope', 'weights-mode']) $(id).addEventListener('change', updateFormFields);
-  $('run').addEventListener('click', () => run('example'));
-  $('run-json').addEventListener('click', () => run('json'));
+  const runShown = (kind) => run(kind).then(reveal);
+  $('run').addEventListener('click', () => runShown('example'));
+  $('run-json').addEventListener('click', () => runShown('json'));
+  // Enter runs the tokens (Shift+Enter: a new line); the JSON editor, whose
+  // text has lines, runs on Ctrl+Enter.
   for (const id of ['tokens', 'key-tokens', 'request-json']) {
     $(id).addEventListener('keydown', (ev) => {
-      if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) {
-        ev.preventDefault();
-        run(id === 'request-json' ? 'json' : 'example');
-      }
+      if (ev.key !== 'Enter' || ev.isComposing || ev.shiftKey) return;
+      if (id === 'request-json' && !(ev.ctrlKey || ev.metaKey)) return;
+      ev.preventDefault();
+      runShown(id === 'request-json' ? 'json' : 'example');
     });
   }
   $('upload').addEventListener('change', async () => {
@@ -353,6 +372,7 @@ async function init() {
     cellPixel,
     headTokenPoint,
     highlightedCell,
+    outputLayout,
     svgOfTab,
     compareMaps: () => { const m = compareMaps(); return m.error ? m : { ...m, a: Array.from(m.a), b: Array.from(m.b), diff: Array.from(m.diff) }; },
     comparePixel,

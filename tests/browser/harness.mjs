@@ -48,6 +48,19 @@ export function check(cond, msg) {
 export function sameColor(got, want, tol = TOLERANCE) {
   return got.length >= 3 && [0, 1, 2].every((c) => Math.abs(got[c] - want[c]) <= tol);
 }
+// Significant digits of a number as printed ("0.0557014" -> 6, "1.5e-7" -> 2).
+export function sigDigits(text) {
+  const m = /^-?(\d*)\.?(\d*)(e[-+]?\d+)?$/i.exec(String(text).trim());
+  if (!m) return Infinity;
+  return (m[1] + m[2]).replace(/^0+/, '').length;
+}
+
+// A float32 as the page prints it (web/js/tensor.js formatFloat32): at most
+// 7 significant digits, within half a unit of the 7th of the value.
+export function printedAs(text, v) {
+  return sigDigits(text) <= 7 && Math.abs(Number(text) - v) <= 5e-7 * Math.abs(v) + 1e-45;
+}
+
 export const rgb = (c) => `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
 
 async function cleanup() {

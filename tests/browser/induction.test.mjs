@@ -9,14 +9,16 @@
 // of structure, or of equality with the stateless answers computed here.
 //
 //   example: the Example list's induction entry runs the config's example
-//       through both layers, one v2 infer call each (a prompt chunk that
-//       starts a sequence); every head of both layers equals the stateless
+//       part-way (the first copy and three tokens of the repeat), Run the
+//       whole of it, through both layers, one v2 infer call each (a prompt
+//       chunk that starts a sequence); every head of both layers equals the stateless
 //       answer of the same stack computed here (x0 = embedding + positions,
 //       the residual added in float32), the large heatmap draws the
 //       induction head, every head of both layers is labelled with what it
 //       does (the circuit's two by name, others by the config's training
-//       figures per head, else "mostly X (f)", X the largest of the mean
-//       weights measured here on the drawn map, f its figure), and the
+//       figures per head, else "mostly X", X the largest of the mean
+//       weights measured here on the drawn map; the figure in the
+//       thumbnail's tooltip), and the
 //       predictions line shows the tokens and marks the correct guesses;
 //   ideal: the "ideal induction" toggle outlines query i of the second copy
 //       at key i − m + 1 (the repeat found here) and nothing else;
@@ -25,7 +27,7 @@
 //       layer's sequence_id, one query row and a body of the same size at
 //       every position; the rows drawn equal the stateless answers of the
 //       prefix; Next token appends the model's prediction; at P positions
-//       nothing is sent and the page says so;
+//       Step and Next token are disabled and the page says so;
 //   lost: a sequence ended behind the page's back (as a restart would) is
 //       said and started again from the tokens the page kept;
 //   typed: a typed sequence is one prompt chunk (L = S = its length) on
@@ -161,15 +163,19 @@ function measured(m, tokens) {
 
 // Every head of every layer says what it does: the circuit's two by name;
 // another whose training figure per head (config.training) reaches the
-// circuit's bar as that role with the figure; else "mostly X (f)" with X
-// the largest of the weights measured here on the drawn map and f its
-// figure. The overview's captions carry the same labels.
+// circuit's bar as that role; else "mostly X" with X the largest of the
+// weights measured here on the drawn map. No label carries a figure: the
+// thumbnail's tooltip does (the training figure, or f, X's measure). The
+// overview's captions are "head h: label".
 async function checkLabels(page, s, what) {
   const c = ctx.cfg, t = c.training;
   const trained = { 'previous-token head': [c.circuit.previous_token.layer, t.previous_token_weight_per_head],
                     'induction head': [c.circuit.induction.layer, t.induction_weight_per_head] };
   const seen = [];
+  const titles = await page.$$eval('[data-testid="overview"] .thumb', (xs) => xs.map((x) => x.title));
+  const H = s.labels[0].length;
   s.labels.forEach((heads, l) => heads.forEach((label, h) => {
+    const fig = /mean weight (\d\.\d\d) (in training|on the tokens shown)/.exec(titles[l * H + h]);
     const where = `${what}: layer ${l} head ${h} is labelled "${label}"`;
     const role = Object.entries(c.circuit).find(([, v]) => v && v.layer === l && v.head === h);
     if (role) {
@@ -177,16 +183,18 @@ async function checkLabels(page, s, what) {
       seen.push(`${l}.${h} ${label}`);
       return;
     }
-    const byConfig = /^(previous-token head|induction head) \((\d\.\d\d)\)$/.exec(label);
-    const byMap = /^mostly (.+) \((\d\.\d\d)\)$/.exec(label);
+    const byConfig = /^(previous-token head|induction head)$/.exec(label);
+    const byMap = /^mostly (.+)$/.exec(label);
     check(byConfig || byMap, `${where}: not what it does`);
+    check(fig, `${where}: its thumbnail's tooltip "${titles[l * H + h]}" gives no figure`);
     if (byConfig) {
       const [layer, figs] = trained[byConfig[1]];
-      check(layer === l && figs[h].toFixed(2) === byConfig[2], `${where}, the config's training figure for layer ${layer} is ${figs[h]}`);
+      check(layer === l && figs[h].toFixed(2) === fig[1] && fig[2] === 'in training', `${where} (${fig[0]}), the config's training figure for layer ${layer} is ${figs[h]}`);
     } else {
       const m = measured(s.maps[l][h], s.tokens), best = Math.max(...Object.values(m).filter((v) => v !== null));
       check(m[byMap[1]] !== undefined && m[byMap[1]] !== null, `${where}: no such measure (${Object.keys(m).join(', ')})`);
-      check(Math.abs(m[byMap[1]] - Number(byMap[2])) <= 0.005 + 1e-9, `${where}, measured here on the drawn map: ${m[byMap[1]]}`);
+      check(Math.abs(m[byMap[1]] - Number(fig[1])) <= 0.005 + 1e-9 && fig[2] === 'on the tokens shown',
+            `${where} (${fig[0]}), measured here on the drawn map: ${m[byMap[1]]}`);
       check(m[byMap[1]] >= best - 1e-6, `${where}, but the largest measure here is ${best}: ${JSON.stringify(m)}`);
     }
     seen.push(`${l}.${h} ${label}`);
@@ -213,9 +221,15 @@ async function stepExample(page, base) {
   const opt = await page.$$eval('[data-testid="example"] option', (os) => os.map((o) => ({ v: o.value, t: o.textContent })));
   const ind = opt.find((o) => /induction/i.test(o.t));
   check(ind, `no entry of the Example list mentions induction: ${opt.map((o) => o.t).join(' | ')}`);
-  const sent = await act(page, () => page.selectOption('[data-testid="example"]', ind.v));
+  // It opens part-way: the first copy and three tokens of the repeat.
+  const opened = await act(page, () => page.selectOption('[data-testid="example"]', ind.v));
+  const rep = repeatOf([...ctx.example]), n0 = rep.start + rep.m + 3;
+  check(opened.length === 2 && opened.every((r, l) => r.model === ctx.names[l] && r.rows === n0 && r.params.sequence_start === true),
+        `the example sent ${JSON.stringify(opened.map((r) => [r.model, r.rows, r.params]))}, expected one ${n0}-row prompt chunk per layer`);
+  // Run: the whole example, one prompt chunk per layer.
+  const sent = (await act(page, () => page.click('[data-testid="run"]'))).filter((r) => !r.params.sequence_end);
   check(sent.length === 2 && sent[0].model === ctx.names[0] && sent[1].model === ctx.names[1],
-        `the example sent ${sent.map((r) => r.model).join(', ')}, expected one infer per layer: ${ctx.names.join(', ')}`);
+        `Run sent ${sent.map((r) => r.model).join(', ')}, expected one infer per layer: ${ctx.names.join(', ')}`);
   const n = [...ctx.example].length;
   for (const r of sent) {
     check(r.rows === n && r.params.sequence_start === true && typeof r.params.sequence_id === 'string' && r.params.sequence_id.length >= 32,
@@ -315,12 +329,12 @@ async function stepStep(page) {
   s = await stackOf(page);
   check(s.tokens[s.n - 1] === guess, `Next token appended "${s.tokens[s.n - 1]}", the model predicted "${guess}"`);
   await checkAgainstStateless(page, 'after Next token');
-  // At P positions nothing more is sent, and the page says so.
+  // At P positions Step and Next token are disabled, and the page says so.
   while (s.n < ctx.P) { await act(page, () => page.click('[data-testid="next-token"]')); s = await stackOf(page); }
-  const more = await act(page, () => page.click('[data-testid="step"]'));
-  check(more.length === 0, `a step at ${ctx.P} positions sent ${more.length} requests`);
+  const off = await page.$$eval('[data-testid="step"], [data-testid="next-token"]', (bs) => bs.map((b) => b.disabled));
+  check(off.every(Boolean), `at ${ctx.P} positions Step, Next token disabled: ${off}`);
   const status = await page.textContent('[data-testid="step-status"]');
-  check(status.includes(`reached the model's ${ctx.P} positions`), `the status line says "${status}"`);
+  check(status.includes(`reached the model's ${ctx.P} positions: Reset starts again`), `the status line says "${status}"`);
 }
 
 async function stepLost(page) {

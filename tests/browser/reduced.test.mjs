@@ -19,7 +19,7 @@
 //       the times are printed, not asserted.
 // Screenshots: build/browser/reduced-*.png. Plumbing: tests/browser/harness.mjs.
 
-import { argExtremes, check, checkHeatmapShows, decodeTensor, log, openPage, pixels, rgb, runAndWait, runSuite,
+import { argExtremes, check, checkHeatmapShows, decodeTensor, log, openPage, pixels, printedAs, rgb, runAndWait, runSuite,
          sameColor, selectHead, shot, weightsOf } from './harness.mjs';
 
 const ctx = { full: null };
@@ -142,7 +142,7 @@ async function stepLong(page) {
   const tip = await page.evaluate(() => ({ qi: document.getElementById('tip-qi').textContent, kj: document.getElementById('tip-kj').textContent,
                                            w: document.getElementById('tip-weight').textContent, note: document.getElementById('tip-note').textContent }));
   const [a, b] = [Number(tip.qi.slice(1)), Number(tip.kj.slice(1))];
-  check(Number(tip.w) === head0[a][b], `hover on tile (${a}, ${b}) says ${tip.w}, the map has ${head0[a][b]}`);
+  check(printedAs(tip.w, head0[a][b]), `hover on tile (${a}, ${b}) says ${tip.w}, the map has ${head0[a][b]}`);
   check(tip.note.startsWith('tile of 8 × 8'), `the tooltip's note is "${tip.note}"`);
   const t2 = Date.now();
   await selectHead(page, 9);

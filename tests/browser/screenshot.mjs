@@ -10,7 +10,7 @@
 //       heatmap's first row, so the tooltip shows (checked: the trained
 //       model, no error, the tooltip);
 //   docs/induction.png, docs/web.md's picture of the induction example: the
-//       example reset and stepped token by token to the end of the repeat's
+//       example, opened part-way, stepped token by token to the end of the repeat's
 //       second copy, the induction head open in the large map with the ideal
 //       induction overlay on; the shot reaches down to the layer × head
 //       overview under the map (checked: the induction example, no error,
@@ -20,7 +20,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, check, openPage, runSuite, selectHead } from './harness.mjs';
+import { ROOT, check, openPage, printedAs, runSuite, selectHead } from './harness.mjs';
 
 const OUT = path.join(ROOT, 'docs', 'screenshot.png');
 const INDUCTION = path.join(ROOT, 'docs', 'induction.png');
@@ -42,7 +42,7 @@ async function stepScreenshot(page, base) {
   await page.mouse.move(r.cx, r.cy);
   await page.waitForSelector('[data-testid="tooltip"]', { state: 'visible', timeout: 5000 });
   const weight = await page.evaluate(() => document.getElementById('tip-weight').textContent);
-  check(Number(weight) === row[j], `the tooltip says weight ${weight}, the page holds ${row[j]}`);
+  check(printedAs(weight, row[j]), `the tooltip says weight ${weight}, the page holds ${row[j]}`);
   await page.screenshot({ path: OUT, fullPage: false });
   check(fs.statSync(OUT).size > 10000, `${OUT} is too small to be the page`);
   process.stdout.write(`  wrote ${path.relative(ROOT, OUT)}: digits-reverse, head ${head}, the tooltip of query 0, key ${j}\n`);
@@ -64,13 +64,16 @@ async function stepInduction(page, base) {
   await act(page, () => page.selectOption('[data-testid="example"]', 'induction'));
   const label = await page.$eval('[data-testid="example"]', (s) => s.selectedOptions[0].textContent);
   check(/induction/i.test(label), `the example shown is "${label}", not the induction example`);
-  // The repeat's second copy ends after the last ideal cell's query: Reset,
-  // then Step to there.
-  await page.check('[data-testid="ideal-induction"]');
-  const cells = (await page.evaluate(() => window.attn.stack())).ideal;
-  check(cells.length > 0, 'the example has no ideal induction cells');
-  const end = cells[cells.length - 1][0] + 1;
-  await act(page, () => page.click('[data-testid="reset"]'));
+  // It opens part-way into the repeat: Step to the end of the second copy
+  // (the longest segment repeated right after itself).
+  check(await page.isChecked('[data-testid="ideal-induction"]'), 'the ideal overlay is off');
+  let end = 0;
+  for (let m = Math.floor(example.length / 2); m >= 2 && !end; m--) {
+    for (let st = 0; st + 2 * m <= example.length && !end; st++) {
+      if (example.slice(st, st + m).join('') === example.slice(st + m, st + 2 * m).join('')) end = st + 2 * m;
+    }
+  }
+  check(end > 0, 'the example has no repeated segment');
   let s = await page.evaluate(() => window.attn.stack());
   while (s.n < end) {
     await act(page, () => page.click('[data-testid="step"]'));

@@ -43,7 +43,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { CheckError, OUT, ROOT, SERVER, argExtremes, check, checkHeatmapShows, isAttention, isInfer, log, openPage, parseV2Body, pixels,
-         rgb, runAndWait,
+         printedAs, rgb, runAndWait,
          runSuite, sameColor, selectHead, selectTab, shot, viewOf, weightsOf } from './harness.mjs';
 
 // ---------------------------------------------------------------------------
@@ -209,10 +209,10 @@ async function stepHover(page) {
     }));
     check(tip.q === tokens[i], `tooltip at (${i},${j}) names query "${tip.q}", expected "${tokens[i]}"`);
     check(tip.k === tokens[j], `tooltip at (${i},${j}) names key "${tip.k}", expected "${tokens[j]}"`);
-    check(Number(tip.w) === w[0][0][i][j], `tooltip at (${i},${j}) says weight ${tip.w}, the response has ${w[0][0][i][j]}`);
+    check(printedAs(tip.w, w[0][0][i][j]), `tooltip at (${i},${j}) says weight ${tip.w}, the response has ${w[0][0][i][j]}`);
     if (i === max.i && j === max.j) await shot(page, '02-hover-tooltip.png');
   }
-  log(`  ${cells.length} cells hovered: query, key and exact weight match the response`);
+  log(`  ${cells.length} cells hovered: query, key and weight (7 digits) match the response`);
   await page.mouse.move(2, 2);
   await page.waitForSelector('[data-testid="tooltip"]', { state: 'hidden', timeout: 5000 });
 }
@@ -372,7 +372,7 @@ async function stepCross(page) {
   await page.mouse.move(r.cx, r.cy);
   await page.waitForSelector('[data-testid="tooltip"]', { state: 'visible' });
   const tip = [await page.textContent('#tip-query'), await page.textContent('#tip-key'), await page.textContent('#tip-weight')];
-  check(tip[0] === q[i] && tip[1] === k[j] && Number(tip[2]) === w[0][0][i][j],
+  check(tip[0] === q[i] && tip[1] === k[j] && printedAs(tip[2], w[0][0][i][j]),
         `cross tooltip says ${JSON.stringify(tip)}, expected ${JSON.stringify([q[i], k[j], w[0][0][i][j]])}`);
   await shot(page, '08-cross.png');
   await page.mouse.move(2, 2);
@@ -532,7 +532,7 @@ async function stepLong(page) {
 runSuite('web.test', [
   ['the page opens on the trained model: anti-diagonal heads, drawn', stepTrained, { essential: true }],
   ['sentence example (untrained): extreme cells have the scale\'s colours', stepSentence, { essential: true }],
-  ['hover: tooltip shows query, key and exact weight', stepHover],
+  ['hover: tooltip shows query, key and weight (7 digits)', stepHover],
   ['switch heads: heatmap shows that head; threshold hides', stepSwitchHeads],
   ['test hook is read-only; the page keeps working', stepReadOnlyHook],
   ['head view, output view, Export PNG', stepViews],

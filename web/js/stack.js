@@ -19,7 +19,7 @@
 
 import { embedIds, inferV2, tokenize } from './models.js';
 import { predict } from './readout.js';
-import { headWhat } from './headlabels.js';
+import { figureText, headWhat } from './headlabels.js';
 
 // The layers of the stack starting at `info` (following next_layer through
 // the served models modelOf knows), or null when info starts none.
@@ -185,8 +185,8 @@ export class StackSession {
   // decodeResponse's answer (a new object each time: the views cache by
   // it), with `layer`, what each head does (headRoles: headlabels.js
   // headWhat, measured over the ideal induction cells `cells`; null where
-  // nothing says) and each head's label (headLabels: that, else "layer l
-  // head h"). Its json names the layer but no `model`: a layer's own
+  // nothing says), each head's label (headLabels: that, else "not measured
+  // (one token)") and the figure behind it in words (headFigures, '' for none). Its json names the layer but no `model`: a layer's own
   // output is not the stack's answer, which predictions() reads from the
   // residual stream.
   layerResponse(l, cells = idealInduction(findRepeat(this.tokens()), this.n)) {
@@ -197,8 +197,10 @@ export class StackSession {
     const r = { N: 1, H, L: n, S: n, E, headDim: E / H, perHead: true, tokens, keyTokens: tokens.slice(), weights,
                 weightsShape: [1, H, n, n], output: this.out[l].slice(0, n * E), outputShape: [1, n, E],
                 json: { layer: info.name, cache_length: n }, reduced: null, layer: l };
-    r.headRoles = headWhat(this.layers[0].config, l, r, cells);
-    r.headLabels = r.headRoles.map((what, h) => what || `layer ${l} head ${h}`);
+    const what = headWhat(this.layers[0].config, l, r, cells);
+    r.headRoles = what.map((x) => x.what);
+    r.headLabels = what.map((x) => x.what || 'not measured (one token)');
+    r.headFigures = what.map(figureText);
     return r;
   }
 }

@@ -26,6 +26,17 @@ function b64ToBytes(b64) {
   return u8;
 }
 
+// A float32 value as text with at most 7 significant digits (float32
+// carries about 7.2): the fewest that give the value back as a float32,
+// else 7 ("0.05570138", not the double 0.05570137873291969).
+export function formatFloat32(v) {
+  for (let p = 1; p < 7; p++) {
+    const x = Number(v.toPrecision(p));
+    if (Math.fround(x) === v) return String(x);
+  }
+  return String(Number(v.toPrecision(7)));
+}
+
 // A Float32Array as a request tensor {shape, dtype: 'float32', b64}.
 export function f32Tensor(data, shape) {
   let bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);

@@ -65,15 +65,25 @@ export function applyModelInput(info) {
   $('key-tokens-field').hidden = true;
   $('tokens-label').textContent = `Input (${info.name}'s tokens: ${info.config.vocab.join(' ')})`;
   $('tokens').rows = 2;
-  $('mask').value = 'none';
   showModelWidths(info);
 }
 
-// A served model's own E and H in the fields it disables (not the last
-// example's numbers).
+// The mask a served model applies when the request names none, as the
+// Mask control's value: its metadata's defaults (attn_mask, or is_causal
+// with causal_alignment) -> 'causal', 'causal_lower_right' or 'none'.
+export function modelMask(info) {
+  const d = (info.meta.parameters || {}).defaults || {};
+  if (d.attn_mask === 'causal' || d.attn_mask === 'causal_lower_right') return d.attn_mask;
+  if (d.is_causal === true) return d.causal_alignment === 'lower_right' ? 'causal_lower_right' : 'causal';
+  return 'none';
+}
+
+// A served model's own E, H and mask in the fields (not the last
+// example's).
 export function showModelWidths(info) {
   showChoice('embed-dim', info.E);
   showChoice('heads', info.H);
+  $('mask').value = modelMask(info);
   updateFormFields();
 }
 

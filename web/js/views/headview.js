@@ -29,7 +29,10 @@ export function renderHeadView() {
   const ctx0 = canvas.getContext('2d');
   ctx0.font = `${fontPx}px ${FONT}`;
   const widest = (arr) => arr.reduce((a, s) => Math.max(a, ctx0.measureText(s).width), 0);
-  const labW = labels ? Math.min(150, Math.ceil(Math.max(widest(r.tokens), widest(r.keyTokens))) + 16) : 40;
+  const tokW = labels ? Math.min(150, Math.ceil(Math.max(widest(r.tokens), widest(r.keyTokens))) + 16) : 40;
+  // room for the "query" header too (right-aligned 8 px left of the lines)
+  ctx0.font = `11px ${FONT}`;
+  const labW = Math.max(tokW, Math.ceil(ctx0.measureText('query').width) + 14);
   const gap = Math.min(340, Math.max(200, availableWidth($('view-headview')) - 2 * labW - 40));
   const top = 28;
   const W = 2 * labW + gap, Hh = top + big * rowH + 12;

@@ -11,7 +11,7 @@ import { state } from '../state.js';
 import { $, COLORS, FONT, availableWidth, clearOverlay, drawCaption, drawColumnLabels, drawRowLabels, sizeCanvas,
          tickStep } from '../canvas.js';
 import { VIRIDIS, drawLegend, formatValue } from '../colors.js';
-import { AVG, headsOf, matrixOf } from '../tensor.js';
+import { AVG, formatFloat32, headsOf, matrixOf } from '../tensor.js';
 import { reducedNote } from '../reduced.js';
 import { mapImage, mapLabel, selectHead } from './maps.js';
 
@@ -169,13 +169,14 @@ function showTooltip(at, i, j) {
   $('tip-qi').textContent = `#${i}`;
   $('tip-key').textContent = r.keyTokens[j];
   $('tip-kj').textContent = `#${j}`;
-  $('tip-weight').textContent = String(w);    // the float32 exactly, shortest round-trip form
+  const text = formatFloat32(w);
+  $('tip-weight').textContent = text;
   $('tip-head').textContent = mapLabel() + (w < threshold ? ' · below threshold (hidden)' : '');
   const note = head === AVG && r.reduced && r.reduced.kind === 'topk' ? 'the mean over heads of their top-k maps'
              : reducedNote(r, (r.perHead ? batch * r.H + (head === AVG ? 0 : head) : batch) * r.L, i, j);
   $('tip-note').textContent = note;
   $('tip-note').hidden = !note;
-  $('heatmap-live').textContent = `query ${i} "${r.tokens[i]}", key ${j} "${r.keyTokens[j]}", weight ${w}` +
+  $('heatmap-live').textContent = `query ${i} "${r.tokens[i]}", key ${j} "${r.keyTokens[j]}", weight ${text}` +
                                   (note ? ` (${note})` : '');
   const tip = $('tooltip');
   tip.hidden = false;

@@ -41,14 +41,16 @@ const plain = (v) => (typeof v === 'string' ? v : Array.isArray(v) ? `[${v.map(p
                     : v !== null && typeof v === 'object' ? Object.entries(v).map(([k, x]) => `${k} ${plain(x)}`).join(', ')
                     : String(v));
 
-// The chosen model's metadata in the sidebar (nothing for '').
-export function showModelMeta(name) {
+// The chosen model's metadata in the sidebar (nothing for ''); `shown`,
+// when given, first: which layer of a stack the maps show.
+export function showModelMeta(name, shown) {
   const box = $('model-meta'), info = modelOf(name);
   box.textContent = '';
   box.hidden = !info;
   if (!info) return;
   const p = info.meta.parameters || {}, c = info.config;
   const dl = document.createElement('dl');
+  if (shown) row(dl, 'shown', shown);
   row(dl, 'platform', `${info.meta.platform} · ${p.format} · ${p.dtype}`);
   row(dl, 'heads', `H = ${p.num_heads}, Hkv = ${p.num_kv_heads}, d = ${p.head_dim}`);
   row(dl, 'widths', `E = ${info.E}` + (info.kdim !== info.E || info.vdim !== info.E ? `, kdim = ${info.kdim}, vdim = ${info.vdim}` : ''));

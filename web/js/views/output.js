@@ -6,6 +6,10 @@ import { state } from '../state.js';
 import { $, COLORS, FONT, drawCaption, drawRowLabels, sizeCanvas } from '../canvas.js';
 import { DIVERGING, cellImage, drawLegend } from '../colors.js';
 
+// The layout of the last drawing, for the test hook: {cell, labels, fontPx}.
+let layout = null;
+export const outputLayout = () => (layout ? { ...layout } : null);
+
 function shapesText(r) {
   const dims = (a) => `(${a.join(', ')})`;
   let text = `output (${r.outputShape.length === 3 ? 'N, L, E' : 'L, E'}) = ${dims(r.outputShape)}`;
@@ -22,7 +26,7 @@ function shapesText(r) {
 export function renderOutput() {
   const r = state.response;
   const c = $('output-canvas');
-  if (!r) { sizeCanvas(c, 1, 1); return; }
+  if (!r) { sizeCanvas(c, 1, 1); layout = null; return; }
   $('output-shape').textContent = shapesText(r);
   const batched = r.outputShape.length === 3;
   const rows = r.outputShape[batched ? 1 : 0];
@@ -48,8 +52,10 @@ export function renderOutput() {
   ctx.fillRect(0, 0, W, Hh);
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(image, left, top, cols * cell, rows * cell);
-  drawRowLabels(ctx, { n: rows, names: labels ? r.tokens : null, left, top, cell, fontPx: Math.min(13, cell - 2),
-                       minTickPx: 22 });
+  // the tokens at 10 px at least (rows of 10 px at least), else numbers at 10 px (drawRowLabels)
+  const fontPx = labels ? Math.max(10, Math.min(13, cell - 2)) : 10;
+  drawRowLabels(ctx, { n: rows, names: labels ? r.tokens : null, left, top, cell, fontPx, minTickPx: 22 });
+  layout = { cell, labels, fontPx };
   drawCaption(ctx, caption, left, top + rows * cell + 8);
   ctx.textBaseline = 'bottom';
   ctx.fillText(r.N > 1 ? `batch item ${state.view.batch}` : 'output', left, top - 6);

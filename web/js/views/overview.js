@@ -57,11 +57,13 @@ export function renderOverview() {
       btn.type = 'button';
       btn.className = 'thumb';
       btn.dataset.testid = `overview-thumb-${l}-${h}`;
-      const label = r.headLabels ? r.headLabels[h] : `head ${h}`, what = r.headRoles && r.headRoles[h];
-      btn.title = `Open layer ${l} head ${h} (${label}) in the large views`;
+      // every caption "head h: what it does" (a single layer's: "head h")
+      const caption = r.headLabels ? `head ${h}: ${r.headLabels[h]}` : `head ${h}`;
+      const figure = r.headFigures && r.headFigures[h] ? `, ${r.headFigures[h]}` : '';
+      btn.title = `Open layer ${l} head ${h} (${r.headLabels ? r.headLabels[h] : 'no label'}${figure}) in the large views`;
       btn.setAttribute('aria-pressed', String(l === shownLayer && state.view.head === h));
       const cap = document.createElement('span');
-      cap.textContent = what ? `head ${h}: ${what}` : label;
+      cap.textContent = caption;
       btn.append(thumbCanvas(r, h), cap);
       btn.addEventListener('click', () => (state.stack ? showLayer(l, h) : selectHead(h)));
       row.append(btn);

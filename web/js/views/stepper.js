@@ -4,12 +4,13 @@
 // the model's own prediction), each step one row per layer; "Reset" ends
 // the sequences and starts new ones at the first token. Below the buttons:
 // the tokens with the model's prediction for each under it (correct ones
-// marked), and a status line. "ideal induction" outlines, on the large
-// heatmap, where an ideal induction head would look.
+// marked), and a status line. "ideal induction" (on from the start)
+// outlines, on the large heatmap of the induction head's layer, where an
+// ideal induction head would look.
 //
 //   initStepper()          // after the model picker: adds the stack's entry to the Example list
 //   stackChosen()          // the Example list shows the stack
-//   openStack()            // the stack's example input, run
+//   openStack()            // the stack's example input, run part-way into its repeat
 //   runStack()             // the typed tokens as one prompt chunk (new sequences)
 //   cancelStack()          // drops the actions queued so far (app.js, before another run)
 //   stackView()            // the test hook's snapshot (app.js window.attn.stack)
@@ -54,6 +55,7 @@ export function initStepper() {
   subscribe((changed) => {
     if ('stack' in changed) {
       $('stack-card').hidden = !state.stack;
+      markButtons();
       document.body.dataset.stack = state.stack ? 'on' : '';
       if (!state.stack && session) { session.end(); session = null; }
       renderPredictions();
@@ -64,13 +66,23 @@ export function initStepper() {
   window.addEventListener('pagehide', () => { if (session) session.end(true); });
 }
 
+// The example opens part-way: its first copy and the first OPEN_INTO
+// tokens of the repeat (the whole input when it has no repeat), so Step and
+// Next token add a token at once and the stripe grows from there.
+const OPEN_INTO = 3;
+
 export function openStack() {
   $('example').value = STACK_EXAMPLE;
   $('model').value = layers[0].name;
   showModelMeta(layers[0].name);
   applyModelInput(layers[0]);
   updateFormFields();
-  return runStack();
+  return act(async () => {
+    plan = idsOf($('tokens').value);
+    const rep = findRepeat(plan);
+    session = session || new StackSession(layers);
+    return session.restart(plan.slice(0, rep ? Math.min(plan.length, rep.start + rep.m + OPEN_INTO) : plan.length));
+  });
 }
 
 // Drops the stack's actions queued so far (a run of another example
@@ -91,12 +103,13 @@ async function reset() {
   return session.restart(plan.slice(0, 1));
 }
 
-const reached = () => `reached the model's ${session.P} positions`;
+const allIn = () => `all ${plan.length} tokens of the sequence are in: Next token appends the model's prediction`;
+const reached = () => `reached the model's ${session.P} positions: Reset starts again`;
 
 async function step() {
   if (!session) return { note: 'Run first' };
   if (session.n >= session.P) return { note: reached() };
-  if (session.n >= plan.length) return { note: `all ${plan.length} tokens of the sequence are in: Next token appends the model's prediction` };
+  if (session.n >= plan.length) return { note: allIn() };
   return session.append([plan[session.n]]);
 }
 
@@ -133,7 +146,7 @@ function act(fn) {
     if (r.error) return update({ ...done, lastError: r.error, response: null, second: null, stack: null });
     if (!session) return update({ ...done, lastError: null });
     const note = r.note || (r.lost ? `the server had lost the sequences (restarted?): started again from the ${session.n} tokens kept here`
-                                   : session.n >= session.P ? reached() : '');
+                                   : session.n >= session.P ? reached() : session.n >= plan.length ? allIn() : '');
     publish(note, { ...done, lastError: null, lastTiming: r.note ? state.lastTiming : { total: performance.now() - t0, bytes: session.lastBytes } });
   });
   return queue;
@@ -142,7 +155,7 @@ function act(fn) {
 // The session's maps into the state: every layer's, the shown one as the response.
 function publish(note, extra) {
   const c = layers[0].config;
-  const first = c.circuit && c.circuit.induction ? c.circuit.induction : { layer: layers.length - 1, head: 0 };
+  const first = c.circuit && c.circuit.induction ? c.circuit.induction : { layer: idealLayer(), head: 0 };
   const layer = state.stack ? state.stack.layer : first.layer;
   const cells = idealFor(session.tokens());
   const maps = layers.map((_, l) => session.layerResponse(l, cells));
@@ -164,6 +177,23 @@ export function showLayer(l, h) {
   const s = state.stack;
   update({ stack: { ...s, layer: l }, response: s.layers[l], title: `${layers[l].name} (layer ${l} of ${layers.length}, trained)`,
            view: { ...state.view, head: h } });
+}
+
+// Step and Next token do nothing at the model's last position (Step
+// neither past the sequence last run or reset): disabled there, the status
+// line saying why. The model panel shows the layer whose map is drawn.
+function markButtons() {
+  const s = state.stack;
+  $('next-token').disabled = !s || s.n >= s.P;
+  $('step').disabled = !s || s.n >= s.P || s.n >= plan.length;
+  if (s) showModelMeta(s.names[s.layer], `layer ${s.layer} of ${s.names.length}: ${s.names[s.layer]}`);
+}
+
+// The layer whose heads the ideal induction outline describes: the
+// config's induction head's, else the last.
+function idealLayer() {
+  const c = layers[0].config;
+  return c.circuit && c.circuit.induction ? c.circuit.induction.layer : layers.length - 1;
 }
 
 // Under each token the model's guess for it (made at the position before),
@@ -208,9 +238,11 @@ function idealFor(tokens) {
   return idealInduction(findRepeat(seq), n);
 }
 
+const idealShown = () => !!state.stack && $('ideal').checked && state.stack.layer === idealLayer();
+
 function drawIdeal() {
   const c = $('heatmap-ideal'), g = heatmapLayout();
-  if (!g || !state.stack || !$('ideal').checked) { sizeCanvas(c, 1, 1); return; }
+  if (!g || !idealShown()) { sizeCanvas(c, 1, 1); return; }
   const base = $('heatmap');
   sizeCanvas(c, parseFloat(base.style.width), parseFloat(base.style.height));
   const ctx = clearOverlay(c);
@@ -230,5 +262,5 @@ export function stackView() {
     (_, i) => Array.from(r.weights.subarray((h * r.L + i) * r.S, (h * r.L + i + 1) * r.S)))));
   return { names: s.names.slice(), layer: s.layer, n: s.n, P: s.P, tokens: s.tokens.slice(), predictions: s.predictions.slice(),
            note: s.note, sequenceIds: s.sequenceIds.slice(), maps, labels: s.layers.map((r) => r.headLabels.slice()),
-           ideal: $('ideal').checked ? idealCells() : [] };
+           ideal: idealShown() ? idealCells() : [] };
 }
