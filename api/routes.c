@@ -188,6 +188,7 @@ V2_HANDLER(v2_all_stats, v2_get, V2_ALL_STATS)
 V2_HANDLER(v2_model, v2_get, V2_MODEL)
 V2_HANDLER(v2_model_ready, v2_get, V2_MODEL_READY)
 V2_HANDLER(v2_model_config, v2_get, V2_MODEL_CONFIG)
+V2_HANDLER(v2_model_config_json, v2_get, V2_MODEL_CONFIG_JSON)
 V2_HANDLER(v2_model_stats, v2_get, V2_MODEL_STATS)
 V2_HANDLER(v2_repo_index, v2_post, V2_REPO_INDEX)
 V2_HANDLER(v2_repo_load, v2_post, V2_REPO_LOAD)
@@ -283,6 +284,7 @@ static const struct route rows[] = {
     {GET,  MODEL,                       CORS,         V2, "v2", v2_model, NULL, NULL},
     {GET,  MODEL "/ready",              CORS,         V2, "v2", v2_model_ready, NULL, NULL},
     {GET,  MODEL "/config",             CORS,         V2, "v2", v2_model_config, NULL, NULL},
+    {GET,  MODEL "/config.json",        CORS,         V2, "v2", v2_model_config_json, NULL, NULL},
     {GET,  MODEL "/stats",              CORS,         V2, "v2", v2_model_stats, NULL, NULL},
     {POST, MODEL "/infer",              BODY | CORS,  V2, "v2_infer", v2_infer, v2_infer_check, NULL},
     {POST, "/v2/repository/index",      BODY | ADMIN, V2, "v2_repository", v2_repo_index, NULL, NULL},

@@ -267,6 +267,14 @@ void sess_init(const struct sess_limits *l)
     unlock();
 }
 
+double sess_idle_timeout(void)
+{
+    pthread_mutex_lock(&mu);
+    const double t = limits.idle_timeout;
+    pthread_mutex_unlock(&mu);
+    return t;
+}
+
 void sess_shutdown(void)
 {
     lock();

@@ -58,6 +58,8 @@ struct sess_limits {
 
 /* (Re)set the limits and forget every sequence (at start-up; tests). */
 void sess_init(const struct sess_limits *l);
+/* The idle_timeout of sess_init, seconds (the model configuration says it). */
+double sess_idle_timeout(void);
 /* Free every sequence (at exit). */
 void sess_shutdown(void);
 

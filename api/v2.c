@@ -108,7 +108,61 @@ static json_t *model_meta(const char *name, const struct model *m)
     return o;
 }
 
-/* A model's config.json as GET .../config shows it: as written, except a
+/* Triton's model configuration (model_config.proto's ModelConfig as JSON,
+ * what tritonclient's get_model_config() returns), made from the model
+ * metadata (model_meta) so that the two cannot disagree:
+ * - max_batch_size 0: the dims are the metadata's full shapes, -1 where a
+ *   size is free (the batch N is the model's own, and optional);
+ * - data_type: "TYPE_" + the metadata's datatype (BYTES is TYPE_STRING);
+ *   every input but query is optional (codec/v2.c requires only query);
+ * - sequence_batching: every model takes sequences (api/sessions.h), idle
+ *   for at most sequence_idle_timeout; they are controlled by request
+ *   parameters (sequence_id, sequence_start, sequence_end), not by input
+ *   tensors, so there is no control_input;
+ * - parameters: the metadata's, each as {"string_value": text} (JSON text
+ *   for what is not a string). */
+static json_t *config_tensors(const json_t *meta_list, int inputs)
+{
+    json_t *list = json_array(), *t;
+    size_t i;
+    json_array_foreach(meta_list, i, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        const char *dt = json_string_value(json_object_get(t, "datatype"));
+        char type[32];
+        snprintf(type, sizeof type, "TYPE_%s", strcmp(dt, "BYTES") ? dt : "STRING");
+        json_t *c = json_pack("{s:s, s:s, s:O}", "name", name, "data_type", type, "dims",
+                              json_object_get(t, "shape"));
+        if (c && inputs)
+            json_object_set_new(c, "optional",
+                                json_boolean(strcmp(name, opt_name(OPT_QUERY)) != 0));
+        json_array_append_new(list, c);
+    }
+    return list;
+}
+
+static json_t *model_config(const char *name, const struct model *m)
+{
+    json_t *meta = model_meta(name, m), *params = json_object(), *v;
+    const char *key;
+    json_object_foreach(json_object_get(meta, "parameters"), key, v) {
+        char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        json_object_set_new(params, key, json_pack("{s:s}", "string_value",
+                                                   text ? text : json_string_value(v)));
+        free(text);
+    }
+    const json_int_t idle_us = (json_int_t)(sess_idle_timeout() * 1e6);
+    json_t *c = json_pack("{s:s, s:O, s:s, s:i, s:o, s:o, s:{s:I}, s:o}", "name", name,
+                          "platform", json_object_get(meta, "platform"), "backend", "attention",
+                          "max_batch_size", 0, "input",
+                          config_tensors(json_object_get(meta, "inputs"), 1), "output",
+                          config_tensors(json_object_get(meta, "outputs"), 0),
+                          "sequence_batching", "max_sequence_idle_microseconds", idle_us,
+                          "parameters", params);
+    json_decref(meta);
+    return c;
+}
+
+/* A model's config.json as GET .../config.json shows it: as written, except a
  * Hugging Face model's checkpoint, shown by its folder's name alone (the
  * path, absolute or through the model's folder, is the server's disk). */
 static json_t *public_config(const struct model *m)
@@ -200,6 +254,12 @@ void v2_handle_get(const struct v2_route *rt, const struct v2_server_state *s,
         }
         return;
     case V2_MODEL_CONFIG:
+        if ((ref = held(rt, a))) {
+            answer_json(a, 200, model_config(rt->model, repo_model(ref)));
+            repo_release(ref);
+        }
+        return;
+    case V2_MODEL_CONFIG_JSON:
         if ((ref = held(rt, a))) {
             const struct model *m = repo_model(ref);
             answer_json(a, 200, m ? public_config(m)

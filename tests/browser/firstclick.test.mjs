@@ -125,7 +125,7 @@ const stackOf = (page) => page.evaluate(() => window.attn.stack());
 const disabled = (page, id) => page.$eval(`[data-testid="${id}"]`, (b) => b.disabled);
 
 async function stepInductionOpens(page, base) {
-  const cfg = await (await fetch(new URL('v2/models/induction-l0/config', base))).json();
+  const cfg = await (await fetch(new URL('v2/models/induction-l0/config.json', base))).json();
   ctx.cfg = cfg;
   ctx.example = [...cfg.input.example];
   await act(page, () => page.selectOption('[data-testid="example"]', 'induction'));

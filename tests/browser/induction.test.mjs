@@ -211,7 +211,7 @@ async function stepExample(page, base) {
   ctx.base = base;
   capture(page);
   await openPage(page, base);
-  const cfg = await (await fetch(new URL('v2/models/induction-l0/config', base))).json();
+  const cfg = await (await fetch(new URL('v2/models/induction-l0/config.json', base))).json();
   check(cfg.next_layer, `models/induction-l0 is not served with a next_layer: ${JSON.stringify(cfg).slice(0, 200)}`);
   ctx.cfg = cfg;
   ctx.names = ['induction-l0', cfg.next_layer];

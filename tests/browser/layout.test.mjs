@@ -65,7 +65,7 @@ async function answerHere(page) {
 
 async function stepAnswer(page, base) {
   await openPage(page, base);
-  ctx.config = await (await fetch(new URL(`v2/models/${MODEL}/config`, base))).json();
+  ctx.config = await (await fetch(new URL(`v2/models/${MODEL}/config.json`, base))).json();
   check(Array.isArray(ctx.config.unembedding) && Array.isArray(ctx.config.unembedding_bias) && !ctx.config.readout,
         'the served config has no unembedding / unembedding_bias (or still a readout)');
   check(await page.inputValue('[data-testid="model"]') === MODEL, `the page opened on ${await page.inputValue('[data-testid="model"]')}`);

@@ -31,7 +31,7 @@ async function stepScreenshot(page, base) {
   check(example === 'trained', `the page opened on example "${example}", not the trained model`);
   const err = await page.evaluate(() => window.attn.state.lastError);
   check(!err, `the page shows an error: ${JSON.stringify(err)}`);
-  const config = await (await fetch(new URL('v2/models/digits-reverse/config', base))).json();
+  const config = await (await fetch(new URL('v2/models/digits-reverse/config.json', base))).json();
   const head = config.pattern.heads[0];
   await selectHead(page, head);
   // the brightest cell of row 0 (the mirrored key), hovered for its tooltip
@@ -59,7 +59,7 @@ async function act(page, action) {
 
 async function stepInduction(page, base) {
   await openPage(page, base);
-  const config = await (await fetch(new URL('v2/models/induction-l0/config', base))).json();
+  const config = await (await fetch(new URL('v2/models/induction-l0/config.json', base))).json();
   const { induction } = config.circuit, example = [...config.input.example];
   await act(page, () => page.selectOption('[data-testid="example"]', 'induction'));
   const label = await page.$eval('[data-testid="example"]', (s) => s.selectedOptions[0].textContent);

@@ -90,7 +90,7 @@ async function stepTrained(page, base) {
   check(groups.some((g) => /untrained/i.test(g)), `the random-weight examples are not labelled untrained: ${JSON.stringify(groups)}`);
   const name = new URL(resp.url()).pathname.split('/')[3];
   check(name === 'digits-reverse', `the first run went to model ${name}`);
-  const config = await (await fetch(new URL(`v2/models/${name}/config`, base))).json();
+  const config = await (await fetch(new URL(`v2/models/${name}/config.json`, base))).json();
   const text = await page.inputValue('[data-testid="tokens"]');
   check(text === config.input.example, `the input is "${text}", the model's example "${config.input.example}"`);
 

@@ -169,7 +169,7 @@ Test(admin, clients_without_the_token_see_not_ready_and_since_when, .timeout = 6
     a = request(s.port, "GET", "/v2/models/bad", NULL, 0, NULL, 0);
     expect_not_ready(&a, "GET metadata", "UNAVAILABLE");
     free(a.body);
-    a = request(s.port, "GET", "/v2/models/bad/config", NULL, 0, NULL, 0);
+    a = request(s.port, "GET", "/v2/models/bad/config.json", NULL, 0, NULL, 0);
     expect_not_ready(&a, "GET config", "UNAVAILABLE");
     free(a.body);
     const char *v2 = "{\"inputs\": [{\"name\": \"query\", \"datatype\": \"FP32\", "
@@ -192,7 +192,7 @@ Test(admin, clients_without_the_token_see_not_ready_and_since_when, .timeout = 6
     free(a.body);
 
     /* 3. the config of an HF model shows no absolute path */
-    a = request(s.port, "GET", "/v2/models/abs/config", NULL, 0, NULL, 0);
+    a = request(s.port, "GET", "/v2/models/abs/config.json", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200, "%s", a.body);
     json_t *cfg = json_loadb(a.body, a.len, 0, NULL);
     cr_assert_not_null(cfg, "%s", a.body);

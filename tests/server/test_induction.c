@@ -4,7 +4,7 @@
  * its default model repository.
  *
  * The stack is run as a client runs it, from the served config only (GET
- * /v2/models/induction-l0/config: vocab, embedding, positions,
+ * /v2/models/induction-l0/config.json: vocab, embedding, positions,
  * unembedding, circuit): x0 = embedding[token] + positions[i], layer 0 by
  * v2 infer, x1 = x0 + its output, layer 1 by v2 infer, x2 = x1 + its
  * output, logits = x2 · unembeddingᵀ. On NSEQ random sequences of P
@@ -71,7 +71,7 @@ struct stack {
 
 static void stack_read(struct stack *k, int port)
 {
-    k->cfg = http_get_json(port, "/v2/models/" L0 "/config");
+    k->cfg = http_get_json(port, "/v2/models/" L0 "/config.json");
     json_t *c = k->cfg, *in = json_object_get(c, "input");
     cr_assert_str_eq(json_string_value(json_object_get(c, "format")), "torch_mha");
     cr_assert_str_eq(json_string_value(json_object_get(c, "next_layer")), L1);
@@ -109,7 +109,7 @@ static void stack_read(struct stack *k, int port)
     k->accuracy = json_number_value(json_object_get(ci, "accuracy"));
     cr_assert(json_is_string(json_object_get(ci, "description")));
 
-    json_t *c1 = http_get_json(port, "/v2/models/" L1 "/config");
+    json_t *c1 = http_get_json(port, "/v2/models/" L1 "/config.json");
     cr_assert_str_eq(json_string_value(json_object_get(c1, "previous_layer")), L0);
     cr_assert_eq(json_integer_value(json_object_get(c1, "num_heads")), k->H);
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(c1, "defaults"),

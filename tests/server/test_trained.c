@@ -4,7 +4,7 @@
  * working directory (the repository's root under `make http-test`).
  *
  * The input is built as the web page builds it, from the model's own
- * config.json (GET /v2/models/digits-reverse/config): each digit's row of
+ * config.json (GET /v2/models/digits-reverse/config.json): each digit's row of
  * "embedding"; the server adds the positional encoding (the model's
  * defaults). The heads the training script lists under "pattern" must put
  * most of each query's weight on the mirrored key, the average over heads
@@ -41,7 +41,7 @@ struct trained {
 
 static void trained_read(struct trained *t, int port)
 {
-    t->cfg = http_get_json(port, "/v2/models/" MODEL "/config");
+    t->cfg = http_get_json(port, "/v2/models/" MODEL "/config.json");
     json_t *in = json_object_get(t->cfg, "input");
     t->L = (int)json_integer_value(json_object_get(in, "length"));
     t->H = (int)json_integer_value(json_object_get(t->cfg, "num_heads"));

@@ -293,6 +293,7 @@ Test(v2, unknown_names_say_did_you_mean)
     /* a model name, on every model route and through POST /attention */
     static const char *const paths[] = {"/v2/models/mha_f3", "/v2/models/mha_f3/ready",
                                         "/v2/models/mha_f3/versions/1/config",
+                                        "/v2/models/mha_f3/config.json",
                                         "/v2/models/mha_f3/stats"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         struct http_reply a = request(s.port, "GET", paths[i], NULL, 0, NULL, 0);

@@ -44,7 +44,7 @@ export async function listModels() {
 // embedding table the page can build the input from.
 export async function modelInfo(name) {
   const [meta, config] = await Promise.all([getJson(`v2/models/${encodeURIComponent(name)}`),
-                                            getJson(`v2/models/${encodeURIComponent(name)}/config`)]);
+                                            getJson(`v2/models/${encodeURIComponent(name)}/config.json`)]);
   const width = (input) => {
     const t = (meta.inputs || []).find((x) => x.name === input);
     return t ? t.shape[t.shape.length - 1] : -1;
