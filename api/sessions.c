@@ -88,7 +88,7 @@ static void recount(const struct sess *s, int was)
     const int is = evictable(s);
     if (is == was)
         return;
-    const long long b = (long long)(s->bytes + s->wbytes), sign = is ? 1 : -1;
+    const long long b = (long long)s->bytes + (long long)s->wbytes, sign = is ? 1 : -1;
     evictable_n += sign;
     evictable_bytes += sign * b;
 }
@@ -124,10 +124,10 @@ static int table_grow(void)
     if (table && (size_t)count < nbuckets)
         return 0;
     const size_t n = table ? nbuckets * 2 : 64;
-    struct sess **t = calloc(n, sizeof *t);
+    struct sess **t = calloc(n, sizeof(struct sess *)); /* NOLINT(bugprone-sizeof-expression): an array of chain heads */
     if (!t)
         return table ? 0 : -1; /* a fuller table still works */
-    for (size_t b = 0; b < nbuckets; b++)
+    for (size_t b = 0; table && b < nbuckets; b++)
         for (struct sess *s = table[b], *next; s; s = next) {
             next = s->hnext;
             struct sess **c = &t[hash(s->id) & (n - 1)];

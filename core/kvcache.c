@@ -416,6 +416,8 @@ int att_step_begin(struct att_step **out, const struct att_params *p, const stru
 int att_step_finish(float *out, float *weights, struct att_step *s, struct att_kv *c,
                     struct att_error *err)
 {
+    if (!s)
+        return att_fail(err, ATT_EPARAM, "no step was begun");
     const struct att_params *p = &s->p, *v = &s->v;
     int rc = att_check_buffers(out, weights, v, err);
     if (rc == ATT_OK && c->len != s->len0)
