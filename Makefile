@@ -106,7 +106,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/b
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean mhd
 .PHONY: lint layers-check readme-check soak deploy-check container-test scale-test scale-test-short
-.PHONY: docs-check screenshot differential
+.PHONY: docs-check run-check screenshot differential
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -117,7 +117,7 @@ $(BUILD)/%.o: %.c
 # What may include <microhttpd.h> is built after the library, and again
 # when it is rebuilt (-MMD leaves -isystem headers out of the .d files);
 # what links it, relinked.
-$(SVC_OBJ) $(HTTP_OBJ) $(UNIT_OBJ) $(BUILD)/bench/const_server.o: $(MHD_DEP)
+$(SVC_OBJ) $(HTTP_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(BUILD)/bench/const_server.o: $(MHD_DEP)
 $(SERVER) $(UNIT) $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_sessions $(BUILD)/bench/const_server: $(MHD_DEP)
 mhd: $(MHD_DEP)
 ifneq ($(MHD_DEP),)
@@ -186,8 +186,20 @@ deps-build:
 deps-test:
 	@scripts/deps.sh test
 
-run: deps-build
-	$(MAKE) $(SERVER)
+# make run says what it builds and keeps the compiler's lines in
+# $(BUILD)/build.log (its end printed when the build fails); libmicrohttpd's
+# one-time build says so on one line of its own (scripts/mhd.sh). curl and
+# python3 for the documented examples (deps.sh run).
+run:
+	@scripts/deps.sh run
+	@scripts/mhd.sh build
+	@if ! $(MAKE) --no-print-directory -q $(SERVER) 2>/dev/null; then \
+	    mkdir -p $(BUILD); \
+	    echo "make run: building $(SERVER) (log: $(BUILD)/build.log)"; \
+	    $(MAKE) --no-print-directory -j2 $(SERVER) > $(BUILD)/build.log 2>&1 || { \
+	        tail -n 30 $(BUILD)/build.log; \
+	        echo "make run: the build failed; log: $(BUILD)/build.log" >&2; exit 1; }; \
+	fi
 	$(SERVER) $(ARGS)
 
 # Criterion runs tests in worker processes, two at a time (two cores).
@@ -215,7 +227,8 @@ browser-test: deps-build
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/browser-test.sh
 
 test: deps-test
-	$(MAKE) layers-check unit http-test lint-openapi browser-test deploy-check readme-check docs-check
+	$(MAKE) layers-check unit http-test lint-openapi browser-test deploy-check readme-check docs-check \
+	        run-check
 	$(MAKE) soak SOAK_SECONDS=10
 	$(MAKE) scale-test-short
 
@@ -286,6 +299,11 @@ readme-check:
 # checker with the reason (tests/check_docs.py).
 docs-check: $(SERVER)
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) /usr/bin/python3 tests/check_docs.py
+
+# What make run prints: a line naming what it builds, the compiler's lines
+# in $(BUILD)/build.log (tests/check_run.sh).
+run-check: $(SERVER)
+	SANITIZE=$(SANITIZE) tests/check_run.sh
 
 # docs/screenshot.png, the README's picture: the page on the trained model,
 # and docs/induction.png, docs/web.md's picture of the induction example,

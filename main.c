@@ -49,6 +49,12 @@ static void *second_signal(void *arg)
     _exit(CFG_EXIT_FAILURE);
 }
 
+/* What the server speaks: HTTPS when the TLS files are set (http_start). */
+static const char *scheme_of(const struct cfg *c)
+{
+    return c->tls_cert_file[0] ? "https" : "http";
+}
+
 /* The web page's address, for the start-up line: a wildcard bind is
  * reached on the loopback address, an IPv6 address goes in brackets. */
 static void page_url(char *out, size_t len, const struct cfg *c, int port)
@@ -57,8 +63,8 @@ static void page_url(char *out, size_t len, const struct cfg *c, int port)
                      : strcmp(c->bind, "::") == 0      ? "::1"
                                                        : c->bind;
     const int v6 = strchr(host, ':') != NULL;
-    snprintf(out, len, "%s://%s%s%s:%d/", c->tls_cert_file[0] ? "https" : "http", v6 ? "[" : "",
-             host, v6 ? "]" : "", port);
+    snprintf(out, len, "%s://%s%s%s:%d/", scheme_of(c), v6 ? "[" : "", host, v6 ? "]" : "",
+             port);
 }
 
 /* What the transport takes of the settings (strings borrowed from c). */
@@ -175,9 +181,9 @@ int main(int argc, char **argv)
         page_url(url, sizeof url, &c, http_port(srv));
         snprintf(page, sizeof page, "; the page: open %s in a browser", url);
     }
-    fprintf(stderr, "attention-server: listening on http://%s:%d (workers %d (%s), queue %d, "
-                    "threads_per_request %d, OpenBLAS kernels %s)%s\n", c.bind, http_port(srv),
-            c.workers, workers_from, c.queue_depth, c.threads_per_request, blas_core, page);
+    fprintf(stderr, "attention-server: listening on %s://%s:%d (workers %d (%s), queue %d, "
+                    "threads_per_request %d, OpenBLAS kernels %s)%s\n", scheme_of(&c), c.bind,
+            http_port(srv), c.workers, workers_from, c.queue_depth, c.threads_per_request, blas_core, page);
 
     int sig = 0;
     sigwait(&sigs, &sig);

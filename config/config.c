@@ -71,7 +71,7 @@ static const struct opt opts[] = {
     STR(tls_key_file, OPT_FILE, "", "PEM private key of tls_cert_file"),
     STR(cors_allow_origin, OPT_ORIGINS, "",
         "origins whose pages may call the service (CORS); empty: none"),
-    STR(model_repository, OPT_FILE, "models",
+    STR(model_repository, OPT_DIR, "models",
         "directory of server-held models, one subdirectory each; empty: none"),
     STR(admin_token, OPT_SECRET, "",
         "bearer token of the model repository endpoints; empty: they answer 403"),
@@ -337,7 +337,7 @@ static void usage_flag(char *buf, size_t len, const char *key, enum opt_type typ
     static const char *const metavar[] = {
         [OPT_INT] = "N", [OPT_COUNT] = "N", [OPT_BYTES] = "SIZE",
         [OPT_ADDR] = "ADDR", [OPT_PATH] = "DIR", [OPT_LEVEL] = "LEVEL",
-        [OPT_FILE] = "FILE", [OPT_ORIGINS] = "LIST", [OPT_SECRET] = "TOKEN",
+        [OPT_FILE] = "FILE", [OPT_DIR] = "DIR", [OPT_ORIGINS] = "LIST", [OPT_SECRET] = "TOKEN",
     };
     _Static_assert(sizeof metavar / sizeof metavar[0] == OPT_TYPES, "a metavar per type");
     flag_name(buf, len, key);
@@ -403,6 +403,7 @@ void cfg_dump(const struct cfg *c, FILE *out)
         case OPT_ADDR:
         case OPT_PATH:
         case OPT_FILE:
+        case OPT_DIR:
         case OPT_ORIGINS:
             fprintf(out, "%.*s\n", (int)o->size, field);
             break;

@@ -106,6 +106,9 @@ void cfg_fmt_range(char *buf, size_t len, const struct opt *o)
     case OPT_FILE:
         snprintf(buf, len, "file name or empty, < %zu bytes", o->size);
         break;
+    case OPT_DIR:
+        snprintf(buf, len, "directory name or empty, < %zu bytes", o->size);
+        break;
     case OPT_ORIGINS:
         snprintf(buf, len, "empty, *, or scheme://host[:port],...");
         break;
@@ -203,6 +206,7 @@ int cfg_set_opt(struct cfg *c, const struct opt *o, const char *value, char *err
         }
         break;
     case OPT_FILE:
+    case OPT_DIR:
         if (strlen(value) >= o->size) {
             cfg_errf(err, errlen, "%s: '%.64s...' must be shorter than %zu bytes", o->key, value,
                  o->size);

@@ -17,6 +17,7 @@ enum opt_type {
     OPT_PATH,  /* char array, any non-empty string that fits */
     OPT_LEVEL, /* int field, enum cfg_log_level written as a word */
     OPT_FILE,  /* char array, a file name, or empty for "not used" */
+    OPT_DIR,   /* char array, a directory name, or empty for "none" */
     OPT_ORIGINS, /* char array, empty, "*", or comma-separated http(s) origins */
     OPT_SECRET, /* char array, empty or at least 16 bytes; never printed */
 };

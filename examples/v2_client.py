@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """v2_client.py -- a client of the service's Open Inference Protocol (KServe v2)
-endpoints, with Python's standard library and numpy only.
+endpoints, with Python's standard library only (tensors are array('f'):
+flat, row-major float32, with their shape beside them).
 
     /usr/bin/python3 examples/v2_client.py --url http://127.0.0.1:8080 --model digits-reverse
 
@@ -14,12 +15,13 @@ The built-in model "attention" works too (--model attention): its weights
 are then identities and num_heads is sent as a parameter.
 """
 import argparse
+import array
 import json
+import math
+import random
 import sys
 import urllib.error
 import urllib.request
-
-import numpy as np
 
 HEADER_LEN = "Inference-Header-Content-Length"
 
@@ -53,6 +55,36 @@ def meta_dim(meta, name):
     return -1
 
 
+class Tensor:
+    """A float32 tensor: its shape and its values, flat and row-major."""
+
+    def __init__(self, shape, values):
+        self.shape = list(shape)
+        self.data = array.array("f", values)
+        if len(self.data) != math.prod(self.shape):
+            sys.exit(f"a tensor of shape {self.shape} with {len(self.data)} values")
+
+    def to_le_bytes(self):
+        """The values as little-endian float32 bytes (the binary extension's)."""
+        b = array.array("f", self.data)
+        if sys.byteorder == "big":
+            b.byteswap()
+        return b.tobytes()
+
+    @classmethod
+    def from_le_bytes(cls, shape, raw):
+        data = array.array("f")
+        data.frombytes(raw)
+        if sys.byteorder == "big":
+            data.byteswap()
+        return cls(shape, data)
+
+
+def random_tensor(shape, rng):
+    """Standard normal float32 values."""
+    return Tensor(shape, (rng.gauss(0.0, 1.0) for _ in range(math.prod(shape))))
+
+
 def make_inputs(meta, L, S, rng):
     """Random query (1, L, E), and key and value (1, S, kdim/vdim) when the
     model's kdim or vdim is not E; the request parameters it needs."""
@@ -61,11 +93,11 @@ def make_inputs(meta, L, S, rng):
     if E == -1:  # the built-in model: any E, num_heads in the request
         E = 8
         params["num_heads"] = 2
-    tensors = {"query": rng.standard_normal((1, L, E), dtype=np.float32)}
+    tensors = {"query": random_tensor((1, L, E), rng)}
     kdim, vdim = meta_dim(meta, "key"), meta_dim(meta, "value")
     if kdim not in (-1, E) or vdim not in (-1, E):
-        tensors["key"] = rng.standard_normal((1, S, kdim), dtype=np.float32)
-        tensors["value"] = rng.standard_normal((1, S, vdim), dtype=np.float32)
+        tensors["key"] = random_tensor((1, S, kdim), rng)
+        tensors["value"] = random_tensor((1, S, vdim), rng)
     return tensors, params
 
 
@@ -74,26 +106,25 @@ def infer_json(base, model, tensors, params):
     request = {
         "id": "json-1",
         "parameters": params,
-        "inputs": [{"name": n, "shape": list(t.shape), "datatype": "FP32",
-                    "data": t.ravel().tolist()} for n, t in tensors.items()],
+        "inputs": [{"name": n, "shape": t.shape, "datatype": "FP32",
+                    "data": t.data.tolist()} for n, t in tensors.items()],
     }
     status, headers, body = call(f"{base}/v2/models/{model}/infer",
                                  json.dumps(request).encode(),
                                  {"Content-Type": "application/json",
                                   "X-Request-Id": "v2-client-json"})
     answer = json.loads(body)
-    outputs = {o["name"]: np.asarray(o["data"], dtype=np.float32).reshape(o["shape"])
-               for o in answer["outputs"]}
+    outputs = {o["name"]: Tensor(o["shape"], o["data"]) for o in answer["outputs"]}
     return answer, headers, outputs
 
 
 def infer_binary(base, model, tensors, params):
     """Infer with binary inputs and outputs: body = JSON + raw bytes."""
-    raw = [np.ascontiguousarray(t, dtype="<f4").tobytes() for t in tensors.values()]
+    raw = [t.to_le_bytes() for t in tensors.values()]
     request = {
         "id": "binary-1",
         "parameters": dict(params, binary_data_output=True),
-        "inputs": [{"name": n, "shape": list(t.shape), "datatype": "FP32",
+        "inputs": [{"name": n, "shape": t.shape, "datatype": "FP32",
                     "parameters": {"binary_data_size": len(b)}}
                    for (n, t), b in zip(tensors.items(), raw)],
     }
@@ -111,11 +142,10 @@ def infer_binary(base, model, tensors, params):
     for o in answer["outputs"]:
         size = o.get("parameters", {}).get("binary_data_size")
         if size is None:
-            data = np.asarray(o["data"], dtype=np.float32)
+            outputs[o["name"]] = Tensor(o["shape"], o["data"])
         else:
-            data = np.frombuffer(body, dtype="<f4", count=size // 4, offset=at)
+            outputs[o["name"]] = Tensor.from_le_bytes(o["shape"], body[at:at + size])
             at += size
-        outputs[o["name"]] = data.reshape(o["shape"])
     if at != len(body):
         sys.exit(f"binary answer: {len(body) - at} bytes left over after the outputs")
     return answer, headers, outputs
@@ -126,7 +156,7 @@ def show(title, answer, headers, outputs):
           f"{headers.get('Content-Type')}")
     print(f"  Server-Timing: {headers.get('Server-Timing')}")
     for name, t in outputs.items():
-        print(f"  {name} {list(t.shape)}: {np.array2string(t.ravel()[:4], precision=5)} ...")
+        print(f"  {name} {t.shape}: [{' '.join(f'{v:.5g}' for v in t.data[:4])}] ...")
 
 
 def main():
@@ -149,14 +179,17 @@ def main():
         print(f"  {kind}: " + ", ".join(f"{t['name']} {t['datatype']} {t['shape']}"
                                        for t in meta[kind]))
 
-    rng = np.random.default_rng(0)
+    rng = random.Random(0)
     tensors, params = make_inputs(meta, args.length, args.length, rng)
     a_json = infer_json(base, model, tensors, params)
     show("infer, JSON", *a_json)
     a_bin = infer_binary(base, model, tensors, params)
     show("infer, binary", *a_bin)
     for name, t in a_json[2].items():
-        d = float(np.max(np.abs(t - a_bin[2][name]))) if t.size else 0.0
+        other = a_bin[2][name]
+        if other.shape != t.shape:
+            sys.exit(f"{name}: shape {t.shape} in JSON, {other.shape} in binary")
+        d = max((abs(x - y) for x, y in zip(t.data, other.data)), default=0.0)
         print(f"  {name}: JSON and binary answers differ by at most {d:g}")
         if d != 0.0:
             sys.exit("the JSON and binary answers differ")

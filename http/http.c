@@ -349,6 +349,30 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---------------------------------------------------------------------- */
 
+/* The listening socket, bound here rather than by libmicrohttpd so that a
+ * failure names its cause: libmicrohttpd 1.0.1 closes its socket twice
+ * after a failed bind, and errno then says EBADF, not EADDRINUSE. The
+ * options are libmicrohttpd's own defaults: SO_REUSEADDR, IPV6_V6ONLY off
+ * for a dual-stack "::", a backlog of SOMAXCONN. Returns the socket, or -1
+ * with errno set. */
+static int listen_on(const struct sockaddr *sa, socklen_t len, int dual_stack)
+{
+    const int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    const int on = 1, v6only = !dual_stack;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (sa->sa_family == AF_INET6)
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+    if (bind(fd, sa, len) != 0 || listen(fd, SOMAXCONN) != 0) {
+        const int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 struct http_server *http_start(const struct http_options *c, const struct route_table *table,
                                struct pool *pool, int *setting, char *err, size_t errlen)
 {
@@ -373,6 +397,7 @@ struct http_server *http_start(const struct http_options *c, const struct route_
     struct sockaddr_in6 addr6 = {.sin6_family = AF_INET6,
                                  .sin6_port = htons((uint16_t)c->port)};
     struct sockaddr *sa = (struct sockaddr *)&addr;
+    socklen_t sa_len = sizeof addr;
     unsigned int family_flags = 0;
     if (inet_pton(AF_INET, c->bind, &addr.sin_addr) != 1) {
         if (inet_pton(AF_INET6, c->bind, &addr6.sin6_addr) != 1) {
@@ -382,6 +407,7 @@ struct http_server *http_start(const struct http_options *c, const struct route_
             return NULL;
         }
         sa = (struct sockaddr *)&addr6;
+        sa_len = sizeof addr6;
         family_flags = IN6_IS_ADDR_UNSPECIFIED(&addr6.sin6_addr) ? MHD_USE_DUAL_STACK
                                                                  : MHD_USE_IPv6;
     }
@@ -396,7 +422,12 @@ struct http_server *http_start(const struct http_options *c, const struct route_
         {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls.key},
         {MHD_OPTION_END, 0, NULL},
     };
-    errno = 0;
+    const int fd = listen_on(sa, sa_len, family_flags == MHD_USE_DUAL_STACK);
+    if (fd < 0) {
+        snprintf(err, errlen, "could not listen on %s:%d: %s", c->bind, c->port, strerror(errno));
+        http_stop(s);
+        return NULL;
+    }
     /* epoll, with the watchdog's end-of-stream check (watch_eof) for the
      * close that libmicrohttpd 0.9.75 misses in this mode. Its poll mode
      * sees that close, but also aborts a client that shuts down its
@@ -406,7 +437,7 @@ struct http_server *http_start(const struct http_options *c, const struct route_
             MHD_USE_ERROR_LOG | (s->tls.cert ? MHD_USE_TLS : 0) | family_flags,
         (uint16_t)c->port, NULL, NULL, on_request, s,
         MHD_OPTION_ARRAY, s->tls.cert ? tls_opts : tls_opts + 2,
-        MHD_OPTION_SOCK_ADDR, sa,
+        MHD_OPTION_LISTEN_SOCKET, fd, /* closed by libmicrohttpd, also on failure */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->conn_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->conn_memory_limit,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(c->max_connections + CONN_RESERVE),
@@ -416,8 +447,8 @@ struct http_server *http_start(const struct http_options *c, const struct route_
         MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1, /* strict within RFC 9112 (README.md) */
         MHD_OPTION_END);
     if (!s->daemon) {
-        snprintf(err, errlen, "could not listen on %s:%d: %s", c->bind, c->port,
-                 errno ? strerror(errno) : "libmicrohttpd refused to start");
+        snprintf(err, errlen, "could not start libmicrohttpd on %s:%d (its message above)",
+                 c->bind, c->port);
         http_stop(s);
         return NULL;
     }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # deps.sh -- install the Debian packages a target needs, only if missing.
-# Usage: scripts/deps.sh build|test|scale|bench|fuzz|lint
+# Usage: scripts/deps.sh build|run|test|scale|bench|fuzz|lint
 # Runs apt-get (as root, or through sudo) only when something is absent, so
 # `make run`, `make test` and the rest work on a brand-new Debian 12 machine.
 set -eu
@@ -16,15 +16,18 @@ build="gcc make pkg-config libc6-dev libgnutls28-dev $(scripts/mhd.sh packages) 
 scale="nginx wrk curl"
 case "${1:-build}" in
 build) pkgs="$build" ;;
+# make run: curl and python3 for the documented examples (the example
+# client uses Python's standard library only)
+run)   pkgs="$build curl python3" ;;
 # openssl: the HTTPS test makes a self-signed certificate with it;
-# python3, python3-numpy: tests/check_docs.py and the example client it runs
-test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl $scale python3 python3-numpy" ;;
+# python3: tests/check_docs.py and the examples it runs
+test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl $scale python3" ;;
 scale) pkgs="$build $scale" ;;
 bench) pkgs="$build libcurl4-openssl-dev python3-torch python3-numpy gnuplot-nox wrk curl bc" ;;
 # libFuzzer's runtime is only a Recommends of clang in Debian 12
 fuzz)  pkgs="$build clang libclang-rt-14-dev" ;;
 lint)  pkgs="$build clang-tidy cppcheck" ;;
-*) echo "deps.sh: unknown target '$1' (build, test, scale, bench, fuzz or lint)" >&2; exit 2 ;;
+*) echo "deps.sh: unknown target '$1' (build, run, test, scale, bench, fuzz or lint)" >&2; exit 2 ;;
 esac
 
 # shellcheck disable=SC2086

@@ -23,7 +23,8 @@
 #                             (Debian 13), else nothing: deps.sh installs it
 #
 # MHD_SUITE picks the Debian suite the source comes from (trixie: 1.0.1;
-# unstable: 1.0.2). The build takes about 20 s on 2 cores, once: build/mhd/
+# unstable: 1.0.2). The build takes about 40 s on 2 free cores (two minutes
+# on a busy machine), once: build/mhd/
 # survives everything but `make clean` (rm -rf build), after which the next
 # build downloads and builds it again.
 set -eu
@@ -110,8 +111,10 @@ build() {
     if pkg-config --exists libmicrohttpd 2>/dev/null; then
         have="the system's libmicrohttpd $(pkg-config --modversion libmicrohttpd) is older than $MIN"
     fi
-    echo "mhd.sh: $have: fetching Debian $SUITE's source from $uri," \
-         "building it into $DIR/ (once; about 30 s)" >&2
+    # one line while it runs (make run shows it; the compiler's lines go
+    # to the log), one when it is done
+    echo "mhd.sh: building libmicrohttpd $MIN+ into $DIR/ once, about a minute ($have;" \
+         "Debian $SUITE's source from $uri; log: build/mhd.work/build.log)" >&2
     w=$(pwd)/build/mhd.work
     rm -rf "$w" "$DIR"
     mkdir -p "$w/lists/partial" "$w/cache/archives/partial" "$w/src"
@@ -137,7 +140,6 @@ build() {
         echo "mhd.sh: Debian $SUITE has libmicrohttpd $ver, older than $MIN (MHD_SUITE=unstable?)" >&2
         exit 1
     fi
-    echo "mhd.sh: building libmicrohttpd $ver (log: build/mhd.work/build.log)" >&2
     tar -xf "$orig" -C "$w/src"
     patch -d "$w/src/libmicrohttpd-$ver" -p1 < "$PATCH" >"$w/build.log" 2>&1 ||
         { cat "$w/build.log" >&2; echo "mhd.sh: $PATCH does not apply to $ver" >&2; exit 1; }

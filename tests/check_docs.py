@@ -9,23 +9,37 @@ README.md and docs/*.md run against the server, so that none goes stale.
    web/ and examples/, on a free loopback port, with ATTN_ADMIN_TOKEN set (the
    model repository examples need it; the examples read it as $TOKEN). Waits
    until it is ready (the start-up loads are done).
-2. Runs every ```sh block that talks to the server (localhost:8080,
-   127.0.0.1:8080, examples/v2_client.py), in the order of its file, one bash
-   per file (`set -e -o pipefail`; a block may use what an earlier block of the
-   same file made), in the scratch directory, with localhost:8080 turned into
-   the server's address. curl is wrapped: an HTTP status of 400 or more fails
-   the block unless the block says `# answers NNN` with that status. A block
-   that cannot run here must match one of SKIPS below, which says why; a sh
-   block that neither runs nor is listed fails the check, and so does a
-   command in a block not marked sh.
+2. Runs every ```sh block that talks to the server (localhost:${ATTN_PORT:-8080},
+   examples/v2_client.py), in the order of its file, one bash per file
+   (`set -e -o pipefail`; a block may use what an earlier block of the same
+   file made), in the scratch directory, with ATTN_PORT set to the server's
+   port, and with numpy hidden from Python (`make run` does not install it:
+   the examples need only the standard library). curl is wrapped: an HTTP
+   status of 400 or more fails the block unless the block says `# answers
+   NNN` with that status; `# answers NNN slug` also wants the body's
+   error.code to be that slug (POST /attention's form: v2's bodies,
+   {"error": "..."}, carry none). A block that cannot run here must match
+   one of SKIPS below, which says why; a sh block that neither runs nor is
+   listed fails the check, and so does a command in a block not marked sh.
+   The blocks of a file leave no new file behind, in the scratch directory
+   (a reader's checkout) or in the repository (`git status --porcelain`).
 3. Every model an example names (/v2/models/X, "model": "X", --model X) is
    the built-in `attention` or a folder of models/.
 4. Every relative link and image of those files resolves: the file exists,
    and an anchor (#...) is a heading of it (GitHub's heading ids).
+5. Copied as written, every command works from the repository's root, on
+   whatever port the reader's server has (PORT_RULES): a sh block reaches
+   the server as localhost:${ATTN_PORT:-8080}, the port the server itself
+   reads (README.md, Example), never a literal port; a command (in a sh
+   block or inline code) that runs the server names build/attention-server
+   (or is `make run`), not a bare `attention-server`; and a block that
+   starts a second server says to stop the first one (or gives another
+   port). Every Python file of examples/ imports only the standard library.
 
 Prints what ran and what was skipped, and exits 1 on any failure.
 Usage: tests/check_docs.py [FILE.md ...]   (default: README.md docs/*.md)
 """
+import ast
 import glob
 import os
 import re
@@ -51,15 +65,29 @@ SKIPS = [
                              "the images with podman"),
     (r"^kubectl ", "needs a Kubernetes cluster; `make deploy-check` renders and validates "
                    "the manifests offline and checks them against the server"),
-    (r"^openssl req ", "starts a second server with TLS on port 8080 (the HTTP tests cover "
-                       "TLS: tests/server/test_http_admin.c)"),
+    (r"^openssl req ", "starts a second server with TLS (the HTTP tests cover TLS and its "
+                       "start-up line: tests/server/test_http.c)"),
+    (r"^curl --cacert ", "talks to the TLS server of the block before"),
     (r"^ATTN_ADMIN_TOKEN=\$TOKEN ", "starts a server with an admin token: this check "
                                     "starts its own that way"),
     (r"train_(digits_reverse|induction)\.py",
      "retrains the model: minutes of CPU, and it rewrites models/ (byte for byte the same)"),
 ]
 
-TALKS = re.compile(r"localhost:8080|127\.0\.0\.1:8080|examples/v2_client\.py")
+# How a sh block reaches the server: the one port variable (the server's own
+# setting, ATTN_PORT; 8080 when unset), so that a reader on another port
+# sets it once.
+PORT_REF = "${ATTN_PORT:-8080}"
+TALKS = re.compile(r"(?:localhost|127\.0\.0\.1):" + re.escape(PORT_REF) + r"|examples/v2_client\.py")
+PORT_RULES = [
+    (re.compile(r"(?:localhost|127\.0\.0\.1|\[::1\]):\d+"),
+     "a literal port: write localhost:" + PORT_REF + " (README.md, Example)"),
+    (re.compile(r"\$ATTN_PORT\b|\$\{ATTN_PORT\}"),
+     "ATTN_PORT without its default: write " + PORT_REF),
+]
+# A command that runs the server: its first word (after VAR=value words), at
+# the start of a line or after ;, &&, || or |.
+SERVER_CMD = re.compile(r"(?:^|[;&|]\s*)(?:\w+=\S*\s+)*(\S*attention-server)(?=\s|$)", re.M)
 FENCE = re.compile(r"^```(\w*)\s*$")
 
 
@@ -121,6 +149,65 @@ def check_links(path, errors):
     return n
 
 
+def check_commands(rel, line, text, errors):
+    """Rule 5 on a sh block's text (any block, run or skipped)."""
+    code = "\n".join(s for s in text.splitlines() if not s.lstrip().startswith("#"))
+    for rule, why in PORT_RULES:
+        for m in rule.finditer(code):
+            errors.append(f"{rel}:{line}: '{m.group(0)}': {why}")
+    starts = False
+    for m in SERVER_CMD.finditer(code):
+        cmd = m.group(1)
+        if "/" not in cmd or not os.path.exists(os.path.join(ROOT, cmd)):
+            errors.append(f"{rel}:{line}: runs '{cmd}', which is not a path from the "
+                          f"repository's root: write build/attention-server, or make run ARGS=...")
+        rest = code[m.end():].split("\n", 1)[0]
+        starts |= "--help" not in rest
+    if starts and not re.search(r"#.*\bstop\b|--port|ATTN_PORT=", text):
+        errors.append(f"{rel}:{line}: starts a server while make run's holds the port: say to "
+                      f"stop that one first (a # comment with 'stop'), or give another port")
+
+
+def check_inline(path, errors):
+    """Rule 5 on inline code: a command that runs the server names a path."""
+    rel = os.path.relpath(path, ROOT)
+    text = re.sub(r"^```.*?^```", "", open(path, encoding="utf-8").read(), flags=re.S | re.M)
+    for m in re.finditer(r"`((?:\S*/)?attention-server) --[^`]*`", text):
+        if "/" not in m.group(1):
+            n = text.count("\n", 0, m.start()) + 1
+            errors.append(f"{rel}: inline `{m.group(0)[1:-1]}` (near line {n}, outside code "
+                          f"blocks): write build/attention-server (or make run ARGS=...)")
+
+
+def check_examples_stdlib(errors):
+    """Every Python file of examples/ imports only the standard library:
+    `make run` installs no Python package."""
+    for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*.py"))):
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            for name in names:
+                if name.split(".")[0] not in sys.stdlib_module_names:
+                    errors.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}: imports "
+                                  f"'{name}', not in Python's standard library (make run "
+                                  f"installs no Python package)")
+
+
+def tree_files(top):
+    """The files under top, not following symlinks (web/ and examples/ are
+    the repository's: git status covers them)."""
+    out = set()
+    for d, dirs, files in os.walk(top):
+        out.update(os.path.relpath(os.path.join(d, f), top) for f in files)
+    return out
+
+
+def git_status():
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+
+
 def check_models(path, line, text, errors):
     names = re.findall(r"/v2/(?:repository/)?models/([A-Za-z0-9._-]+)", text)
     names += re.findall(r'"model": *"([^"]+)"', text) + re.findall(r"--model[ =](\S+)", text)
@@ -132,24 +219,39 @@ def check_models(path, line, text, errors):
 
 
 # The shell every file's runnable blocks run in. curl reports its status on
-# stderr (-w %{stderr}), which the wrapper takes back out.
+# stderr (-w %{stderr}), which the wrapper takes back out; its output is
+# kept to read the error's slug. ALLOW holds the block's "NNN" and
+# "NNN:slug" (# answers NNN [slug]).
 PRELUDE = r"""
 set -e -o pipefail
 curl() {
-    local err rc st
+    local err out rc st code want
     err=$(mktemp)
+    out=$(mktemp)
     rc=0
-    command curl -w '%{stderr}@@status %{http_code}\n' "$@" 2>"$err" || rc=$?
+    command curl -w '%{stderr}@@status %{http_code}\n' "$@" 2>"$err" | tee "$out" || rc=$?
     st=$(sed -n 's/^@@status //p' "$err" | tail -n 1)
     grep -v '^@@status ' "$err" >&2 || true
-    rm -f "$err"
+    code=$(sed -n 's/.*"error":{"code":"\([a-z_]*\)".*/\1/p' "$out" | head -n 1)
+    rm -f "$err" "$out"
     if [ "$rc" -ne 0 ]; then echo "check_docs: curl exited with status $rc" >&2; return "$rc"; fi
     case "$st" in [0-9][0-9][0-9]) ;; *) echo "check_docs: no HTTP status from curl" >&2; return 1;; esac
-    case " $ALLOW " in *" $st "*) ;; *)
-        if [ "$st" -ge 400 ]; then echo "check_docs: HTTP $st" >&2; return 22; fi;;
+    [ "$st" -ge 400 ] || return 0
+    case " $ALLOW " in
+    *" $st "*) ;;
+    *" $st:"*)
+        case " $ALLOW " in *" $st:$code "*) ;; *)
+            want=$(printf '%s\n' $ALLOW | sed -n "s/^$st://p" | tr '\n' ' ')
+            echo "check_docs: HTTP $st with error code '$code'; the block says # answers $st $want" >&2
+            return 22;;
+        esac;;
+    *) echo "check_docs: HTTP $st" >&2; return 22;;
     esac
 }
 """
+# numpy hidden from the examples' Python, as on a machine after `make run`
+NO_NUMPY = ('raise ImportError("numpy is hidden by tests/check_docs.py: make run does not '
+            'install it; the documented examples use the standard library only")\n')
 
 
 def start_server():
@@ -163,6 +265,7 @@ def start_server():
         sys.exit(f"check_docs: {SERVER} is missing: make build/attention-server")
     env = dict(os.environ, ATTN_ADMIN_TOKEN=TOKEN)
     log = open(os.path.join(WORK, "server.log"), "wb")
+    env.pop("ATTN_PORT", None)
     proc = subprocess.Popen([SERVER, "--port", "0", "--bind", "127.0.0.1"], cwd=run, env=env,
                             stdout=log, stderr=subprocess.PIPE)
     port, seen = None, b""
@@ -198,15 +301,22 @@ def main():
     errors, plan, used = [], [], set()
     skipped = []
     nlinks = 0
+    check_examples_stdlib(errors)
     for path in files:
         rel = os.path.relpath(path, ROOT)
         nlinks += check_links(path, errors)
+        check_inline(path, errors)
         runnable = []
         for info, line, text in blocks(path):
             if info not in ("sh", "bash"):
                 if re.search(r"^(\$ |curl |kubectl |docker |make )", text, re.M):
                     errors.append(f"{rel}:{line}: a command in a block not marked sh")
                 continue
+            check_commands(rel, line, text, errors)
+            answers = re.findall(r"# answers (\d{3})(?: ([a-z_]+))?", text)
+            if {s for s, slug in answers if slug} & {s for s, slug in answers if not slug}:
+                errors.append(f"{rel}:{line}: '# answers NNN' and '# answers NNN slug' for one "
+                              f"status in one block: split the block")
             skip = next((i for i, (pat, _) in enumerate(SKIPS) if re.search(pat, text, re.M)), None)
             if skip is not None:
                 used.add(skip)
@@ -226,19 +336,34 @@ def main():
     ran = 0
     if plan:
         proc, port, run = start_server()
+        nonumpy = os.path.join(WORK, "nonumpy")
+        os.makedirs(os.path.join(nonumpy, "numpy"))
+        with open(os.path.join(nonumpy, "numpy", "__init__.py"), "w") as f:
+            f.write(NO_NUMPY)
         try:
             for rel, runnable in plan:
                 script = [PRELUDE]
                 for k, (line, text) in enumerate(runnable):
-                    text = re.sub(r"(?:localhost|127\.0\.0\.1):8080", f"127.0.0.1:{port}", text)
-                    allow = " ".join(re.findall(r"# answers (\d{3})", text))
+                    allow = " ".join(s + (":" + slug if slug else "") for s, slug in
+                                     re.findall(r"# answers (\d{3})(?: ([a-z_]+))?", text))
                     script.append(f"echo {k} > \"$CHECK_DOCS_AT\"\nALLOW='{allow}'\n{text}\n")
                 at = os.path.join(WORK, "at")
                 logpath = os.path.join(WORK, rel.replace("/", "_") + ".log")
+                before, status = tree_files(run), git_status()
                 with open(logpath, "wb") as log:
                     r = subprocess.run(["bash", "-c", "".join(script)], cwd=run, stdout=log,
                                        stderr=subprocess.STDOUT, timeout=300,
-                                       env=dict(os.environ, TOKEN=TOKEN, CHECK_DOCS_AT=at))
+                                       env=dict(os.environ, TOKEN=TOKEN, CHECK_DOCS_AT=at,
+                                                ATTN_PORT=str(port), PYTHONPATH=nonumpy))
+                left = sorted(tree_files(run) - before)
+                if left:
+                    errors.append(f"{rel}: its examples leave {', '.join(left)} in the "
+                                  f"directory they run in (a reader's checkout): use a "
+                                  f"temporary directory, and remove it")
+                changed = sorted(set(git_status().splitlines()) - set(status.splitlines()))
+                if changed:
+                    errors.append(f"{rel}: its examples change the repository (git status "
+                                  f"--porcelain): {'; '.join(changed)}")
                 k = int(open(at).read()) if os.path.exists(at) else 0
                 if r.returncode == 0:
                     ran += len(runnable)

@@ -5,6 +5,7 @@
  * start-up that fails. The real server, over HTTP on loopback. */
 #define _GNU_SOURCE /* timegm */ /* NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <limits.h>
@@ -311,11 +312,17 @@ Test(admin, a_refused_setting_exits_2_a_failure_exits_1, .timeout = 120)
     snprintf(args, sizeof args, "--port %d", ntohs(sa.sin_port));
     int st = server_startup_output(args, out, sizeof out);
     cr_expect_eq(st, 1, "port in use: exit %d, want 1: %s", st, out);
-    cr_expect(strstr(out, "could not listen") != NULL, "%s", out);
+    char says[128];
+    snprintf(says, sizeof says, "attention-server: could not listen on 127.0.0.1:%d: %s\n",
+             ntohs(sa.sin_port), strerror(EADDRINUSE));
+    cr_expect(strstr(out, says) != NULL, "port in use: no '%s' in:\n%s", says, out);
     close(fd);
     /* --help says so */
     st = server_startup_output("--help", out, sizeof out);
     cr_expect_eq(st, 0);
     cr_expect(strstr(out, "Exit status: 0 ") != NULL && strstr(out, "; 2 when start-up") &&
               strstr(out, "; 1 for any other failure"), "%s", out);
+    /* a directory setting names its value DIR, a file setting FILE */
+    cr_expect(strstr(out, "--model-repository DIR ") && strstr(out, "--static-dir DIR ") &&
+              strstr(out, "--tls-cert-file FILE "), "%s", out);
 }

@@ -50,9 +50,10 @@ int server_spawn(struct server *s, const char *bin, const char *const *argv, cha
         FILE *f = fopen(s->log, "r");
         char line[512];
         while (f && fgets(line, sizeof line, f)) {
-            char *at = strstr(line, "listening on http://");
-            if (at) { /* host:port, host:port/ or [v6]:port; an IPv6 host has colons */
-                at += strlen("listening on http://");
+            char *at = strstr(line, "listening on http");
+            if (at && (at = strstr(at, "://"))) {
+                /* http(s)://host:port, host:port/ or [v6]:port; an IPv6 host has colons */
+                at += strlen("://");
                 at[strcspn(at, " /\n")] = '\0';
                 if (strrchr(at, ':'))
                     s->port = atoi(strrchr(at, ':') + 1);
