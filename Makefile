@@ -89,7 +89,7 @@ UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 HTTPTEST  := $(BUILD)/tests/server-tests
 HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/server/test_sessions.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c \
                 tests/support/golden_v2.c tests/support/http_client.c
-HTTPTEST_SRC += tests/server/test_induction.c tests/server/test_model_config.c
+HTTPTEST_SRC += tests/server/test_induction.c tests/server/test_model_config.c tests/server/test_http_headers.c
 HTTPTEST_SRC += tests/server/test_sessions_pressure.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 

@@ -29,6 +29,10 @@ extern const char openapi_yaml[], openapi_yaml_end[];
 static struct codec_limits limits;
 static struct pool *workers;
 
+/* The protocols' own headers, which their rows declare (http/route.h:
+ * reads, sends) and the transport learns from the table. */
+#define SEQUENCE_ID "X-Sequence-Id"                        /* docs/sessions.md */
+#define HEADER_LEN "Inference-Header-Content-Length"       /* v2's binary body */
 /* Inference-Header-Content-Length above this is refused (Triton parses it
  * as an int32). */
 #define MAX_HEADER_LEN 2147483647LL
@@ -78,7 +82,7 @@ static int attention_check(const struct route_request *rq, char *msg, size_t msg
 
 static void attention(const struct route_request *rq, struct route_response *out)
 {
-    const struct service_times t = {rq->t_first, rq->t_body, rq->header(rq, "X-Sequence-Id")};
+    const struct service_times t = {rq->t_first, rq->t_body, rq->header(rq, SEQUENCE_ID)};
     service_attention(&limits, rq->body, rq->len, &t, rq->release_body, rq->transport, out);
     json_default(out);
 }
@@ -199,7 +203,7 @@ static int infer_header_len(const struct route_request *rq, long long *len, char
                             size_t msglen)
 {
     *len = -1;
-    const char *h = rq->header(rq, "Inference-Header-Content-Length");
+    const char *h = rq->header(rq, HEADER_LEN);
     if (!h)
         return -1;
     long long v = 0;
@@ -213,7 +217,7 @@ static int infer_header_len(const struct route_request *rq, long long *len, char
     while (*p == ' ')
         p++;
     if (!digits || *p || v > MAX_HEADER_LEN) {
-        snprintf(msg, msglen, "Unable to parse Inference-Header-Content-Length '%.40s': it "
+        snprintf(msg, msglen, "Unable to parse " HEADER_LEN " '%.40s': it "
                  "must be a decimal number of bytes from 0 to %lld", h, MAX_HEADER_LEN);
         return ERR_BAD_REQUEST;
     }
@@ -233,13 +237,13 @@ static void v2_infer(const struct route_request *rq, struct route_response *out)
     char msg[200];
     infer_header_len(rq, &header_len, msg, sizeof msg); /* checked: v2_infer_check */
     if (header_len > (long long)rq->len) {
-        snprintf(msg, 160, "Inference-Header-Content-Length is %lld but the body has only %zu "
+        snprintf(msg, 160, HEADER_LEN " is %lld but the body has only %zu "
                  "bytes", header_len, rq->len);
         rq->release_body(rq->transport);
         service_v2_error(out, ERR_BAD_REQUEST, msg);
         return;
     }
-    const struct service_times t = {rq->t_first, rq->t_body, rq->header(rq, "X-Sequence-Id")};
+    const struct service_times t = {rq->t_first, rq->t_body, rq->header(rq, SEQUENCE_ID)};
     const char *version = route_param(rq, "version");
     service_infer(&limits, route_param(rq, "model_name"), version[0] ? version : NULL, rq->body,
                   rq->len, header_len, &t, rq->release_body, rq->transport, out);
@@ -262,6 +266,12 @@ static int v2_missing(const struct route_request *rq, char *msg, size_t msglen)
 #define CORS ROUTE_CORS
 #define V1 service_error
 #define V2 service_v2_error
+/* The headers the handlers below read and send besides HTTP's own
+ * (service.c sets Server-Timing, and Retry-After on a sequence's 503) */
+#define ATTENTION_READS SEQUENCE_ID
+#define INFER_READS HEADER_LEN ", " SEQUENCE_ID
+#define ATTENTION_SENDS "Server-Timing, Retry-After"
+#define INFER_SENDS "Server-Timing, Retry-After, " HEADER_LEN
 /* /v2/models/{model_name}, or a version of it */
 #define MODEL "/v2/models/{model_name}[/versions/{version:31}]"
 
@@ -270,29 +280,29 @@ static int v2_missing(const struct route_request *rq, char *msg, size_t msglen)
  * nothing. The model repository (ADMIN) is not for web pages: no CORS
  * there. */
 static const struct route rows[] = {
-    /* methods path                     flags         error metric  handler  check  exists */
-    {POST, "/attention",                BODY | CORS,  V1, "attention", attention, attention_check, NULL},
-    {GET,  "/healthz",                  CORS,         V1, "healthz", healthz, NULL, NULL},
-    {GET,  "/readyz",                   CORS,         V1, "readyz", readyz, NULL, NULL},
-    {GET,  "/metrics",                  CORS,         V1, "metrics", metrics, NULL, NULL},
-    {GET,  "/openapi.yaml",             CORS,         V1, "openapi", openapi, NULL, NULL},
-    {GET,  "/v2",                       CORS,         V2, "v2", v2_server, NULL, NULL},
-    {GET,  "/v2/health/live",           CORS,         V2, "v2", v2_live, NULL, NULL},
-    {GET,  "/v2/health/ready",          CORS,         V2, "v2", v2_ready, NULL, NULL},
-    {GET,  "/v2/models",                CORS,         V2, "v2", v2_models, NULL, NULL},
-    {GET,  "/v2/models/stats",          CORS,         V2, "v2", v2_all_stats, NULL, NULL},
-    {GET,  MODEL,                       CORS,         V2, "v2", v2_model, NULL, NULL},
-    {GET,  MODEL "/ready",              CORS,         V2, "v2", v2_model_ready, NULL, NULL},
-    {GET,  MODEL "/config",             CORS,         V2, "v2", v2_model_config, NULL, NULL},
-    {GET,  MODEL "/config.json",        CORS,         V2, "v2", v2_model_config_json, NULL, NULL},
-    {GET,  MODEL "/stats",              CORS,         V2, "v2", v2_model_stats, NULL, NULL},
-    {POST, MODEL "/infer",              BODY | CORS,  V2, "v2_infer", v2_infer, v2_infer_check, NULL},
-    {POST, "/v2/repository/index",      BODY | ADMIN, V2, "v2_repository", v2_repo_index, NULL, NULL},
-    {POST, "/v2/repository/models/{model_name}/load",   BODY | ADMIN, V2, "v2_repository", v2_repo_load, NULL, NULL},
-    {POST, "/v2/repository/models/{model_name}/unload", BODY | ADMIN, V2, "v2_repository", v2_repo_unload, NULL, NULL},
-    {0,    "/v2/repository*",           0,            V2, NULL, NULL, v2_missing, NULL},
-    {0,    "/v2[/*]",                   CORS,         V2, NULL, NULL, v2_missing, NULL},
-    {GET,  "*",                         CORS,         V1, "static", file, NULL, files_exist},
+    /* methods path                     flags         error metric  handler  check  exists  reads  sends */
+    {POST, "/attention",                BODY | CORS,  V1, "attention", attention, attention_check, NULL, ATTENTION_READS, ATTENTION_SENDS},
+    {GET,  "/healthz",                  CORS,         V1, "healthz", healthz, NULL, NULL, NULL, NULL},
+    {GET,  "/readyz",                   CORS,         V1, "readyz", readyz, NULL, NULL, NULL, NULL},
+    {GET,  "/metrics",                  CORS,         V1, "metrics", metrics, NULL, NULL, NULL, NULL},
+    {GET,  "/openapi.yaml",             CORS,         V1, "openapi", openapi, NULL, NULL, NULL, NULL},
+    {GET,  "/v2",                       CORS,         V2, "v2", v2_server, NULL, NULL, NULL, NULL},
+    {GET,  "/v2/health/live",           CORS,         V2, "v2", v2_live, NULL, NULL, NULL, NULL},
+    {GET,  "/v2/health/ready",          CORS,         V2, "v2", v2_ready, NULL, NULL, NULL, NULL},
+    {GET,  "/v2/models",                CORS,         V2, "v2", v2_models, NULL, NULL, NULL, NULL},
+    {GET,  "/v2/models/stats",          CORS,         V2, "v2", v2_all_stats, NULL, NULL, NULL, NULL},
+    {GET,  MODEL,                       CORS,         V2, "v2", v2_model, NULL, NULL, NULL, NULL},
+    {GET,  MODEL "/ready",              CORS,         V2, "v2", v2_model_ready, NULL, NULL, NULL, NULL},
+    {GET,  MODEL "/config",             CORS,         V2, "v2", v2_model_config, NULL, NULL, NULL, NULL},
+    {GET,  MODEL "/config.json",        CORS,         V2, "v2", v2_model_config_json, NULL, NULL, NULL, NULL},
+    {GET,  MODEL "/stats",              CORS,         V2, "v2", v2_model_stats, NULL, NULL, NULL, NULL},
+    {POST, MODEL "/infer",              BODY | CORS,  V2, "v2_infer", v2_infer, v2_infer_check, NULL, INFER_READS, INFER_SENDS},
+    {POST, "/v2/repository/index",      BODY | ADMIN, V2, "v2_repository", v2_repo_index, NULL, NULL, NULL, NULL},
+    {POST, "/v2/repository/models/{model_name}/load",   BODY | ADMIN, V2, "v2_repository", v2_repo_load, NULL, NULL, NULL, NULL},
+    {POST, "/v2/repository/models/{model_name}/unload", BODY | ADMIN, V2, "v2_repository", v2_repo_unload, NULL, NULL, NULL, NULL},
+    {0,    "/v2/repository*",           0,            V2, NULL, NULL, v2_missing, NULL, NULL, NULL},
+    {0,    "/v2[/*]",                   CORS,         V2, NULL, NULL, v2_missing, NULL, NULL, NULL},
+    {GET,  "*",                         CORS,         V1, "static", file, NULL, files_exist, NULL, NULL},
 };
 
 static const struct route_table table = {

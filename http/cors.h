@@ -21,21 +21,35 @@
  * token) have not: they send no CORS header and get no preflight, so no
  * page can load or unload models. No credentials (cookies) are ever
  * allowed, nor the Authorization header.
+ *
+ * Which headers a page may send and read is the route table's: HTTP's own
+ * (route_http_reads, route_http_sends), then every header a ROUTE_CORS row
+ * reads or sends (its reads and sends columns), once each, in the table's
+ * order. cors_lists_build() writes both lists once, at start-up; this
+ * module names no header of a protocol.
  */
 #ifndef SERVER_CORS_H
 #define SERVER_CORS_H
 
 #include <microhttpd.h>
+#include <stddef.h>
 
-/* Response headers a page's script may read besides the safelisted ones. */
-#define CORS_EXPOSE_HEADERS \
-    "Server-Timing, Retry-After, Allow, X-Request-Id, Inference-Header-Content-Length"
-/* Request headers a page may send besides the safelisted ones. Not
- * Authorization: the admin token is for operators' tools, not web pages. */
-#define CORS_ALLOW_HEADERS \
-    "Content-Type, Content-Encoding, X-Request-Id, Inference-Header-Content-Length"
+#include "http/route.h"
+
 /* Seconds a browser may cache a preflight answer (Chromium caps it at 7200). */
 #define CORS_MAX_AGE "7200"
+
+/* The two lists of a table, as header values ("A, B"). */
+struct cors_lists {
+    char allow[512];  /* Access-Control-Allow-Headers: what a page may send */
+    char expose[512]; /* Access-Control-Expose-Headers: what it may read */
+};
+
+/* Fill l from t's ROUTE_CORS rows. 0, or -1 with err filled when a name is
+ * not an HTTP token, Authorization is among them (no page may send the
+ * admin token), or a list outgrows its buffer. */
+int cors_lists_build(struct cors_lists *l, const struct route_table *t, char *err,
+                     size_t errlen);
 
 /* 1 when policy allows any origin at all. */
 int cors_enabled(const char *policy);
@@ -46,14 +60,17 @@ int cors_enabled(const char *policy);
 const char *cors_allow_origin(const char *policy, const char *origin);
 
 /* Add to resp the headers of an answer to a request from origin (NULL: no
- * Origin header): Access-Control-Allow-Origin and -Expose-Headers when it is
- * allowed, Vary: Origin under a list. Nothing when the policy is off. */
-void cors_add_headers(struct MHD_Response *resp, const char *policy, const char *origin);
+ * Origin header): Access-Control-Allow-Origin and -Expose-Headers (l's)
+ * when it is allowed, Vary: Origin under a list. Nothing when the policy
+ * is off. */
+void cors_add_headers(struct MHD_Response *resp, const char *policy, const char *origin,
+                      const struct cors_lists *l);
 
 /* Add what a preflight answer needs on top: Access-Control-Allow-Methods
- * (methods, e.g. "POST"), -Allow-Headers and -Max-Age, when origin is
- * allowed. */
+ * (methods, e.g. "POST"), -Allow-Headers (l's) and -Max-Age, when origin
+ * is allowed. */
 void cors_add_preflight_headers(struct MHD_Response *resp, const char *policy,
-                                const char *origin, const char *methods);
+                                const char *origin, const char *methods,
+                                const struct cors_lists *l);
 
 #endif

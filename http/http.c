@@ -7,14 +7,15 @@
  *   conn.c         connections: phases, deadlines, the watchdog thread
  *   response.c     queueing responses (errors, buffers, generators, files)
  *   body.c         request bodies (inflate.c: Content-Encoding)
- *   request.c      X-Request-Id, the admin token
+ *   request.c      X-Request-Id, the admin token, headers that come once
  *   framing.c, cors.c, tls.c
  * and what they share (the server, a connection, a request) in
  * http_internal.h.
  *
  * Lifecycle of one request (as libmicrohttpd's largepost.c example):
  *   1st call       allocate struct req, find its row, check framing, the
- *                  method, the admin token, the row's own header checks and
+ *                  method, the admin token, that each header the row reads
+ *                  comes once, the row's own header checks and
  *                  Content-Length; an early error is queued right away.
  *   upload calls   append to the body up to max_body_bytes; past it, stop
  *                  storing and remember to answer 413.
@@ -77,9 +78,13 @@ static int responses_over_budget(const struct http_server *s)
     return atomic_load(&s->answer_bytes) >= s->opt.max_answer_bytes;
 }
 
+/* Only what the row reads, or HTTP's own: the row's list is what a page
+ * may send under CORS, and what comes once (request_check_once). */
 static const char *header_of(const struct route_request *rq, const char *name)
 {
     const struct req *r = rq->transport;
+    if (!route_list_has(r->route->reads, name) && !route_list_has(route_http_reads, name))
+        return NULL;
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
@@ -163,6 +168,8 @@ static int first_checks(struct req *r, char *msg, size_t msglen)
     }
     int e;
     if ((row->flags & ROUTE_ADMIN) && (e = request_check_token(r, msg, msglen)) >= 0)
+        return e;
+    if ((e = request_check_once(r, msg, msglen)) >= 0)
         return e;
     if (row->check && (e = row->check(&r->view, msg, msglen)) >= 0)
         return e;
@@ -382,11 +389,15 @@ struct http_server *http_start(const struct http_options *c, const struct route_
         snprintf(err, errlen, "the route table's last row must take every path (\"*\")");
         return NULL;
     }
+    struct cors_lists lists;
+    if (cors_lists_build(&lists, table, err, errlen) != 0)
+        return NULL;
     struct http_server *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    s->cors = lists;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     s->opt = *c;

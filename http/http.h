@@ -8,8 +8,9 @@
  * It serves a route table (http/route.h) and knows nothing of the
  * protocols or models behind it. One internal polling thread (epoll) does
  * the network work only: it frames requests, matches them to their row,
- * runs the row's checks (method, admin token, CORS, the row's header
- * checks, body limits), runs the handlers of GET rows, and for a row that
+ * runs the row's checks (method, admin token, CORS, one of each header
+ * the row reads, the row's header checks, body limits), runs the handlers
+ * of GET rows, and for a row that
  * reads a body suspends the connection and hands the request to the
  * worker pool. A worker runs the row's handler and resumes the connection;
  * the polling thread then queues the response. A full queue is answered
@@ -59,7 +60,8 @@ struct http_options {
  * outlive the server. Returns NULL with a message in err on failure, and
  * *setting 1 when a setting's value or what it names was refused (bind,
  * the TLS pair), 0 when the system failed (the port in use, out of
- * memory). */
+ * memory) or the table is not one to serve (its last row, its header
+ * lists: http/cors.h). */
 struct http_server *http_start(const struct http_options *o, const struct route_table *table,
                                struct pool *pool, int *setting, char *err, size_t errlen);
 

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "http/cors.h"
 #include "http/http.h"
 #include "http/route.h"
 #include "http/tls.h"
@@ -53,6 +54,7 @@ struct conn {
 struct http_server {
     struct http_options opt;
     const struct route_table *table;
+    struct cors_lists cors; /* the table's CORS header lists (cors_lists_build) */
     struct pool *pool;
     struct MHD_Daemon *daemon;
     struct tls_pem tls; /* HTTPS certificate and key, or NULLs */
@@ -138,5 +140,8 @@ void request_id_make(struct req *r);
 /* The admin token of a ROUTE_ADMIN row: -1 to go on, or an error code
  * (401, 403) with msg filled. */
 int request_check_token(struct req *r, char *msg, size_t msglen);
+/* Each header r's row reads comes at most once: -1 to go on, or 400 with
+ * msg naming the header. */
+int request_check_once(struct req *r, char *msg, size_t msglen);
 
 #endif

@@ -1,6 +1,6 @@
-/* request.c -- what a request carries besides its body: its X-Request-Id
- * and, on a ROUTE_ADMIN row, the admin token. Part of the HTTP transport
- * (http/http.c). */
+/* request.c -- what a request carries besides its body: its X-Request-Id,
+ * on a ROUTE_ADMIN row the admin token, and the headers its row reads
+ * (once each). Part of the HTTP transport (http/http.c). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +40,36 @@ int request_check_token(struct req *r, char *msg, size_t msglen)
     if (!same_secret(h, want)) {
         snprintf(msg, msglen, "the bearer token is not the admin_token");
         return ERR_FORBIDDEN;
+    }
+    return -1;
+}
+
+struct occurrences {
+    const char *name; /* n bytes, not terminated */
+    size_t n;
+    int count;
+};
+
+static enum MHD_Result count_name(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind, (void)value;
+    struct occurrences *o = cls;
+    if (strlen(key) == o->n && strncasecmp(key, o->name, o->n) == 0)
+        o->count++;
+    return MHD_YES;
+}
+
+int request_check_once(struct req *r, char *msg, size_t msglen)
+{
+    struct occurrences o;
+    for (const char *p = r->route->reads; (o.name = route_list_next(&p, &o.n));) {
+        o.count = 0;
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_name, &o);
+        if (o.count > 1) { /* which one is meant? (a proxy may read the other) */
+            snprintf(msg, msglen, "%d %.*s headers; send one", o.count, (int)o.n, o.name);
+            return ERR_BAD_REQUEST;
+        }
     }
     return -1;
 }

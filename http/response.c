@@ -35,6 +35,17 @@ static const char *allowed_methods(const struct req *r)
     }
 }
 
+/* Whether r's row declares that its handler sends header name (or it is
+ * HTTP's own): what a page may read under CORS is what is sent. */
+static int sends(const struct req *r, const char *name)
+{
+    if (route_list_has(r->route->sends, name) || route_list_has(route_http_sends, name))
+        return 1;
+    fprintf(stderr, "route %s: its handler set %s, which the row does not send "
+            "(http/route.h: sends); left out\n", r->route->path, name);
+    return 0;
+}
+
 enum MHD_Result response_queue(struct req *r, int status, struct MHD_Response *resp,
                               size_t len, const char *ctype)
 {
@@ -44,15 +55,16 @@ enum MHD_Result response_queue(struct req *r, int status, struct MHD_Response *r
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allowed_methods(r));
     if (req_has_cors(r))
         cors_add_headers(resp, r->srv->opt.cors_allow_origin,
-                         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"));
+                         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"),
+                         &r->srv->cors);
     if (status == 503)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
     if (status == 401) /* the scheme the credentials must use (RFC 9110 §11.6.1) */
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, WWW_AUTHENTICATE);
     if (status == 415) /* the codings a body may have (RFC 9110 §15.5.16) */
         MHD_add_response_header(resp, "Accept-Encoding", INFLATE_ACCEPT_ENCODING);
-    for (int i = 0; i < ROUTE_HEADERS; i++) /* the handler's own (Server-Timing, ...) */
-        if (r->resp.headers[i].name)
+    for (int i = 0; i < ROUTE_HEADERS; i++) /* the handler's own, as its row declares */
+        if (r->resp.headers[i].name && sends(r, r->resp.headers[i].name))
             MHD_add_response_header(resp, r->resp.headers[i].name, r->resp.headers[i].value);
     if (r->request_id[0])
         MHD_add_response_header(resp, "X-Request-Id", r->request_id);
@@ -143,7 +155,7 @@ enum MHD_Result response_preflight(struct req *r)
         return MHD_NO;
     cors_add_preflight_headers(resp, r->srv->opt.cors_allow_origin,
                                MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"),
-                               allowed_methods(r));
+                               allowed_methods(r), &r->srv->cors);
     return response_queue(r, 204, resp, 0, NULL);
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +85,31 @@ const struct route *route_find(const struct route_table *t, const char *path,
     }
     rq->ncaptures = 0;
     return NULL;
+}
+
+const char route_http_reads[] = "Content-Type, Content-Encoding, X-Request-Id";
+const char route_http_sends[] = "Retry-After, Allow, X-Request-Id, Accept-Encoding";
+
+const char *route_list_next(const char **p, size_t *n)
+{
+    const char *q = *p ? *p + strspn(*p, " ,") : NULL;
+    if (!q || !*q)
+        return NULL;
+    size_t k = strcspn(q, ","), t = k;
+    while (t > 0 && q[t - 1] == ' ')
+        t--;
+    *n = t, *p = q + k;
+    return q;
+}
+
+int route_list_has(const char *list, const char *name)
+{
+    const size_t len = strlen(name);
+    size_t n;
+    for (const char *p = list, *item; (item = route_list_next(&p, &n));)
+        if (n == len && strncasecmp(item, name, n) == 0)
+            return 1;
+    return 0;
 }
 
 const char *route_param(const struct route_request *rq, const char *name)

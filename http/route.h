@@ -6,8 +6,8 @@
  *
  * One row per endpoint:
  *
- *     {ROUTE_POST, "/v2/models/{model_name}[/versions/{version:31}]/infer",
- *      ROUTE_BODY | ROUTE_CORS, v2_error, "v2_infer", v2_infer, v2_infer_check, NULL}
+ *     {ROUTE_POST, "/things/{name}[/versions/{version:31}]", ROUTE_BODY | ROUTE_CORS,
+ *      json_error, "things", things_post, things_check, NULL, "X-Thing-Tag", "ETag"}
  *
  * The transport matches a request's path against the rows in order (the
  * first match wins; the table's last row must match every path, "*"),
@@ -42,6 +42,15 @@
  *             method the row does not take gets the handler's answer at
  *             once (its 404) rather than 405; the row's own methods reach
  *             the handler as always, which answers 404.
+ *   reads     NULL, or the request headers the handler and check read
+ *             besides HTTP's own (route_http_reads), as a list "A, B":
+ *             rq->header() answers NULL for any other name. Each must come
+ *             once: two are a 400 naming it, before the check runs.
+ *   sends     NULL, or the response headers the handler sets besides
+ *             HTTP's own (route_http_sends), as a list: any other is not
+ *             sent. Under CORS, what the rows read and send is what a page
+ *             may send and read (http/cors.h): the transport names none of
+ *             them itself.
  */
 #ifndef HTTP_ROUTE_H
 #define HTTP_ROUTE_H
@@ -93,7 +102,8 @@ struct route_request {
     double t_first, t_body;     /* route_now() at the headers, at the body's end */
     struct route_state state;
     /* A request header (case-insensitive name), or NULL; on a worker too
-     * (the connection sleeps meanwhile). */
+     * (the connection sleeps meanwhile). NULL for a name that neither the
+     * row's reads nor route_http_reads list. */
     const char *(*header)(const struct route_request *rq, const char *name);
     /* Whether the client has gone away (a long handler may stop early). */
     int (*client_gone)(const struct route_request *rq);
@@ -143,6 +153,8 @@ struct route {
     route_handler handler;
     route_check check;
     int (*exists)(const char *path);
+    const char *reads;          /* request headers, "A, B", or NULL */
+    const char *sends;          /* response headers, "A, B", or NULL */
 };
 
 /* The whole table, as the transport takes it (borrowed: must outlive the
@@ -166,6 +178,21 @@ int route_match(const char *pattern, const char *path, struct route_request *rq)
 /* The first row of t matching path (captures into rq), or NULL. */
 const struct route *route_find(const struct route_table *t, const char *path,
                                struct route_request *rq);
+
+/* The headers of HTTP itself that the transport reads and sends for every
+ * row (the body's type and coding, the request id it echoes; 503's
+ * Retry-After, 405's Allow, 415's Accept-Encoding), which a row's reads
+ * and sends need not list. Not Authorization nor WWW-Authenticate: those
+ * are the admin rows', which no page may call. */
+extern const char route_http_reads[], route_http_sends[];
+
+/* Whether the list ("A, B": names between commas, blanks around them)
+ * holds name, ASCII case aside. NULL is the empty list. */
+int route_list_has(const char *list, const char *name);
+
+/* The next name of a list at *p: its first byte, its length in *n, and *p
+ * moved past it; NULL at the end. */
+const char *route_list_next(const char **p, size_t *n);
 
 /* The value of capture name, or "" when the path had none. */
 const char *route_param(const struct route_request *rq, const char *name);

@@ -135,3 +135,36 @@ Test(routes, an_unknown_path_404s_in_the_style_of_its_row)
                      "no endpoint or file at /nope.html");
     json_decref(j);
 }
+
+/* The transport knows no protocol: no file of http/ names a header that a
+ * row reads or sends (X-Sequence-Id, v2's Inference-Header-Content-Length,
+ * ...) besides HTTP's own. It learns them from the table (route.h: reads,
+ * sends); once http/cors.h listed v2's header itself. */
+Test(routes, the_transport_names_no_header_of_a_protocol)
+{
+    const struct route_table *t = table();
+    int names = 0;
+    for (size_t i = 0; i < t->count; i++) {
+        const char *lists[2] = {t->rows[i].reads, t->rows[i].sends};
+        for (int k = 0; k < 2; k++) {
+            size_t n;
+            for (const char *p = lists[k], *name; (name = route_list_next(&p, &n));) {
+                char h[64], cmd[160], found[512] = "";
+                snprintf(h, sizeof h, "%.*s", (int)n, name);
+                if (route_list_has(route_http_reads, h) || route_list_has(route_http_sends, h))
+                    continue;
+                names++;
+                snprintf(cmd, sizeof cmd, "grep -rilF -- '%s' http", h);
+                FILE *f = popen(cmd, "r");
+                cr_assert_not_null(f);
+                const size_t got = fread(found, 1, sizeof found - 1, f);
+                found[got] = '\0';
+                pclose(f);
+                cr_expect_eq(got, 0, "%s, which %s %s, is named in http/ (the transport takes "
+                             "it from the route table): %s", h, t->rows[i].path,
+                             k ? "sends" : "reads", found);
+            }
+        }
+    }
+    cr_assert_geq(names, 3, "the rows declare X-Sequence-Id, Server-Timing and v2's header");
+}

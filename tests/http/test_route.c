@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/cors.h"
 #include "http/http.h"
 #include "http/route.h"
 #include "lib/errors.h"
@@ -90,12 +91,16 @@ static void text(struct route_response *out, const char *s)
     out->len = strlen(s);
 }
 
+/* Reads a header its row does not declare (which it must not see) and
+ * sends one (which must not be sent). */
 static void hello(const struct route_request *rq, struct route_response *out)
 {
     char s[200];
-    snprintf(s, sizeof s, "hello %s", route_param(rq, "name"));
+    const char *undeclared = rq->header(rq, "X-Undeclared");
+    snprintf(s, sizeof s, "hello %s%s", route_param(rq, "name"), undeclared ? undeclared : "");
     text(out, s);
     route_header_set(out, "X-Greeting", "1");
+    route_header_set(out, "X-Unlisted", "1");
 }
 
 static void echo(const struct route_request *rq, struct route_response *out)
@@ -105,6 +110,9 @@ static void echo(const struct route_request *rq, struct route_response *out)
     out->body = malloc(rq->len + 1);
     memcpy(out->body, rq->body, rq->len);
     out->len = rq->len;
+    const char *thing = rq->header(rq, "x-thing");
+    if (thing)
+        route_header_set(out, "X-Thing-Seen", thing);
 }
 
 static void admin(const struct route_request *rq, struct route_response *out)
@@ -142,10 +150,13 @@ static void record(const char *metric, int status, double seconds)
 }
 
 static const struct route rows[] = {
-    {ROUTE_GET, "/hello/{name}", ROUTE_CORS, plain_error, "hello", hello, NULL, NULL},
-    {ROUTE_POST, "/echo", ROUTE_BODY | ROUTE_CORS, plain_error, "echo", echo, want_json, NULL},
-    {ROUTE_POST, "/admin", ROUTE_BODY | ROUTE_ADMIN, plain_error, "admin", admin, NULL, NULL},
-    {0, "*", ROUTE_CORS, bracket_error, NULL, NULL, nothing, NULL},
+    {ROUTE_GET, "/hello/{name}", ROUTE_CORS, plain_error, "hello", hello, NULL, NULL, NULL,
+     "X-Greeting"},
+    {ROUTE_POST, "/echo", ROUTE_BODY | ROUTE_CORS, plain_error, "echo", echo, want_json, NULL,
+     "X-Thing", "X-Thing-Seen, Retry-After"},
+    {ROUTE_POST, "/admin", ROUTE_BODY | ROUTE_ADMIN, plain_error, "admin", admin, NULL, NULL,
+     "X-Admin-Note", "X-Admin-Done"},
+    {0, "*", ROUTE_CORS, bracket_error, NULL, NULL, nothing, NULL, NULL, NULL},
 };
 static const struct route_table table = {rows, 4, "admin is off", record};
 
@@ -239,4 +250,93 @@ Test(transport, an_unknown_path_gets_the_404_of_its_row_in_its_style)
         usleep(10000); /* the count follows the response */
     cr_assert_eq(counted_hello, 1, "the record hook gets the row's metric");
     cr_assert_eq(counted_none, 1, "and NULL for a path that names nothing");
+}
+
+/* Under CORS a page may send what the rows read and read what they send:
+ * HTTP's own headers, then each row's, once each (Retry-After is both);
+ * not the admin row's, which no page may call. */
+Test(transport, cors_lists_are_what_the_rows_read_and_send)
+{
+    const int port = http_port(srv);
+    const char *const pre[] = {"Origin: https://a.example",
+                               "Access-Control-Request-Method: POST", NULL};
+    struct http_reply a = request_with(port, "OPTIONS", "/echo", NULL, 0, NULL, 0, pre);
+    cr_assert_eq(a.status, 204);
+    cr_expect(has_header(&a, "Access-Control-Allow-Headers",
+                         "Content-Type, Content-Encoding, X-Request-Id, X-Thing"), "%s",
+              a.headers);
+    free(a.body);
+    a = request_with(port, "GET", "/hello/bob", NULL, 0, NULL, 0, pre);
+    cr_assert_eq(a.status, 200);
+    cr_expect(has_header(&a, "Access-Control-Expose-Headers", "Retry-After, Allow, "
+                         "X-Request-Id, Accept-Encoding, X-Greeting, X-Thing-Seen"), "%s",
+              a.headers);
+    free(a.body);
+}
+
+/* A handler sees only the request headers its row reads, and sends only
+ * those its row sends: the lists above are all there is. */
+Test(transport, a_row_reads_and_sends_only_the_headers_it_declares)
+{
+    const int port = http_port(srv);
+    const char *const with[] = {"X-Undeclared: !", NULL};
+    struct http_reply a = request_with(port, "GET", "/hello/bob", NULL, 0, NULL, 0, with);
+    cr_assert_eq(a.status, 200);
+    cr_expect_str_eq(a.body, "hello bob", "an undeclared header was read");
+    cr_expect(has_header(&a, "X-Greeting", "1"), "%s", a.headers);
+    cr_expect_null(strstr(a.headers, "X-Unlisted"), "an undeclared header was sent: %s",
+                   a.headers);
+    free(a.body);
+}
+
+/* A header a row reads comes once: two are a 400 in the row's style that
+ * names it (equal values too), before the row's check and the body. */
+Test(transport, a_header_a_row_reads_comes_once)
+{
+    const int port = http_port(srv);
+    const char *const one[] = {"X-Thing: a", NULL};
+    struct http_reply a = request_with(port, "POST", "/echo", "{}", 2, "application/json", 0,
+                                       one);
+    cr_assert_eq(a.status, 200);
+    cr_expect(has_header(&a, "X-Thing-Seen", "a"), "%s", a.headers);
+    free(a.body);
+    const char *const values[][2] = {{"a", "b"}, {"a", "a"}};
+    for (int i = 0; i < 2; i++) {
+        char h1[32], h2[32];
+        snprintf(h1, sizeof h1, "X-Thing: %s", values[i][0]);
+        snprintf(h2, sizeof h2, "x-thing: %s", values[i][1]);
+        const char *const two[] = {h1, h2, NULL};
+        a = request_with(port, "POST", "/echo", "{}", 2, "text/plain", 0, two);
+        cr_expect_eq(a.status, 400, "%s, %s: %ld %s", h1, h2, a.status, a.body);
+        cr_expect_str_eq(a.body, "bad_request: 2 X-Thing headers; send one");
+        free(a.body);
+    }
+}
+
+/* A table whose header lists are not header names, or that would let a
+ * page send the admin token, does not start. */
+Test(route, a_table_with_a_bad_header_list_is_refused)
+{
+    static const struct {
+        const char *reads, *want;
+    } cases[] = {
+        {"X-Good, Bad Name", "'Bad Name' is not a header name"},
+        {"X-Good, X-Bad:", "'X-Bad:' is not a header name"},
+        {"authorization", "a page may not send Authorization"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct route bad[] = {
+            {ROUTE_GET, "*", ROUTE_CORS, plain_error, "x", admin, NULL, NULL, cases[i].reads,
+             NULL},
+        };
+        const struct route_table t = {bad, 1, "off", NULL};
+        struct cors_lists l;
+        char err[200] = "";
+        cr_expect_eq(cors_lists_build(&l, &t, err, sizeof err), -1, "%s", cases[i].reads);
+        cr_expect(strstr(err, cases[i].want) != NULL, "%s: %s", cases[i].reads, err);
+        int setting;
+        const struct http_options o = {.bind = "127.0.0.1", .cors_allow_origin = "*"};
+        cr_expect_null(http_start(&o, &t, NULL, &setting, err, sizeof err), "%s", cases[i].reads);
+        cr_expect(strstr(err, cases[i].want) != NULL, "%s: %s", cases[i].reads, err);
+    }
 }

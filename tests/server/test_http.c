@@ -30,7 +30,6 @@
 #include "tests/support/check.h"
 #include "tests/support/testdata.h"
 
-#include "http/cors.h"
 #include "tests/support/http_golden.h"
 #include "tests/support/http_util.h"
 
@@ -1469,7 +1468,7 @@ Test(http, cors_list_answers_listed_origins_errors_included, .timeout = 60)
     cr_expect(has_header(&a, "Access-Control-Allow-Origin", "https://a.example"), "%s",
               a.headers);
     cr_expect(has_header(&a, "Access-Control-Allow-Methods", "POST"), "%s", a.headers);
-    cr_expect(has_header(&a, "Access-Control-Allow-Headers", CORS_ALLOW_HEADERS), "%s", a.headers);
+    cr_expect(has_header(&a, "Access-Control-Allow-Headers", SERVICE_CORS_ALLOW), "%s", a.headers);
     cr_expect(has_header(&a, "Access-Control-Max-Age", "7200"), "%s", a.headers);
     cr_expect(has_header(&a, "Vary", "Origin"), "%s", a.headers);
     cr_expect(has_header(&a, "Allow", "POST"), "%s", a.headers);
@@ -1484,7 +1483,7 @@ Test(http, cors_list_answers_listed_origins_errors_included, .timeout = 60)
     cr_expect_eq(connects, 0, "the preflight closed its connection");
     cr_expect(has_header(&a, "Access-Control-Allow-Origin", "https://a.example"), "%s",
               a.headers);
-    cr_expect(has_header(&a, "Access-Control-Expose-Headers", CORS_EXPOSE_HEADERS),
+    cr_expect(has_header(&a, "Access-Control-Expose-Headers", SERVICE_CORS_EXPOSE),
               "%s", a.headers);
     cr_expect(strstr(a.headers, "\r\nServer-Timing: receive;") != NULL, "%s", a.headers);
     free(a.body);
@@ -1596,7 +1595,7 @@ Test(http, cors_star_answers_any_origin)
     a = fetch("POST", url, from, "{\"query\": [[1, 0]], \"num_heads\": 3}", NULL);
     expect_error(&a, 400, "invalid_parameter", "num_heads");
     cr_expect(has_header(&a, "Access-Control-Allow-Origin", "*"), "%s", a.headers);
-    cr_expect(has_header(&a, "Access-Control-Expose-Headers", CORS_EXPOSE_HEADERS),
+    cr_expect(has_header(&a, "Access-Control-Expose-Headers", SERVICE_CORS_EXPOSE),
               "%s", a.headers);
     free(a.body);
     cr_expect_eq(server_stop(&s), 0);

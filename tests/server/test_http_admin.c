@@ -18,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http/cors.h"
 #include "tests/support/http_golden.h"
 #include "tests/support/http_util.h"
 
@@ -90,7 +89,7 @@ static void check_no_cors_on_the_repository(const char *policy, const char *orig
         cr_expect_eq(a.status, 204, "%s: %ld", open_paths[i], a.status);
         cr_expect(strstr(a.headers, "Access-Control-Allow-Origin: ") != NULL, "%s: %s",
                   open_paths[i], a.headers);
-        cr_expect(has_header(&a, "Access-Control-Allow-Headers", CORS_ALLOW_HEADERS), "%s",
+        cr_expect(has_header(&a, "Access-Control-Allow-Headers", SERVICE_CORS_ALLOW), "%s",
                   a.headers);
         cr_expect(strcasestr(a.headers, "Authorization") == NULL, "%s", a.headers);
         free(a.body);

@@ -9,6 +9,15 @@
 
 #include "tests/support/http_client.h"
 
+/* The service's CORS header lists, as the transport makes them from its
+ * route table (HTTP's own headers, then what the rows of api/routes.c read
+ * and send); tests/api/test_spec.c holds the docs to the same lists. */
+#define SERVICE_CORS_ALLOW \
+    "Content-Type, Content-Encoding, X-Request-Id, X-Sequence-Id, Inference-Header-Content-Length"
+#define SERVICE_CORS_EXPOSE \
+    "Retry-After, Allow, X-Request-Id, Accept-Encoding, Server-Timing, " \
+    "Inference-Header-Content-Length"
+
 /* A line in the test log that shows without --verbose and, unlike
  * cr_log_warn (which makes Criterion exit 1), does not fail the run. */
 void loud(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
