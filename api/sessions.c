@@ -433,8 +433,9 @@ int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err)
                         "not applied)", s->id, own, limits.max_bytes);
     }
     /* 2. can it fit now, if every evictable sequence went? (busy ones stay) */
-    const long long extra = st->created && count > limits.max_sequences
-                                ? count - limits.max_sequences : 0;
+    /* a new sequence past max_sequences needs one place (its own; other
+     * starts under way make theirs) */
+    const long long extra = st->created && count > limits.max_sequences ? 1 : 0;
     if (total_bytes - evictable_bytes + need > limits.max_bytes || evictable_n < extra) {
         unlock();
         if (extra > evictable_n)

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 build=build
 [ -z "${SANITIZE:-}" ] || build=build/san
 rm -f "$build/main.o"
-if ! out=$(make run ARGS=--help SANITIZE="${SANITIZE:-}" 2>&1); then
+if ! out=$(make --no-print-directory run ARGS=--help SANITIZE="${SANITIZE:-}" 2>&1); then
     printf '%s\n' "$out"
     echo "check_run: make run ARGS=--help failed" >&2
     exit 1

@@ -384,3 +384,27 @@ Test(sessions_store, a_failed_restart_keeps_the_live_sequence)
     cr_assert_eq(s.active, 1);
     cr_assert_eq(s.bytes, 0);
 }
+
+/* Two starts under way past max_sequences, one idle sequence: the first
+ * to reserve takes its place, the second is refused (each makes room for
+ * itself only). */
+Test(sessions_store, starts_under_way_each_make_their_own_place)
+{
+    limits(1, 600, 1LL << 30);
+    cr_assert_eq(touch("a", 1, "m"), 0);
+    struct sess_step b, c;
+    struct api_error e;
+    const struct sess_fixed f = fixed("m");
+    cr_assert_eq(sess_open(&b, "b", 1, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(sess_open(&c, "c", 1, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(sess_reserve(&b, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(sess_reserve(&c, 1, &e), -1);
+    cr_assert_eq(e.code, ERR_OVERLOADED, "%s", e.msg);
+    sess_close(&c, 0, 0);
+    sess_close(&b, 1, 0);
+    struct sess_stats s;
+    sess_stats(&s);
+    cr_assert_eq(s.active, 1);
+    cr_assert_eq(s.evictions, 1);
+    cr_assert_eq(touch("b", 0, "m"), 0);
+}
