@@ -294,6 +294,13 @@ static int not_found(struct api_error *err, const char *id)
                     opt_name(OPT_SEQUENCE_START));
 }
 
+/* 503: max_sequences reached and none idle to evict (under mu). */
+static int no_place(struct api_error *err)
+{
+    return api_fail(err, ERR_OVERLOADED, "%d sequences are live and none is idle "
+                    "(max_sequences): retry later, or end sequences", limits.max_sequences);
+}
+
 /* A fresh cache for s (empty) as fix says. */
 static int start_cache(struct sess *s, const struct sess_fixed *fix, struct api_error *err)
 {
@@ -335,9 +342,7 @@ int sess_open(struct sess_step *st, const char *id, int start, const struct sess
         if (!s) { /* new: its place is made by sess_reserve, once the request is checked */
             if (count >= limits.max_sequences && evictable_n == 0) {
                 unlock();
-                return api_fail(err, ERR_OVERLOADED, "%d sequences are live and none is "
-                                "idle (max_sequences): retry later, or end sequences",
-                                limits.max_sequences);
+                return no_place(err);
             }
             if (table_grow() || !(s = calloc(1, sizeof *s))) {
                 unlock();
@@ -433,15 +438,12 @@ int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err)
                         "not applied)", s->id, own, limits.max_bytes);
     }
     /* 2. can it fit now, if every evictable sequence went? (busy ones stay) */
-    /* a new sequence past max_sequences needs one place (its own; other
-     * starts under way make theirs) */
+    /* a new sequence past max_sequences needs its own place, no more */
     const long long extra = st->created && count > limits.max_sequences ? 1 : 0;
     if (total_bytes - evictable_bytes + need > limits.max_bytes || evictable_n < extra) {
         unlock();
         if (extra > evictable_n)
-            return api_fail(err, ERR_OVERLOADED, "%d sequences are live and none is idle "
-                            "(max_sequences): retry later, or end sequences",
-                            limits.max_sequences);
+            return no_place(err);
         return api_fail(err, ERR_OVERLOADED, "the sequences' caches would pass "
                         "max_sequence_bytes (%lld bytes) and the rest is held by sequences "
                         "in use: retry later, or end sequences (this step was not applied; "
