@@ -62,7 +62,7 @@ MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c mode
 CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c codec/options.c codec/stream.c codec/sequence.c
-API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sessions.c
+API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
 SVC_SRC    := $(LIB_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
@@ -80,7 +80,7 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_cpus.c \
              tests/lib/test_pool.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/api/test_service.c \
-             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/api/test_sessions.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
+             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/api/test_sequence_store.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
              tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c \
              tests/api/test_models.c tests/lib/test_utf8.c tests/codec/test_stream.c tests/codec/test_scan_blank.c
 UNIT_SRC  += tests/core/test_kvcache.c
@@ -90,16 +90,16 @@ HTTPTEST  := $(BUILD)/tests/server-tests
 HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/server/test_sessions.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c \
                 tests/support/golden_v2.c tests/support/http_client.c
 HTTPTEST_SRC += tests/server/test_induction.c tests/server/test_model_config.c tests/server/test_http_headers.c
-HTTPTEST_SRC += tests/server/test_sessions_pressure.c
+HTTPTEST_SRC += tests/server/test_sequence_pressure.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
              $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal $(BUILD)/bench/bench_model
-BENCH_BIN += $(BUILD)/bench/bench_decode $(BUILD)/bench/bench_sessions
+BENCH_BIN += $(BUILD)/bench/bench_decode $(BUILD)/bench/bench_sequences
 
 ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
-             $(BUILD)/bench/bench_model.o $(BUILD)/bench/bench_decode.o $(BUILD)/bench/bench_sessions.o \
+             $(BUILD)/bench/bench_model.o $(BUILD)/bench/bench_decode.o $(BUILD)/bench/bench_sequences.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/differential.o
 
@@ -118,7 +118,7 @@ $(BUILD)/%.o: %.c
 # when it is rebuilt (-MMD leaves -isystem headers out of the .d files);
 # what links it, relinked.
 $(SVC_OBJ) $(HTTP_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(BUILD)/bench/const_server.o: $(MHD_DEP)
-$(SERVER) $(UNIT) $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_sessions $(BUILD)/bench/const_server: $(MHD_DEP)
+$(SERVER) $(UNIT) $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_sequences $(BUILD)/bench/const_server: $(MHD_DEP)
 mhd: $(MHD_DEP)
 ifneq ($(MHD_DEP),)
 $(MHD_DEP): scripts/mhd.sh scripts/mhd-chunk-size.patch
@@ -160,7 +160,7 @@ $(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o
 $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
-$(BUILD)/bench/bench_sessions: $(BUILD)/bench/bench_sessions.o $(SVC_OBJ) $(CORE_OBJ)
+$(BUILD)/bench/bench_sequences: $(BUILD)/bench/bench_sequences.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
 $(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o) \

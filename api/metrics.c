@@ -1,6 +1,6 @@
 #include "api/metrics.h"
 
-#include "api/sessions.h"
+#include "api/sequence_store.h"
 #include "model/repo.h"
 
 #include <stdatomic.h>
@@ -136,7 +136,7 @@ static int write_models(FILE *f)
     return 0;
 }
 
-/* One model's sequences (sess_each_model). */
+/* One model's sequences (seq_each_model). */
 static void model_sequences(const char *name, long long n, long long bytes, void *cls)
 {
     FILE *f = cls;
@@ -144,11 +144,11 @@ static void model_sequences(const char *name, long long n, long long bytes, void
                "attention_model_sequence_bytes{model=\"%s\"} %lld\n", name, n, name, bytes);
 }
 
-/* The sequences (sessions, api/sessions.h): all together, then per model. */
+/* The sequences (api/sequence_store.h): all together, then per model. */
 static void write_sequences(FILE *f)
 {
-    struct sess_stats st;
-    sess_stats(&st);
+    struct seq_stats st;
+    seq_stats(&st);
     fprintf(f, "# HELP attention_sequences_active Sequences (sessions) held (max_sequences).\n"
                "# TYPE attention_sequences_active gauge\nattention_sequences_active %lld\n"
                "# HELP attention_sequence_bytes Bytes of every sequence's KV cache, blocks "
@@ -163,7 +163,7 @@ static void write_sequences(FILE *f)
                "# HELP attention_model_sequence_bytes KV cache bytes per model.\n"
                "# TYPE attention_model_sequence_bytes gauge\n",
             st.active, st.bytes, st.evictions);
-    sess_each_model(model_sequences, f);
+    seq_each_model(model_sequences, f);
 }
 
 char *metrics_write(const struct metrics_gauges *g, size_t *len)

@@ -17,7 +17,7 @@
 #include "api/files.h"
 #include "api/metrics.h"
 #include "api/service.h"
-#include "api/sessions.h"
+#include "api/sequence_store.h"
 #include "api/v2.h"
 #include "lib/errors.h"
 #include "model/repo.h"
@@ -31,7 +31,7 @@ static struct pool *workers;
 
 /* The protocols' own headers, which their rows declare (http/route.h:
  * reads, sends) and the transport learns from the table. */
-#define SEQUENCE_ID "X-Sequence-Id"                        /* docs/sessions.md */
+#define SEQUENCE_ID "X-Sequence-Id"                        /* docs/sequences.md */
 #define HEADER_LEN "Inference-Header-Content-Length"       /* v2's binary body */
 /* Inference-Header-Content-Length above this is refused (Triton parses it
  * as an int32). */
@@ -314,9 +314,9 @@ static const struct route_table table = {
 const struct route_table *routes_init(const struct cfg *c, struct pool *pool)
 {
     limits = service_limits(c);
-    const struct sess_limits sl = {c->max_sequences, c->sequence_idle_timeout,
+    const struct seq_limits sl = {c->max_sequences, c->sequence_idle_timeout,
                                    c->max_sequence_bytes};
-    sess_init(&sl);
+    seq_init(&sl);
     workers = pool;
     files_init(c->static_dir);
     for (size_t i = 0; i < table.count; i++)

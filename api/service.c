@@ -8,7 +8,7 @@
 #include "api/models.h"
 #include "model/repo.h"
 #include "api/metrics.h"
-#include "api/sessions.h"
+#include "api/sequence_store.h"
 #include "codec/options.h"
 #include "codec/v2.h"
 #include "codec/variants.h"
@@ -52,12 +52,12 @@ void service_v2_error(struct route_response *a, int code, const char *msg)
 }
 
 /* ---------------------------------------------------------------------- */
-/* A step of a sequence (api/sessions.h), for both protocols               */
+/* A step of a sequence (api/sequence_store.h), for both protocols               */
 
 static const enum att_kv_dtype dtypes[3] = {ATT_KV_F32, ATT_KV_F16, ATT_KV_BF16};
 
 /* What r's start fixes. */
-static void fixed_of(struct sess_fixed *f, const struct codec_request *r, const char *model,
+static void fixed_of(struct seq_fixed *f, const struct codec_request *r, const char *model,
                      const void *model_id)
 {
     const struct att_params *p = &r->p;
@@ -73,7 +73,7 @@ static void fixed_of(struct sess_fixed *f, const struct codec_request *r, const 
 }
 
 /* A later step against what the start fixed: 0, or -1 with err. */
-static int same_fixed(const struct sess_fixed *a, const struct sess_fixed *b, int dtype_asked,
+static int same_fixed(const struct seq_fixed *a, const struct seq_fixed *b, int dtype_asked,
                       const char *id, struct api_error *err)
 {
     if (strcmp(a->model, b->model))
@@ -100,7 +100,7 @@ static int same_fixed(const struct sess_fixed *a, const struct sess_fixed *b, in
 
 /* A later step that leaves out num_kv_heads, head_dim or rope has the
  * start's (as it leaves out the built-in model's weights). 1 when any. */
-static int inherit(struct att_params *p, const struct sess_fixed *f)
+static int inherit(struct att_params *p, const struct seq_fixed *f)
 {
     int any = 0;
     if (!p->Hkv && f->Hkv != p->H)
@@ -118,25 +118,25 @@ static int inherit(struct att_params *p, const struct sess_fixed *f)
  * whole cache, for the answer) and seq.length set. model_id: the loaded
  * model (NULL: built-in). The whole request is checked, and the step's
  * rows projected and checked against the cache's dtype, before
- * sess_reserve() may evict anyone. 0 and *held (the sequence, busy until
- * sess_sent: the answer is to be sent), or -1 with err (the sequence as
+ * seq_reserve() may evict anyone. 0 and *held (the sequence, busy until
+ * seq_sent: the answer is to be sent), or -1 with err (the sequence as
  * before, its idle timer too). */
 static int step(struct codec_request *r, const char *model, const void *model_id,
                 const struct codec_limits *lim, const char *weights_hint, float **out,
-                float **w, struct sess **held, struct api_error *err)
+                float **w, struct seq **held, struct api_error *err)
 {
     struct codec_sequence *q = &r->seq;
     *held = NULL;
     if (q->end_only) {
-        if (sess_end(q->id))
+        if (seq_end(q->id))
             return api_fail(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' does not exist: "
                             "nothing to end", q->id);
         return 0;
     }
-    struct sess_fixed fix;
+    struct seq_fixed fix;
     fixed_of(&fix, r, model, model_id);
-    struct sess_step st;
-    if (sess_open(&st, q->id, q->start, &fix, err))
+    struct seq_step st;
+    if (seq_open(&st, q->id, q->start, &fix, err))
         return -1;
     int rc = -1, drop = 0;
     struct att_step *as = NULL;
@@ -151,7 +151,7 @@ static int step(struct codec_request *r, const char *model, const void *model_id
         fixed_of(&fix, r, model, model_id);
     if (!q->start && same_fixed(st.fixed, &fix, q->dtype_asked, q->id, err))
         goto done;
-    if (!model_id && (sess_weights(&st, &r->p, err) ||
+    if (!model_id && (seq_weights(&st, &r->p, err) ||
                       codec_identity_check(&r->p, "weights.", err)))
         goto done;
     const long long len = att_kv_len(st.kv), total = len + r->p.S;
@@ -188,7 +188,7 @@ static int step(struct codec_request *r, const char *model, const void *model_id
         api_fail(err, http_error_from_att(st_rc), "%s", ae.msg);
         goto restore;
     }
-    if (sess_reserve(&st, total, err))
+    if (seq_reserve(&st, total, err))
         goto restore;
     st_rc = att_step_finish(*out, *w, as, st.kv, &ae);
     as = NULL;
@@ -204,14 +204,14 @@ restore:
 done:
     att_step_cancel(as);
     st.hold = 1;
-    *held = sess_close(&st, rc == 0, drop || (rc == 0 && q->end));
+    *held = seq_close(&st, rc == 0, drop || (rc == 0 && q->end));
     return rc;
 }
 
 /* A held sequence's answer sent (route_response.done). */
 static void sequence_sent(void *held)
 {
-    sess_sent(held);
+    seq_sent(held);
 }
 
 /* A refusal of a step (a 503's Retry-After is the transport's). */
@@ -308,7 +308,7 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
      *    a sequence on its cache */
     if (r.seq.id[0]) {
         const struct model *m = r.model_ref ? repo_model(r.model_ref) : NULL;
-        struct sess *held;
+        struct seq *held;
         const int src = step(&r, r.model_ref ? repo_ref_name(r.model_ref) : MODEL_BUILTIN, m,
                              lim, CODEC_WEIGHTS_HINT, &out, &w, &held, &e);
         d[STAGE_COMPUTE] = lap(&mark);
@@ -395,7 +395,7 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
     }
     /* 2. compute (a step of a sequence on its cache) */
     if (r.c.seq.id[0]) {
-        struct sess *held;
+        struct seq *held;
         const int src = step(&r.c, repo_ref_name(ref), repo_model(ref), lim,
                              CODEC_V2_WEIGHTS_HINT, &out, &w, &held, &e);
         d[STAGE_COMPUTE] = lap(&mark);

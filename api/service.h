@@ -25,7 +25,7 @@
  * (CLOCK_MONOTONIC seconds, service_now()). */
 struct service_times {
     double first_byte, body_done;
-    const char *sequence_id; /* the X-Sequence-Id header (docs/sessions.md), or NULL */
+    const char *sequence_id; /* the X-Sequence-Id header (docs/sequences.md), or NULL */
 };
 
 double service_now(void);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "api/models.h"
-#include "api/sessions.h"
+#include "api/sequence_store.h"
 #include "codec/options.h"
 #include "codec/v2.h"
 #include "model/repo.h"
@@ -115,7 +115,7 @@ static json_t *model_meta(const char *name, const struct model *m)
  *   size is free (the batch N is the model's own, and optional);
  * - data_type: "TYPE_" + the metadata's datatype (BYTES is TYPE_STRING);
  *   every input but query is optional (codec/v2.c requires only query);
- * - sequence_batching: every model takes sequences (api/sessions.h), idle
+ * - sequence_batching: every model takes sequences (api/sequence_store.h), idle
  *   for at most sequence_idle_timeout; they are controlled by request
  *   parameters (sequence_id, sequence_start, sequence_end), not by input
  *   tensors, so there is no control_input;
@@ -150,7 +150,7 @@ static json_t *model_config(const char *name, const struct model *m)
                                                    text ? text : json_string_value(v)));
         free(text);
     }
-    const json_int_t idle_us = (json_int_t)(sess_idle_timeout() * 1e6);
+    const json_int_t idle_us = (json_int_t)(seq_idle_timeout() * 1e6);
     json_t *c = json_pack("{s:s, s:O, s:s, s:i, s:o, s:o, s:{s:I}, s:o}", "name", name,
                           "platform", json_object_get(meta, "platform"), "backend", "attention",
                           "max_batch_size", 0, "input",
@@ -317,7 +317,7 @@ void v2_handle_repository(const struct v2_route *rt, const char *body, size_t le
         }
         rc = repo_load(rt->model, why, sizeof why);
         if (rc == REPO_OK) {
-            sess_drop_model(rt->model); /* its sequences' caches are the old weights' */
+            seq_drop_model(rt->model); /* its sequences' caches are the old weights' */
             answer_empty(a);
         } else
             service_v2_error(a, rc == REPO_EINVAL ? ERR_NOT_FOUND : ERR_INVALID_PARAMETER, why);
@@ -327,7 +327,7 @@ void v2_handle_repository(const struct v2_route *rt, const char *body, size_t le
         if (rc == REPO_ENOTFOUND)
             models_unknown(why, sizeof why, rt->model);
         if (rc == REPO_OK) {
-            sess_drop_model(rt->model);
+            seq_drop_model(rt->model);
             answer_empty(a);
         } else
             service_v2_error(a, rc == REPO_ENOTFOUND ? ERR_NOT_FOUND : ERR_INVALID_PARAMETER,

@@ -5,13 +5,13 @@
 #
 # Expects the Makefile to have built build/attention-server and
 # build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal,bench_model,
-# bench_decode,bench_sessions}.
+# bench_decode,bench_sequences}.
 #
 # BENCH_SECONDS: seconds per wrk point (4). BENCH_ONLY=large: only the large
 # request's stage table and the two-at-a-time line (needs just the server;
 # BENCH_LARGE_RUNS timed runs per encoding, 5 by default, median by e2e).
-# BENCH_ONLY=sessions: only 4b, sequences end to end (bench/sessions_e2e.py,
-# which starts its own server; SESSIONS_* settings in its header).
+# BENCH_ONLY=sequences: only 4b, sequences end to end (bench/sequences_e2e.py,
+# which starts its own server; SEQUENCES_* settings in its header).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
@@ -19,7 +19,7 @@ mkdir -p "$OUT"
 DURATION=${BENCH_SECONDS:-4}
 ONLY=${BENCH_ONLY:-}
 RUNS=${BENCH_LARGE_RUNS:-5}
-case "$ONLY" in ""|large|sessions) ;; *) echo "bench: BENCH_ONLY must be empty, 'large' or 'sessions'" >&2; exit 2 ;; esac
+case "$ONLY" in ""|large|sequences) ;; *) echo "bench: BENCH_ONLY must be empty, 'large' or 'sequences'" >&2; exit 2 ;; esac
 
 echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -27,9 +27,9 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # 4b. sequences end to end over HTTP: a decode step at a 16 k cache against
 # the stateless request carrying the cache, and chunks against the stateless
 # causal request of their shape (its own server, limits raised)
-sessions_e2e() { echo; /usr/bin/python3 bench/sessions_e2e.py build/attention-server "$OUT/sessions.csv"; }
-if [ "$ONLY" = sessions ]; then
-    sessions_e2e
+sequences_e2e() { echo; /usr/bin/python3 bench/sequences_e2e.py build/attention-server "$OUT/sequences.csv"; }
+if [ "$ONLY" = sequences ]; then
+    sequences_e2e
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
@@ -46,7 +46,7 @@ build/bench/bench_core scale "$OUT"
 build/bench/bench_decode "$OUT"
 # 1f. a one-row step with 10, 10 000 and 100 000 sequences held
 echo
-build/bench/bench_sessions "$OUT"
+build/bench/bench_sequences "$OUT"
 
 # 3. codec
 echo
@@ -177,7 +177,7 @@ printf "Two large base64 requests at once: 8 one at a time %.2f s, 8 two at a ti
 # against the full weights: time, answer size, each server's peak RSS.
 echo
 /usr/bin/python3 bench/reduced_weights.py build/attention-server "$OUT/reduced.csv"
-[ -z "$ONLY" ] && sessions_e2e
+[ -z "$ONLY" ] && sequences_e2e
 
 if [ -n "$ONLY" ]; then
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

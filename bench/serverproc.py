@@ -1,5 +1,5 @@
 """serverproc.py -- start an attention-server on a free loopback port for
-the Python benchmarks (reduced_weights.py, sessions_e2e.py)."""
+the Python benchmarks (reduced_weights.py, sequences_e2e.py)."""
 import re
 import subprocess
 import sys

@@ -95,8 +95,8 @@ enum codec_path {
     CODEC_PATH_JANSSON, /* the reference did (every refusal of a small body) */
 };
 
-/* A request's place in a sequence (a session of Triton's sequence
- * extension, docs/sessions.md), read by both protocols (codec/sequence.c):
+/* A request's place in a sequence (Triton's sequence
+ * extension, docs/sequences.md), read by both protocols (codec/sequence.c):
  * the options sequence_id, sequence_start, sequence_end, kv_cache_dtype,
  * and the X-Sequence-Id header. Ids compare as text: the integer 42, the
  * string "42" and the header value 42 are one sequence. */

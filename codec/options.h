@@ -62,7 +62,7 @@ enum opt_id {
     OPT_SOFTCAP,
     OPT_WEIGHTS_TOP_K,
     OPT_WEIGHTS_POOL,
-    /* sessions (Triton's sequence extension): a step of a sequence */
+    /* sequences (Triton's sequence extension): a step of a sequence */
     OPT_SEQUENCE_ID,
     OPT_SEQUENCE_START,
     OPT_SEQUENCE_END,

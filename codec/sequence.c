@@ -1,4 +1,4 @@
-/* sequence.c -- a request's place in a sequence (a session; Triton's
+/* sequence.c -- a request's place in a sequence (Triton's
  * sequence extension) and a step's own rules, for both protocols; see
  * codec.h (struct codec_sequence) and variants.h. */
 #include "codec/variants.h"

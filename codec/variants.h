@@ -173,7 +173,7 @@ int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
 /* positional_encoding, when given, into *pe. */
 int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err);
 
-/* Sessions (codec/sequence.c), for both protocols. */
+/* Sequences (codec/sequence.c), for both protocols. */
 
 /* The sequence options of a request into s (s->header, text, text_len set
  * before): cv holds them merged over the model's defaults, own is the

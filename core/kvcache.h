@@ -1,5 +1,5 @@
 /* kvcache.h -- a sequence's key/value cache and one step of attention over
- * it (the sessions of Triton's sequence extension; the api keeps one cache
+ * it (the sequences of Triton's sequence extension; the api keeps one cache
  * per sequence, core/ knows nothing of ids, models or protocols).
  *
  *     struct att_kv *c = att_kv_new(Hkv, d, ATT_KV_F16);

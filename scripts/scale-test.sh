@@ -341,7 +341,7 @@ wrk_wait
 phase steady "$A0" "$E0"
 
 # --- sequences: every step lands where its cache is -------------------------
-# 11 sequences (docs/sessions.md; not a multiple of the replicas, so that a
+# 11 sequences (docs/sequences.md; not a multiple of the replicas, so that a
 # round robin would move them) stepped in turn through nginx, which
 # hashes X-Sequence-Id onto a replica (tests/scale/nginx.conf.in): every
 # step must answer 200 with the cache length its sequence has by then (a

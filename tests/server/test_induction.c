@@ -18,7 +18,7 @@
  * least IND_MIN on key i−m+1 over the second copy; those heads are the
  * ones of their layer that look there most (layer 1's heads may share the
  * job: within HEAD_TIE), and every head's figure is close to the one the
- * script measured (training.*_per_head). One step through sessions on both
+ * script measured (training.*_per_head). One step through sequences on both
  * layers equals the stateless row. */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -39,7 +39,7 @@
 #define M_MIN 6      /* the repeated segment: M_MIN ... P/2 tokens */
 #define NSEQ 256     /* sequences measured */
 #define NREQ 64      /* sequences per infer request */
-#define TOL 2e-5     /* a session's row against the stateless one */
+#define TOL 2e-5     /* a sequence's row against the stateless one */
 #define FIGURE_TOL 0.05 /* a figure here against the script's, on other sequences */
 #define HEAD_TIE 0.03   /* layer-1 heads this close do the same job */
 
@@ -78,7 +78,7 @@ static void stack_read(struct stack *k, int port)
     json_t *d = json_object_get(c, "defaults");
     cr_assert_str_eq(json_string_value(json_object_get(d, "attn_mask")), "causal");
     cr_assert_null(json_object_get(d, "positional_encoding"), "a positional_encoding default "
-                   "cannot be stepped in a session");
+                   "cannot be stepped in a sequence");
     k->H = (int)json_integer_value(json_object_get(c, "num_heads"));
     k->P = (int)json_integer_value(json_object_get(in, "length"));
     cr_assert_str_eq(json_string_value(json_object_get(in, "tokens")), "vocab");
@@ -339,7 +339,7 @@ static void expect_close(const float *got, const float *want, size_t n, const ch
  * with sequence_start, then one row; that row's output and weights equal
  * the stateless answer's row T, and so does the prediction. Then
  * sequence_end on both. */
-Test(induction, one_session_step_of_both_layers_equals_the_stateless_row, .timeout = 60)
+Test(induction, one_sequence_step_of_both_layers_equals_the_stateless_row, .timeout = 60)
 {
     struct server s;
     start_default(&s);

@@ -5,7 +5,7 @@
 //   x0 = embedding[token] + positions[i]; x1 = x0 + layer0(x0); x2 = x1 + layer1(x1)
 //   prediction at i = vocab[argmax x2[i] · unembeddingᵀ] (readout.js predict)
 //
-// Each layer advances its own sequence on the server (docs/sessions.md):
+// Each layer advances its own sequence on the server (docs/sequences.md):
 // a prompt chunk starts it (sequence_start, all rows), a step sends only
 // the new token's row of that layer's input, so a request does not grow
 // with the position. No DOM.
@@ -33,7 +33,7 @@ export function stackOf(info, modelOf) {
   return layers.length > 1 ? layers : null;
 }
 
-// 128 random bits in hex: an id nobody can guess (docs/sessions.md).
+// 128 random bits in hex: an id nobody can guess (docs/sequences.md).
 export function newSequenceId() {
   const b = crypto.getRandomValues(new Uint8Array(16));
   return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');

@@ -1,5 +1,5 @@
-/* test_sessions_pressure.c -- sequences under pressure, end to end over
- * HTTP (docs/sessions.md, "Limits"): a step that can never fit is a 413
+/* test_sequence_pressure.c -- sequences under pressure, end to end over
+ * HTTP (docs/sequences.md, "Limits"): a step that can never fit is a 413
  * that evicts nobody; a refused start evicts nobody; a 503 carries one
  * Retry-After on both protocols; the idle timer counts steps that succeed
  * and were answered, not refused probes, and not the time an answer takes
@@ -97,7 +97,7 @@ static int header_count(const struct http_reply *a, const char *name)
 /* ---------------------------------------------------------------------- */
 /* 1, 2: decide first, then evict                                         */
 
-Test(sessions_pressure, a_step_that_can_never_fit_is_413_and_evicts_nobody)
+Test(sequence_pressure, a_step_that_can_never_fit_is_413_and_evicts_nobody)
 {
     struct server s;
     /* one 1 MiB block of a 512-wide head fits, two never do */
@@ -128,7 +128,7 @@ Test(sessions_pressure, a_step_that_can_never_fit_is_413_and_evicts_nobody)
     cr_assert_eq(server_stop(&s), 0);
 }
 
-Test(sessions_pressure, a_refused_start_evicts_nobody)
+Test(sequence_pressure, a_refused_start_evicts_nobody)
 {
     struct server s;
     const char *const flags[] = {"--max-sequences", "1", NULL};
@@ -213,7 +213,7 @@ static int drain(int fd)
     return atoi(hdr + 9);
 }
 
-Test(sessions_pressure, a_503_carries_one_retry_after)
+Test(sequence_pressure, a_503_carries_one_retry_after)
 {
     struct server s;
     const char *const flags[] = {"--max-sequences", "1", "--min-send-rate", "0", NULL};
@@ -241,7 +241,7 @@ Test(sessions_pressure, a_503_carries_one_retry_after)
     cr_assert_eq(server_stop(&s), 0);
 }
 
-Test(sessions_pressure, a_slow_answer_keeps_its_sequence)
+Test(sequence_pressure, a_slow_answer_keeps_its_sequence)
 {
     struct server s;
     const char *const flags[] = {"--sequence-idle-timeout", "1", "--min-send-rate", "0", NULL};
@@ -257,7 +257,7 @@ Test(sessions_pressure, a_slow_answer_keeps_its_sequence)
     cr_assert_eq(server_stop(&s), 0);
 }
 
-Test(sessions_pressure, a_refused_request_does_not_keep_a_sequence_alive)
+Test(sequence_pressure, a_refused_request_does_not_keep_a_sequence_alive)
 {
     struct server s;
     const char *const flags[] = {"--sequence-idle-timeout", "2", NULL};

@@ -1,29 +1,29 @@
-/* sessions.h -- the sequences (sessions) the server holds: Triton's
+/* sequence_store.h -- the sequences the server holds: Triton's
  * sequence extension over a key/value cache per sequence (core/kvcache.h).
- * docs/sessions.md says what a client sees.
+ * docs/sequences.md says what a client sees.
  *
  * One store per process. A sequence is found by its id (text: the client's
  * sequence_id, or X-Sequence-Id) and holds what its start fixed -- the
  * model's name, H, Hkv, head_dim, RoPE, the cache's dtype, and for the
  * built-in model the weights given then (copied) -- and its cache.
  *
- *     struct sess_step st;
- *     if (sess_open(&st, id, start, &fix, &err) == 0) {   // waits for its turn
- *         ... sess_weights, and every check of the request ...
- *         if (sess_reserve(&st, tokens, &err) == 0)       // the budget: only here
+ *     struct seq_step st;
+ *     if (seq_open(&st, id, start, &fix, &err) == 0) {   // waits for its turn
+ *         ... seq_weights, and every check of the request ...
+ *         if (seq_reserve(&st, tokens, &err) == 0)       // the budget: only here
  *             ... att_step(out, w, p, st.kv, &ae) ...        // anyone is evicted
  *         st.hold = 1;                                    // the answer is to be sent
- *         held = sess_close(&st, ok, end);                // next step's turn; end frees
+ *         held = seq_close(&st, ok, end);                // next step's turn; end frees
  *     }
  *     ... the answer sent (or given up) ...
- *     sess_sent(held);                                    // the idle timer starts
+ *     seq_sent(held);                                    // the idle timer starts
  *
  * Steps of one sequence run one at a time, in the order they called
- * sess_open (a ticket each): a concurrent step waits. A sequence is busy
+ * seq_open (a ticket each): a concurrent step waits. A sequence is busy
  * while a step holds or waits for it, or an answer of its steps is still
- * being sent (held); else idle. Limits (sess_init): max_sequences and
+ * being sent (held); else idle. Limits (seq_init): max_sequences and
  * max_bytes (every cache's allocated blocks together, att_kv_bytes, and the
- * built-in model's weights the sequences keep). sess_reserve() judges the
+ * built-in model's weights the sequences keep). seq_reserve() judges the
  * whole step first: one that would make its sequence pass max_bytes on
  * its own can never fit (ERR_PAYLOAD_TOO_LARGE, 413); one that would not
  * fit even with every idle sequence gone is refused (ERR_OVERLOADED, 503)
@@ -32,12 +32,12 @@
  * max_bytes). A refused step is not applied and the sequence keeps its
  * state, its idle timer and its place. idle_timeout seconds after its
  * last step that succeeded and was answered, an idle sequence is dropped
- * (checked at each sess_open and sess_stats). Finding a sequence and
+ * (checked at each seq_open and seq_stats). Finding a sequence and
  * choosing one to evict are O(1) (a hash table, and a list in the order
  * of use). Every function is thread-safe.
  */
-#ifndef API_SESSIONS_H
-#define API_SESSIONS_H
+#ifndef API_SEQUENCE_STORE_H
+#define API_SEQUENCE_STORE_H
 
 #include <stddef.h>
 
@@ -46,25 +46,25 @@
 #include "lib/errors.h"
 
 /* The limits' defaults (config/config.c's settings say the same). */
-#define SESS_DEFAULT_MAX_SEQUENCES 1024
-#define SESS_DEFAULT_IDLE_TIMEOUT 600.0
-#define SESS_DEFAULT_MAX_BYTES (1LL << 30)
+#define SEQ_DEFAULT_MAX_SEQUENCES 1024
+#define SEQ_DEFAULT_IDLE_TIMEOUT 600.0
+#define SEQ_DEFAULT_MAX_BYTES (1LL << 30)
 
-struct sess_limits {
+struct seq_limits {
     int max_sequences;
     double idle_timeout; /* seconds */
     long long max_bytes;
 };
 
 /* (Re)set the limits and forget every sequence (at start-up; tests). */
-void sess_init(const struct sess_limits *l);
-/* The idle_timeout of sess_init, seconds (the model configuration says it). */
-double sess_idle_timeout(void);
+void seq_init(const struct seq_limits *l);
+/* The idle_timeout of seq_init, seconds (the model configuration says it). */
+double seq_idle_timeout(void);
 /* Free every sequence (at exit). */
-void sess_shutdown(void);
+void seq_shutdown(void);
 
 /* What a sequence's start fixes; later steps must agree. */
-struct sess_fixed {
+struct seq_fixed {
     char model[128];
     const void *model_id; /* the loaded model's identity (its struct), NULL: built-in */
     int H, Hkv, head_dim, E, kdim, vdim;
@@ -73,16 +73,16 @@ struct sess_fixed {
     enum att_kv_dtype dtype;
 };
 
-struct sess;
-struct sess_step {
-    struct sess *s;
+struct seq;
+struct seq_step {
+    struct seq *s;
     struct att_kv *kv;      /* the sequence's cache (the step's to use while open) */
-    const struct sess_fixed *fixed;
+    const struct seq_fixed *fixed;
     int started;            /* this step starts it (afresh) */
     int created;            /* ... and it did not exist */
-    struct sess *pending;   /* a live one restarted: what replaces it if the step succeeds */
-    size_t weight_bytes;    /* the start's kept weights (sess_weights), for sess_reserve */
-    int hold;               /* set by the caller: sess_close holds it until sess_sent */
+    struct seq *pending;   /* a live one restarted: what replaces it if the step succeeds */
+    size_t weight_bytes;    /* the start's kept weights (seq_weights), for seq_reserve */
+    int hold;               /* set by the caller: seq_close holds it until seq_sent */
 };
 
 /* The sequence id, for this step: with start, created (or restarted: the
@@ -90,45 +90,45 @@ struct sess_step {
  * when it succeeds) -- refused at once when max_sequences is reached and
  * none is idle; else it must exist (ERR_SEQUENCE_NOT_FOUND). Waits for the
  * steps of the same id opened before; a start whose sequence was ended
- * while it waited starts it afresh. Evicts nobody (sess_reserve does). 0
+ * while it waited starts it afresh. Evicts nobody (seq_reserve does). 0
  * and st open, or -1 with err. */
-int sess_open(struct sess_step *st, const char *id, int start, const struct sess_fixed *fix,
+int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fixed *fix,
               struct api_error *err);
 /* The weights kept for the built-in model: at the start, copy p's (they
- * count in max_bytes as the caches do, from sess_reserve on); later, fill
+ * count in max_bytes as the caches do, from seq_reserve on); later, fill
  * p's absent ones from those kept, and refuse (400) one that differs. 0,
  * or -1 with err. */
-int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *err);
+int seq_weights(struct seq_step *st, struct att_params *p, struct api_error *err);
 /* Call once the whole step is checked: the budget for the cache to hold
  * tokens (att_kv_bytes_at) and for a start's kept weights, and a new
  * sequence's place. Refused (413: can never fit; 503: not while others
  * are busy) before anyone is evicted; else evicts the least recently used
- * idle sequences it needs. The bytes are counted from now on; sess_close()
+ * idle sequences it needs. The bytes are counted from now on; seq_close()
  * settles them with the cache's. */
-int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err);
+int seq_reserve(struct seq_step *st, long long tokens, struct api_error *err);
 /* Done with this step, which succeeded (ok) or changed nothing: end frees
  * the sequence, and so does a failed start of one that did not exist (a
  * failed restart leaves the live one as it was). A step that succeeded
  * stamps the sequence used now; with st->hold (and not end) it stays busy
- * until sess_sent() of what this returns (else NULL). */
-struct sess *sess_close(struct sess_step *st, int ok, int end);
+ * until seq_sent() of what this returns (else NULL). */
+struct seq *seq_close(struct seq_step *st, int ok, int end);
 /* The answer of a held step was sent or given up: the sequence is stamped
  * used now, and idle again unless a step holds it. NULL: nothing. */
-void sess_sent(struct sess *held);
+void seq_sent(struct seq *held);
 
 /* End id without a step (0), or -1 when there is none. */
-int sess_end(const char *id);
+int seq_end(const char *id);
 /* Drop every sequence of model name (unloaded or reloaded): a step on one
  * is then ERR_SEQUENCE_NOT_FOUND. Those busy go when their step closes. */
-void sess_drop_model(const char *name);
+void seq_drop_model(const char *name);
 
-struct sess_stats {
+struct seq_stats {
     long long active, bytes;
     unsigned long long evictions;
 };
-void sess_stats(struct sess_stats *s);
+void seq_stats(struct seq_stats *s);
 /* Per model: calls f(name, sequences, bytes, cls) for each model holding one. */
-void sess_each_model(void (*f)(const char *name, long long n, long long bytes, void *cls),
+void seq_each_model(void (*f)(const char *name, long long n, long long bytes, void *cls),
                      void *cls);
 
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""sessions_e2e.py -- `make bench` (section 4b): sequences end to end over
+"""sequences_e2e.py -- `make bench` (section 4b): sequences end to end over
 HTTP, each ratio against a stateless request timed in this same run.
 
 Shape (issue 22): H 32, Hkv 8, d 128 with identity projections on the
@@ -24,9 +24,9 @@ max_source_len. Timings are wall-clock at the client (Python's
 http.client on loopback, one keep-alive connection), the body already
 encoded. No pass/fail: the figures and the targets are printed.
 
-Usage: bench/sessions_e2e.py SERVER_BINARY [CSV_OUT]
-Env: SESSIONS_CACHE (16384), SESSIONS_STEPS (200), SESSIONS_RUNS (5),
-     SESSIONS_CHUNKS ("1024:0,4096:0,512:4096": S:C pairs, C = tokens cached before).
+Usage: bench/sequences_e2e.py SERVER_BINARY [CSV_OUT]
+Env: SEQUENCES_CACHE (16384), SEQUENCES_STEPS (200), SEQUENCES_RUNS (5),
+     SEQUENCES_CHUNKS ("1024:0,4096:0,512:4096": S:C pairs, C = tokens cached before).
 """
 import base64
 import http.client
@@ -42,11 +42,11 @@ import serverproc
 
 H, HKV, D = 32, 8, 128
 E, KDIM = H * D, HKV * D
-CACHE = int(os.environ.get("SESSIONS_CACHE", "16384"))
-STEPS = int(os.environ.get("SESSIONS_STEPS", "200"))
-RUNS = int(os.environ.get("SESSIONS_RUNS", "5"))
+CACHE = int(os.environ.get("SEQUENCES_CACHE", "16384"))
+STEPS = int(os.environ.get("SEQUENCES_STEPS", "200"))
+RUNS = int(os.environ.get("SEQUENCES_RUNS", "5"))
 CHUNKS = [tuple(int(x) for x in p.split(":"))
-          for p in os.environ.get("SESSIONS_CHUNKS", "1024:0,4096:0,512:4096").split(",")]
+          for p in os.environ.get("SEQUENCES_CHUNKS", "1024:0,4096:0,512:4096").split(",")]
 RNG = np.random.default_rng(22)
 
 
@@ -54,7 +54,7 @@ def start(binary):
     flags = ["--max-body-bytes", "2G", "--max-tensor-elements", str(1 << 30),
              "--max-source-len", "1048576", "--max-answer-bytes", "1G",
              "--log-level", "warn"]
-    return serverproc.start(binary, flags, "sessions_e2e")
+    return serverproc.start(binary, flags, "sequences_e2e")
 
 
 def rows(n, width):
@@ -99,7 +99,7 @@ class Client:
         data = r.read()
         dt = time.perf_counter() - t0
         if r.status != 200:
-            sys.exit(f"sessions_e2e: {path} answered {r.status}: {data[:300]!r}")
+            sys.exit(f"sequences_e2e: {path} answered {r.status}: {data[:300]!r}")
         return dt
 
     def attention(self, body):
@@ -140,7 +140,7 @@ def decode(c, out):
     c.attention(json.dumps({"sequence_id": sid, "sequence_end": True}).encode())
     t_step = statistics.median(times[1:])  # the first is the warm-up
     best = min(t_b64, t_v2)
-    print(f"4b. Sessions end to end over HTTP (H {H}, Hkv {HKV}, d {D}, identity projections, "
+    print(f"4b. Sequences end to end over HTTP (H {H}, Hkv {HKV}, d {D}, identity projections, "
           f"FP32 cache, need_weights false; 2 workers x 1 thread; client: Python http.client)")
     print(f"Decode at a {CACHE}-token cache: {STEPS} single-token steps, stateless median of {RUNS}")
     print(f"{'request':<34} {'body MB':>9} {'ms':>10} {'vs step':>9}")

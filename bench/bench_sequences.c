@@ -1,8 +1,8 @@
-/* bench_sessions.c -- a one-row step of a sequence with 10, 10 000 and
+/* bench_sequences.c -- a one-row step of a sequence with 10, 10 000 and
  * 100 000 sequences held: the store's lookup and eviction choice must not
- * grow with them (api/sessions.c).
+ * grow with them (api/sequence_store.c).
  *
- *   bench_sessions OUTDIR
+ *   bench_sequences OUTDIR
  *
  * In process, through service_attention() (decode, the store, the step,
  * encode; no HTTP): the same 10 active sequences take the same steps in
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "api/service.h"
-#include "api/sessions.h"
+#include "api/sequence_store.h"
 #include "bench/timing.h"
 
 #define ACTIVE 10
@@ -43,7 +43,7 @@ static void step(const char *id, int start)
     struct route_response a;
     service_attention(&lim, body, (size_t)n, &tm, NULL, NULL, &a);
     if (a.status != 200) {
-        fprintf(stderr, "bench_sessions: step of %s: %d %.*s\n", id, a.status, (int)a.len,
+        fprintf(stderr, "bench_sequences: step of %s: %d %.*s\n", id, a.status, (int)a.len,
                 a.body ? a.body : "");
         exit(1);
     }
@@ -53,8 +53,8 @@ static void step(const char *id, int start)
 /* The store with n sequences, ACTIVE of them "a<i>", the rest idle. */
 static void fill(int n)
 {
-    const struct sess_limits l = {counts[NCONF - 1] + 1, 3600, 1LL << 40};
-    sess_init(&l);
+    const struct seq_limits l = {counts[NCONF - 1] + 1, 3600, 1LL << 40};
+    seq_init(&l);
     char id[32];
     for (int i = 0; i < n; i++) {
         if (i < ACTIVE)
@@ -88,11 +88,11 @@ int main(int argc, char **argv)
             round_us(); /* warm: the caches' first tokens */
             us[c][r] = round_us();
         }
-        fprintf(stderr, "bench_sessions: round %d/%d done\n", r + 1, ROUNDS);
+        fprintf(stderr, "bench_sequences: round %d/%d done\n", r + 1, ROUNDS);
     }
-    sess_shutdown();
+    seq_shutdown();
     char path[512];
-    snprintf(path, sizeof path, "%s/sessions_store.csv", outdir);
+    snprintf(path, sizeof path, "%s/sequence_store.csv", outdir);
     FILE *csv = fopen(path, "w");
     if (csv)
         fprintf(csv, "sequences,step_us,ratio\n");

@@ -1,4 +1,4 @@
-/* test_sessions.c -- the sequences' store (api/sessions.h): found by id,
+/* test_sequence_store.c -- the sequences' store (api/sequence_store.h): found by id,
  * started afresh, ended, evicted least recently used first (never a busy
  * one), the byte budget, a model's sequences dropped, one step at a time. */
 #include <criterion/criterion.h>
@@ -6,17 +6,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/sessions.h"
+#include "api/sequence_store.h"
 
 static void limits(int max_sequences, double idle, long long bytes)
 {
-    const struct sess_limits l = {max_sequences, idle, bytes};
-    sess_init(&l);
+    const struct seq_limits l = {max_sequences, idle, bytes};
+    seq_init(&l);
 }
 
-static struct sess_fixed fixed(const char *model)
+static struct seq_fixed fixed(const char *model)
 {
-    struct sess_fixed f;
+    struct seq_fixed f;
     memset(&f, 0, sizeof f);
     strcpy(f.model, model);
     f.H = f.Hkv = 1, f.head_dim = 4, f.E = f.kdim = f.vdim = 4;
@@ -27,42 +27,42 @@ static struct sess_fixed fixed(const char *model)
 /* Open id (start or not) and close it at once: 0, or the error code. */
 static int touch(const char *id, int start, const char *model)
 {
-    struct sess_step st;
+    struct seq_step st;
     struct api_error e;
-    const struct sess_fixed f = fixed(model);
-    if (sess_open(&st, id, start, &f, &e))
+    const struct seq_fixed f = fixed(model);
+    if (seq_open(&st, id, start, &f, &e))
         return e.code;
-    if (sess_reserve(&st, 0, &e)) { /* a new one's place */
-        sess_close(&st, 0, 0);
+    if (seq_reserve(&st, 0, &e)) { /* a new one's place */
+        seq_close(&st, 0, 0);
         return e.code;
     }
-    sess_close(&st, 1, 0);
+    seq_close(&st, 1, 0);
     return 0;
 }
 
-Test(sessions_store, a_step_needs_a_started_sequence)
+Test(sequence_store, a_step_needs_a_started_sequence)
 {
     limits(8, 600, 1LL << 30);
-    struct sess_step st;
+    struct seq_step st;
     struct api_error e;
-    const struct sess_fixed f = fixed("attention");
-    cr_assert_eq(sess_open(&st, "x", 0, &f, &e), -1);
+    const struct seq_fixed f = fixed("attention");
+    cr_assert_eq(seq_open(&st, "x", 0, &f, &e), -1);
     cr_assert_eq(e.code, ERR_SEQUENCE_NOT_FOUND);
     cr_assert(strstr(e.msg, "'x'") && strstr(e.msg, "start it again"), "%s", e.msg);
     cr_assert_eq(touch("x", 1, "attention"), 0);
     cr_assert_eq(touch("x", 0, "attention"), 0);
-    struct sess_stats s;
-    sess_stats(&s);
+    struct seq_stats s;
+    seq_stats(&s);
     cr_assert_eq(s.active, 1);
-    cr_assert_eq(sess_end("x"), 0);
-    cr_assert_eq(sess_end("x"), -1);
+    cr_assert_eq(seq_end("x"), 0);
+    cr_assert_eq(seq_end("x"), -1);
     cr_assert_eq(touch("x", 0, "attention"), ERR_SEQUENCE_NOT_FOUND);
-    sess_stats(&s);
+    seq_stats(&s);
     cr_assert_eq(s.active, 0);
     cr_assert_eq(s.bytes, 0);
 }
 
-Test(sessions_store, the_least_recently_used_idle_sequence_goes_first)
+Test(sequence_store, the_least_recently_used_idle_sequence_goes_first)
 {
     limits(2, 600, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m"), 0);
@@ -71,24 +71,24 @@ Test(sessions_store, the_least_recently_used_idle_sequence_goes_first)
     cr_assert_eq(touch("c", 1, "m"), 0);
     cr_assert_eq(touch("b", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
     cr_assert_eq(touch("a", 0, "m"), 0);
-    struct sess_stats s;
-    sess_stats(&s);
+    struct seq_stats s;
+    seq_stats(&s);
     cr_assert_eq(s.evictions, 1);
     cr_assert_eq(s.active, 2);
     /* a busy sequence is never evicted: with both busy, a third is refused */
-    struct sess_step sa, sc;
+    struct seq_step sa, sc;
     struct api_error e;
-    const struct sess_fixed f = fixed("m");
-    cr_assert_eq(sess_open(&sa, "a", 0, &f, &e), 0);
-    cr_assert_eq(sess_open(&sc, "c", 0, &f, &e), 0);
+    const struct seq_fixed f = fixed("m");
+    cr_assert_eq(seq_open(&sa, "a", 0, &f, &e), 0);
+    cr_assert_eq(seq_open(&sc, "c", 0, &f, &e), 0);
     cr_assert_eq(touch("d", 1, "m"), ERR_OVERLOADED);
-    sess_close(&sa, 1, 0);
-    sess_close(&sc, 1, 0);
+    seq_close(&sa, 1, 0);
+    seq_close(&sc, 1, 0);
     cr_assert_eq(touch("d", 1, "m"), 0);
 }
 
 /* Append one token to st's cache (E = 4, one head). */
-static void one_token(struct sess_step *st)
+static void one_token(struct seq_step *st)
 {
     static const float x[4] = {1, 2, 3, 4};
     float out[4];
@@ -100,44 +100,44 @@ static void one_token(struct sess_step *st)
     cr_assert_eq(att_step(out, NULL, &p, st->kv, &ae), ATT_OK, "%s", ae.msg);
 }
 
-Test(sessions_store, the_byte_budget_evicts_or_refuses)
+Test(sequence_store, the_byte_budget_evicts_or_refuses)
 {
-    struct sess_fixed f = fixed("m");
+    struct seq_fixed f = fixed("m");
     struct att_kv *kv = att_kv_new(1, 4, ATT_KV_F32);
     const size_t block = att_kv_bytes_at(kv, 1); /* one block */
     att_kv_free(kv);
     limits(8, 600, (long long)block);
-    struct sess_step a, b;
+    struct seq_step a, b;
     struct api_error e;
-    cr_assert_eq(sess_open(&a, "a", 1, &f, &e), 0);
-    cr_assert_eq(sess_reserve(&a, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&a, "a", 1, &f, &e), 0);
+    cr_assert_eq(seq_reserve(&a, 1, &e), 0, "%s", e.msg);
     one_token(&a); /* a's cache holds a block */
-    cr_assert_eq(sess_open(&b, "b", 1, &f, &e), 0);
+    cr_assert_eq(seq_open(&b, "b", 1, &f, &e), 0);
     /* a holds the budget and is busy: b is refused */
-    cr_assert_eq(sess_reserve(&b, 1, &e), -1);
+    cr_assert_eq(seq_reserve(&b, 1, &e), -1);
     cr_assert_eq(e.code, ERR_OVERLOADED);
     cr_assert(strstr(e.msg, "max_sequence_bytes"), "%s", e.msg);
-    sess_close(&a, 1, 0);
+    seq_close(&a, 1, 0);
     /* a idle now: evicted for b */
-    cr_assert_eq(sess_reserve(&b, 1, &e), 0, "%s", e.msg);
-    sess_close(&b, 1, 0);
+    cr_assert_eq(seq_reserve(&b, 1, &e), 0, "%s", e.msg);
+    seq_close(&b, 1, 0);
     cr_assert_eq(touch("a", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
-    struct sess_stats s;
-    sess_stats(&s);
+    struct seq_stats s;
+    seq_stats(&s);
     cr_assert_leq(s.bytes, (long long)block);
 }
 
-Test(sessions_store, a_model_takes_its_sequences_with_it)
+Test(sequence_store, a_model_takes_its_sequences_with_it)
 {
     limits(8, 600, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m1"), 0);
     cr_assert_eq(touch("b", 1, "m2"), 0);
-    sess_drop_model("m1");
+    seq_drop_model("m1");
     cr_assert_eq(touch("a", 0, "m1"), ERR_SEQUENCE_NOT_FOUND);
     cr_assert_eq(touch("b", 0, "m2"), 0);
 }
 
-Test(sessions_store, an_idle_sequence_times_out)
+Test(sequence_store, an_idle_sequence_times_out)
 {
     limits(8, 0.2, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m"), 0);
@@ -154,133 +154,133 @@ static void *second_step(void *arg)
     return NULL;
 }
 
-Test(sessions_store, steps_of_one_sequence_take_turns)
+Test(sequence_store, steps_of_one_sequence_take_turns)
 {
     limits(8, 600, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m"), 0);
-    struct sess_step st;
+    struct seq_step st;
     struct api_error e;
-    const struct sess_fixed f = fixed("m");
-    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
+    const struct seq_fixed f = fixed("m");
+    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
     second_done = 0;
     pthread_t t;
     pthread_create(&t, NULL, second_step, NULL);
     usleep(100 * 1000); /* (not a timing check: the second must still be waiting) */
     cr_assert_eq(second_done, 0, "a second step ran while the first held the sequence");
-    sess_close(&st, 1, 0);
+    seq_close(&st, 1, 0);
     pthread_join(t, NULL);
     cr_assert_eq(second_done, 1);
     /* ended while a step waits: that step finds no sequence */
-    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
     second_done = 0;
     pthread_create(&t, NULL, second_step, NULL);
     usleep(100 * 1000);
-    sess_close(&st, 1, 1);
+    seq_close(&st, 1, 1);
     pthread_join(t, NULL);
     cr_assert_eq(second_done, -1);
 }
 
 /* The built-in model's weights a sequence keeps count in the budget. */
-Test(sessions_store, kept_weights_count_in_the_budget)
+Test(sequence_store, kept_weights_count_in_the_budget)
 {
     static const float w[64] = {0};
     struct att_params p;
     att_params_init(&p);
     p.out_proj_weight = w, p.out_proj_weight_len = 64;
     limits(8, 600, 200);
-    struct sess_step st;
+    struct seq_step st;
     struct api_error e;
-    const struct sess_fixed f = fixed("attention");
-    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
-    cr_assert_eq(sess_weights(&st, &p, &e), 0, "%s", e.msg);
-    cr_assert_eq(sess_reserve(&st, 0, &e), -1); /* 256 bytes alone: never fits 200 */
+    const struct seq_fixed f = fixed("attention");
+    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(seq_weights(&st, &p, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_reserve(&st, 0, &e), -1); /* 256 bytes alone: never fits 200 */
     cr_assert_eq(e.code, ERR_PAYLOAD_TOO_LARGE, "%s", e.msg);
-    sess_close(&st, 0, 1);
+    seq_close(&st, 0, 1);
     limits(8, 600, 256);
-    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
-    cr_assert_eq(sess_weights(&st, &p, &e), 0, "%s", e.msg);
-    cr_assert_eq(sess_reserve(&st, 0, &e), 0, "%s", e.msg);
-    sess_close(&st, 1, 0);
-    struct sess_stats s;
-    sess_stats(&s);
+    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(seq_weights(&st, &p, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_reserve(&st, 0, &e), 0, "%s", e.msg);
+    seq_close(&st, 1, 0);
+    struct seq_stats s;
+    seq_stats(&s);
     cr_assert_eq(s.bytes, 256);
     /* a later step has them back, and may not change them */
     struct att_params later;
     att_params_init(&later);
-    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
-    cr_assert_eq(sess_weights(&st, &later, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(seq_weights(&st, &later, &e), 0);
     cr_assert_eq(later.out_proj_weight_len, 64);
-    sess_close(&st, 1, 0);
+    seq_close(&st, 1, 0);
     static const float other[64] = {1};
     later.out_proj_weight = other;
-    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
-    cr_assert_eq(sess_weights(&st, &later, &e), -1);
+    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(seq_weights(&st, &later, &e), -1);
     cr_assert_eq(e.code, ERR_INVALID_PARAMETER);
-    sess_close(&st, 1, 1);
-    sess_stats(&s);
+    seq_close(&st, 1, 1);
+    seq_stats(&s);
     cr_assert_eq(s.bytes, 0);
 }
 
-/* A start refused after sess_open (its body checked later) evicts nobody:
- * the place is made only by sess_reserve. */
-Test(sessions_store, a_refused_start_evicts_nobody)
+/* A start refused after seq_open (its body checked later) evicts nobody:
+ * the place is made only by seq_reserve. */
+Test(sequence_store, a_refused_start_evicts_nobody)
 {
     limits(2, 600, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m"), 0);
     cr_assert_eq(touch("b", 1, "m"), 0);
-    struct sess_step st;
+    struct seq_step st;
     struct api_error e;
-    const struct sess_fixed f = fixed("m");
-    cr_assert_eq(sess_open(&st, "c", 1, &f, &e), 0, "%s", e.msg);
-    sess_close(&st, 0, 0); /* refused */
-    struct sess_stats s;
-    sess_stats(&s);
+    const struct seq_fixed f = fixed("m");
+    cr_assert_eq(seq_open(&st, "c", 1, &f, &e), 0, "%s", e.msg);
+    seq_close(&st, 0, 0); /* refused */
+    struct seq_stats s;
+    seq_stats(&s);
     cr_assert_eq(s.evictions, 0);
     cr_assert_eq(s.active, 2);
     cr_assert_eq(touch("a", 0, "m"), 0);
     cr_assert_eq(touch("b", 0, "m"), 0);
     /* one that reserves takes the least recently used place (a) */
-    cr_assert_eq(sess_open(&st, "c", 1, &f, &e), 0, "%s", e.msg);
-    cr_assert_eq(sess_reserve(&st, 1, &e), 0, "%s", e.msg);
-    sess_close(&st, 1, 0);
+    cr_assert_eq(seq_open(&st, "c", 1, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_reserve(&st, 1, &e), 0, "%s", e.msg);
+    seq_close(&st, 1, 0);
     cr_assert_eq(touch("a", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
     cr_assert_eq(touch("b", 0, "m"), 0);
 }
 
 /* Busy sequences hold the rest of the budget: a step that would fit only
  * without them is refused (503) and evicts nobody idle. */
-Test(sessions_store, a_step_that_cannot_fit_now_evicts_nobody)
+Test(sequence_store, a_step_that_cannot_fit_now_evicts_nobody)
 {
-    struct sess_fixed f = fixed("m");
+    struct seq_fixed f = fixed("m");
     struct att_kv *kv = att_kv_new(1, 4, ATT_KV_F32);
     const size_t block = att_kv_bytes_at(kv, 1);
     att_kv_free(kv);
     limits(8, 600, 2 * (long long)block);
-    struct sess_step a, b, c;
+    struct seq_step a, b, c;
     struct api_error e;
-    cr_assert_eq(sess_open(&a, "idle", 1, &f, &e), 0);
-    cr_assert_eq(sess_reserve(&a, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&a, "idle", 1, &f, &e), 0);
+    cr_assert_eq(seq_reserve(&a, 1, &e), 0, "%s", e.msg);
     one_token(&a);
-    sess_close(&a, 1, 0);
-    cr_assert_eq(sess_open(&b, "busy", 1, &f, &e), 0);
-    cr_assert_eq(sess_reserve(&b, 1, &e), 0, "%s", e.msg);
+    seq_close(&a, 1, 0);
+    cr_assert_eq(seq_open(&b, "busy", 1, &f, &e), 0);
+    cr_assert_eq(seq_reserve(&b, 1, &e), 0, "%s", e.msg);
     one_token(&b); /* busy holds a block, idle the other */
-    cr_assert_eq(sess_open(&c, "new", 1, &f, &e), 0);
-    cr_assert_eq(sess_reserve(&c, 300, &e), -1); /* two blocks: only if busy went */
+    cr_assert_eq(seq_open(&c, "new", 1, &f, &e), 0);
+    cr_assert_eq(seq_reserve(&c, 300, &e), -1); /* two blocks: only if busy went */
     cr_assert_eq(e.code, ERR_OVERLOADED, "%s", e.msg);
     cr_assert(strstr(e.msg, "nothing was evicted"), "%s", e.msg);
-    sess_close(&c, 0, 0);
-    struct sess_stats s;
-    sess_stats(&s);
+    seq_close(&c, 0, 0);
+    struct seq_stats s;
+    seq_stats(&s);
     cr_assert_eq(s.evictions, 0);
     cr_assert_eq(touch("idle", 0, "m"), 0);
     /* one block fits by evicting the idle one */
-    cr_assert_eq(sess_open(&c, "new", 1, &f, &e), 0);
-    cr_assert_eq(sess_reserve(&c, 1, &e), 0, "%s", e.msg);
-    sess_close(&c, 1, 0);
-    sess_close(&b, 1, 0);
+    cr_assert_eq(seq_open(&c, "new", 1, &f, &e), 0);
+    cr_assert_eq(seq_reserve(&c, 1, &e), 0, "%s", e.msg);
+    seq_close(&c, 1, 0);
+    seq_close(&b, 1, 0);
     cr_assert_eq(touch("idle", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
-    sess_stats(&s);
+    seq_stats(&s);
     cr_assert_eq(s.evictions, 1);
 }
 
@@ -290,97 +290,97 @@ static int waiting_start;
 static void *start_step(void *arg)
 {
     (void)arg;
-    struct sess_step st;
+    struct seq_step st;
     struct api_error e;
-    const struct sess_fixed f = fixed("m");
-    if (sess_open(&st, "a", 1, &f, &e)) {
+    const struct seq_fixed f = fixed("m");
+    if (seq_open(&st, "a", 1, &f, &e)) {
         waiting_start = -e.code;
         return NULL;
     }
     waiting_start = st.created ? 1 : 2;
-    sess_close(&st, 1, 0);
+    seq_close(&st, 1, 0);
     return NULL;
 }
 
-Test(sessions_store, a_start_waiting_its_turn_is_a_start)
+Test(sequence_store, a_start_waiting_its_turn_is_a_start)
 {
     limits(8, 600, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m"), 0);
-    struct sess_step st;
+    struct seq_step st;
     struct api_error e;
-    const struct sess_fixed f = fixed("m");
-    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0);
+    const struct seq_fixed f = fixed("m");
+    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
     one_token(&st);
     waiting_start = 0;
     pthread_t t;
     pthread_create(&t, NULL, start_step, NULL);
     usleep(100 * 1000); /* (not a timing check: the start must still be waiting) */
     cr_assert_eq(waiting_start, 0);
-    sess_close(&st, 1, 1); /* ends a */
+    seq_close(&st, 1, 1); /* ends a */
     pthread_join(t, NULL);
     cr_assert_eq(waiting_start, 1, "the waiting start got %d", waiting_start);
-    cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0, "%s", e.msg);
     cr_assert_eq(att_kv_len(st.kv), 0); /* afresh */
-    sess_close(&st, 1, 0);
+    seq_close(&st, 1, 0);
 }
 
-/* The idle timer runs from the answer's end (sess_sent), and a refused
+/* The idle timer runs from the answer's end (seq_sent), and a refused
  * step does not restart it. */
-Test(sessions_store, the_idle_timer_counts_answered_steps)
+Test(sequence_store, the_idle_timer_counts_answered_steps)
 {
     limits(8, 0.5, 1LL << 30);
-    struct sess_step st;
+    struct seq_step st;
     struct api_error e;
-    const struct sess_fixed f = fixed("m");
-    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
+    const struct seq_fixed f = fixed("m");
+    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
     st.hold = 1;
-    struct sess *held = sess_close(&st, 1, 0);
+    struct seq *held = seq_close(&st, 1, 0);
     cr_assert_not_null(held);
     usleep(700 * 1000); /* its answer takes longer to send than the timeout */
-    struct sess_stats s;
-    sess_stats(&s);
+    struct seq_stats s;
+    seq_stats(&s);
     cr_assert_eq(s.active, 1, "dropped while its answer was sent");
-    sess_sent(held);
+    seq_sent(held);
     cr_assert_eq(touch("a", 0, "m"), 0);
     /* refused steps 0.2 and 0.4 s later do not keep it alive past 0.5 s */
     for (int i = 0; i < 2; i++) {
         usleep(200 * 1000);
-        cr_assert_eq(sess_open(&st, "a", 0, &f, &e), 0, "%s", e.msg);
-        sess_close(&st, 0, 0);
+        cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0, "%s", e.msg);
+        seq_close(&st, 0, 0);
     }
     usleep(250 * 1000);
     cr_assert_eq(touch("a", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
 }
 
 /* A restart replaces a live sequence only when its step succeeds. */
-Test(sessions_store, a_failed_restart_keeps_the_live_sequence)
+Test(sequence_store, a_failed_restart_keeps_the_live_sequence)
 {
     limits(8, 600, 1LL << 30);
-    struct sess_step st;
+    struct seq_step st;
     struct api_error e;
-    struct sess_fixed f = fixed("m");
-    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
+    struct seq_fixed f = fixed("m");
+    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
     cr_assert(st.created);
     one_token(&st);
-    sess_close(&st, 1, 0);
+    seq_close(&st, 1, 0);
     /* a restart (another head_dim) whose step fails: a as it was */
     f.head_dim = 2;
-    cr_assert_eq(sess_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
     cr_assert(!st.created && st.fixed->head_dim == 2 && att_kv_len(st.kv) == 0);
-    sess_close(&st, 0, 0);
-    const struct sess_fixed f4 = fixed("m");
-    cr_assert_eq(sess_open(&st, "a", 0, &f4, &e), 0);
+    seq_close(&st, 0, 0);
+    const struct seq_fixed f4 = fixed("m");
+    cr_assert_eq(seq_open(&st, "a", 0, &f4, &e), 0);
     cr_assert_eq(st.fixed->head_dim, 4);
     cr_assert_eq(att_kv_len(st.kv), 1);
-    sess_close(&st, 1, 0);
+    seq_close(&st, 1, 0);
     /* one that succeeds: the fresh cache from then on */
-    cr_assert_eq(sess_open(&st, "a", 1, &f4, &e), 0);
-    sess_close(&st, 1, 0);
-    cr_assert_eq(sess_open(&st, "a", 0, &f4, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 1, &f4, &e), 0);
+    seq_close(&st, 1, 0);
+    cr_assert_eq(seq_open(&st, "a", 0, &f4, &e), 0);
     cr_assert_eq(att_kv_len(st.kv), 0);
-    sess_close(&st, 1, 0);
-    struct sess_stats s;
-    sess_stats(&s);
+    seq_close(&st, 1, 0);
+    struct seq_stats s;
+    seq_stats(&s);
     cr_assert_eq(s.active, 1);
     cr_assert_eq(s.bytes, 0);
 }
@@ -388,22 +388,22 @@ Test(sessions_store, a_failed_restart_keeps_the_live_sequence)
 /* Two starts under way past max_sequences, one idle sequence: the first
  * to reserve takes its place, the second is refused (each makes room for
  * itself only). */
-Test(sessions_store, starts_under_way_each_make_their_own_place)
+Test(sequence_store, starts_under_way_each_make_their_own_place)
 {
     limits(1, 600, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m"), 0);
-    struct sess_step b, c;
+    struct seq_step b, c;
     struct api_error e;
-    const struct sess_fixed f = fixed("m");
-    cr_assert_eq(sess_open(&b, "b", 1, &f, &e), 0, "%s", e.msg);
-    cr_assert_eq(sess_open(&c, "c", 1, &f, &e), 0, "%s", e.msg);
-    cr_assert_eq(sess_reserve(&b, 1, &e), 0, "%s", e.msg);
-    cr_assert_eq(sess_reserve(&c, 1, &e), -1);
+    const struct seq_fixed f = fixed("m");
+    cr_assert_eq(seq_open(&b, "b", 1, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&c, "c", 1, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_reserve(&b, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_reserve(&c, 1, &e), -1);
     cr_assert_eq(e.code, ERR_OVERLOADED, "%s", e.msg);
-    sess_close(&c, 0, 0);
-    sess_close(&b, 1, 0);
-    struct sess_stats s;
-    sess_stats(&s);
+    seq_close(&c, 0, 0);
+    seq_close(&b, 1, 0);
+    struct seq_stats s;
+    seq_stats(&s);
     cr_assert_eq(s.active, 1);
     cr_assert_eq(s.evictions, 1);
     cr_assert_eq(touch("b", 0, "m"), 0);

@@ -1,4 +1,4 @@
-/* sessions.c -- the sequences' store; see sessions.h.
+/* sequence_store.c -- the sequences' store; see sequence_store.h.
  *
  * One mutex guards everything here, held for a lookup and O(1) updates
  * (never while a step computes or a cache is freed):
@@ -21,7 +21,7 @@
  * sequences, and a sequence ended or dropped while busy is unlinked at once
  * (no new step finds it) and freed when it is neither busy nor sending.
  * Sequences to free are collected under the lock and freed after it. */
-#include "api/sessions.h"
+#include "api/sequence_store.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -33,35 +33,35 @@
 #include "codec/codec.h"
 #include "codec/options.h"
 
-struct sess {
+struct seq {
     char id[CODEC_SEQUENCE_ID_MAX + 1];
-    struct sess_fixed fix;
+    struct seq_fixed fix;
     struct att_kv *kv;
     float *w[ATT_NWEIGHTS]; /* the built-in model's weights, as the start gave them */
     size_t wlen[ATT_NWEIGHTS];
     unsigned long next_ticket, serving; /* no step holds or waits for it when equal */
-    int sending;           /* answers of its steps not sent yet (sess_sent) */
+    int sending;           /* answers of its steps not sent yet (seq_sent) */
     int linked;            /* in the table and the list (found by its id) */
     size_t bytes;          /* its cache's blocks, as counted in total_bytes */
     size_t wbytes;         /* its kept weights, counted there too */
     size_t reserved;       /* counted for the step under way */
     double last_used;      /* its last step that succeeded and was answered */
-    struct sess *prev, *next; /* the list, most recently used first */
-    struct sess *hnext;       /* the table's chain */
+    struct seq *prev, *next; /* the list, most recently used first */
+    struct seq *hnext;       /* the table's chain */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t turn = PTHREAD_COND_INITIALIZER;
-static struct sess **table;  /* nbuckets chains */
+static struct seq **table;  /* nbuckets chains */
 static size_t nbuckets;
-static struct sess *head, *tail;
-static struct sess *dead;    /* to free once mu is released (chained by next) */
+static struct seq *head, *tail;
+static struct seq *dead;    /* to free once mu is released (chained by next) */
 static long long count;
 static long long total_bytes;
 static long long evictable_n, evictable_bytes;
 static unsigned long long evictions;
-static struct sess_limits limits = {SESS_DEFAULT_MAX_SEQUENCES, SESS_DEFAULT_IDLE_TIMEOUT,
-                                    SESS_DEFAULT_MAX_BYTES};
+static struct seq_limits limits = {SEQ_DEFAULT_MAX_SEQUENCES, SEQ_DEFAULT_IDLE_TIMEOUT,
+                                    SEQ_DEFAULT_MAX_BYTES};
 
 static double now(void)
 {
@@ -71,19 +71,19 @@ static double now(void)
 }
 
 /* No step holds or waits for it, and every answer of its steps is sent. */
-static int at_rest(const struct sess *s)
+static int at_rest(const struct seq *s)
 {
     return s->next_ticket == s->serving && !s->sending;
 }
 
-static int evictable(const struct sess *s)
+static int evictable(const struct seq *s)
 {
     return s->linked && at_rest(s);
 }
 
 /* After a change to s that may have made it (un)evictable: was, what
  * evictable(s) was before it. Its bytes only change while it is busy. */
-static void recount(const struct sess *s, int was)
+static void recount(const struct seq *s, int was)
 {
     const int is = evictable(s);
     if (is == was)
@@ -102,16 +102,16 @@ static size_t hash(const char *id)
     return (size_t)(h ^ (h >> 32));
 }
 
-static struct sess **chain(const char *id)
+static struct seq **chain(const char *id)
 {
     return &table[hash(id) & (nbuckets - 1)];
 }
 
-static struct sess *find(const char *id)
+static struct seq *find(const char *id)
 {
     if (!table)
         return NULL;
-    for (struct sess *s = *chain(id); s; s = s->hnext)
+    for (struct seq *s = *chain(id); s; s = s->hnext)
         if (!strcmp(s->id, id))
             return s;
     return NULL;
@@ -124,13 +124,13 @@ static int table_grow(void)
     if (table && (size_t)count < nbuckets)
         return 0;
     const size_t n = table ? nbuckets * 2 : 64;
-    struct sess **t = calloc(n, sizeof(struct sess *)); /* NOLINT(bugprone-sizeof-expression): an array of chain heads */
+    struct seq **t = calloc(n, sizeof(struct seq *)); /* NOLINT(bugprone-sizeof-expression): an array of chain heads */
     if (!t)
         return table ? 0 : -1; /* a fuller table still works */
     for (size_t b = 0; table && b < nbuckets; b++)
-        for (struct sess *s = table[b], *next; s; s = next) {
+        for (struct seq *s = table[b], *next; s; s = next) {
             next = s->hnext;
-            struct sess **c = &t[hash(s->id) & (n - 1)];
+            struct seq **c = &t[hash(s->id) & (n - 1)];
             s->hnext = *c, *c = s;
         }
     free(table);
@@ -138,14 +138,14 @@ static int table_grow(void)
     return 0;
 }
 
-static void list_remove(struct sess *s)
+static void list_remove(struct seq *s)
 {
     *(s->prev ? &s->prev->next : &head) = s->next;
     *(s->next ? &s->next->prev : &tail) = s->prev;
     s->prev = s->next = NULL;
 }
 
-static void list_push_front(struct sess *s)
+static void list_push_front(struct seq *s)
 {
     s->prev = NULL, s->next = head;
     *(head ? &head->prev : &tail) = s;
@@ -153,9 +153,9 @@ static void list_push_front(struct sess *s)
 }
 
 /* s into the table and the list (table_grow() first). */
-static void link_(struct sess *s)
+static void link_(struct seq *s)
 {
-    struct sess **c = chain(s->id);
+    struct seq **c = chain(s->id);
     s->hnext = *c, *c = s;
     list_push_front(s);
     s->linked = 1;
@@ -164,12 +164,12 @@ static void link_(struct sess *s)
 }
 
 /* s out of the table and the list: no step finds it from now on. */
-static void unlink_(struct sess *s)
+static void unlink_(struct seq *s)
 {
     if (!s->linked)
         return;
     const int was = evictable(s);
-    for (struct sess **c = chain(s->id); *c; c = &(*c)->hnext)
+    for (struct seq **c = chain(s->id); *c; c = &(*c)->hnext)
         if (*c == s) {
             *c = s->hnext;
             break;
@@ -182,7 +182,7 @@ static void unlink_(struct sess *s)
 }
 
 /* s used now: its stamp, and the front of the list. */
-static void stamp(struct sess *s)
+static void stamp(struct seq *s)
 {
     s->last_used = now();
     if (s->linked && head != s) {
@@ -193,7 +193,7 @@ static void stamp(struct sess *s)
 
 /* Take s (unlinked, at rest, or detached) out of the totals and onto the
  * list of what is freed once mu is released. */
-static void bury(struct sess *s)
+static void bury(struct seq *s)
 {
     total_bytes -= (long long)(s->bytes + s->wbytes + s->reserved);
     s->bytes = s->wbytes = s->reserved = 0;
@@ -201,14 +201,14 @@ static void bury(struct sess *s)
 }
 
 /* Unlink and bury s when nothing holds it. */
-static void drop(struct sess *s)
+static void drop(struct seq *s)
 {
     unlink_(s);
     if (at_rest(s))
         bury(s);
 }
 
-static void free_sess(struct sess *s)
+static void free_seq(struct seq *s)
 {
     att_kv_free(s->kv);
     for (int i = 0; i < ATT_NWEIGHTS; i++)
@@ -224,12 +224,12 @@ static void lock(void)
 /* Release mu, then free what was buried under it. */
 static void unlock(void)
 {
-    struct sess *d = dead;
+    struct seq *d = dead;
     dead = NULL;
     pthread_mutex_unlock(&mu);
-    for (struct sess *next; d; d = next) {
+    for (struct seq *next; d; d = next) {
         next = d->next;
-        free_sess(d);
+        free_seq(d);
     }
 }
 
@@ -238,7 +238,7 @@ static void unlock(void)
 static void sweep(void)
 {
     const double t = now();
-    for (struct sess *s = tail, *prev; s && t - s->last_used > limits.idle_timeout; s = prev) {
+    for (struct seq *s = tail, *prev; s && t - s->last_used > limits.idle_timeout; s = prev) {
         prev = s->prev;
         if (evictable(s)) {
             drop(s);
@@ -250,7 +250,7 @@ static void sweep(void)
 /* Evict the least recently used evictable sequence; -1 when none is. */
 static int evict_one(void)
 {
-    for (struct sess *s = tail; s; s = s->prev)
+    for (struct seq *s = tail; s; s = s->prev)
         if (evictable(s)) {
             drop(s);
             evictions++;
@@ -259,15 +259,15 @@ static int evict_one(void)
     return -1;
 }
 
-void sess_init(const struct sess_limits *l)
+void seq_init(const struct seq_limits *l)
 {
-    sess_shutdown();
+    seq_shutdown();
     lock();
     limits = *l;
     unlock();
 }
 
-double sess_idle_timeout(void)
+double seq_idle_timeout(void)
 {
     pthread_mutex_lock(&mu);
     const double t = limits.idle_timeout;
@@ -275,10 +275,10 @@ double sess_idle_timeout(void)
     return t;
 }
 
-void sess_shutdown(void)
+void seq_shutdown(void)
 {
     lock();
-    for (struct sess *s = head, *next; s; s = next) {
+    for (struct seq *s = head, *next; s; s = next) {
         next = s->next;
         drop(s); /* a busy one: its step frees it */
     }
@@ -302,7 +302,7 @@ static int no_place(struct api_error *err)
 }
 
 /* A fresh cache for s (empty) as fix says. */
-static int start_cache(struct sess *s, const struct sess_fixed *fix, struct api_error *err)
+static int start_cache(struct seq *s, const struct seq_fixed *fix, struct api_error *err)
 {
     s->fix = *fix;
     s->kv = att_kv_new(fix->Hkv, fix->head_dim, fix->dtype);
@@ -310,13 +310,13 @@ static int start_cache(struct sess *s, const struct sess_fixed *fix, struct api_
 }
 
 /* What a step of s writes to: a restart's pending sequence, or s. */
-static struct sess *target(const struct sess_step *st)
+static struct seq *target(const struct seq_step *st)
 {
     return st->pending ? st->pending : st->s;
 }
 
 /* Give up st's turn on s (under mu) without a step: the next step's turn. */
-static void pass_turn(struct sess *s)
+static void pass_turn(struct seq *s)
 {
     const int was = evictable(s);
     s->serving++;
@@ -326,20 +326,20 @@ static void pass_turn(struct sess *s)
     pthread_cond_broadcast(&turn);
 }
 
-int sess_open(struct sess_step *st, const char *id, int start, const struct sess_fixed *fix,
+int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fixed *fix,
               struct api_error *err)
 {
     memset(st, 0, sizeof *st);
     lock();
     sweep();
-    struct sess *s;
+    struct seq *s;
     for (;;) {
         s = find(id);
         if (!s && !start) {
             unlock();
             return not_found(err, id);
         }
-        if (!s) { /* new: its place is made by sess_reserve, once the request is checked */
+        if (!s) { /* new: its place is made by seq_reserve, once the request is checked */
             if (count >= limits.max_sequences && evictable_n == 0) {
                 unlock();
                 return no_place(err);
@@ -368,17 +368,17 @@ int sess_open(struct sess_step *st, const char *id, int start, const struct sess
     }
     st->s = s, st->started = start;
     /* a new sequence starts in place; a live one restarted gets a pending
-     * one, which replaces it only when the step succeeds (sess_close) */
+     * one, which replaces it only when the step succeeds (seq_close) */
     st->created = start && !s->kv;
-    struct sess *t = s;
+    struct seq *t = s;
     if (start && !st->created && !(t = st->pending = calloc(1, sizeof *t))) {
         unlock();
-        sess_close(st, 0, 0);
+        seq_close(st, 0, 0);
         return api_fail(err, ERR_INTERNAL, "out of memory for a sequence");
     }
     if (start && start_cache(t, fix, err)) {
         unlock();
-        sess_close(st, 0, 0);
+        seq_close(st, 0, 0);
         return -1;
     }
     st->kv = t->kv, st->fixed = &t->fix;
@@ -393,11 +393,11 @@ static int weights_differ(struct api_error *err)
                     "out)");
 }
 
-int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *err)
+int seq_weights(struct seq_step *st, struct att_params *p, struct api_error *err)
 {
-    struct sess *s = target(st);
+    struct seq *s = target(st);
     size_t *len;
-    if (st->started) { /* kept: counted in the budget by sess_reserve */
+    if (st->started) { /* kept: counted in the budget by seq_reserve */
         st->weight_bytes = 0;
         for (int i = 0; i < ATT_NWEIGHTS; i++) {
             const float **w = att_weight_slot(p, i, &len);
@@ -422,9 +422,9 @@ int sess_weights(struct sess_step *st, struct att_params *p, struct api_error *e
     return 0;
 }
 
-int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err)
+int seq_reserve(struct seq_step *st, long long tokens, struct api_error *err)
 {
-    struct sess *s = st->s, *t = target(st);
+    struct seq *s = st->s, *t = target(st);
     const size_t at = att_kv_bytes_at(t->kv, tokens), have = att_kv_bytes(t->kv);
     const long long need = (long long)(at > have ? at - have : 0) + (long long)st->weight_bytes;
     lock();
@@ -463,9 +463,9 @@ int sess_reserve(struct sess_step *st, long long tokens, struct api_error *err)
 }
 
 /* What a restart replaces, swapped between a and b. */
-static void swap_contents(struct sess *a, struct sess *b)
+static void swap_contents(struct seq *a, struct seq *b)
 {
-    struct sess t = *a;
+    struct seq t = *a;
     a->fix = b->fix, b->fix = t.fix;
     a->kv = b->kv, b->kv = t.kv;
     memcpy(a->w, b->w, sizeof a->w), memcpy(b->w, t.w, sizeof t.w);
@@ -477,7 +477,7 @@ static void swap_contents(struct sess *a, struct sess *b)
 
 /* s's bytes: its cache's blocks now, the step's reservation settled (kept
  * weights' part of it into wbytes). */
-static void settle(struct sess *s, size_t weight_bytes)
+static void settle(struct seq *s, size_t weight_bytes)
 {
     total_bytes -= (long long)(s->bytes + s->wbytes + s->reserved);
     if (s->reserved >= weight_bytes)
@@ -487,9 +487,9 @@ static void settle(struct sess *s, size_t weight_bytes)
     total_bytes += (long long)(s->bytes + s->wbytes);
 }
 
-struct sess *sess_close(struct sess_step *st, int ok, int end)
+struct seq *seq_close(struct seq_step *st, int ok, int end)
 {
-    struct sess *s = st->s, *held = NULL;
+    struct seq *s = st->s, *held = NULL;
     if (!s)
         return NULL;
     lock();
@@ -522,7 +522,7 @@ struct sess *sess_close(struct sess_step *st, int ok, int end)
     return held;
 }
 
-void sess_sent(struct sess *s)
+void seq_sent(struct seq *s)
 {
     if (!s)
         return;
@@ -536,20 +536,20 @@ void sess_sent(struct sess *s)
     unlock();
 }
 
-int sess_end(const char *id)
+int seq_end(const char *id)
 {
     lock();
-    struct sess *s = find(id);
+    struct seq *s = find(id);
     if (s)
         drop(s);
     unlock();
     return s ? 0 : -1;
 }
 
-void sess_drop_model(const char *name)
+void seq_drop_model(const char *name)
 {
     lock();
-    for (struct sess *s = head, *next; s; s = next) {
+    for (struct seq *s = head, *next; s; s = next) {
         next = s->next;
         if (!strcmp(s->fix.model, name))
             drop(s);
@@ -557,7 +557,7 @@ void sess_drop_model(const char *name)
     unlock();
 }
 
-void sess_stats(struct sess_stats *st)
+void seq_stats(struct seq_stats *st)
 {
     lock();
     sweep();
@@ -565,17 +565,17 @@ void sess_stats(struct sess_stats *st)
     unlock();
 }
 
-void sess_each_model(void (*f)(const char *name, long long n, long long bytes, void *cls),
+void seq_each_model(void (*f)(const char *name, long long n, long long bytes, void *cls),
                      void *cls)
 {
     struct per_model {
-        char name[sizeof ((struct sess_fixed *)0)->model];
+        char name[sizeof ((struct seq_fixed *)0)->model];
         long long n, bytes;
     } *m = NULL;
     size_t nm = 0, cap = 0;
     lock();
     /* one pass, each model's figures summed (few models, many sequences) */
-    for (const struct sess *s = head; s; s = s->next) {
+    for (const struct seq *s = head; s; s = s->next) {
         size_t i = 0;
         while (i < nm && strcmp(m[i].name, s->fix.model))
             i++;
