@@ -46,7 +46,7 @@ $(BUILD)/config/%.o $(BUILD)/model/%.o $(BUILD)/main.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
              core/blas.c core/posenc.c core/variants.c core/reduce.c
-CORE_SRC  += core/kvcache.c core/decode.c
+CORE_SRC  += core/kvcache.c core/kvattend.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 # The layers (README.md; scripts/layers.sh checks who includes whom):
@@ -95,11 +95,11 @@ HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
              $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal $(BUILD)/bench/bench_model
-BENCH_BIN += $(BUILD)/bench/bench_decode $(BUILD)/bench/bench_sequences
+BENCH_BIN += $(BUILD)/bench/bench_kvattend $(BUILD)/bench/bench_sequences
 
 ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
-             $(BUILD)/bench/bench_model.o $(BUILD)/bench/bench_decode.o $(BUILD)/bench/bench_sequences.o \
+             $(BUILD)/bench/bench_model.o $(BUILD)/bench/bench_kvattend.o $(BUILD)/bench/bench_sequences.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/differential.o
 
@@ -130,7 +130,7 @@ endif
 # files that were one attention.c keep its -O3: the moved loops compile as
 # they did.
 $(BUILD)/core/attention.o $(BUILD)/core/kernels.o $(BUILD)/core/band.o \
-$(BUILD)/core/check.o $(BUILD)/core/reference.o $(BUILD)/core/decode.o: OPT += -O3
+$(BUILD)/core/check.o $(BUILD)/core/reference.o $(BUILD)/core/kvattend.o: OPT += -O3
 
 # The service's version is openapi.yaml's info.version: GET /v2 says it.
 ATTN_VERSION := $(shell sed -n '1,/^info:/d; s/^  version: *//p' openapi.yaml | head -n 1)
@@ -151,7 +151,7 @@ $(DEMO): $(BUILD)/examples/demo.o $(CORE_OBJ)
 $(BUILD)/bench/bench_core: $(BUILD)/bench/bench_core.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
-$(BUILD)/bench/bench_decode: $(BUILD)/bench/bench_decode.o $(CORE_OBJ)
+$(BUILD)/bench/bench_kvattend: $(BUILD)/bench/bench_kvattend.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
 $(BUILD)/bench/bench_subnormal: $(BUILD)/bench/bench_subnormal.o

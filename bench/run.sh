@@ -5,7 +5,7 @@
 #
 # Expects the Makefile to have built build/attention-server and
 # build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal,bench_model,
-# bench_decode,bench_sequences}.
+# bench_kvattend,bench_sequences}.
 #
 # BENCH_SECONDS: seconds per wrk point (4). BENCH_ONLY=large: only the large
 # request's stage table and the two-at-a-time line (needs just the server;
@@ -43,7 +43,7 @@ build/bench/bench_core peaked "$OUT"
 build/bench/bench_core causal "$OUT"
 build/bench/bench_core scale "$OUT"
 # 1e. a decode step over a sequence's cache vs the streaming read, and PyTorch
-build/bench/bench_decode "$OUT"
+build/bench/bench_kvattend "$OUT"
 # 1f. a one-row step with 10, 10 000 and 100 000 sequences held
 echo
 build/bench/bench_sequences "$OUT"

@@ -11,7 +11,7 @@
  * errors), reference.c (the plain reference), blas.c (OpenBLAS and the
  * threading policy: att_blas_select_kernels, att_init), posenc.c (the
  * positional encoding), reduce.c (the top-k and pooled weights),
- * kvcache.c and decode.c (a sequence's cache and its steps: kvcache.h).
+ * kvcache.c and kvattend.c (a sequence's cache and its steps: kvcache.h).
  * Only this header and kvcache.h are the API.
  *
  * This module knows numbers only: no HTTP, no JSON. A caller fills a

@@ -1,6 +1,6 @@
 /* expf.h -- e^x for x <= 0, branch-free so the loops that call it
- * vectorize; shared by the softmax (kernels.c) and the decode kernel
- * (decode.c). Internal to core/. */
+ * vectorize; shared by the softmax (kernels.c) and the cache kernel
+ * (kvattend.c). Internal to core/. */
 #ifndef ATT_EXPF_H
 #define ATT_EXPF_H
 

@@ -1,13 +1,13 @@
 /* kvblocks.h -- the block layout of a sequence's cache (kvcache.h) and the
- * decode kernel that reads it, internal to core/: kvcache.c appends and
- * organises a step, decode.c attends a few query rows over the blocks.
+ * cache kernel that reads it, internal to core/: kvcache.c appends and
+ * organises a step, kvattend.c attends a few query rows over the blocks.
  *
  * Block b holds tokens b·ATT_KV_BLOCK … for every KV head: the keys
  * (Hkv, ATT_KV_BLOCK, d), then the values (Hkv, ATT_KV_BLOCK, d), esize
  * bytes an element (4 FP32, 2 FP16/BF16). A KV head's values of one block
  * are rows, one after the other. Its keys are in tiles of ATT_KV_TILE
  * tokens, each stored transposed, (d, ATT_KV_TILE): element x of the
- * tile's tokens side by side, so that the decode kernel's q·Kᵀ takes a
+ * tile's tokens side by side, so that the cache kernel's q·Kᵀ takes a
  * vector of keys at each x with one load and no sums across a vector.
  *
  * Not a published API: only core/ includes this header.
@@ -96,8 +96,8 @@ void att_kv_to_f32(float *dst, const void *src, size_t n, int dtype);
 uint16_t att_f32_to_f16(float x);
 uint16_t att_f32_to_bf16(float x);
 
-/* Most query rows the decode kernel takes; more go to att_forward(). */
-#define ATT_DECODE_MAX_L 16
+/* Most query rows the cache kernel takes; more go to att_forward(). */
+#define ATT_KV_ATTEND_MAX_L 16
 
 /* ctx: (L, H·d) = attention of q: (L, H·d), already rotated and scaled,
  * over the cache's pv->S keys, for the stateless view pv of the step
@@ -107,7 +107,7 @@ uint16_t att_f32_to_bf16(float x);
  * thread, merged by log-sum-exp). Returns 0, or 1 when the answer needs
  * the general path: a row with no weight at all (blocked, or every score
  * -inf), a non-finite score, or out of memory. */
-int att_decode(float *ctx, const float *q, const struct att_params *pv, const struct att_kv *c,
+int att_kv_attend(float *ctx, const float *q, const struct att_params *pv, const struct att_kv *c,
                int nt);
 
 #endif

@@ -1,11 +1,11 @@
 /* kvcache.c -- a sequence's key/value cache and one step of attention over
- * it (kvcache.h). The blocks' layout and the decode kernel are in
- * kvblocks.h / decode.c; the projections are attention.c's
+ * it (kvcache.h). The blocks' layout and the cache kernel are in
+ * kvblocks.h / kvattend.c; the projections are attention.c's
  * (att_project_rows), the checks att_check()'s on the step's stateless
  * view (step_view below).
  *
  * A step: project q, k, v (RoPE at their positions), round k and v to the
- * cache's dtype into new blocks, then attend: the decode kernel for a few
+ * cache's dtype into new blocks, then attend: the cache kernel for a few
  * rows without weights, att_forward() on a float32 copy of the cache
  * otherwise (and whenever the kernel cannot answer alone: the range rule),
  * then the out-projection. Any error truncates the cache back to its
@@ -95,7 +95,7 @@ size_t att_kv_bytes_at(const struct att_kv *c, long long tokens)
 }
 
 /* A block: of whole 2 MiB pages, mapped on its own and aligned, on
- * transparent huge pages where the kernel grants them (a decode step reads
+ * transparent huge pages where the kernel grants them (a one-row step reads
  * the cache at memory speed; 4 KiB pages would cost it TLB misses). Mapped,
  * not taken from malloc's heap: a sequence's end gives its memory back to
  * the system at once, and the heap's trimming of the steps' workspaces
@@ -104,7 +104,7 @@ size_t att_kv_bytes_at(const struct att_kv *c, long long tokens)
 
 static void *block_alloc(size_t bytes)
 {
-    if (bytes % HUGE_PAGE) /* zeroed, as a mapping is: the decode kernel reads a
+    if (bytes % HUGE_PAGE) /* zeroed, as a mapping is: the cache kernel reads a
                             * tile's unused columns (and discards them) */
         return calloc(1, bytes);
     /* a page more than asked, its unaligned ends unmapped */
@@ -292,13 +292,13 @@ static int attend_general(float *ctx, float *weights, const float *q, const floa
     return rc;
 }
 
-/* The decode kernel when it applies (few rows, no weights, no score or
+/* The cache kernel when it applies (few rows, no weights, no score or
  * context near float32's limits); 0 when it answered into ctx. */
 static int attend_fast(float *ctx, const float *q, const struct att_params *v,
                        const struct att_kv *c)
 {
     const int L = v->L, Dq = v->H * c->d;
-    if (L > ATT_DECODE_MAX_L || v->weights_mode != ATT_WEIGHTS_NONE)
+    if (L > ATT_KV_ATTEND_MAX_L || v->weights_mode != ATT_WEIGHTS_NONE)
         return 1;
     float *qs = malloc((size_t)L * Dq * sizeof *qs);
     if (!qs)
@@ -314,7 +314,7 @@ static int attend_fast(float *ctx, const float *q, const struct att_params *v,
     int rc = !((double)c->d * (double)qmax * (double)c->kmax <= (double)FLT_MAX / 2.0) ||
              !(c->vmax <= FLT_MAX / 2.0f);
     if (!rc)
-        rc = att_decode(ctx, qs, v, c, att_threads_per_call());
+        rc = att_kv_attend(ctx, qs, v, c, att_threads_per_call());
     free(qs);
     return rc;
 }

@@ -38,8 +38,8 @@
  * appended: the cache is as before the call.
  *
  * Where it lives: kvcache.c (the cache, the checks, a step: projections as
- * attention.c makes them, the append, the out-projection), decode.c (the
- * decode kernel: up to ATT_DECODE_MAX_L query rows without weights read
+ * attention.c makes them, the append, the out-projection), kvattend.c (the
+ * cache kernel: up to ATT_KV_ATTEND_MAX_L query rows without weights read
  * the cache once per row, the H/Hkv query heads of a KV head together,
  * split over att_init()'s threads with a log-sum-exp merge), kvblocks.h
  * (the block layout). A step with weights, more rows, or scores near

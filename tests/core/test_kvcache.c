@@ -309,7 +309,7 @@ Test(kvcache, fp16_bf16_round_after_projection_and_rope)
     cr_assert_eq(run_rounded_projected(ATT_KV_BF16, 700, 12), 0);
 }
 
-/* The decode kernel split over threads (flash decoding) on a long cache,
+/* The cache kernel split over threads (flash decoding) on a long cache,
  * Llama's grouping (8 query heads of 2 KV heads), one token at a time. */
 Test(kvcache, decode_split_over_threads_equals_the_stateless_answer)
 {

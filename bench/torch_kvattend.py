@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""PyTorch baseline for bench_decode: one decode step on cached FP32 tensors.
+"""PyTorch baseline for bench_kvattend: one decode step on cached FP32 tensors.
 
-Usage: /usr/bin/python3 bench/torch_decode.py H HKV D TOKENS...
+Usage: /usr/bin/python3 bench/torch_kvattend.py H HKV D TOKENS...
 For each cache length T and 1 and 2 threads: q (H, d) against K, V
 (Hkv, T, d) held as tensors, the H / Hkv query heads of a KV head grouped by
 a reshape (a view, no copy of K or V): softmax(q·Kᵀ / sqrt(d))·V. Prints

@@ -1,5 +1,5 @@
-/* decode_simd.h -- the decode kernel's two inner loops (decode.c), written
- * once for any vector width: decode.c includes this file once per
+/* kvattend_simd.h -- the cache kernel's two inner loops (kvattend.c), written
+ * once for any vector width: kvattend.c includes this file once per
  * instruction set after defining
  *   SFX          name suffix (avx512, avx2)
  *   TGT          the target attribute

@@ -1,8 +1,8 @@
-/* bench_decode.c -- a decode step (one query row over a sequence's cache,
+/* bench_kvattend.c -- a decode step (one query row over a sequence's cache,
  * core/kvcache.h) against the memory's streaming read, in one run.
  *
- *   bench_decode OUTDIR [MAX_TOKENS]
- *   BENCH_DECODE_ONLY=0|1|2 bench_decode ...   one cache type, no table (a profiler's run)
+ *   bench_kvattend OUTDIR [MAX_TOKENS]
+ *   BENCH_DECODE_ONLY=0|1|2 bench_kvattend ...   one cache type, no table (a profiler's run)
  *
  * Shape: H 32, Hkv 8, d 128, identity projections (query 4096 wide,
  * key/value 1024 wide), caches of 1 k … 64 k tokens (MAX_TOKENS, 65536 by
@@ -10,7 +10,7 @@
  * time, its effective read bandwidth (the cache's key and value bytes over
  * that time), and a streaming read of a buffer of the same size (vectorised
  * sum; 1 and 2 threads) measured in this run. Then PyTorch doing the same
- * step on cached FP32 tensors (bench/torch_decode.py: softmax(q·Kᵀ)·V, the
+ * step on cached FP32 tensors (bench/torch_kvattend.py: softmax(q·Kᵀ)·V, the
  * KV heads grouped by a reshape), and the ratios of the issue's Speed
  * section. CSV in OUTDIR/decode.csv. Timings are for reading, never a
  * pass/fail. */
@@ -47,7 +47,7 @@ static float *randv(size_t n, unsigned long long *s)
 
 /* The sum of x[0 … n): four vector accumulators, so that neither the
  * adds' latency nor the loop limits the read; one copy per instruction set
- * (as the decode kernel), chosen at run time. The compiler is not trusted
+ * (as the cache kernel), chosen at run time. The compiler is not trusted
  * to vectorise a float sum: without -ffast-math it may not reorder it (a
  * scalar loop here once read an L3-sized buffer at a third of its speed). */
 __attribute__((target("avx512f"))) static float sum_avx512(const float *x, size_t n)
@@ -171,7 +171,7 @@ static double step_once(struct att_kv *c, float *out, const float *q, const floa
     struct att_error err;
     const double t0 = now_ms();
     if (att_step(out, NULL, &p, c, &err) != ATT_OK) {
-        fprintf(stderr, "bench_decode: %s\n", err.msg);
+        fprintf(stderr, "bench_kvattend: %s\n", err.msg);
         exit(1);
     }
     return now_ms() - t0;
@@ -210,7 +210,7 @@ static void run_dtype(int dtype, const long long *sizes, int nsizes, struct poin
             params(&p, 1, left < PROMPT ? (int)left : PROMPT, qp, prompt);
             struct att_error err;
             if (att_step(out, NULL, &p, c, &err) != ATT_OK) {
-                fprintf(stderr, "bench_decode: %s\n", err.msg);
+                fprintf(stderr, "bench_kvattend: %s\n", err.msg);
                 exit(1);
             }
         }
@@ -237,7 +237,7 @@ static void run_dtype(int dtype, const long long *sizes, int nsizes, struct poin
 static void run_torch(const struct point *pt, int nsizes, double torch_ms[][2])
 {
     char cmd[1024];
-    int n = snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/torch_decode.py %d %d %d",
+    int n = snprintf(cmd, sizeof cmd, "/usr/bin/python3 bench/torch_kvattend.py %d %d %d",
                      NH, NKV, HD);
     for (int i = 0; i < nsizes; i++)
         n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %lld", pt[i].tokens);
@@ -260,7 +260,7 @@ int main(int argc, char **argv)
 {
     att_blas_select_kernels(argv);
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_decode OUTDIR [MAX_TOKENS]\n");
+        fprintf(stderr, "usage: bench_kvattend OUTDIR [MAX_TOKENS]\n");
         return 2;
     }
     const long long max_tokens = argc > 2 ? atoll(argv[2]) : 65536;

@@ -1,4 +1,4 @@
-/* decode.c -- attention of a few query rows over a sequence's cache
+/* kvattend.c -- attention of a few query rows over a sequence's cache
  * (kvblocks.h), at memory speed: each KV head's keys and values are read
  * once per query row, by tiles of DEC_TILE tokens, for the H/Hkv query
  * heads of its group together, with an online softmax (running max, sum
@@ -141,7 +141,7 @@ struct dec {
     int jlo, jhi;     /* the keys some row sees: [jlo, jhi) */
     float *part;      /* nt × L × H × (d + 2): max, sum, context */
     int isa;
-    scores_fn scores; /* the inner loops (decode_simd.h, or plain) */
+    scores_fn scores; /* the inner loops (kvattend_simd.h, or plain) */
     context_fn context;
     int bad[ATT_MAX_THREADS];
 };
@@ -200,7 +200,7 @@ static void plain_context(float *P, const float *sc, int G, const void *V, int n
 #define VLOADBF(p) \
     _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define UX 4
-#include "core/decode_simd.h"
+#include "core/kvattend_simd.h"
 #undef SFX
 #undef TGT
 #undef VF
@@ -227,7 +227,7 @@ static void plain_context(float *P, const float *sc, int G, const void *V, int n
 #define VLOADBF(p) \
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define UX 2
-#include "core/decode_simd.h"
+#include "core/kvattend_simd.h"
 
 /* The online softmax: heads k < G with state P + k·(d + 2) (max, sum,
  * context) take the n scores of sc: new max and sum, the context rescaled,
@@ -403,7 +403,7 @@ static int dec_merge(const struct dec *D, float *ctx, int i, int h)
     return 0;
 }
 
-int att_decode(float *ctx, const float *q, const struct att_params *pv, const struct att_kv *c,
+int att_kv_attend(float *ctx, const float *q, const struct att_params *pv, const struct att_kv *c,
                int nt)
 {
     const int L = pv->L, H = pv->H, d = c->d;
