@@ -62,7 +62,7 @@ MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c mode
 CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c codec/options.c codec/stream.c codec/sequence.c
-API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c
+API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c api/sequence.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
 SVC_SRC    := $(LIB_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \

@@ -26,7 +26,6 @@
 #include <unistd.h>
 
 #include "api/routes.h"
-#include "api/sequence_store.h"
 #include "config/config.h"
 #include "config/cpus.h"
 #include "core/attention.h"
@@ -196,7 +195,7 @@ int main(int argc, char **argv)
     pool_close(pool); /* every job has resumed its connection by now */
     http_stop(srv);
     pool_free(pool);
-    seq_shutdown(); /* the sequences' caches: they do not outlive the process */
+    routes_stop(); /* the sequences the routes started */
     repo_stop();
     fprintf(stderr, "attention-server: stopped (%d requests cut off at drain_timeout)\n", cut);
     return CFG_EXIT_OK;

@@ -314,12 +314,16 @@ static const struct route_table table = {
 const struct route_table *routes_init(const struct cfg *c, struct pool *pool)
 {
     limits = service_limits(c);
-    const struct seq_limits sl = {c->max_sequences, c->sequence_idle_timeout,
-                                   c->max_sequence_bytes};
+    const struct seq_limits sl = seq_limits_of(c);
     seq_init(&sl);
     workers = pool;
     files_init(c->static_dir);
     for (size_t i = 0; i < table.count; i++)
         metrics_endpoint_add(rows[i].metric ? rows[i].metric : METRICS_OTHER);
     return &table;
+}
+
+void routes_stop(void)
+{
+    seq_shutdown(); /* the sequences' caches: they do not outlive the server */
 }

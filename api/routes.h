@@ -9,6 +9,8 @@
  *
  *     const struct route_table *t = routes_init(&cfg, pool);
  *     struct http_server *s = http_start(&options, t, pool, ...);
+ *     ... http_stop(s) ...
+ *     routes_stop();
  *
  * Adding an endpoint is a row of api/routes.c plus its handler.
  */
@@ -20,8 +22,11 @@
 #include "lib/pool.h"
 
 /* The table, its handlers set up for c (the request limits, static_dir;
- * borrowed: must outlive the server) and pool (for /metrics). Declares the
- * metric labels (api/metrics.h). Call once. */
+ * borrowed: must outlive the server) and pool (for /metrics): the
+ * sequences' store started with c's limits. Declares the metric labels
+ * (api/metrics.h). Call once. */
 const struct route_table *routes_init(const struct cfg *c, struct pool *pool);
+/* After the server has stopped: every sequence and its cache freed. */
+void routes_stop(void);
 
 #endif

@@ -1,26 +1,19 @@
 /* sequence_store.c -- the sequences' store; see sequence_store.h.
  *
  * One mutex guards everything here, held for a lookup and O(1) updates
- * (never while a step computes or a cache is freed):
- *   - a hash table by id (chained, power-of-two buckets, doubled as it
- *     fills) finds a sequence;
- *   - an intrusive list of every linked sequence, most recently used first,
- *     ordered by last_used (a sequence moves to the front only when it is
- *     stamped with now): eviction takes the last evictable one, the idle
- *     timeout drops from the tail until one is recent enough; both skip
- *     only busy sequences, at most as many as steps under way;
- *   - each sequence's tickets (serving == next_ticket: no step holds or
- *     waits for it) and answers still being sent (sending);
- *   - the totals: count, total_bytes (every linked or busy cache's blocks
- *     and kept weights, and the bytes reserved for steps under way: never
- *     above max_bytes), and what eviction could free now (evictable_n,
- *     evictable_bytes), so that a request is judged before anyone is
- *     evicted.
- * A step computes outside the lock, holding its sequence's turn, which no
- * other thread frees: eviction and the timeout take only evictable
- * sequences, and a sequence ended or dropped while busy is unlinked at once
- * (no new step finds it) and freed when it is neither busy nor sending.
- * Sequences to free are collected under the lock and freed after it. */
+ * (never while a step computes or a cache is freed): a hash table by id
+ * (chained, power-of-two buckets, doubled as it fills); an intrusive list
+ * of every linked sequence, most recently used first (moved to the front
+ * only when stamped), from whose tail eviction and the idle timeout take,
+ * skipping only busy sequences; each sequence's tickets (serving ==
+ * next_ticket: no step holds or waits for it) and answers being sent; the
+ * totals: count, total_bytes (caches, kept weights and reservations of
+ * steps under way: never above max_bytes) and what eviction could free now
+ * (evictable_n, evictable_bytes), so that a request is judged before anyone
+ * is evicted. A step computes outside the lock, holding its sequence's
+ * turn; a sequence ended or dropped while busy is unlinked at once and
+ * freed when neither busy nor sending. What to free is collected under the
+ * lock and freed after it. */
 #include "api/sequence_store.h"
 
 #include <pthread.h>
@@ -28,10 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "codec/codec.h"
 #include "codec/options.h"
+#include "http/route.h"
 
 struct seq {
     char id[CODEC_SEQUENCE_ID_MAX + 1];
@@ -60,15 +53,7 @@ static long long count;
 static long long total_bytes;
 static long long evictable_n, evictable_bytes;
 static unsigned long long evictions;
-static struct seq_limits limits = {SEQ_DEFAULT_MAX_SEQUENCES, SEQ_DEFAULT_IDLE_TIMEOUT,
-                                    SEQ_DEFAULT_MAX_BYTES};
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static struct seq_limits limits; /* seq_init's; before it, the settings' defaults */
 
 /* No step holds or waits for it, and every answer of its steps is sent. */
 static int at_rest(const struct seq *s)
@@ -184,7 +169,7 @@ static void unlink_(struct seq *s)
 /* s used now: its stamp, and the front of the list. */
 static void stamp(struct seq *s)
 {
-    s->last_used = now();
+    s->last_used = route_now();
     if (s->linked && head != s) {
         list_remove(s);
         list_push_front(s);
@@ -219,6 +204,10 @@ static void free_seq(struct seq *s)
 static void lock(void)
 {
     pthread_mutex_lock(&mu);
+    if (!limits.max_sequences) { /* no seq_init yet (a test): the settings' defaults */
+        struct cfg c;
+        cfg_defaults(&c), limits = seq_limits_of(&c);
+    }
 }
 
 /* Release mu, then free what was buried under it. */
@@ -233,11 +222,10 @@ static void unlock(void)
     }
 }
 
-/* Drop the sequences idle longer than the timeout: from the least
- * recently used, until one is recent enough (the list is in stamp order). */
+/* Drop the sequences idle too long: from the tail, until one is recent. */
 static void sweep(void)
 {
-    const double t = now();
+    const double t = route_now();
     for (struct seq *s = tail, *prev; s && t - s->last_used > limits.idle_timeout; s = prev) {
         prev = s->prev;
         if (evictable(s)) {
@@ -269,10 +257,16 @@ void seq_init(const struct seq_limits *l)
 
 double seq_idle_timeout(void)
 {
-    pthread_mutex_lock(&mu);
+    lock();
     const double t = limits.idle_timeout;
-    pthread_mutex_unlock(&mu);
+    unlock();
     return t;
+}
+
+struct seq_limits seq_limits_of(const struct cfg *c)
+{
+    return (struct seq_limits){c->max_sequences, c->sequence_idle_timeout,
+                               c->max_sequence_bytes};
 }
 
 void seq_shutdown(void)
@@ -305,7 +299,7 @@ static int no_place(struct api_error *err)
 static int start_cache(struct seq *s, const struct seq_fixed *fix, struct api_error *err)
 {
     s->fix = *fix;
-    s->kv = att_kv_new(fix->Hkv, fix->head_dim, fix->dtype);
+    s->kv = att_kv_new(fix->v[SEQ_FIX_HKV], fix->v[SEQ_FIX_HEAD_DIM], fix->dtype);
     return s->kv ? 0 : api_fail(err, ERR_INTERNAL, "out of memory for a sequence's cache");
 }
 
@@ -349,7 +343,7 @@ int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fi
                 return api_fail(err, ERR_INTERNAL, "out of memory for a sequence");
             }
             snprintf(s->id, sizeof s->id, "%s", id);
-            s->last_used = now();
+            s->last_used = route_now();
             link_(s);
         }
         const int was = evictable(s);

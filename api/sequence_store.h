@@ -41,14 +41,10 @@
 
 #include <stddef.h>
 
+#include "config/config.h"
 #include "core/attention.h"
 #include "core/kvcache.h"
 #include "lib/errors.h"
-
-/* The limits' defaults (config/config.c's settings say the same). */
-#define SEQ_DEFAULT_MAX_SEQUENCES 1024
-#define SEQ_DEFAULT_IDLE_TIMEOUT 600.0
-#define SEQ_DEFAULT_MAX_BYTES (1LL << 30)
 
 struct seq_limits {
     int max_sequences;
@@ -56,7 +52,11 @@ struct seq_limits {
     long long max_bytes;
 };
 
-/* (Re)set the limits and forget every sequence (at start-up; tests). */
+/* The limits the settings give (max_sequences, sequence_idle_timeout,
+ * max_sequence_bytes). */
+struct seq_limits seq_limits_of(const struct cfg *c);
+/* (Re)set the limits and forget every sequence (at start-up; tests).
+ * Before the first, the limits are the settings' defaults (config/). */
 void seq_init(const struct seq_limits *l);
 /* The idle_timeout of seq_init, seconds (the model configuration says it). */
 double seq_idle_timeout(void);
@@ -64,11 +64,21 @@ double seq_idle_timeout(void);
 void seq_shutdown(void);
 
 /* What a sequence's start fixes; later steps must agree. */
+enum seq_fix {
+    SEQ_FIX_H,
+    SEQ_FIX_HKV,
+    SEQ_FIX_HEAD_DIM,
+    SEQ_FIX_E,
+    SEQ_FIX_KDIM,
+    SEQ_FIX_VDIM,
+    SEQ_FIX_ROPE_STYLE,
+    SEQ_FIX_ROPE_DIM,
+    SEQ_NFIX
+};
 struct seq_fixed {
     char model[128];
     const void *model_id; /* the loaded model's identity (its struct), NULL: built-in */
-    int H, Hkv, head_dim, E, kdim, vdim;
-    int rope_style, rope_rotary_dim;
+    int v[SEQ_NFIX];      /* the integers (api/sequence.c names them) */
     double rope_theta;
     enum att_kv_dtype dtype;
 };

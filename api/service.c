@@ -1,4 +1,5 @@
-/* service.c -- decode → compute → encode for POST /attention; see service.h. */
+/* service.c -- decode → compute → encode for POST /attention and v2 infer
+ * (a step of a sequence among them); see service.h. */
 #include "api/service.h"
 
 #include <stdio.h>
@@ -8,7 +9,7 @@
 #include "api/models.h"
 #include "model/repo.h"
 #include "api/metrics.h"
-#include "api/sequence_store.h"
+#include "api/sequence.h"
 #include "codec/options.h"
 #include "codec/v2.h"
 #include "codec/variants.h"
@@ -51,175 +52,6 @@ void service_v2_error(struct route_response *a, int code, const char *msg)
         a->len = 0; /* the sender answers 500 with an empty body */
 }
 
-/* ---------------------------------------------------------------------- */
-/* A step of a sequence (api/sequence_store.h), for both protocols               */
-
-static const enum att_kv_dtype dtypes[3] = {ATT_KV_F32, ATT_KV_F16, ATT_KV_BF16};
-
-/* What r's start fixes. */
-static void fixed_of(struct seq_fixed *f, const struct codec_request *r, const char *model,
-                     const void *model_id)
-{
-    const struct att_params *p = &r->p;
-    memset(f, 0, sizeof *f);
-    snprintf(f->model, sizeof f->model, "%s", model);
-    f->model_id = model_id;
-    f->H = p->H, f->Hkv = p->Hkv ? p->Hkv : p->H;
-    f->head_dim = p->head_dim ? p->head_dim : p->E / p->H;
-    f->E = p->E, f->kdim = p->kdim, f->vdim = p->vdim;
-    f->rope_style = p->rope_style, f->rope_rotary_dim = p->rope_rotary_dim;
-    f->rope_theta = p->rope_theta;
-    f->dtype = dtypes[r->seq.dtype];
-}
-
-/* A later step against what the start fixed: 0, or -1 with err. */
-static int same_fixed(const struct seq_fixed *a, const struct seq_fixed *b, int dtype_asked,
-                      const char *id, struct api_error *err)
-{
-    if (strcmp(a->model, b->model))
-        return api_fail(err, ERR_INVALID_PARAMETER, "sequence '%.64s' belongs to model "
-                        "'%.64s', not '%.64s': a sequence keeps the model it started with",
-                        id, a->model, b->model);
-    const char *what = a->H != b->H ? opt_name(OPT_NUM_HEADS)
-                       : a->Hkv != b->Hkv ? opt_name(OPT_NUM_KV_HEADS)
-                       : a->head_dim != b->head_dim ? opt_name(OPT_HEAD_DIM)
-                       : a->E != b->E ? "embed_dim (query's last dimension)"
-                       : a->kdim != b->kdim ? "kdim (key's last dimension)"
-                       : a->vdim != b->vdim ? "vdim (value's last dimension)"
-                       : a->rope_style != b->rope_style || a->rope_theta != b->rope_theta ||
-                               a->rope_rotary_dim != b->rope_rotary_dim
-                           ? opt_name(OPT_ROPE)
-                       : dtype_asked && a->dtype != b->dtype ? opt_name(OPT_KV_CACHE_DTYPE)
-                                                             : NULL;
-    if (what)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s differs from what sequence '%.64s' "
-                        "started with: it is fixed at %s", what, id,
-                        opt_name(OPT_SEQUENCE_START));
-    return 0;
-}
-
-/* A later step that leaves out num_kv_heads, head_dim or rope has the
- * start's (as it leaves out the built-in model's weights). 1 when any. */
-static int inherit(struct att_params *p, const struct seq_fixed *f)
-{
-    int any = 0;
-    if (!p->Hkv && f->Hkv != p->H)
-        p->Hkv = f->Hkv, any = 1;
-    if (!p->head_dim && f->head_dim != p->E / p->H)
-        p->head_dim = f->head_dim, any = 1;
-    if (p->rope_style == ATT_ROPE_NONE && f->rope_style != ATT_ROPE_NONE) {
-        p->rope_style = f->rope_style, p->rope_theta = f->rope_theta;
-        p->rope_rotary_dim = f->rope_rotary_dim, any = 1;
-    }
-    return any;
-}
-
-/* Run r's step on its sequence: out and w malloc'd, r's sizes, S (the
- * whole cache, for the answer) and seq.length set. model_id: the loaded
- * model (NULL: built-in). The whole request is checked, and the step's
- * rows projected and checked against the cache's dtype, before
- * seq_reserve() may evict anyone. 0 and *held (the sequence, busy until
- * seq_sent: the answer is to be sent), or -1 with err (the sequence as
- * before, its idle timer too). */
-static int step(struct codec_request *r, const char *model, const void *model_id,
-                const struct codec_limits *lim, const char *weights_hint, float **out,
-                float **w, struct seq **held, struct api_error *err)
-{
-    struct codec_sequence *q = &r->seq;
-    *held = NULL;
-    if (q->end_only) {
-        if (seq_end(q->id))
-            return api_fail(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' does not exist: "
-                            "nothing to end", q->id);
-        return 0;
-    }
-    struct seq_fixed fix;
-    fixed_of(&fix, r, model, model_id);
-    struct seq_step st;
-    if (seq_open(&st, q->id, q->start, &fix, err))
-        return -1;
-    int rc = -1, drop = 0;
-    struct att_step *as = NULL;
-    if (!q->start && st.fixed->model_id != model_id && !strcmp(st.fixed->model, model)) {
-        drop = 1; /* the model was reloaded under it */
-        api_fail(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' was dropped: its model "
-                 "'%.64s' was reloaded; start it again with %s true", q->id, model,
-                 opt_name(OPT_SEQUENCE_START));
-        goto done;
-    }
-    if (!q->start && inherit(&r->p, st.fixed))
-        fixed_of(&fix, r, model, model_id);
-    if (!q->start && same_fixed(st.fixed, &fix, q->dtype_asked, q->id, err))
-        goto done;
-    if (!model_id && (seq_weights(&st, &r->p, err) ||
-                      codec_identity_check(&r->p, "weights.", err)))
-        goto done;
-    const long long len = att_kv_len(st.kv), total = len + r->p.S;
-    if (q->kpm_count && (long long)q->kpm_count != total) {
-        api_fail(err, ERR_SHAPE_MISMATCH, "%s has %zu entries but the cache will hold %lld "
-                 "rows after this step (%lld + S = %d)", opt_name(OPT_KEY_PADDING_MASK),
-                 q->kpm_count, total, len, r->p.S);
-        goto done;
-    }
-    if (total > lim->max_source_len) {
-        api_fail(err, ERR_INVALID_PARAMETER, "sequence '%.64s' would hold %lld tokens, more "
-                 "than max_source_len (%d): end it and start another", q->id, total,
-                 lim->max_source_len);
-        goto done;
-    }
-    struct att_error ae;
-    int st_rc = att_step_check(&r->p, st.kv, &r->out_len, &r->weights_len, &ae);
-    if (st_rc != ATT_OK) {
-        api_fail(err, http_error_from_att(st_rc), "%s", ae.msg);
-        goto done;
-    }
-    const struct att_params one = r->p; /* this step's S rows */
-    r->p.S = (int)total;                /* the answer's weights span the cache */
-    if (codec_weights_limit(r, lim, weights_hint, err))
-        goto restore;
-    *out = malloc(r->out_len * sizeof **out);
-    *w = r->weights_len ? malloc(r->weights_len * sizeof **w) : NULL;
-    if (!*out || (r->weights_len && !*w)) {
-        api_fail(err, ERR_INTERNAL, "out of memory for the output");
-        goto restore;
-    }
-    /* the rows projected and in the cache's range: only then the budget */
-    if ((st_rc = att_step_begin(&as, &one, st.kv, &ae)) != ATT_OK) {
-        api_fail(err, http_error_from_att(st_rc), "%s", ae.msg);
-        goto restore;
-    }
-    if (seq_reserve(&st, total, err))
-        goto restore;
-    st_rc = att_step_finish(*out, *w, as, st.kv, &ae);
-    as = NULL;
-    if (st_rc != ATT_OK) {
-        api_fail(err, http_error_from_att(st_rc), "%s", ae.msg);
-        goto restore;
-    }
-    q->length = att_kv_len(st.kv);
-    rc = 0;
-    goto done;
-restore:
-    r->p.S = one.S;
-done:
-    att_step_cancel(as);
-    st.hold = 1;
-    *held = seq_close(&st, rc == 0, drop || (rc == 0 && q->end));
-    return rc;
-}
-
-/* A held sequence's answer sent (route_response.done). */
-static void sequence_sent(void *held)
-{
-    seq_sent(held);
-}
-
-/* A refusal of a step (a 503's Retry-After is the transport's). */
-static void step_error(struct route_response *a, const struct api_error *e, int v2)
-{
-    (v2 ? service_v2_error : service_error)(a, e->code, e->msg);
-}
-
 /* A streamed answer's reader (codec/stream.h), for both protocols. */
 static size_t answer_read(void *cls, size_t pos, char *dst, size_t max)
 {
@@ -229,6 +61,31 @@ static size_t answer_read(void *cls, size_t pos, char *dst, size_t max)
 static void answer_free(void *cls)
 {
     stream_free(cls);
+}
+
+/* 2. compute r into out and w (malloc'd, r's sizes): a step of its
+ * sequence on the cache (api/sequence.h: a ends holding it until the
+ * answer is sent), or the stateless request. model, model_id: the model's
+ * name and the loaded model, NULL for the built-in one. 0, or -1 with e. */
+static int compute(struct codec_request *r, const char *model, const void *model_id,
+                   const struct codec_limits *lim, const char *weights_hint, float **out,
+                   float **w, struct route_response *a, struct api_error *e)
+{
+    if (r->seq.id[0]) {
+        struct seq *held;
+        if (sequence_step(r, model, model_id, lim, weights_hint, out, w, &held, e))
+            return -1;
+        a->done = sequence_sent, a->done_cls = held; /* the idle timer from the answer's end */
+        return 0;
+    }
+    *out = malloc(r->out_len * sizeof **out);
+    *w = r->weights_len ? malloc(r->weights_len * sizeof **w) : NULL;
+    if (!*out || (r->weights_len && !*w))
+        return api_fail(e, ERR_INTERNAL, "out of memory for the output");
+    struct att_error ae;
+    if (att_forward_checked(*out, *w, &r->p, &ae) != ATT_OK)
+        return api_fail(e, http_error_from_att(ae.code), "%s", ae.msg);
+    return 0;
 }
 
 /* Encode r's results into a: a buffer, or a stream for base64 answers
@@ -304,44 +161,15 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
         service_error(a, e.code, e.msg);
         goto done;
     }
-    /* 2. compute, into buffers of the sizes the codec carries; a step of
-     *    a sequence on its cache */
-    if (r.seq.id[0]) {
-        const struct model *m = r.model_ref ? repo_model(r.model_ref) : NULL;
-        struct seq *held;
-        const int src = step(&r, r.model_ref ? repo_ref_name(r.model_ref) : MODEL_BUILTIN, m,
-                             lim, CODEC_WEIGHTS_HINT, &out, &w, &held, &e);
-        d[STAGE_COMPUTE] = lap(&mark);
-        if (src) {
-            step_error(a, &e, 0);
-            goto done;
-        }
-        a->done = sequence_sent, a->done_cls = held; /* the idle timer from the answer's end */
-        if (r.seq.end_only) {
-            char body_[64];
-            const int n = snprintf(body_, sizeof body_, "{\"cache_length\":0}");
-            a->status = 200;
-            a->body = strdup(body_);
-            a->len = a->body ? (size_t)n : 0;
-            ok = 1;
-            goto done;
-        }
-        goto encode;
-    }
-    out = malloc(r.out_len * sizeof *out);
-    w = r.weights_len ? malloc(r.weights_len * sizeof *w) : NULL;
-    if (!out || (r.weights_len && !w)) {
-        service_error(a, ERR_INTERNAL, "out of memory for the output");
-        goto done;
-    }
-    struct att_error ae;
-    const int st = att_forward_checked(out, w, &r.p, &ae);
+    /* 2. compute, into buffers of the sizes the codec carries */
+    const int crc = compute(&r, r.model_ref ? repo_ref_name(r.model_ref) : MODEL_BUILTIN,
+                            r.model_ref ? repo_model(r.model_ref) : NULL, lim,
+                            CODEC_WEIGHTS_HINT, &out, &w, a, &e);
     d[STAGE_COMPUTE] = lap(&mark);
-    if (st != ATT_OK) {
-        service_error(a, http_error_from_att(ae.code), ae.msg);
+    if (crc) {
+        service_error(a, e.code, e.msg);
         goto done;
     }
-encode:;
     /* 3. encode */
     const int enc = encode(a, &r, &out, &w);
     d[STAGE_ENCODE] = lap(&mark);
@@ -393,33 +221,13 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
         service_v2_error(a, e.code, e.msg);
         goto done;
     }
-    /* 2. compute (a step of a sequence on its cache) */
-    if (r.c.seq.id[0]) {
-        struct seq *held;
-        const int src = step(&r.c, repo_ref_name(ref), repo_model(ref), lim,
-                             CODEC_V2_WEIGHTS_HINT, &out, &w, &held, &e);
-        d[STAGE_COMPUTE] = lap(&mark);
-        if (src) {
-            step_error(a, &e, 1);
-            goto done;
-        }
-        a->done = sequence_sent, a->done_cls = held; /* the idle timer from the answer's end */
-        if (r.c.seq.end_only)
-            r.n_outputs = 0; /* the answer: no outputs, cache_length 0 */
-    } else {
-        out = malloc(r.c.out_len * sizeof *out);
-        w = r.c.weights_len ? malloc(r.c.weights_len * sizeof *w) : NULL;
-        if (!out || (r.c.weights_len && !w)) {
-            service_v2_error(a, ERR_INTERNAL, "out of memory for the output");
-            goto done;
-        }
-        struct att_error ae;
-        const int st = att_forward_checked(out, w, &r.c.p, &ae);
-        d[STAGE_COMPUTE] = lap(&mark);
-        if (st != ATT_OK) {
-            service_v2_error(a, http_error_from_att(ae.code), ae.msg);
-            goto done;
-        }
+    /* 2. compute */
+    const int crc = compute(&r.c, repo_ref_name(ref), repo_model(ref), lim,
+                            CODEC_V2_WEIGHTS_HINT, &out, &w, a, &e);
+    d[STAGE_COMPUTE] = lap(&mark);
+    if (crc) {
+        service_v2_error(a, e.code, e.msg);
+        goto done;
     }
     /* 3. encode: the JSON now, binary data as it is sent */
     struct stream *vs = v2_stream_new(&r, repo_ref_name(ref), out, w);

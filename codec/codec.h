@@ -71,6 +71,7 @@
 
 #include "core/attention.h"
 #include "lib/errors.h"
+#include "codec/sequence.h"
 #include "codec/stream.h"
 #include "codec/tensor.h"
 
@@ -93,28 +94,6 @@ enum codec_path {
     CODEC_PATH_FAST,    /* the fast decoder read the whole request, or refused
                            a body above CODEC_FAST_ERRORS_FROM */
     CODEC_PATH_JANSSON, /* the reference did (every refusal of a small body) */
-};
-
-/* A request's place in a sequence (Triton's sequence
- * extension, docs/sequences.md), read by both protocols (codec/sequence.c):
- * the options sequence_id, sequence_start, sequence_end, kv_cache_dtype,
- * and the X-Sequence-Id header. Ids compare as text: the integer 42, the
- * string "42" and the header value 42 are one sequence. */
-#define CODEC_SEQUENCE_ID_MAX 128
-struct codec_sequence {
-    char id[CODEC_SEQUENCE_ID_MAX + 1]; /* "": not in a sequence */
-    int start, end;
-    int dtype;          /* kv_cache_dtype's choice: 0 FP32, 1 FP16, 2 BF16 */
-    int dtype_asked;    /* the request gave kv_cache_dtype itself */
-    int end_only;       /* sequence_end without a step (no query): end it, compute nothing */
-    size_t kpm_count;   /* a step's key_padding_mask's elements (it spans the whole
-                           cache: the caller checks them), 0: none */
-    long long length;   /* the cache length after the step, for the answer */
-    /* inputs, borrowed: the header (NULL: none) and the JSON text (a number
-     * beyond long long is read from it) */
-    const char *header;
-    const char *text;
-    size_t text_len;
 };
 
 struct codec_request {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/attention.h"
+#include "core/kvcache.h"
 
 #define BOTH (OPT_ATTENTION | OPT_V2_PARAM)
 #define NUMBER_RULE "a number > 0, finite in float32"
@@ -86,7 +87,7 @@ static const struct opt rows[OPT_COUNT] = {
     [OPT_SEQUENCE_END] = {"sequence_end", BOTH, OPT_T_BOOL,
                           .doc = "end the sequence after this step (free its cache)"},
     [OPT_KV_CACHE_DTYPE] = {"kv_cache_dtype", BOTH | OPT_DEFAULT, OPT_T_CHOICE,
-                            .choices = {"FP32", "FP16", "BF16"},
+                            .choices = {ATT_KV_DTYPE_NAMES},
                             .rule = "\"FP32\", \"FP16\" or \"BF16\"",
                             .doc = "the sequence's cache element type, at its start "
                                    "(default FP32)"},

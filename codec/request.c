@@ -153,10 +153,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     struct codec_sequence *seq = &r->seq;
     if (codec_sequence_read(seq, cv, root, err))
         return -1;
-    if (seq->id[0] && seq->end && !seq->start && !json_object_get(root, opt_name(OPT_QUERY))) {
-        seq->end_only = 1;
+    if (codec_sequence_end_only(seq, json_object_get(root, opt_name(OPT_QUERY)) != NULL))
         return 0;
-    }
 
     /* 2. num_heads */
     v = json_object_get(root, opt_name(OPT_NUM_HEADS));
@@ -272,7 +270,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
 
     /* 6b. a step: its own rules; the whole (the cache's) is the caller's */
     if (seq->id[0])
-        return codec_sequence_rules(seq, p, root, 0, "", err);
+        return codec_sequence_rules(p, root, 0, "", err);
 
     /* 7. the whole, as the core sees it, once: the sizes stay with r;
      *    then the weights-output limit */

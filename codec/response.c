@@ -116,6 +116,11 @@ static void write_response(struct buf *bp, const struct codec_request *r, const 
                            const float *weights)
 {
     struct buf b = *bp;
+    if (r->seq.end_only) { /* sequence_end without a step: nothing computed */
+        puts_(&b, "{\"cache_length\":0}");
+        *bp = b;
+        return;
+    }
     const struct att_params *p = &r->p;
     long long shape[4];
     int nd = 0;

@@ -1,6 +1,7 @@
-/* sequence.c -- a request's place in a sequence (Triton's
- * sequence extension) and a step's own rules, for both protocols; see
- * codec.h (struct codec_sequence) and variants.h. */
+/* sequence.c -- a request's place in a sequence (Triton's sequence
+ * extension) and a step's own rules, for both protocols; see sequence.h. */
+#include "codec/sequence.h"
+
 #include "codec/variants.h"
 
 #include <errno.h>
@@ -133,7 +134,7 @@ int codec_sequence_read(struct codec_sequence *s, const struct codec_variants *c
             return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\", \"%s\" or \"%s\"",
                             cv->name[OPT_KV_CACHE_DTYPE], opt_choice(OPT_KV_CACHE_DTYPE, 0),
                             opt_choice(OPT_KV_CACHE_DTYPE, 1), opt_choice(OPT_KV_CACHE_DTYPE, 2));
-        s->dtype = c;
+        s->dtype = (enum att_kv_dtype)c;
     }
     if (s->dtype_asked && !s->id[0])
         return api_fail(err, ERR_INVALID_PARAMETER, "%s applies to a sequence only: give it "
@@ -142,10 +143,9 @@ int codec_sequence_read(struct codec_sequence *s, const struct codec_variants *c
     return 0;
 }
 
-int codec_sequence_rules(const struct codec_sequence *s, struct att_params *p, json_t *own,
-                         int no_mask_asked, const char *prefix, struct api_error *err)
+int codec_sequence_rules(struct att_params *p, json_t *own, int no_mask_asked, const char *prefix,
+                         struct api_error *err)
 {
-    (void)s;
     if (json_object_get(own, opt_name(OPT_QUERY_POSITION_OFFSET)))
         return api_fail(err, ERR_INVALID_PARAMETER, "%s%s cannot be given inside a sequence: "
                         "a step's queries are at (cache length) + S - L, which the server "
@@ -176,4 +176,10 @@ int codec_sequence_kpm(struct codec_sequence *s, struct att_params *p, int batch
     p->key_padding_mask = t->u8;
     s->kpm_count = t->count;
     return 0;
+}
+
+int codec_sequence_end_only(struct codec_sequence *s, int has_step)
+{
+    s->end_only = s->id[0] && s->end && !s->start && !has_step;
+    return s->end_only;
 }

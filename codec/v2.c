@@ -339,11 +339,11 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
         codec_variants_init(&cv);
         codec_variants_over(&cv, params, 1);
         const int ended = v2_check_parameters(params, V2_PARAMS_REQUEST, "", err) == 0 &&
-                          codec_sequence_read(seq, &cv, params, err) == 0 && seq->id[0] &&
-                          seq->end && !seq->start;
+                          codec_sequence_read(seq, &cv, params, err) == 0 &&
+                          codec_sequence_end_only(seq, 0);
         codec_variants_deinit(&cv);
         if (ended)
-            return seq->end_only = 1, 0;
+            return r->n_outputs = 0, 0; /* the answer: no outputs, cache_length 0 */
         *seq = before;
     }
     int rc = v2_read_options(&o, params, m, lim, err) ||
@@ -372,7 +372,7 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
 
     /* 3b. a step: its own rules; the whole (the cache's) is the caller's */
     if (seq->id[0])
-        return codec_sequence_rules(seq, p, params, o.causal_asked && !o.causal,
+        return codec_sequence_rules(p, params, o.causal_asked && !o.causal,
                                     "parameters.", err);
 
     /* 4. the whole, as the core sees it, once; then the weights limit */

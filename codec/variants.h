@@ -173,28 +173,4 @@ int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
 /* positional_encoding, when given, into *pe. */
 int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err);
 
-/* Sequences (codec/sequence.c), for both protocols. */
-
-/* The sequence options of a request into s (s->header, text, text_len set
- * before): cv holds them merged over the model's defaults, own is the
- * request's object (its fields, or v2's parameters) for what the request
- * gave itself. X-Sequence-Id, when given, must equal sequence_id when both
- * are. 0, or -1 with err (400). */
-int codec_sequence_read(struct codec_sequence *s, const struct codec_variants *cv,
-                        json_t *own, struct api_error *err);
-
-/* A step's own rules (s in a sequence, p's shapes and mask set): N = 1,
- * S >= L >= 1, no query_position_offset of the request's own (a model
- * default's is dropped: the server sets it), no positional_encoding, and
- * causal means lower-right, the default without a mask (v2's is_causal
- * false: none). prefix: "" or "parameters.". 0, or -1 with err. */
-int codec_sequence_rules(const struct codec_sequence *s, struct att_params *p, json_t *own,
-                         int no_mask_asked, const char *prefix, struct api_error *err);
-
-/* A step's key_padding_mask t (it spans the whole cache after the append,
- * which only the caller knows): (len + S) or (1, len + S) for a batched
- * query; its count goes into s, p points at it. */
-int codec_sequence_kpm(struct codec_sequence *s, struct att_params *p, int batched,
-                       const struct tensor *t, struct api_error *err);
-
 #endif

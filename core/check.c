@@ -448,15 +448,6 @@ int att_range_fail(struct att_error *err, const struct range_error *re)
     }
 }
 
-/* Does the caller block every key of query row i (batch n, head h)? */
-int att_caller_blocks_row(const struct att_params *p, int n, int h, int i)
-{
-    for (int j = 0; j < p->S; j++)
-        if (!att_blocked(p, n, h, i, j))
-            return 0;
-    return 1;
-}
-
 /* Is x beyond float32's range? */
 int att_out_of_range(double x)
 {

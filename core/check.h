@@ -36,7 +36,6 @@ int att_check_buffers(const float *out, const float *weights, const struct att_p
  * mask). */
 const float *att_float_mask_row(const struct att_params *p, int n, int h, int i);
 int att_blocked(const struct att_params *p, int n, int h, int i, int j);
-int att_caller_blocks_row(const struct att_params *p, int n, int h, int i);
 
 /* Projection weight (out, in) and bias (out) of stream 0 (q), 1 (k), 2 (v),
  * packed or separate; out is H·d for q, Hkv·d for k and v (variants.h);

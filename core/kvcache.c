@@ -25,14 +25,14 @@
 #include "core/kvblocks.h"
 #include "core/variants.h"
 
-static const char *const dtype_names[] = {"FP32", "FP16", "BF16"};
+static const char *const dtype_names[] = {ATT_KV_DTYPE_NAMES};
 
 static size_t block_bytes(const struct att_kv *c);
 static void block_free(void *b, size_t bytes);
 
 struct att_kv *att_kv_new(int Hkv, int d, enum att_kv_dtype dtype)
 {
-    if (Hkv < 1 || d < 1 || (int)dtype < ATT_KV_F32 || dtype > ATT_KV_BF16 ||
+    if (Hkv < 1 || d < 1 || (int)dtype < 0 || dtype >= ATT_KV_NDTYPES ||
         (long long)Hkv * d > INT_MAX / 2)
         return NULL;
     struct att_kv *c = calloc(1, sizeof *c);
@@ -55,21 +55,6 @@ void att_kv_free(struct att_kv *c)
 long long att_kv_len(const struct att_kv *c)
 {
     return c->len;
-}
-
-enum att_kv_dtype att_kv_dtype_of(const struct att_kv *c)
-{
-    return (enum att_kv_dtype)c->dtype;
-}
-
-int att_kv_heads(const struct att_kv *c)
-{
-    return c->Hkv;
-}
-
-int att_kv_head_dim(const struct att_kv *c)
-{
-    return c->d;
 }
 
 /* Bytes of one block: keys and values of every KV head. */

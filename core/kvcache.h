@@ -55,11 +55,15 @@
 
 #include "core/attention.h"
 
-enum att_kv_dtype {
-    ATT_KV_F32,
-    ATT_KV_F16,
-    ATT_KV_BF16,
-};
+/* The cache's dtypes, in one list: the enum and the names the requests
+ * use (kv_cache_dtype's choices, codec/options.c) and errors say. */
+#define ATT_KV_DTYPES(X) X(ATT_KV_F32, "FP32") X(ATT_KV_F16, "FP16") X(ATT_KV_BF16, "BF16")
+
+#define ATT_KV_ENUM_(e, name) e,
+#define ATT_KV_NAME_(e, name) name,
+enum att_kv_dtype { ATT_KV_DTYPES(ATT_KV_ENUM_) ATT_KV_NDTYPES };
+/* The names, in the enum's order, as an initializer's elements. */
+#define ATT_KV_DTYPE_NAMES ATT_KV_DTYPES(ATT_KV_NAME_)
 
 /* Tokens per block of a KV head's cache. */
 #define ATT_KV_BLOCK 256
@@ -72,9 +76,6 @@ void att_kv_free(struct att_kv *c);
 
 /* Tokens held. */
 long long att_kv_len(const struct att_kv *c);
-enum att_kv_dtype att_kv_dtype_of(const struct att_kv *c);
-int att_kv_heads(const struct att_kv *c);
-int att_kv_head_dim(const struct att_kv *c);
 /* Bytes of the blocks allocated now, and what they would be after growing
  * to tokens (for a budget checked before the step). */
 size_t att_kv_bytes(const struct att_kv *c);

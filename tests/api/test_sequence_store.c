@@ -19,7 +19,8 @@ static struct seq_fixed fixed(const char *model)
     struct seq_fixed f;
     memset(&f, 0, sizeof f);
     strcpy(f.model, model);
-    f.H = f.Hkv = 1, f.head_dim = 4, f.E = f.kdim = f.vdim = 4;
+    f.v[SEQ_FIX_H] = f.v[SEQ_FIX_HKV] = 1, f.v[SEQ_FIX_HEAD_DIM] = 4;
+    f.v[SEQ_FIX_E] = f.v[SEQ_FIX_KDIM] = f.v[SEQ_FIX_VDIM] = 4;
     f.dtype = ATT_KV_F32;
     return f;
 }
@@ -364,13 +365,13 @@ Test(sequence_store, a_failed_restart_keeps_the_live_sequence)
     one_token(&st);
     seq_close(&st, 1, 0);
     /* a restart (another head_dim) whose step fails: a as it was */
-    f.head_dim = 2;
+    f.v[SEQ_FIX_HEAD_DIM] = 2;
     cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
-    cr_assert(!st.created && st.fixed->head_dim == 2 && att_kv_len(st.kv) == 0);
+    cr_assert(!st.created && st.fixed->v[SEQ_FIX_HEAD_DIM] == 2 && att_kv_len(st.kv) == 0);
     seq_close(&st, 0, 0);
     const struct seq_fixed f4 = fixed("m");
     cr_assert_eq(seq_open(&st, "a", 0, &f4, &e), 0);
-    cr_assert_eq(st.fixed->head_dim, 4);
+    cr_assert_eq(st.fixed->v[SEQ_FIX_HEAD_DIM], 4);
     cr_assert_eq(att_kv_len(st.kv), 1);
     seq_close(&st, 1, 0);
     /* one that succeeds: the fresh cache from then on */
