@@ -2,8 +2,8 @@
  *
  * Lock-free (C11 atomics): any thread may record; metrics_write() reads a
  * consistent-enough snapshot for scraping. One process-wide instance. */
-#ifndef SERVER_METRICS_H
-#define SERVER_METRICS_H
+#ifndef API_METRICS_H
+#define API_METRICS_H
 
 #include <stddef.h>
 

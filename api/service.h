@@ -12,8 +12,8 @@
  *     generator: http/route.h) ...
  *     route_response_free(&a);
  */
-#ifndef SERVER_SERVICE_H
-#define SERVER_SERVICE_H
+#ifndef API_SERVICE_H
+#define API_SERVICE_H
 
 #include <stddef.h>
 

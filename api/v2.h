@@ -5,8 +5,8 @@
  * libmicrohttpd: the route table (api/routes.c) names the endpoint, the
  * transport sends what these fill in. Every non-2xx answer is {"error": msg}.
  */
-#ifndef SERVER_V2_H
-#define SERVER_V2_H
+#ifndef API_V2_H
+#define API_V2_H
 
 #include <stddef.h>
 

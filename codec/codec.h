@@ -64,8 +64,8 @@
  * (the answer, buffered or streamed through stream.c, the stream v2 sends
  * too), scan.c and scan_json.c (the fast decoder), tensor.c (tensors),
  * base64.c. */
-#ifndef SERVER_CODEC_H
-#define SERVER_CODEC_H
+#ifndef CODEC_CODEC_H
+#define CODEC_CODEC_H
 
 #include <stddef.h>
 

@@ -26,8 +26,8 @@
  * Files: scan.c (the request: fields, tensors, tokens) over scan_json.c
  * (the lexical layer: cursor, keys, values, the syntax check; its internal
  * header scan_json.h). */
-#ifndef SERVER_SCAN_H
-#define SERVER_SCAN_H
+#ifndef CODEC_SCAN_H
+#define CODEC_SCAN_H
 
 #include <jansson.h>
 #include <stddef.h>

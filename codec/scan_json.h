@@ -6,8 +6,8 @@
  * mode and its tensor slots), whitespace, keys, skipping a value or reading
  * one alone through jansson, refusals with jansson's line and column. The
  * whole-body syntax check, scan_json_check(), is declared in scan.h. */
-#ifndef SERVER_SCAN_JSON_H
-#define SERVER_SCAN_JSON_H
+#ifndef CODEC_SCAN_JSON_H
+#define CODEC_SCAN_JSON_H
 
 #include <jansson.h>
 #include <stddef.h>

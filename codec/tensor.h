@@ -18,8 +18,8 @@
  *         tensor_check(&t, TENSOR_FLOAT, "query", &err))
  *         ... err names the field and the problem ...
  */
-#ifndef SERVER_TENSOR_H
-#define SERVER_TENSOR_H
+#ifndef CODEC_TENSOR_H
+#define CODEC_TENSOR_H
 
 #include <jansson.h>
 #include <stddef.h>

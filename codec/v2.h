@@ -84,8 +84,8 @@
  * caller. Same limits as POST /attention (struct codec_limits), and
  * att_check() is run once, here, whose sizes r.c carries.
  */
-#ifndef SERVER_V2_CODEC_H
-#define SERVER_V2_CODEC_H
+#ifndef CODEC_V2_H
+#define CODEC_V2_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * codec/v2_params.c reads the parameters (over a model's defaults) and
  * the outputs, and puts the inputs together into struct att_params with
  * codec/request.c's shape rules and limits. */
-#ifndef SERVER_V2_CODEC_INTERNAL_H
-#define SERVER_V2_CODEC_INTERNAL_H
+#ifndef CODEC_V2_INTERNAL_H
+#define CODEC_V2_INTERNAL_H
 
 #include <jansson.h>
 

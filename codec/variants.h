@@ -25,8 +25,8 @@
  * d = head_dim: with Dq = H·d and Dkv = Hkv·d, q (Dq, E), k (Dkv, kdim),
  * v (Dkv, vdim), packed in_proj (Dq + 2·Dkv, E) and its bias, out (E, Dq).
  */
-#ifndef SERVER_CODEC_VARIANTS_H
-#define SERVER_CODEC_VARIANTS_H
+#ifndef CODEC_VARIANTS_H
+#define CODEC_VARIANTS_H
 
 #include <jansson.h>
 

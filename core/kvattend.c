@@ -4,8 +4,9 @@
  * heads of its group together, with an online softmax (running max, sum
  * and context per head). FP16 tiles are converted with F16C (AVX2) or
  * AVX-512, BF16 by a shift. The cache is cut into one run of tokens per
- * thread; the partial results are merged by the log-sum-exp rule
- * (REFERENCE.md 8.2). One copy of the loops per instruction set, picked at
+ * thread; the partial results are merged by the log-sum-exp rule (each
+ * run's max m_i, sum l_i and context o_i: with m = max m_i, l = sum of
+ * l_i e^(m_i - m) and o = sum of o_i e^(m_i - m) / l). One copy of the loops per instruction set, picked at
  * run time by the CPU's features (as posenc.c). */
 #include "core/kvblocks.h"
 

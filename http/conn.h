@@ -1,8 +1,8 @@
 /* conn.h -- connections: phases, deadlines, the watchdog (http/conn.c).
  * Internal to the HTTP front (http/http.c).
  */
-#ifndef SERVER_CONN_H
-#define SERVER_CONN_H
+#ifndef HTTP_CONN_H
+#define HTTP_CONN_H
 
 #include "http/http_internal.h"
 

@@ -28,8 +28,8 @@
  * order. cors_lists_build() writes both lists once, at start-up; this
  * module names no header of a protocol.
  */
-#ifndef SERVER_CORS_H
-#define SERVER_CORS_H
+#ifndef HTTP_CORS_H
+#define HTTP_CORS_H
 
 #include <microhttpd.h>
 #include <stddef.h>

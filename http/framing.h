@@ -30,8 +30,8 @@
  *
  * framing_log_escape makes a client's bytes safe for a one-line access log.
  */
-#ifndef SERVER_FRAMING_H
-#define SERVER_FRAMING_H
+#ifndef HTTP_FRAMING_H
+#define HTTP_FRAMING_H
 
 #include <stddef.h>
 

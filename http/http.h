@@ -26,8 +26,8 @@
  *     http_stop(s);         no more calls into the pool after this
  *     pool_free(pool);
  */
-#ifndef SERVER_HTTP_H
-#define SERVER_HTTP_H
+#ifndef HTTP_HTTP_H
+#define HTTP_HTTP_H
 
 #include <stddef.h>
 

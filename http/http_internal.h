@@ -2,8 +2,8 @@
  * server, one connection, one request (http/http.c, conn.c, response.c,
  * body.c, request.c). Not for the rest of the service: see http.h.
  */
-#ifndef SERVER_HTTP_INTERNAL_H
-#define SERVER_HTTP_INTERNAL_H
+#ifndef HTTP_HTTP_INTERNAL_H
+#define HTTP_HTTP_INTERNAL_H
 
 #include <microhttpd.h>
 #include <pthread.h>

@@ -60,8 +60,8 @@
  * plus its 32 KiB window once output starts). Identity needs only the
  * small struct. Threading: a stream is used by one thread at a time.
  */
-#ifndef SERVER_INFLATE_H
-#define SERVER_INFLATE_H
+#ifndef HTTP_INFLATE_H
+#define HTTP_INFLATE_H
 
 #include <stddef.h>
 

@@ -14,8 +14,8 @@
  *                     MHD_OPTION_HTTPS_MEM_KEY t.key ...
  *     tls_pem_deinit(&t);   after MHD_stop_daemon
  */
-#ifndef SERVER_TLS_H
-#define SERVER_TLS_H
+#ifndef HTTP_TLS_H
+#define HTTP_TLS_H
 
 #include <stddef.h>
 

@@ -5,8 +5,8 @@
  * be encoded piece by piece as it is sent. Long inputs go through AVX2 where
  * the CPU has it (chosen at run time); the _scalar functions are the
  * portable reference, which gives the same bytes and the same errors. */
-#ifndef SERVER_BASE64_H
-#define SERVER_BASE64_H
+#ifndef LIB_BASE64_H
+#define LIB_BASE64_H
 
 #include <stddef.h>
 

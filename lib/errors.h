@@ -8,8 +8,8 @@
  * input fills a struct api_error (an enum http_error and a message naming
  * the field); the HTTP layer turns it into the answer. The core's statuses
  * map onto the table in codec/ (http_error_from_att, codec/codec.h). */
-#ifndef SERVER_ERRORS_H
-#define SERVER_ERRORS_H
+#ifndef LIB_ERRORS_H
+#define LIB_ERRORS_H
 
 #include <stddef.h>
 

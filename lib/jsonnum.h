@@ -88,8 +88,8 @@
  * the service, this assumes nobody calls setlocale. Needs a round-to-nearest
  * FPU mode and FLT_EVAL_METHOD 0 (x86-64 SSE), both the defaults.
  */
-#ifndef SERVER_JSONNUM_H
-#define SERVER_JSONNUM_H
+#ifndef LIB_JSONNUM_H
+#define LIB_JSONNUM_H
 
 #include <stddef.h>
 

@@ -36,8 +36,8 @@
  * refused with POOL_EFULL or POOL_ECLOSED is not run: `arg` stays the
  * submitter's to free.
  */
-#ifndef SERVER_POOL_H
-#define SERVER_POOL_H
+#ifndef LIB_POOL_H
+#define LIB_POOL_H
 
 #include <stddef.h>
 

@@ -13,8 +13,8 @@
  * count 1, so "is_casual" is 1 from "is_causal"); the nearest wins, the
  * first in the list on a tie. Only names: an unknown model's message,
  * which also lists the models served, is the API's (api/models.h). */
-#ifndef SERVER_SUGGEST_H
-#define SERVER_SUGGEST_H
+#ifndef LIB_SUGGEST_H
+#define LIB_SUGGEST_H
 
 #include <stddef.h>
 
