@@ -78,16 +78,16 @@ DEMO      := $(BUILD)/attention-demo
 DEMO_SRC  := examples/demo.c
 
 UNIT      := $(BUILD)/tests/unit
-UNIT_SRC  := tests/core/test_attention.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_cpus.c \
-             tests/lib/test_pool.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/api/test_service.c \
-             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/api/test_sequence_store.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
+UNIT_SRC  := tests/core/test_attention.c tests/core/test_attention_errors.c tests/core/test_attention_threads.c tests/core/attention_shared.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/codec/test_codec_fast.c tests/codec/test_codec_large.c tests/codec/codec_shared.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_config_sources.c tests/config/test_config_cli.c tests/config/config_shared.c tests/config/test_cpus.c \
+             tests/lib/test_pool.c tests/lib/test_pool_close.c tests/lib/pool_shared.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/lib/test_jsonnum_format.c tests/lib/test_jsonnum_differential.c tests/api/test_service.c \
+             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/api/test_sequence_store.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_golden.c tests/codec/test_v2_refusals.c tests/codec/v2_codec_shared.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
              tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c \
              tests/api/test_models.c tests/lib/test_utf8.c tests/codec/test_stream.c tests/codec/test_scan_blank.c
 UNIT_SRC  += tests/core/test_kvcache.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests
-HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/server/test_sessions.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c \
+HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_load.c tests/server/test_http_startup.c tests/server/test_http_clients.c tests/server/test_http_tls_cors.c tests/server/test_http_framing.c tests/server/http_shared.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_v2_models.c tests/server/v2_shared.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/server/test_sequence_steps.c tests/server/test_sequence_models.c tests/server/test_sequence_limits.c tests/server/sequence_shared.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/check.c \
                 tests/support/golden_v2.c tests/support/http_client.c
 HTTPTEST_SRC += tests/server/test_induction.c tests/server/test_model_config.c tests/server/test_http_headers.c
 HTTPTEST_SRC += tests/server/test_sequence_pressure.c
@@ -97,7 +97,7 @@ BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench
              $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal $(BUILD)/bench/bench_model
 BENCH_BIN += $(BUILD)/bench/bench_kvattend $(BUILD)/bench/bench_sequences
 
-ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
+ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_causal.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
              $(BUILD)/bench/bench_model.o $(BUILD)/bench/bench_kvattend.o $(BUILD)/bench/bench_sequences.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
@@ -148,7 +148,7 @@ $(SERVER): $(HTTP_OBJ) $(SVC_OBJ) $(CORE_OBJ)
 $(DEMO): $(BUILD)/examples/demo.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
-$(BUILD)/bench/bench_core: $(BUILD)/bench/bench_core.o $(CORE_OBJ)
+$(BUILD)/bench/bench_core: $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_causal.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
 
 $(BUILD)/bench/bench_kvattend: $(BUILD)/bench/bench_kvattend.o $(CORE_OBJ)

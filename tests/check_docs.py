@@ -66,7 +66,7 @@ SKIPS = [
     (r"^kubectl ", "needs a Kubernetes cluster; `make deploy-check` renders and validates "
                    "the manifests offline and checks them against the server"),
     (r"^openssl req ", "starts a second server with TLS (the HTTP tests cover TLS and its "
-                       "start-up line: tests/server/test_http.c)"),
+                       "start-up line: tests/server/test_http_tls_cors.c)"),
     (r"^curl --cacert ", "talks to the TLS server of the block before"),
     (r"^ATTN_ADMIN_TOKEN=\$TOKEN ", "starts a server with an admin token: this check "
                                     "starts its own that way"),

@@ -168,3 +168,51 @@ Test(routes, the_transport_names_no_header_of_a_protocol)
     }
     cr_assert_geq(names, 3, "the rows declare X-Sequence-Id, Server-Timing and v2's header");
 }
+
+/* The paths of openapi.yaml (its "  /...:" lines under paths:), each
+ * {parameter} written as "m", as sample() writes a capture. */
+static int spec_paths(char paths[][128], int max)
+{
+    FILE *f = fopen("openapi.yaml", "r");
+    cr_assert(f, "openapi.yaml is missing (it is in the repository; run from its top)");
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        size_t len = strcspn(line, "\n");
+        if (strncmp(line, "  /", 3) != 0 || len < 4 || line[len - 1] != ':')
+            continue;
+        line[len - 1] = '\0';
+        sample(paths[n++], 128, line + 2, 0);
+    }
+    fclose(f);
+    return n;
+}
+
+/* Every path of openapi.yaml is a row of the table that answers it (not a
+ * fallback that only 404s), and every answering row is a path of the spec:
+ * with its optional part and without. The last row (static files, every
+ * path) is the spec's "/". */
+Test(routes, the_spec_paths_are_the_rows_and_back)
+{
+    const struct route_table *t = table();
+    static char paths[128][128];
+    int n = spec_paths(paths, 128);
+    cr_assert_gt(n, 10, "openapi.yaml: %d paths read", n);
+    for (int i = 0; i < n; i++) {
+        struct route_request rq = {0};
+        const struct route *got = route_find(t, paths[i], &rq);
+        cr_expect(got && got->handler, "openapi.yaml path %s is no row of api/routes.c", paths[i]);
+    }
+    for (size_t i = 0; i + 1 < t->count; i++) {
+        if (!t->rows[i].handler)
+            continue;
+        for (int opt = 0; opt < 2; opt++) {
+            char path[256];
+            sample(path, sizeof path, t->rows[i].path, opt);
+            int found = 0;
+            for (int k = 0; k < n && !found; k++)
+                found = strcmp(paths[k], path) == 0;
+            cr_expect(found, "row %s (as %s) is no path of openapi.yaml", t->rows[i].path, path);
+        }
+    }
+}

@@ -1,12 +1,11 @@
 /* test_pool.c -- the worker pool: every job once, a bounded queue that
- * refuses instead of blocking, draining on close, stats, stack sizes.
+ * refuses instead of blocking, FIFO order, stats, jobs that submit, bad
+ * arguments, stack sizes.
  *
  * Nothing here passes or fails on timing. A job that must stay running
  * waits on a gate the test opens; the test waits on the gate until the
  * jobs it needs have started. A submit that blocked would hang with the
- * gate closed, and the .timeout turns that hang into a failure. (One
- * test sleeps 20 ms to make a bug more likely to show; it passes for a
- * correct pool whatever the scheduling.) */
+ * gate closed, and the .timeout turns that hang into a failure. */
 #define _GNU_SOURCE /* pthread_getattr_np */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -16,77 +15,12 @@
 #include <time.h>
 
 #include "lib/pool.h"
-
-#define TIMEOUT 30.0
-
-/* Jobs that block until the test opens the gate, counting who started. */
-struct gate {
-    pthread_mutex_t m;
-    pthread_cond_t c;
-    int started, open;
-};
-
-static void gate_init(struct gate *g)
-{
-    pthread_mutex_init(&g->m, NULL);
-    pthread_cond_init(&g->c, NULL);
-    g->started = g->open = 0;
-}
-
-static void gate_deinit(struct gate *g)
-{
-    pthread_cond_destroy(&g->c);
-    pthread_mutex_destroy(&g->m);
-}
-
-static void gate_job(void *arg)
-{
-    struct gate *g = arg;
-
-    pthread_mutex_lock(&g->m);
-    g->started++;
-    pthread_cond_broadcast(&g->c);
-    while (!g->open)
-        pthread_cond_wait(&g->c, &g->m);
-    pthread_mutex_unlock(&g->m);
-}
-
-static void gate_wait_started(struct gate *g, int n)
-{
-    pthread_mutex_lock(&g->m);
-    while (g->started < n)
-        pthread_cond_wait(&g->c, &g->m);
-    pthread_mutex_unlock(&g->m);
-}
-
-static void gate_open(struct gate *g)
-{
-    pthread_mutex_lock(&g->m);
-    g->open = 1;
-    pthread_cond_broadcast(&g->c);
-    pthread_mutex_unlock(&g->m);
-}
-
-static void count_job(void *arg)
-{
-    atomic_fetch_add((atomic_int *)arg, 1);
-}
-
-static void expect_stats(struct pool *p, int workers, int queued, int busy,
-                         unsigned long long completed, unsigned long long rejected)
-{
-    struct pool_stats s;
-    pool_get_stats(p, &s);
-    cr_expect_eq(s.workers, workers, "workers %d, want %d", s.workers, workers);
-    cr_expect_eq(s.queued, queued, "queued %d, want %d", s.queued, queued);
-    cr_expect_eq(s.busy, busy, "busy %d, want %d", s.busy, busy);
-    cr_expect_eq(s.completed, completed, "completed %llu, want %llu", s.completed, completed);
-    cr_expect_eq(s.rejected, rejected, "rejected %llu, want %llu", s.rejected, rejected);
-}
+#include "tests/lib/pool_shared.h"
 
 /* ---- every job runs exactly once ---- */
 
 #define NJOBS 10000
+
 #define NSUBMITTERS 4
 
 struct many {
@@ -174,23 +108,6 @@ Test(pool, every_job_runs_exactly_once, .timeout = TIMEOUT)
     cr_expect_eq(bad, 0, "%d of %d jobs did not run exactly once", bad, NJOBS);
 }
 
-/* ---- a bounded queue refuses at once ---- */
-
-/* A pool of one worker, held by gate g, and a queue of 3, full of
- * count_job(ran). */
-static struct pool *pool_held_and_full(struct gate *g, atomic_int *ran)
-{
-    gate_init(g);
-    atomic_init(ran, 0);
-    struct pool *p = pool_new(1, 3, 0);
-    cr_assert(p);
-    cr_assert_eq(pool_submit(p, gate_job, g), POOL_OK);
-    gate_wait_started(g, 1);
-    for (int i = 0; i < 3; i++)
-        cr_assert_eq(pool_submit(p, count_job, ran), POOL_OK, "submit %d", i);
-    return p;
-}
-
 Test(pool, full_queue_refuses_without_blocking, .timeout = TIMEOUT)
 {
     struct gate g;
@@ -250,157 +167,6 @@ Test(pool, one_worker_runs_jobs_in_submission_order, .timeout = TIMEOUT)
     cr_assert_eq(o.n, 8);
     for (int i = 0; i < 8; i++)
         cr_expect_eq(o.seq[i], i, "position %d ran job %d", i, o.seq[i]);
-    gate_deinit(&g);
-}
-
-/* ---- close drains the queue and refuses new jobs ---- */
-
-struct closer {
-    struct pool *p;
-    void (*op)(struct pool *);
-};
-
-static void *closer_main(void *arg)
-{
-    struct closer *c = arg;
-    c->op(c->p);
-    return NULL;
-}
-
-/* Submit fn(arg) until the pool, which another thread is closing, answers
- * POOL_ECLOSED; returns how many POOL_EFULL came first. */
-static unsigned long long submit_until_closed(struct pool *p, pool_fn fn, void *arg)
-{
-    unsigned long long efull = 0;
-    int rc;
-    while ((rc = pool_submit(p, fn, arg)) == POOL_EFULL) {
-        efull++;
-        sched_yield();
-    }
-    cr_assert_eq(rc, POOL_ECLOSED);
-    return efull;
-}
-
-/* With the only worker held and 3 jobs queued, another thread starts
- * closing; the test sees POOL_ECLOSED (so closing has begun while the jobs
- * were still queued), then opens the gate. The closer must not return
- * before the 3 jobs have run. */
-static void drain_while_closing(void (*op)(struct pool *))
-{
-    struct gate g;
-    atomic_int ran;
-    struct pool *p = pool_held_and_full(&g, &ran);
-
-    pthread_t t;
-    struct closer c = {p, op};
-    cr_assert_eq(pthread_create(&t, NULL, closer_main, &c), 0);
-
-    /* The pool cannot be freed yet: its worker is held by the gate. */
-    const unsigned long long efull = submit_until_closed(p, count_job, &ran);
-    cr_assert_eq(pool_submit(p, count_job, &ran), POOL_ECLOSED);
-    /* POOL_ECLOSED is not a rejection; the 3 jobs are still waiting. */
-    expect_stats(p, 1, 3, 1, 0, efull);
-    cr_expect_eq(atomic_load(&ran), 0);
-
-    gate_open(&g);
-    pthread_join(t, NULL);
-    cr_expect_eq(atomic_load(&ran), 3, "queued jobs run before close returns: %d of 3",
-                 atomic_load(&ran));
-    if (op == pool_close) {
-        expect_stats(p, 1, 0, 0, 4, efull);
-        cr_expect_eq(pool_submit(p, count_job, &ran), POOL_ECLOSED);
-        pool_free(p);
-    }
-    gate_deinit(&g);
-}
-
-Test(pool, free_runs_queued_jobs_before_returning, .timeout = TIMEOUT)
-{
-    drain_while_closing(pool_free);
-}
-
-Test(pool, close_runs_queued_jobs_and_then_refuses, .timeout = TIMEOUT)
-{
-    drain_while_closing(pool_close);
-}
-
-Test(pool, free_right_after_submit_runs_every_job, .timeout = TIMEOUT)
-{
-    atomic_int ran;
-    atomic_init(&ran, 0);
-    struct pool *p = pool_new(3, 1000, 0);
-    cr_assert(p);
-    for (int i = 0; i < 1000; i++)
-        cr_assert_eq(pool_submit(p, count_job, &ran), POOL_OK);
-    pool_free(p);
-    cr_expect_eq(atomic_load(&ran), 1000);
-}
-
-/* A second pool_close() while the first is joining must wait for the drain
- * too. The queued probe job runs before the workers can be joined, so it
- * looks at whether the second closer has already returned: it must not
- * have. */
-struct second_closer {
-    struct pool *p;
-    atomic_int returned;
-};
-
-static void *second_closer_main(void *arg)
-{
-    struct second_closer *c = arg;
-    pool_close(c->p);
-    atomic_store(&c->returned, 1);
-    return NULL;
-}
-
-struct probe {
-    struct second_closer *c;
-    atomic_int ran, saw_returned;
-};
-
-static void probe_job(void *arg)
-{
-    struct probe *pr = arg;
-    atomic_store(&pr->saw_returned, atomic_load(&pr->c->returned));
-    atomic_fetch_add(&pr->ran, 1);
-}
-
-Test(pool, second_close_waits_for_the_drain, .timeout = TIMEOUT)
-{
-    struct gate g;
-    gate_init(&g);
-    struct pool *p = pool_new(1, 1, 0);
-    cr_assert(p);
-    struct second_closer c2 = {.p = p};
-    atomic_init(&c2.returned, 0);
-    struct probe pr = {.c = &c2};
-    atomic_init(&pr.ran, 0);
-    atomic_init(&pr.saw_returned, -1);
-    cr_assert_eq(pool_submit(p, gate_job, &g), POOL_OK);
-    gate_wait_started(&g, 1);
-    cr_assert_eq(pool_submit(p, probe_job, &pr), POOL_OK);
-
-    pthread_t t1, t2;
-    struct closer c1 = {p, pool_close};
-    cr_assert_eq(pthread_create(&t1, NULL, closer_main, &c1), 0);
-    const unsigned long long efull = submit_until_closed(p, probe_job, &pr);
-
-    /* The first closer is joining; start the second one. The sleep only
-     * gives it time to reach pool_close() so that a second closer that
-     * returned early would be caught; the test passes for a correct pool
-     * however long it takes. */
-    cr_assert_eq(pthread_create(&t2, NULL, second_closer_main, &c2), 0);
-    nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
-    gate_open(&g);
-    pthread_join(t1, NULL);
-    pthread_join(t2, NULL);
-
-    cr_expect_eq(atomic_load(&pr.ran), 1);
-    cr_expect_eq(atomic_load(&pr.saw_returned), 0,
-                 "the second pool_close() returned before the queue was drained");
-    pool_close(p); /* a third, later call returns at once */
-    expect_stats(p, 1, 0, 0, 2, efull);
-    pool_free(p);
     gate_deinit(&g);
 }
 

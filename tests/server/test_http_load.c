@@ -1,0 +1,294 @@
+/* test_http_load.c -- the real server under load: concurrent clients, a
+ * full queue, memory budgets for bodies, and SIGTERM with requests in flight.
+ *
+ * $ATTN_SERVER names the binary (the Makefile sets it). Each test starts its
+ * own server with --port 0 and reads the bound port from its log. */
+#define _GNU_SOURCE /* CPU_COUNT, sched_getaffinity */
+#include <arpa/inet.h>
+#include <sched.h>
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <errno.h>
+#include <unistd.h>
+
+#include "tests/support/check.h"
+#include "tests/support/testdata.h"
+
+#include "tests/support/http_golden.h"
+#include "tests/support/http_util.h"
+#include "tests/server/http_shared.h"
+
+struct client {
+    int port;
+    const char *path;
+    int ok;
+};
+
+static void *client_run(void *arg)
+{
+    struct client *c = arg;
+    c->ok = check_golden(c->port, c->path, 2, c->ok); /* c->ok: base64 flag in */
+    return NULL;
+}
+
+Test(http, thirty_two_concurrent_clients_all_answered_correctly)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char *paths[64];
+    int n = testdata_list("tests/golden", paths, 64);
+    cr_assert(n > 0 && n == testdata_count("tests/golden"), "listed %d of the %d golden cases",
+              n, testdata_count("tests/golden"));
+    struct client cl[32];
+    pthread_t th[32];
+    for (int i = 0; i < 32; i++) {
+        cl[i] = (struct client){s.port, paths[i % n], i % 2};
+        pthread_create(&th[i], NULL, client_run, &cl[i]);
+    }
+    int good = 0;
+    for (int i = 0; i < 32; i++) {
+        pthread_join(th[i], NULL);
+        good += cl[i].ok;
+    }
+    for (int i = 0; i < n; i++)
+        free(paths[i]);
+    cr_assert_eq(good, 32, "%d of 32 concurrent clients got correct answers", good);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(http, full_queue_answers_503_with_retry_after)
+{
+    const char *flags[] = {"--workers", "1", "--queue-depth", "1", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char *body = heavy_body();
+    enum { NCLIENTS = 12 };
+    struct heavy h[NCLIENTS];
+    pthread_t th[NCLIENTS];
+    for (int i = 0; i < NCLIENTS; i++) {
+        h[i] = (struct heavy){s.port, body, 0, 0, 0};
+        pthread_create(&th[i], NULL, heavy_run, &h[i]);
+    }
+    int ok = 0, busy = 0;
+    for (int i = 0; i < NCLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        if (h[i].status == 200)
+            ok++;
+        if (h[i].status == 503) {
+            busy++;
+            cr_assert(h[i].retry_after, "503 without Retry-After");
+            cr_assert(h[i].valid_error, "503 without the overloaded slug");
+        }
+    }
+    cr_log_info("%d answered 200, %d answered 503", ok, busy);
+    cr_assert_eq(ok + busy, NCLIENTS, "every client gets 200 or 503");
+    cr_assert_geq(ok, 1);
+    cr_assert_geq(busy, 1, "12 heavy requests at once on 1 worker + 1 queue slot: some "
+                           "must be refused");
+    free(body);
+    server_still_serves(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+Test(http, sigterm_answers_requests_in_flight_then_exits_0)
+{
+    const char *flags[] = {"--workers", "1", "--queue-depth", "8", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char *body = heavy_body();
+    enum { NCLIENTS = 4 };
+    struct heavy h[NCLIENTS];
+    pthread_t th[NCLIENTS];
+    for (int i = 0; i < NCLIENTS; i++) {
+        h[i] = (struct heavy){s.port, body, 0, 0, 0};
+        pthread_create(&th[i], NULL, heavy_run, &h[i]);
+    }
+    /* wait until all four are inside the server (busy + queued = 4) */
+    for (int tries = 0; tries < 1000; tries++) {
+        struct http_reply m = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
+        int q = -1, b = -1;
+        char *at = m.body ? strstr(m.body, "\nattention_queue_depth ") : NULL;
+        if (at)
+            q = atoi(at + strlen("\nattention_queue_depth "));
+        at = m.body ? strstr(m.body, "\nattention_workers_busy ") : NULL;
+        if (at)
+            b = atoi(at + strlen("\nattention_workers_busy "));
+        free(m.body);
+        if (q + b == NCLIENTS)
+            break;
+        usleep(5000);
+    }
+    /* Connections opened before the signal stay open while draining: on
+     * them, readiness gets 503 shutting_down and new work is still
+     * answered, each with Connection: close (a request sent into a
+     * kept-alive connection is never refused or cut off). */
+    char url[128];
+    struct http_reply ka = {0};
+    CURL *ready = curl_easy_init(), *work = curl_easy_init();
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s.port);
+    for (int i = 0; i < 2; i++) {
+        CURL *k = i ? work : ready;
+        curl_easy_setopt(k, CURLOPT_URL, url);
+        curl_easy_setopt(k, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(k, CURLOPT_WRITEDATA, &ka);
+        cr_assert_eq(curl_easy_perform(k), CURLE_OK);
+        free(ka.body);
+        ka = (struct http_reply){0};
+    }
+    kill(s.pid, SIGTERM);
+    usleep(100000); /* the heavy requests keep the drain going for far longer */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/readyz", s.port);
+    curl_easy_setopt(ready, CURLOPT_URL, url);
+    cr_assert_eq(curl_easy_perform(ready), CURLE_OK);
+    curl_easy_getinfo(ready, CURLINFO_RESPONSE_CODE, &ka.status);
+    expect_error(&ka, 503, "shutting_down", "draining");
+    free(ka.body);
+    ka = (struct http_reply){0};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(work, CURLOPT_URL, url);
+    curl_easy_setopt(work, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(work, CURLOPT_POSTFIELDS, "{\"query\": [[1]], \"num_heads\": 1}");
+    cr_assert_eq(curl_easy_perform(work), CURLE_OK);
+    long fresh = -1;
+    curl_easy_getinfo(work, CURLINFO_RESPONSE_CODE, &ka.status);
+    curl_easy_getinfo(work, CURLINFO_NUM_CONNECTS, &fresh);
+    cr_assert_eq(ka.status, 200, "work on an open connection while draining got %ld: %s",
+                 ka.status, ka.body ? ka.body : "");
+    cr_assert_eq(fresh, 0, "the request did not go over the connection already open");
+    free(ka.body);
+    ka = (struct http_reply){0};
+    /* that answer said Connection: close, and nothing listens any more */
+    cr_assert_eq(curl_easy_perform(work), CURLE_COULDNT_CONNECT,
+                 "after a draining answer the connection should be closed and new ones refused");
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(ready);
+    curl_easy_cleanup(work);
+    int code = server_wait(&s); /* a second SIGTERM would stop it at once */
+    for (int i = 0; i < NCLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(h[i].status, 200, "client %d got %ld during drain", i, h[i].status);
+    }
+    cr_assert_eq(code, 0, "exit status %d after SIGTERM", code);
+    free(body);
+}
+
+Test(http, memory_budget_for_bodies_answers_503)
+{
+    /* One body larger than everything the server may hold at once. */
+    const char *flags[] = {"--max-inflight-bytes", "1M", "--max-body-bytes", "8M", NULL};
+    struct server s;
+    server_start(&s, flags);
+    size_t n = 3 << 20;
+    char *big = malloc(n);
+    memset(big, ' ', n);
+    struct http_reply a = request(s.port, "POST", "/attention", big, n, NULL, 0);
+    expect_error(&a, 503, "overloaded", "max_inflight_bytes");
+    cr_assert(strstr(a.headers, "Retry-After: "), "%s", a.headers);
+    free(a.body), free(big);
+    /* the budget was given back: a normal request still works */
+    a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    /* A claimed length is not memory: clients that announce 1 MiB bodies
+     * (together the whole 2M budget of the second server below) and send a
+     * few bytes hold those bytes, not the claims. */
+    cr_assert_eq(server_stop(&s), 0);
+    const char *flags2[] = {"--max-inflight-bytes", "2M", "--max-body-bytes", "8M", NULL};
+    server_start(&s, flags2);
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = raw_connect(s.port, 0);
+        const char *h = "POST /attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                        "\r\nContent-Length: 1048576\r\n\r\n{\"query\"";
+        cr_assert_eq(write(fds[i], h, strlen(h)), (ssize_t)strlen(h));
+    }
+    usleep(200000);
+    a = post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}");
+    cr_assert_eq(a.status, 200, "announced but unsent bodies took the budget: %s", a.body);
+    free(a.body);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* A body of rows x cols copies of 0.5 with extra JSON fields. */
+static char *uniform_body(int rows, int cols, const char *extra)
+{
+    size_t cap = (size_t)rows * (cols * 4 + 4) + 256, o = 0;
+    char *b = malloc(cap);
+    o += (size_t)snprintf(b + o, cap - o, "{\"query\": [");
+    for (int i = 0; i < rows; i++) {
+        b[o++] = '[';
+        for (int j = 0; j < cols; j++)
+            memcpy(b + o, j + 1 < cols ? "0.5," : "0.5]", 4), o += 4;
+        if (i + 1 < rows)
+            b[o++] = ',';
+    }
+    snprintf(b + o, cap - o, "], \"num_heads\": 1%s}", extra);
+    return b;
+}
+
+struct bg_post {
+    int port;
+    const char *body;
+    struct http_reply a;
+};
+
+static void *bg_post_run(void *arg)
+{
+    struct bg_post *p = arg;
+    p->a = post(p->port, p->body);
+    return NULL;
+}
+
+/* A body is given back to max_inflight_bytes once it is decoded, not when
+ * its answer is ready: while A (655 KB) computes and encodes its 4 M
+ * weights, B (410 KB) fits in the 1 MB budget beside it. */
+Test(http, body_budget_is_given_back_after_decoding, .timeout = 120)
+{
+    const char *flags[] = {"--workers", "1", "--max-inflight-bytes", "1M", NULL};
+    struct server s;
+    server_start(&s, flags);
+    char *a_body = uniform_body(2048, 80, "");
+    char *b_body = uniform_body(1600, 64, ", \"need_weights\": false");
+    cr_assert(strlen(a_body) + strlen(b_body) > (1u << 20) && strlen(a_body) < (1u << 20));
+    struct bg_post a = {s.port, a_body, {0}};
+    pthread_t th;
+    pthread_create(&th, NULL, bg_post_run, &a);
+    /* wait until the worker is busy with A and holds no body bytes: A is
+     * decoded and still being computed or encoded (its 4 M weights take
+     * far longer than a poll) */
+    int seen = 0;
+    for (int i = 0; i < 2000 && !seen; i++) {
+        struct http_reply m = request(s.port, "GET", "/metrics", NULL, 0, NULL, 0);
+        seen = m.body && strstr(m.body, "attention_workers_busy 1\n") &&
+               strstr(m.body, "attention_inflight_bytes 0\n");
+        free(m.body);
+        if (!seen)
+            usleep(2000);
+    }
+    struct http_reply b = post(s.port, b_body);
+    pthread_join(th, NULL);
+    cr_assert(seen, "never saw A computing with its body given back");
+    cr_assert_eq(a.a.status, 200, "%.200s", a.a.body);
+    cr_assert_eq(b.status, 200, "the budget still held A's body: %.200s", b.body);
+    free(a.a.body), free(b.body), free(a_body), free(b_body);
+    cr_assert_eq(server_stop(&s), 0);
+}
