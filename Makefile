@@ -322,13 +322,14 @@ container-test:
 	scripts/container-test.sh
 
 # Old-vs-new: BASE=<commit> built in a temporary git worktree, and every
-# golden body of both protocols (POST /attention, v2 JSON and binary) and
-# every invalid body of tests/cases sent to it and to $(SERVER); status and
-# body must be byte-identical (scripts/differential.sh, tests/differential.c).
-# Not part of make test: it builds another commit.
+# golden body of both protocols (POST /attention, v2 JSON and binary), every
+# invalid body of tests/cases and a script of sequence steps (starts, steps,
+# ends, refusals, limits; tests/differential_seq.c) sent to it and to
+# $(SERVER); status and body must be byte-identical (scripts/differential.sh,
+# tests/differential.c). Not part of make test: it builds another commit.
 DIFF_TOOL := $(BUILD)/tests/differential
-DIFF_SRC  := tests/differential.c tests/support/http_client.c tests/support/golden_v2.c \
-             tests/support/testdata.c
+DIFF_SRC  := tests/differential.c tests/differential_seq.c tests/support/http_client.c \
+             tests/support/golden_v2.c tests/support/testdata.c
 $(DIFF_TOOL): $(DIFF_SRC:%.c=$(BUILD)/%.o)
 	$(CC) $(LDFLAGS) $^ -o $@ -lcurl -ljansson -lm
 differential: $(SERVER) $(DIFF_TOOL)

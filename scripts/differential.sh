@@ -4,9 +4,10 @@
 # built again), then run build/tests/differential with the old and this
 # tree's build/attention-server on free loopback ports, both serving the
 # test models (tests/models/repo and models/digits-reverse, linked into one
-# temporary repository). Every golden body of both protocols and every
-# invalid body of tests/cases is sent to both; any byte of status or body
-# that differs is printed, and the exit status is 1. Run by
+# temporary repository). Every golden body of both protocols, every
+# invalid body of tests/cases and a script of sequence steps (with a second
+# pair of servers started with small limits) is sent to both; any byte of
+# status or body that differs is printed, and the exit status is 1. Run by
 # `make differential BASE=<commit>`; not part of make test (it builds
 # another commit, about a minute on 2 cores).
 set -eu

@@ -1,6 +1,7 @@
 /* differential.c -- the old-vs-new differential: every golden body of both
- * protocols, and every invalid body of tests/cases/, sent to two builds of
- * attention-server, whose answers must be the same byte for byte.
+ * protocols, every invalid body of tests/cases/, and a script of sequence
+ * steps, sent to two builds of attention-server, whose answers must be the
+ * same byte for byte.
  *
  *   differential OLD_SERVER NEW_SERVER MODEL_REPOSITORY
  *
@@ -13,10 +14,14 @@
  *     with JSON data and with binary data (and binary outputs), to the
  *     model the case names or the built-in one;
  *   - each invalid-request case of tests/cases as a POST /attention body and,
- *     the same bytes, as a v2 infer request.
- * Compared: the status, the Content-Type and Inference-Header-Content-Length
- * headers, and the body. Prints the count compared and every difference;
- * exits 1 when anything differs (2 when the servers cannot be started).
+ *     the same bytes, as a v2 infer request;
+ *   - then the script of sequence steps of tests/differential_seq.c, on
+ *     these servers and on a pair started again with small limits.
+ * Compared: the status, the Content-Type, Inference-Header-Content-Length
+ * and Retry-After headers, and the body. Prints the counts compared and
+ * every difference (DIFFERENTIAL_VERBOSE=1: every answer of the new server,
+ * in short); exits 1 when anything differs (2 when the servers cannot be
+ * started).
  * `make differential BASE=<commit>` (scripts/differential.sh) builds the old
  * server and runs this. */
 #include <jansson.h>
@@ -24,14 +29,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/differential.h"
 #include "tests/support/golden_v2.h"
-#include "tests/support/http_client.h"
 #include "tests/support/testdata.h"
 
 #define MAX_FILES 256
 
-static struct server servers[2];
-static int compared, differ, ok200;
+struct server diff_servers[2];
+struct diff_counts diff_counts;
 
 /* Print up to 160 bytes of s from at, non-printing bytes as \xNN. */
 static void excerpt(const char *s, size_t len, size_t at)
@@ -46,45 +51,86 @@ static void excerpt(const char *s, size_t len, size_t at)
     putchar('\n');
 }
 
-/* Send body to path on both servers; compare the answers. */
-static void compare(const char *label, const char *path, const char *body, size_t len,
-                    long long hlen)
+void diff_answers(const char *label, const char *path, const struct http_reply a[2])
 {
-    char h[80];
-    snprintf(h, sizeof h, "Inference-Header-Content-Length: %lld", hlen);
-    const char *headers[] = {h, NULL};
-    struct http_reply a[2];
+    diff_counts.compared++;
+    diff_counts.ok200 += a[1].status == 200;
+    static const char *const names[] = {"Content-Type", "Inference-Header-Content-Length",
+                                        "Retry-After"};
+    enum { NH = sizeof names / sizeof names[0] };
+    char hv[2][NH][256]; /* [answer][header] */
     for (int i = 0; i < 2; i++)
-        a[i] = request_with(servers[i].port, "POST", path, body, len,
-                            hlen >= 0 ? "application/octet-stream" : "application/json", 0,
-                            hlen >= 0 ? headers : NULL);
-    compared++;
-    ok200 += a[1].status == 200;
-    static const char *const names[] = {"Content-Type", "Inference-Header-Content-Length"};
-    char hv[2][2][256]; /* [answer][header] */
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < NH; k++) {
             const char *v = header(&a[i], names[k]);
             snprintf(hv[i][k], sizeof hv[i][k], "%s", v ? v : "");
         }
     int same = a[0].status == a[1].status && a[0].len == a[1].len &&
                (a[0].len == 0 || memcmp(a[0].body, a[1].body, a[0].len) == 0);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < NH; k++)
         same &= strcmp(hv[0][k], hv[1][k]) == 0;
-    if (!same) {
-        differ++;
-        size_t at = 0;
-        while (at < a[0].len && at < a[1].len && a[0].body[at] == a[1].body[at])
-            at++;
-        printf("DIFFERS %s (POST %s)\n", label, path);
-        for (int i = 0; i < 2; i++) {
-            printf("  %s: status %ld, %zu bytes, Content-Type '%s', "
-                   "Inference-Header-Content-Length '%s'; from byte %zu: ",
-                   i ? "new" : "old", a[i].status, a[i].len, hv[i][0], hv[i][1], at);
-            excerpt(a[i].body ? a[i].body : "", a[i].len, at);
-        }
+    if (getenv("DIFFERENTIAL_VERBOSE")) { /* each answer of the new server */
+        printf("%s: %ld ", label, a[1].status);
+        excerpt(a[1].body ? a[1].body : "", a[1].len < 160 ? a[1].len : 160, 0);
     }
+    if (same)
+        return;
+    diff_counts.differ++;
+    size_t at = 0;
+    while (at < a[0].len && at < a[1].len && a[0].body[at] == a[1].body[at])
+        at++;
+    printf("DIFFERS %s (POST %s)\n", label, path);
+    for (int i = 0; i < 2; i++) {
+        printf("  %s: status %ld, %zu bytes, Content-Type '%s', "
+               "Inference-Header-Content-Length '%s', Retry-After '%s'; from byte %zu: ",
+               i ? "new" : "old", a[i].status, a[i].len, hv[i][0], hv[i][1], hv[i][2], at);
+        excerpt(a[i].body ? a[i].body : "", a[i].len, at);
+    }
+}
+
+long diff_compare(const char *label, const char *path, const char *body, size_t len,
+                  long long hlen, const char *const *headers)
+{
+    char h[80];
+    snprintf(h, sizeof h, "Inference-Header-Content-Length: %lld", hlen);
+    const char *lines[8];
+    int n = 0;
+    if (hlen >= 0)
+        lines[n++] = h;
+    for (int i = 0; headers && headers[i] && n < 7; i++)
+        lines[n++] = headers[i];
+    lines[n] = NULL;
+    struct http_reply a[2];
+    for (int i = 0; i < 2; i++)
+        a[i] = request_with(diff_servers[i].port, "POST", path, body, len,
+                            hlen >= 0 ? "application/octet-stream" : "application/json", 0,
+                            n ? lines : NULL);
+    diff_answers(label, path, a);
     free(a[0].body), free(a[1].body);
+    return a[1].status;
+}
+
+int diff_start(char *const bins[2], const char *const *flags)
+{
+    for (int i = 0; i < 2; i++) {
+        char err[200];
+        if (server_spawn(&diff_servers[i], bins[i], flags, err, sizeof err) ||
+            server_ready_within(&diff_servers[i], 30)) {
+            fprintf(stderr, "differential: %s: %s\n", bins[i],
+                    diff_servers[i].port ? "not ready within 30 s" : err);
+            for (int j = 0; j <= i; j++)
+                if (diff_servers[j].pid > 0)
+                    server_stop(&diff_servers[j]);
+            return 2;
+        }
+        printf("%s server %s on port %d\n", i ? "new" : "old", bins[i], diff_servers[i].port);
+    }
+    return 0;
+}
+
+void diff_stop(void)
+{
+    for (int i = 0; i < 2; i++)
+        server_stop(&diff_servers[i]);
 }
 
 /* One golden case: its /attention body, then v2 with JSON and binary data. */
@@ -100,7 +146,7 @@ static int golden(const char *path, int *counts)
     size_t len;
     char *body = testdata_body(c, &len), label[600];
     snprintf(label, sizeof label, "%s (/attention)", path);
-    compare(label, "/attention", body, len, -1);
+    diff_compare(label, "/attention", body, len, -1, NULL);
     free(body);
     counts[0]++;
 
@@ -116,7 +162,7 @@ static int golden(const char *path, int *counts)
         long long hl;
         body = golden_v2_body(v2, binary ? GOLDEN_V2_BINARY : GOLDEN_V2_JSON, &len, &hl);
         snprintf(label, sizeof label, "%s (v2 %s)", path, binary ? "binary" : "JSON");
-        compare(label, url, body, len, hl);
+        diff_compare(label, url, body, len, hl, NULL);
         free(body);
         counts[1 + binary]++;
     }
@@ -136,9 +182,9 @@ static int invalid(const char *path, int *counts)
     size_t len;
     char *body = testdata_body(c, &len), label[600];
     snprintf(label, sizeof label, "%s (/attention)", path);
-    compare(label, "/attention", body, len, -1);
+    diff_compare(label, "/attention", body, len, -1, NULL);
     snprintf(label, sizeof label, "%s (v2)", path);
-    compare(label, "/v2/models/attention/infer", body, len, -1);
+    diff_compare(label, "/v2/models/attention/infer", body, len, -1, NULL);
     counts[3] += 2;
     free(body);
     json_decref(c);
@@ -153,19 +199,8 @@ int main(int argc, char **argv)
     }
     const char *const flags[] = {"--port", "0", "--bind", "127.0.0.1", "--model-repository",
                                  argv[3], NULL};
-    for (int i = 0; i < 2; i++) {
-        char err[200];
-        if (server_spawn(&servers[i], argv[1 + i], flags, err, sizeof err) ||
-            server_ready_within(&servers[i], 30)) {
-            fprintf(stderr, "differential: %s: %s\n", argv[1 + i],
-                    servers[i].port ? "not ready within 30 s" : err);
-            for (int j = 0; j <= i; j++)
-                if (servers[j].pid > 0)
-                    server_stop(&servers[j]);
-            return 2;
-        }
-        printf("%s server %s on port %d\n", i ? "new" : "old", argv[1 + i], servers[i].port);
-    }
+    if (diff_start(argv + 1, flags))
+        return 2;
 
     static const char *const golden_dirs[] = {"tests/golden", "tests/golden_variants",
                                               "tests/models/golden", "tests/models/golden/hf",
@@ -187,10 +222,11 @@ int main(int argc, char **argv)
         printf("%-24s %3d files\n", dir, n);
         files += n;
     }
-    for (int i = 0; i < 2; i++)
-        server_stop(&servers[i]);
     printf("compared %d answers from %d files: %d golden /attention, %d golden v2 JSON, "
            "%d golden v2 binary, %d invalid (/attention and v2); %d answered 200; %d differ\n",
-           compared, files, counts[0], counts[1], counts[2], counts[3], ok200, differ);
-    return differ || bad ? 1 : 0;
+           diff_counts.compared, files, counts[0], counts[1], counts[2], counts[3],
+           diff_counts.ok200, diff_counts.differ);
+    const int golden_differ = diff_counts.differ;
+    const int seq = diff_sequences(argv + 1); /* stops the servers */
+    return golden_differ || bad || seq ? 1 : 0;
 }
