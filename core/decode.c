@@ -6,8 +6,8 @@
  * AVX-512, BF16 by a shift. The cache is cut into one run of tokens per
  * thread; the partial results are merged by the log-sum-exp rule
  * (REFERENCE.md 8.2). One copy of the loops per instruction set, picked at
- * run time by the CPU's features (as posenc.c). */
-#include "core/kvblocks.h"
+ * run time by the CPU's features (as posenc.c). See decode.h. */
+#include "core/decode.h"
 
 #include <float.h>
 #include <math.h>
@@ -17,6 +17,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include "core/band.h"
 #include "core/blas.h"
 #include "core/expf.h"
 #include "core/kernels.h"
