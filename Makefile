@@ -5,7 +5,7 @@
 #   make test            install what is missing, build, run every test
 #   make SANITIZE=address,undefined test   the same under sanitizers (build/san/)
 #   make scale-test      3 replicas behind nginx: a rolling restart under load
-#   make lint            clang-tidy, cppcheck, file sizes and the layer rule over the C sources
+#   make lint            clang-tidy, cppcheck, file sizes, the layer rule and no cycle within a folder
 #   make differential BASE=<commit>   old-vs-new answers to every golden and invalid body
 #   make clean
 
@@ -270,7 +270,8 @@ fuzz:
 	scripts/fuzz.sh
 
 # clang-tidy (checks and the reasons for each exclusion in .clang-tidy) and
-# cppcheck over every C file of the layers, and the layer rule; any finding fails.
+# cppcheck over every C file of the layers, the layer rule, and no include or
+# call cycle within a folder (scripts/layers.sh, scripts/calls.sh); any finding fails.
 lint:
 	@scripts/deps.sh lint
 	scripts/lint.sh
@@ -283,8 +284,9 @@ lint:
 deploy-check: $(SERVER)
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/deploy-check.sh
 
-# The layer rule (scripts/layers.sh: which folder may include which), that
-# it refuses a planted violation, and the duplicates allowlist's files.
+# The layer rule (scripts/layers.sh: which folder may include which, and no
+# include cycle within a folder), that it refuses a planted violation and a
+# planted cycle, and the duplicates allowlist's files.
 layers-check:
 	tests/check_layers.sh
 	tests/check_allowlist.sh

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/band.h"
 #include "core/blas.h"
 #include "core/check.h"
 #include "core/kernels.h"

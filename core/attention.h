@@ -101,8 +101,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATT_MAX_CONCURRENT 64 /* threads inside OpenBLAS at once */
-#define ATT_MAX_THREADS 16     /* threads one call may use */
+#include "core/blas.h" /* att_blas_select_kernels, att_init, ATT_MAX_THREADS */
+
 /* Below this many multiply-adds, N·(L + 2S)·E² + 2·N·L·S·E, a call runs on
  * one thread: starting threads would cost more than it saves. */
 #define ATT_PARALLEL_MIN_MACS 4000000.0
@@ -248,24 +248,6 @@ void att_params_init(struct att_params *p);
  * Returns ATT_OK or a failure with err filled in. */
 int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
               struct att_error *err);
-
-/* OpenBLAS 0.3.21 (Debian 12) does not know recent CPU models and falls
- * back to its generic "Prescott" SSE3 kernels: 5× slower sgemm on an AVX-512
- * Xeon. It picks its kernels once, when the library loads, from
- * $OPENBLAS_CORETYPE. Call this first thing in main(): if the variable is
- * unset, OpenBLAS chose Prescott and the CPU has AVX-512 (or AVX2+FMA), it
- * sets OPENBLAS_CORETYPE=SkylakeX (or Haswell) and re-executes the program
- * with the same argv. It also sets OPENBLAS_NUM_THREADS=1 when unset (the
- * core threads by itself; OpenBLAS's idle pool would only spin). Returns
- * only when no re-exec was needed (or it failed), with the core name in
- * use; variables already set are respected. */
-const char *att_blas_select_kernels(char **argv);
-
-/* Threads each att_forward() call may use (1 … ATT_MAX_THREADS; small
- * calls use one). The core splits a call over its own threads and keeps
- * OpenBLAS single-threaded. Call once before the first att_forward(); not
- * thread-safe itself. */
-void att_init(int threads);
 
 /* The fast kernel, on OpenBLAS: att_check(), then att_forward_checked().
  * out: (N, L, E); weights: (N, H, L, S), (N, L, S) or NULL per weights_mode.

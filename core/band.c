@@ -1,16 +1,17 @@
 /* band.c -- the variants of the fast kernel that act on positions: the
  * block of keys a block of query rows needs (everything outside it is never
  * computed), a row's scores finished in place (soft-cap, ALiBi, float mask,
- * blocked keys) in float32 or, where float32 left its range, in double, and
- * RoPE on rows of q and k. The definitions (visible keys, RoPE angles) are
- * variants.c's, shared with the reference. attention.c calls them; see kernels.h. */
-#include "core/kernels.h"
+ * blocked keys) in float32 or, where float32 left its range, in double.
+ * The definitions (visible keys) are variants.c's, shared with the
+ * reference. attention.c and decode.c call them; see band.h. */
+#include "core/band.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "core/check.h"
+#include "core/kernels.h"
 #include "core/variants.h"
 
 void att_row_init(struct att_row *r, const struct att_params *p, int n, int h, int i, int j0,
@@ -132,23 +133,4 @@ int att_row_caller_blocks(const struct att_params *p, const struct att_row *r)
         if (!row_blocks(p, r, key))
             return 0;
     return 1;
-}
-
-/* ---------------------------------------------------------------------- */
-/* RoPE                                                                    */
-
-long long att_rope_rows(float *x, int ldx, int lo, int hi, int T, int nh, int d,
-                        const struct att_params *p, const float *cs)
-{
-    const int rd = att_rope_dim(p);
-    for (int m = lo; m < hi; m++) {
-        float *xm = x + (size_t)m * ldx;
-        for (int hh = 0; hh < nh; hh++)
-            att_rope_rotate(xm + (size_t)hh * d, cs + (size_t)(m % T) * rd, rd, p->rope_style);
-        /* |cos|, |sin| <= 1: a product never overflows, a - b·s only when
-         * the exact value is beyond FLT_MAX (up to rounding) */
-        if (!att_all_finite(xm, (size_t)nh * d))
-            return m;
-    }
-    return -1;
 }

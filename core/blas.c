@@ -8,8 +8,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/attention.h"
-
 /* OpenBLAS extensions (declared in its cblas.h, repeated for clarity). */
 void openblas_set_num_threads(int num_threads);
 int openblas_get_parallel(void);

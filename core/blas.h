@@ -3,18 +3,40 @@
  * OpenBLAS is process-global: its kernels are picked when the library
  * loads, its thread pool is shared, and its pthread build crashes past 128
  * calling threads. blas.c keeps all of that away from the math: the kernel
- * selection by re-exec and att_init() (public, in attention.h), and for
- * attention.c the thread count of a call and the gate every call passes
- * through:
+ * selection by re-exec and att_init() (public: attention.h includes this
+ * header for them), and for attention.c the thread count of a call and the
+ * gate every call passes through:
  *
  *     int nt = att_gate_enter(wanted);   // may wait; nt ≤ wanted
  *     ... compute on nt threads ...
  *     att_gate_leave(nt);
  *
- * Not a published API: only core/ includes this header.
+ * The rest of the service calls the first two through attention.h; the
+ * thread count and the gate are core/'s only.
  */
 #ifndef ATT_BLAS_H
 #define ATT_BLAS_H
+
+#define ATT_MAX_CONCURRENT 64 /* threads inside OpenBLAS at once */
+#define ATT_MAX_THREADS 16     /* threads one call may use */
+
+/* OpenBLAS 0.3.21 (Debian 12) does not know recent CPU models and falls
+ * back to its generic "Prescott" SSE3 kernels: 5× slower sgemm on an AVX-512
+ * Xeon. It picks its kernels once, when the library loads, from
+ * $OPENBLAS_CORETYPE. Call this first thing in main(): if the variable is
+ * unset, OpenBLAS chose Prescott and the CPU has AVX-512 (or AVX2+FMA), it
+ * sets OPENBLAS_CORETYPE=SkylakeX (or Haswell) and re-executes the program
+ * with the same argv. It also sets OPENBLAS_NUM_THREADS=1 when unset (the
+ * core threads by itself; OpenBLAS's idle pool would only spin). Returns
+ * only when no re-exec was needed (or it failed), with the core name in
+ * use; variables already set are respected. */
+const char *att_blas_select_kernels(char **argv);
+
+/* Threads each att_forward() call may use (1 … ATT_MAX_THREADS; small
+ * calls use one). The core splits a call over its own threads and keeps
+ * OpenBLAS single-threaded. Call once before the first att_forward(); not
+ * thread-safe itself. */
+void att_init(int threads);
 
 /* Threads one att_forward() call may split its work over: att_init()'s
  * count, 1 … ATT_MAX_THREADS (1 before att_init()). */

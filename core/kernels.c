@@ -1,6 +1,6 @@
-/* kernels.c -- the fast kernel's loops over rows: projections on OpenBLAS,
- * masks, the softmax, the range rule's recomputation in double, and the
- * FTZ/DAZ switch. attention.c calls them on its blocks; see kernels.h. */
+/* kernels.c -- the fast kernel's loops over rows: projections on OpenBLAS
+ * and RoPE on their rows, soft-cap, the softmax, the range rule's
+ * recomputation in double, and the FTZ/DAZ switch. attention.c calls them on its blocks; see kernels.h. */
 #include "core/kernels.h"
 
 #include <cblas.h>
@@ -287,6 +287,23 @@ void *att_workspace_alloc(size_t bytes)
     if (ws)
         (void)madvise(ws, size, MADV_HUGEPAGE);
     return ws;
+}
+
+/* RoPE on rows of x: variants.c rotates one row of a head. */
+long long att_rope_rows(float *x, int ldx, int lo, int hi, int T, int nh, int d,
+                        const struct att_params *p, const float *cs)
+{
+    const int rd = att_rope_dim(p);
+    for (int m = lo; m < hi; m++) {
+        float *xm = x + (size_t)m * ldx;
+        for (int hh = 0; hh < nh; hh++)
+            att_rope_rotate(xm + (size_t)hh * d, cs + (size_t)(m % T) * rd, rd, p->rope_style);
+        /* |cos|, |sin| <= 1: a product never overflows, a - b·s only when
+         * the exact value is beyond FLT_MAX (up to rounding) */
+        if (!att_all_finite(xm, (size_t)nh * d))
+            return m;
+    }
+    return -1;
 }
 
 /* Stream s (0 q, 1 k, 2 v) of p, rows lo … hi - 1 of x (K wide, row 0 at

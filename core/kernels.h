@@ -4,11 +4,11 @@
  * order); these do the work on one block of rows: a projection on OpenBLAS
  * (att_linear), the softmax of a row of scores, the range rule's
  * recomputation in double of whatever float32 made inf or NaN
- * (att_fix_nonfinite, att_row_fix), and the switch to flush-to-zero the
- * softmax runs under (kernels.c); soft-cap, ALiBi, the masks and RoPE on a
- * row, with the keys a row may see (band.c). The vector loops come in one
- * copy per instruction set (AVX-512, AVX2, plain x86-64), picked when the
- * program loads; the Makefile builds both files at -O3, where GCC
+ * (att_fix_nonfinite), the switch to flush-to-zero the softmax runs under,
+ * soft-cap, and RoPE on rows of q and k (kernels.c). ALiBi, the masks and
+ * the keys a row may see are band.c's (band.h). The vector loops come in
+ * one copy per instruction set (AVX-512, AVX2, plain x86-64), picked when
+ * the program loads; the Makefile builds both files at -O3, where GCC
  * vectorizes them.
  *
  * Shapes are row-major with explicit row strides (ld*: floats between rows),
@@ -71,35 +71,6 @@ long long att_fix_nonfinite(float *y, int ldy, const float *x, int ldx, const fl
 /* x: (n) scores in place: c·tanh(x / c), c > 0 (soft-capping). */
 ATT_CLONED void att_softcap_row(float *x, int n, float c);
 
-/* band.c: the variants that act on positions. */
-
-/* One row of scores in a buffer: query i of batch n, head h; the buffer
- * holds keys j0 … j0 + W - 1. */
-struct att_row {
-    int n, h, i;
-    int j0, W;
-    int lo, hi;         /* the keys causal and window leave (att_visible_keys),
-                           inclusive; hi < lo: none */
-    float slope;        /* ALiBi slope of head h, 0 = none */
-    long long pos;      /* the query's position */
-    long long dmin;     /* ALiBi distance every key is shifted by */
-};
-void att_row_init(struct att_row *r, const struct att_params *p, int n, int h, int i, int j0,
-                  int W, float slope);
-
-/* row: (W) scores q·kᵀ of r, in place: soft-cap, ALiBi, + float mask, and
- * -inf for blocked keys (band, bool mask, key padding). */
-void att_row_finish(float *row, const struct att_params *p, const struct att_row *r);
-
-/* The same in double from qrow: (d) and kh: (S, d), row stride ldk (key 0),
- * for a row float32 left inf or NaN. Returns 1 when an unblocked score is
- * above FLT_MAX. */
-int att_row_fix(float *row, const float *qrow, const float *kh, int ldk, int d,
-                const struct att_params *p, const struct att_row *r);
-
-/* Does the caller block every key of row r (band and masks)? */
-int att_row_caller_blocks(const struct att_params *p, const struct att_row *r);
-
 /* x: rows lo … hi - 1 (stride ldx) of nh heads of d, row m at row m % T of
  * cs (att_rope_table): RoPE in place (p's style and rotary_dim). Returns
  * the first row where a value left float32's range, or -1. */
@@ -131,9 +102,5 @@ void att_fpu_restore(unsigned old);
  * every call, and at 4 KiB a page those faults cost a tenth of the compute
  * at L = 1024, E = 4096 (where THP is off, the request is ignored). */
 void *att_workspace_alloc(size_t bytes);
-
-/* variants.c: x + PE for the three inputs of a call (attention.c step 1),
- * each distinct input once; in[s] is what stream s then projects. */
-void att_encode_inputs(const struct att_params *p, float *const copies[3], const float *in[3]);
 
 #endif

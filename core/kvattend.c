@@ -6,9 +6,10 @@
  * AVX-512, BF16 by a shift. The cache is cut into one run of tokens per
  * thread; the partial results are merged by the log-sum-exp rule (each
  * run's max m_i, sum l_i and context o_i: with m = max m_i, l = sum of
- * l_i e^(m_i - m) and o = sum of o_i e^(m_i - m) / l). One copy of the loops per instruction set, picked at
- * run time by the CPU's features (as posenc.c). */
-#include "core/kvblocks.h"
+ * l_i e^(m_i - m) and o = sum of o_i e^(m_i - m) / l). One copy of the
+ * loops per instruction set, picked at run time by the CPU's features (as
+ * posenc.c). See kvattend.h. */
+#include "core/kvattend.h"
 
 #include <float.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include "core/band.h"
 #include "core/blas.h"
 #include "core/expf.h"
 #include "core/kernels.h"

@@ -1,6 +1,7 @@
 /* kvblocks.h -- the block layout of a sequence's cache (kvcache.h) and the
  * cache kernel that reads it, internal to core/: kvcache.c appends and
- * organises a step, kvattend.c attends a few query rows over the blocks.
+ * organises a step, kvattend.c attends a few query rows over the blocks
+ * (kvattend.h).
  *
  * Block b holds tokens b·ATT_KV_BLOCK … for every KV head: the keys
  * (Hkv, ATT_KV_BLOCK, d), then the values (Hkv, ATT_KV_BLOCK, d), esize
@@ -87,27 +88,5 @@ static inline float att_kv_elem(const void *base, size_t i, int dtype)
     return dtype == ATT_KV_F32 ? ((const float *)base)[i]
                                : att_half_to_f32(((const uint16_t *)base)[i], dtype);
 }
-
-/* Elements in the cache's dtype to float32 (exact): n of them. */
-void att_kv_to_f32(float *dst, const void *src, size_t n, int dtype);
-
-/* float32 to FP16 / BF16 bits, rounding to nearest even; an x beyond the
- * type's finite range gives its infinity. */
-uint16_t att_f32_to_f16(float x);
-uint16_t att_f32_to_bf16(float x);
-
-/* Most query rows the cache kernel takes; more go to att_forward(). */
-#define ATT_KV_ATTEND_MAX_L 16
-
-/* ctx: (L, H·d) = attention of q: (L, H·d), already rotated and scaled,
- * over the cache's pv->S keys, for the stateless view pv of the step
- * (kvcache.c: S = the cache length, query_position_offset, lower-right
- * causal, masks over the whole cache); no weights. The cache is split over
- * up to nt threads (flash decoding: partial maxima, sums and contexts per
- * thread, merged by log-sum-exp). Returns 0, or 1 when the answer needs
- * the general path: a row with no weight at all (blocked, or every score
- * -inf), a non-finite score, or out of memory. */
-int att_kv_attend(float *ctx, const float *q, const struct att_params *pv, const struct att_kv *c,
-               int nt);
 
 #endif

@@ -21,6 +21,7 @@
 
 #include "core/blas.h"
 #include "core/check.h"
+#include "core/kvattend.h"
 #include "core/kernels.h"
 #include "core/kvblocks.h"
 #include "core/variants.h"

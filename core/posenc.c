@@ -30,7 +30,7 @@
  *
  * No state: everything lives on the stack (34 KiB), so the function is
  * reentrant and thread-safe. */
-#include "attention.h"
+#include "core/attention.h"
 
 #include <math.h>
 #include <stddef.h>

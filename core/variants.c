@@ -1,14 +1,11 @@
 /* variants.c -- the helpers the fast kernel and the reference share for the
  * attention variants: head layout, positions, visible keys, RoPE angles and
  * rotation, ALiBi slopes and bias; and the positional encoding of a call's
- * inputs (att_encode_inputs, kernels.h). See variants.h. */
+ * inputs (att_encode_inputs). See variants.h. */
 #include "core/variants.h"
 
 #include <math.h>
 #include <string.h>
-
-#include "core/check.h"
-#include "core/kernels.h"
 
 int att_head_dim(const struct att_params *p)
 {

@@ -86,4 +86,8 @@ double att_alibi_bias(double slope, long long qpos, int j);
 
 /* att_alibi_slopes() (attention.h) lives in variants.c too. */
 
+/* x + PE for the three inputs of a call (attention.c step 1), each
+ * distinct input once; in[s] is what stream s then projects. */
+void att_encode_inputs(const struct att_params *p, float *const copies[3], const float *in[3]);
+
 #endif

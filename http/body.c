@@ -1,13 +1,14 @@
 /* body.c -- request bodies: reserved, received piece by piece (inflated on
  * the way when sent with Content-Encoding gzip or deflate), bounded per
  * request and for the whole server, released as soon as they are decoded.
- * Part of the HTTP front (http/http.c). */
+ * Part of the HTTP front (http/http.c); see body.h. */
+#include "http/body.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/http_internal.h"
 #include "http/inflate.h"
 
 void body_release(struct req *r)

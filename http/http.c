@@ -49,10 +49,12 @@
 #error "libmicrohttpd >= 1.0 is needed: build with make (scripts/mhd.sh)"
 #endif
 
+#include "http/body.h"
 #include "http/conn.h"
 #include "http/cors.h"
 #include "http/framing.h"
 #include "http/http_internal.h"
+#include "http/request.h"
 #include "http/response.h"
 #include "http/route.h"
 #include "http/tls.h"

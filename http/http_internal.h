@@ -1,6 +1,8 @@
 /* http_internal.h -- what the parts of the HTTP transport share: the
  * server, one connection, one request (http/http.c, conn.c, response.c,
- * body.c, request.c). Not for the rest of the service: see http.h.
+ * body.c, request.c). A leaf: types, constants and static inline functions;
+ * each part's functions are in its own header (body.h, conn.h, request.h,
+ * response.h). Not for the rest of the service: see http.h.
  */
 #ifndef HTTP_HTTP_INTERNAL_H
 #define HTTP_HTTP_INTERNAL_H
@@ -118,30 +120,5 @@ static inline int req_has_cors(const struct req *r)
 {
     return (r->route->flags & ROUTE_CORS) != 0;
 }
-
-/* body.c: request bodies. */
-/* After the header checks: a Content-Encoding's inflater, or the buffer
- * sized by Content-Length. -1 to go on, or an error code to answer (415). */
-int body_begin(struct req *r, char *msg, size_t msglen);
-/* A piece of the body as received; 0, or -1 when out of memory. Limits
- * (too_large, over_budget) and a corrupt compressed body (body_error) are
- * marked on r, and what follows is dropped. */
-int body_append(struct req *r, const char *data, size_t n);
-/* The body has ended: a compressed body that stops short is body_error. */
-void body_end(struct req *r);
-/* Give the body's memory and budget back (the job calls it once decoded). */
-void body_release(struct req *r);
-/* body_release, and the inflater. */
-void body_free(struct req *r);
-
-/* request.c: what a request carries besides its body. */
-/* X-Request-Id: the client's when it is a sane token, else a new one. */
-void request_id_make(struct req *r);
-/* The admin token of a ROUTE_ADMIN row: -1 to go on, or an error code
- * (401, 403) with msg filled. */
-int request_check_token(struct req *r, char *msg, size_t msglen);
-/* Each header r's row reads comes at most once: -1 to go on, or 400 with
- * msg naming the header. */
-int request_check_once(struct req *r, char *msg, size_t msglen);
 
 #endif

@@ -1,6 +1,8 @@
 /* request.c -- what a request carries besides its body: its X-Request-Id,
  * on a ROUTE_ADMIN row the admin token, and the headers its row reads
- * (once each). Part of the HTTP transport (http/http.c). */
+ * (once each). Part of the HTTP transport (http/http.c); see request.h. */
+#include "http/request.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,7 +10,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "http/http_internal.h"
 #include "lib/errors.h"
 
 /* a and b equal, in time that depends on their lengths only. */

@@ -20,11 +20,25 @@
 #            protocol, model or core
 #   main.c   the composition root                        anything
 #
+# Within a folder the includes go one way too: a module is a file's stem
+# (x.c and x.h), and module A depends on module B when A.c includes
+# "folder/B.h" (or "B.h"). A cycle of that graph (A -> B -> ... -> A) is
+# refused. What two modules share goes in a header of its own with no .c
+# (a leaf: types, macros, constants, static inline functions), which is
+# why a header's own includes are no edge: they name the types its
+# declarations need. scripts/lint.sh checks with the build's objects that a
+# leaf declares no function of the folder's .c files, and that no two of a
+# folder's files call each other round a cycle.
+#
 # Usage: scripts/layers.sh [ROOT]   (default: the repository)
 # Prints every include that breaks the rule, as FILE:LINE: the include and
-# the rule, and exits 1 if there is one.
+# the rule, and every include cycle, as FILE:LINE: the include that closes
+# it and the cycle file by file; exits 1 if there is one.
 set -eu
-cd "${1:-$(dirname "$0")/..}"
+here=$(cd "$(dirname "$0")" && pwd)
+cd "${1:-$here/..}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 
 allowed() { # folder -> the folders its files may include
     case "$1" in
@@ -62,10 +76,14 @@ for layer in lib core config model codec api http; do
         # "folder/file.h", and <folder/file.h> of a folder of ours (the
         # build's -I. finds both); other <system> headers are not ours
         grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]' "$f" |
-            sed -E 's/^([0-9]+):[^"<]*["<]([^">]+)[">].*/\1 \2/' >"${TMPDIR:-/tmp}/layers.$$" || true
+            sed -E 's/^([0-9]+):[^"<]*["<]([^">]+)[">].*/\1 \2/' >"$tmp/includes" || true
         while read -r line inc; do
             dir=${inc%%/*}
-            [ "$dir" != "$inc" ] || continue # <stdio.h>, or a same-folder "x.h" (none today)
+            case "$inc" in
+            */*) ;;
+            *.h) [ -f "$layer/$inc" ] && dir=$layer inc=$layer/$inc ;; # "x.h" beside f
+            esac
+            [ "$dir" != "$inc" ] || continue # <stdio.h>
             case "$dir" in lib | core | config | model | codec | api | http) ;; *) continue ;; esac
             if forbidden "$layer" "$inc"; then
                 echo "$f:$line: includes $inc: only model/ and api/ may use the registry"
@@ -76,14 +94,28 @@ for layer in lib core config model codec api http; do
                 echo "$f:$line: includes $inc: $layer/ may include only $ok"
                 status=1
             fi
-        done <"${TMPDIR:-/tmp}/layers.$$"
+            if [ "$dir" = "$layer" ] && [ "${f%.c}" != "$f" ]; then # an edge between modules
+                stem=${f##*/}
+                to=${inc##*/}
+                printf '%s\t%s\t%s\t%s\n' "$layer/${stem%.*}" "$layer/${to%.h}" \
+                    "$f:$line: includes $inc" "$f -> $inc" >>"$tmp/edges"
+            fi
+        done <"$tmp/includes"
     done
 done
-rm -f "${TMPDIR:-/tmp}/layers.$$"
+
+cycles=0
+if [ -f "$tmp/edges" ] && ! awk -v what="an include cycle" -v collapse=1 \
+    -f "$here/cycles.awk" "$tmp/edges"; then
+    cycles=1
+    status=1
+fi
 
 if [ "$status" -eq 0 ]; then
-    echo "layers: $n files keep the layer rule (scripts/layers.sh)"
-else
+    echo "layers: $n files keep the layer rule, and no folder's includes make a cycle (scripts/layers.sh)"
+elif [ "$cycles" -eq 0 ]; then
     echo "layers: the includes above break the layer rule (scripts/layers.sh says who may include whom)"
+else
+    echo "layers: the includes above break the layer rule or make a cycle (scripts/layers.sh says who may include whom)"
 fi
 exit "$status"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # lint.sh -- `make lint`: clang-tidy (checks in .clang-tidy) and cppcheck
-# over the service's C sources; exits 1 on any finding of either.
+# over the service's C sources, the file sizes, the layer rule and the
+# cycles within a folder; exits 1 on any finding.
 # Usage: scripts/lint.sh [FILE.c...]   (default: every layer's *.c and main.c)
 # Needs clang-tidy and cppcheck (`make lint` installs them: deps.sh lint).
 set -eu
@@ -52,8 +53,12 @@ if [ -n "$big" ]; then
     status=1
 fi
 
-# The layer rule: which folder may include which (scripts/layers.sh).
+# The layer rule: which folder may include which, and no include cycle
+# within a folder (scripts/layers.sh, from the text); no call cycle within
+# a folder and no function in a leaf header (scripts/calls.sh, from the
+# build's objects: it builds them first).
 scripts/layers.sh || status=1
+scripts/calls.sh || status=1
 
 [ "$status" -eq 0 ] && echo "lint: clean"
 exit "$status"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/attention.h"
-#include "core/kvblocks.h"
+#include "core/kvattend.h"
 #include "core/kvcache.h"
 #include "core/variants.h"
 #include "tests/support/check.h"
