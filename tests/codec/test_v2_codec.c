@@ -144,7 +144,7 @@ Test(v2_codec, masks_options_and_id)
     cr_assert_eq(p->float_mask[5], -2.0f);
     cr_assert_eq(p->key_padding_mask[1], 1);
     cr_assert_eq(p->key_padding_mask[2], 0);
-    cr_assert_not_null(p->k_proj_weight);
+    cr_assert_not_null(p->w[ATT_W_K]);
     cr_assert_eq(r.c.weights_len, 6, "(N, L, S) averaged");
     v2_request_deinit(&r);
 
@@ -355,18 +355,8 @@ Test(v2_codec, golden_cases_through_a_server_held_model, .timeout = 60)
         struct model m;
         test_model(&m, NULL);
         m.E = g.p.E, m.kdim = g.p.kdim, m.vdim = g.p.vdim, m.H = g.p.H;
-        m.in_proj_weight = (float *)g.p.in_proj_weight;
-        m.q_proj_weight = (float *)g.p.q_proj_weight;
-        m.k_proj_weight = (float *)g.p.k_proj_weight;
-        m.v_proj_weight = (float *)g.p.v_proj_weight;
-        m.in_proj_bias = (float *)g.p.in_proj_bias;
-        m.out_proj_weight = (float *)g.p.out_proj_weight;
-        m.out_proj_bias = (float *)g.p.out_proj_bias;
-        const size_t lens[7] = {g.p.in_proj_weight_len, g.p.q_proj_weight_len,
-                                g.p.k_proj_weight_len,  g.p.v_proj_weight_len,
-                                g.p.in_proj_bias_len,   g.p.out_proj_weight_len,
-                                g.p.out_proj_bias_len};
-        memcpy(m.weight_len, lens, sizeof lens);
+        for (int w = 0; w < ATT_NWEIGHTS; w++)
+            m.w[w] = (float *)g.p.w[w], m.w_len[w] = g.p.w_len[w];
         json_t *c = json_load_file(paths[i], 0, NULL);
         size_t len;
         long long hl;
@@ -444,10 +434,10 @@ Test(v2_codec, model_defaults_fill_what_the_request_leaves_out)
     /* a model's weights are used, not inputs */
     static float w[16] = {2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2};
     test_model(&m, NULL);
-    m.out_proj_weight = w, m.weight_len[5] = 16;
+    m.w[ATT_W_OUT] = w, m.w_len[ATT_W_OUT] = 16;
     cr_assert_eq(decode(&r, "{'inputs': [" TINY_QUERY "]}", &m, &e), 0, "%s", e.msg);
-    cr_assert_eq(p->out_proj_weight, w);
-    cr_assert_null(p->in_proj_weight);
+    cr_assert_eq(p->w[ATT_W_OUT], w);
+    cr_assert_null(p->w[ATT_W_IN]);
     cr_assert_eq(p->weights_mode, ATT_WEIGHTS_PER_HEAD);
     v2_request_deinit(&r);
     test_model_deinit(&m);
