@@ -59,6 +59,8 @@ LIB_SRC    += lib/utf8.c
 CONFIG_SRC := config/config.c config/values.c config/cpus.c
 # Server-held models: model.safetensors and config.json (model/model.h).
 MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
+# what model/ calls of core/ (the weights' names and shapes, check.c) and what that calls
+MODEL_CORE_SRC := core/check.c core/variants.c core/posenc.c
 CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c codec/options.c codec/stream.c codec/sequence.c
@@ -164,7 +166,8 @@ $(BUILD)/bench/bench_sequences: $(BUILD)/bench/bench_sequences.o $(SVC_OBJ) $(CO
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
 $(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o) \
-                          $(BUILD)/codec/options.o $(BUILD)/lib/utf8.o
+                          $(MODEL_CORE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/codec/options.o \
+                          $(BUILD)/lib/utf8.o
 	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
 $(BUILD)/bench/bench_jsonnum: $(BUILD)/bench/bench_jsonnum.o $(BUILD)/lib/jsonnum.o \
@@ -264,7 +267,8 @@ bench:
 FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/support/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) \
              $(MODEL_SRC)
 FUZZ_LIBS := $(SVC_LIBS)
-FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC) codec/options.c lib/utf8.c
+FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC) $(MODEL_CORE_SRC) codec/options.c \
+                lib/utf8.c
 FUZZ_ST_LIBS := -ljansson -lm
 fuzz:
 	scripts/fuzz.sh

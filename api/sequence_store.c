@@ -390,27 +390,24 @@ static int weights_differ(struct api_error *err)
 int seq_weights(struct seq_step *st, struct att_params *p, struct api_error *err)
 {
     struct seq *s = target(st);
-    size_t *len;
     if (st->started) { /* kept: counted in the budget by seq_reserve */
         st->weight_bytes = 0;
         for (int i = 0; i < ATT_NWEIGHTS; i++) {
-            const float **w = att_weight_slot(p, i, &len);
-            if (!*w)
+            if (!p->w[i])
                 continue;
-            if (!(s->w[i] = malloc(*len * sizeof(float))))
+            if (!(s->w[i] = malloc(p->w_len[i] * sizeof(float))))
                 return api_fail(err, ERR_INTERNAL, "out of memory keeping the weights");
-            memcpy(s->w[i], *w, *len * sizeof(float));
-            s->wlen[i] = *len;
-            st->weight_bytes += *len * sizeof(float);
+            memcpy(s->w[i], p->w[i], p->w_len[i] * sizeof(float));
+            s->wlen[i] = p->w_len[i];
+            st->weight_bytes += p->w_len[i] * sizeof(float);
         }
         return 0;
     }
     for (int i = 0; i < ATT_NWEIGHTS; i++) { /* every step: the start's, none other */
-        const float **w = att_weight_slot(p, i, &len);
-        if (!*w && s->w[i])
-            *w = s->w[i], *len = s->wlen[i];
-        else if (*w && (!s->w[i] || *len != s->wlen[i] ||
-                        memcmp(*w, s->w[i], *len * sizeof(float))))
+        if (!p->w[i] && s->w[i])
+            p->w[i] = s->w[i], p->w_len[i] = s->wlen[i];
+        else if (p->w[i] && (!s->w[i] || p->w_len[i] != s->wlen[i] ||
+                             memcmp(p->w[i], s->w[i], p->w_len[i] * sizeof(float))))
             return weights_differ(err);
     }
     return 0;

@@ -71,14 +71,13 @@ static json_t *model_meta(const char *name, const struct model *m)
     json_array_append_new(in, tensor_meta(opt_name(OPT_VALUE), "FP32", -1, -1, vd));
     json_array_append_new(in, tensor_meta(opt_name(OPT_ATTN_MASK), "BOOL", -1, -1, -1));
     json_array_append_new(in, tensor_meta(opt_name(OPT_KEY_PADDING_MASK), "BOOL", -1, -1, 0));
-    if (!m) {
-        json_array_append_new(in, tensor_meta("in_proj_weight", "FP32", -1, -1, 0));
-        json_array_append_new(in, tensor_meta("q_proj_weight", "FP32", -1, -1, 0));
-        json_array_append_new(in, tensor_meta("k_proj_weight", "FP32", -1, -1, 0));
-        json_array_append_new(in, tensor_meta("v_proj_weight", "FP32", -1, -1, 0));
-        json_array_append_new(in, tensor_meta("in_proj_bias", "FP32", -1, 0, 0));
-        json_array_append_new(in, tensor_meta("out_proj_weight", "FP32", -1, -1, 0));
-        json_array_append_new(in, tensor_meta("out_proj_bias", "FP32", -1, 0, 0));
+    if (!m) { /* the weights, of the core's ranks (any sizes make them) */
+        const struct att_params one = {.E = 1, .kdim = 1, .vdim = 1, .H = 1};
+        struct att_weight_shape s[ATT_NWEIGHTS];
+        att_weight_shapes(s, &one);
+        for (int i = 0; i < ATT_NWEIGHTS; i++)
+            json_array_append_new(in, tensor_meta(att_weight_name((enum att_weight)i), "FP32",
+                                                  -1, s[i].ndim == 2 ? -1 : 0, 0));
     }
     json_array_append_new(out, tensor_meta(v2_output_name(V2_OUT_OUTPUT), "FP32", -1, -1, E));
     json_t *wshape = json_pack("[i,i,i,i]", -1, m ? m->H : -1, -1, -1);

@@ -69,11 +69,11 @@ static void problem_params(const struct problem *p, struct att_params *a, int mo
     a->N = 1, a->L = p->L, a->S = p->L, a->E = p->E, a->kdim = p->E, a->vdim = p->E;
     a->H = p->H;
     a->query = p->x, a->key = p->key, a->value = p->value;
-    a->in_proj_weight = p->w_in, a->in_proj_bias = p->b_in;
-    a->out_proj_weight = p->w_out, a->out_proj_bias = p->b_out;
+    a->w[ATT_W_IN] = p->w_in, a->w[ATT_W_IN_BIAS] = p->b_in;
+    a->w[ATT_W_OUT] = p->w_out, a->w[ATT_W_OUT_BIAS] = p->b_out;
     const size_t E = (size_t)p->E;
-    a->in_proj_weight_len = 3 * E * E, a->in_proj_bias_len = 3 * E;
-    a->out_proj_weight_len = E * E, a->out_proj_bias_len = E;
+    a->w_len[ATT_W_IN] = 3 * E * E, a->w_len[ATT_W_IN_BIAS] = 3 * E;
+    a->w_len[ATT_W_OUT] = E * E, a->w_len[ATT_W_OUT_BIAS] = E;
     a->weights_mode = mode;
 }
 
@@ -308,10 +308,10 @@ static int pe_table(const char *dir)
         for (int pe = 0; pe <= 1; pe++) {
             problem_params(&pr, &a[pe], ATT_WEIGHTS_NONE);
             if (!packed)
-                a[pe].in_proj_weight = a[pe].in_proj_bias = NULL,
-                a[pe].out_proj_weight = a[pe].out_proj_bias = NULL,
-                a[pe].in_proj_weight_len = a[pe].in_proj_bias_len = 0,
-                a[pe].out_proj_weight_len = a[pe].out_proj_bias_len = 0;
+                a[pe].w[ATT_W_IN] = a[pe].w[ATT_W_IN_BIAS] = NULL,
+                a[pe].w[ATT_W_OUT] = a[pe].w[ATT_W_OUT_BIAS] = NULL,
+                a[pe].w_len[ATT_W_IN] = a[pe].w_len[ATT_W_IN_BIAS] = 0,
+                a[pe].w_len[ATT_W_OUT] = a[pe].w_len[ATT_W_OUT_BIAS] = 0;
             a[pe].positional_encoding = pe;
             if (att_forward(out, NULL, &a[pe], &err) != ATT_OK) { /* warm-up */
                 fprintf(stderr, "bench: %s\n", err.msg);

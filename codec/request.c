@@ -195,7 +195,6 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an object",
                         opt_name(OPT_WEIGHTS));
     if (w) {
-        /* in the order of the one list of names (scan_weight_index) */
         struct att_weight_shape ws[ATT_NWEIGHTS];
         att_weight_shapes(ws, p);
         json_object_foreach(w, k, v) {

@@ -25,11 +25,7 @@ const struct tensor *scan_tensor_of(const struct scan_tensors *st, const json_t 
 }
 
 /* The fields of a request: the options table's (codec/options.h); of
- * weights: the one list (decode_fields uses it too). */
-static const char *const weight_fields[] = {
-    "in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
-    "out_proj_weight", "out_proj_bias"};
-
+ * weights: the core's names (att_weight_name). */
 int scan_is_field(const char *key)
 {
     return opt_find(key) >= 0;
@@ -37,15 +33,10 @@ int scan_is_field(const char *key)
 
 int scan_weight_index(const char *key)
 {
-    for (size_t i = 0; i < sizeof weight_fields / sizeof weight_fields[0]; i++)
-        if (strcmp(key, weight_fields[i]) == 0)
-            return (int)i;
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        if (strcmp(key, att_weight_name((enum att_weight)i)) == 0)
+            return i;
     return -1;
-}
-
-const char *scan_weight_name(int i)
-{
-    return weight_fields[i];
 }
 
 int scan_is_weight(const char *key)
@@ -56,10 +47,13 @@ int scan_is_weight(const char *key)
 int scan_unknown_field(struct api_error *err, int in_weights, const char *key)
 {
     char hint[96];
-    if (in_weights)
+    if (in_weights) {
+        const char *names[ATT_NWEIGHTS];
+        for (int i = 0; i < ATT_NWEIGHTS; i++)
+            names[i] = att_weight_name((enum att_weight)i);
         return api_fail(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'%s", key,
-                        suggest_hint(hint, sizeof hint, key, weight_fields,
-                                     sizeof weight_fields / sizeof weight_fields[0]));
+                        suggest_hint(hint, sizeof hint, key, names, ATT_NWEIGHTS));
+    }
     const char *fields[OPT_COUNT];
     for (int i = 0; i < OPT_COUNT; i++)
         fields[i] = opt_get((enum opt_id)i)->flags & OPT_ATTENTION ? opt_name((enum opt_id)i)

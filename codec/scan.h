@@ -78,12 +78,8 @@ int scan_json_check(const char *body, size_t len, struct api_error *err);
 /* Is key a field of a request, of weights? (the one list of each) */
 int scan_is_field(const char *key);
 int scan_is_weight(const char *key);
-/* The position of key in the list of weights: in_proj_weight, q_proj_weight,
- * k_proj_weight, v_proj_weight, in_proj_bias, out_proj_weight,
- * out_proj_bias; or -1. */
+/* The weight (enum att_weight) that key names (att_weight_name), or -1. */
 int scan_weight_index(const char *key);
-/* The name of weight i (0 <= i < 7) of that list. */
-const char *scan_weight_name(int i);
 /* The refusal of an unknown field key of the request (in_weights: of
  * weights), naming the nearest field (suggest.h). Returns -1. */
 int scan_unknown_field(struct api_error *err, int in_weights, const char *key);

@@ -29,7 +29,7 @@ struct binpart {
 
 const char *v2_input_name(int idx)
 {
-    return idx < IN_WEIGHT ? opt_name(tensor_inputs[idx]) : scan_weight_name(idx - IN_WEIGHT);
+    return idx < IN_WEIGHT ? opt_name(tensor_inputs[idx]) : att_weight_name((enum att_weight)(idx - IN_WEIGHT));
 }
 
 int v2_input_index(const char *name)

@@ -13,8 +13,11 @@
 #include "codec/v2.h"
 
 /* The inputs a request may name: five tensors, then (built-in model only)
- * the seven weights in the order of the one list (scan_weight_index). */
-enum { IN_QUERY, IN_KEY, IN_VALUE, IN_ATTN_MASK, IN_KPM, IN_WEIGHT, IN_COUNT = IN_WEIGHT + 7 };
+ * the weights in the core's order (enum att_weight). */
+enum {
+    IN_QUERY, IN_KEY, IN_VALUE, IN_ATTN_MASK, IN_KPM, IN_WEIGHT,
+    IN_COUNT = IN_WEIGHT + ATT_NWEIGHTS
+};
 
 struct v2_inputs {
     struct tensor t[IN_COUNT];

@@ -303,7 +303,7 @@ static int set_weights(struct att_params *p, const struct v2_inputs *in, const s
     }
     struct att_weight_shape ws[ATT_NWEIGHTS];
     att_weight_shapes(ws, p);
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < ATT_NWEIGHTS; i++) {
         const struct tensor *t = &in->t[IN_WEIGHT + i];
         if (!in->name[IN_WEIGHT + i])
             continue;

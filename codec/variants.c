@@ -330,9 +330,8 @@ int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
 
 void codec_set_weight(struct att_params *p, int i, const float *w, size_t len)
 {
-    size_t *n;
-    *att_weight_slot(p, i, &n) = w;
-    *n = w ? len : 0;
+    p->w[i] = w;
+    p->w_len[i] = w ? len : 0;
 }
 
 int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
@@ -361,11 +360,8 @@ int codec_model_mismatch(const struct att_params *p, const struct model *m, int 
 
 void codec_model_weights(struct att_params *p, const struct model *m)
 {
-    const float *w[7] = {m->in_proj_weight, m->q_proj_weight,   m->k_proj_weight,
-                         m->v_proj_weight,  m->in_proj_bias,    m->out_proj_weight,
-                         m->out_proj_bias};
-    for (int i = 0; i < 7; i++)
-        codec_set_weight(p, i, w[i], m->weight_len[i]);
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        codec_set_weight(p, i, m->w[i], m->w_len[i]);
 }
 
 int codec_identity_check(const struct att_params *p, const char *prefix,
@@ -373,30 +369,28 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
 {
     const long long d = p->head_dim ? p->head_dim : p->E / p->H;
     const long long dq = p->H * d, dkv = (p->Hkv ? p->Hkv : p->H) * d;
-    const int packed = p->in_proj_weight != NULL;
+    const int packed = p->w[ATT_W_IN] != NULL;
     const char *nh = opt_name(OPT_NUM_HEADS), *nkv = opt_name(OPT_NUM_KV_HEADS);
     /* dout == E is att_check()'s case (the messages of before) */
     const struct {
-        const float *w;
-        const char *name, *width;
+        const char *width, *in; /* dout's factor; din's name */
         long long dout;
+        enum att_weight w;
         int din;
-        const char *in;
     } m[] = {
-        {packed ? p->in_proj_weight : p->q_proj_weight, "q_proj_weight", nh, dq, p->E,
-         "embed_dim"},
-        {packed ? p->in_proj_weight : p->k_proj_weight, "k_proj_weight", nkv, dkv, p->kdim,
-         "kdim"},
-        {packed ? p->in_proj_weight : p->v_proj_weight, "v_proj_weight", nkv, dkv, p->vdim,
-         "vdim"},
-        {p->out_proj_weight, "out_proj_weight", nh, dq, p->E, "embed_dim"},
+        {nh, "embed_dim", dq, ATT_W_Q, p->E},
+        {nkv, "kdim", dkv, ATT_W_K, p->kdim},
+        {nkv, "vdim", dkv, ATT_W_V, p->vdim},
+        {nh, "embed_dim", dq, ATT_W_OUT, p->E},
     };
-    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-        if (!m[i].w && m[i].dout != p->E && m[i].dout != m[i].din)
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        const char *name = att_weight_name(m[i].w);
+        const float *w = packed && m[i].w != ATT_W_OUT ? p->w[ATT_W_IN] : p->w[m[i].w];
+        if (!w && m[i].dout != p->E && m[i].dout != m[i].din)
             return api_fail(err, ERR_SHAPE_MISMATCH, "%s%s is absent, and the identity needs "
-                            "%s x head_dim = %lld to equal %s %d: give %s%s", prefix,
-                            m[i].name, m[i].width, m[i].dout, m[i].in, m[i].din, prefix,
-                            m[i].name);
+                            "%s x head_dim = %lld to equal %s %d: give %s%s", prefix, name,
+                            m[i].width, m[i].dout, m[i].in, m[i].din, prefix, name);
+    }
     return 0;
 }
 

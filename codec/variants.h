@@ -110,9 +110,7 @@ int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
                          const struct codec_limits *lim, struct tensor_arena *a,
                          struct api_error *err);
 
-/* Set weight i of p, in the order of the one list of weights
- * (scan_weight_index, att_weight_shapes): in_proj_weight, q, k, v,
- * in_proj_bias, out, out_bias; w holds len floats (borrowed). */
+/* Set weight i (enum att_weight) of p; w holds len floats (borrowed). */
 void codec_set_weight(struct att_params *p, int i, const float *w, size_t len);
 
 /* t (called name) has shape (d0) or (d0, d1) for ndim 1 or 2; else

@@ -128,11 +128,11 @@ static void fwd_project(struct fwd *f, int t, struct range_error *re, float mx[3
         const int Of = f->Dq + 2 * f->Dkv;
         share(p->N * L, t, nt, &lo, &hi);
         float *y = f->q + (size_t)lo * f->ldq;
-        att_linear(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight, p->in_proj_bias,
+        att_linear(y, f->ldq, f->qin + (size_t)lo * E, E, p->w[ATT_W_IN], p->w[ATT_W_IN_BIAS],
                    hi - lo, E, Of);
         /* kmax: the largest |q|, |k| or |v|, a bound on |k| */
-        long long bad = att_fix_nonfinite(y, f->ldq, f->qin + (size_t)lo * E, E, p->in_proj_weight,
-                                          (size_t)E, 1, p->in_proj_bias, hi - lo, E, Of, &kmax);
+        long long bad = att_fix_nonfinite(y, f->ldq, f->qin + (size_t)lo * E, E, p->w[ATT_W_IN],
+                                          (size_t)E, 1, p->w[ATT_W_IN_BIAS], hi - lo, E, Of, &kmax);
         if (bad >= 0) { /* the stream is the column's block */
             const int col = (int)(bad % Of);
             note_proj(f, re, bad, lo, Of, col < f->Dq ? 0 : col < f->Dq + f->Dkv ? 1 : 2, L);
@@ -364,9 +364,9 @@ static void fwd_part(struct fwd *f, int t, struct range_error *re)
     share(p->N * L, t, nt, &lo, &hi);
     float *y = f->out + (size_t)lo * E;
     const float *x = f->q + (size_t)lo * f->ldq;
-    att_linear(y, E, x, f->ldq, p->out_proj_weight, p->out_proj_bias, hi - lo, f->Dq, E);
-    long long bad = att_fix_nonfinite(y, E, x, f->ldq, p->out_proj_weight, (size_t)f->Dq, 1,
-                                      p->out_proj_bias, hi - lo, f->Dq, E, NULL);
+    att_linear(y, E, x, f->ldq, p->w[ATT_W_OUT], p->w[ATT_W_OUT_BIAS], hi - lo, f->Dq, E);
+    long long bad = att_fix_nonfinite(y, E, x, f->ldq, p->w[ATT_W_OUT], (size_t)f->Dq, 1,
+                                      p->w[ATT_W_OUT_BIAS], hi - lo, f->Dq, E, NULL);
     if (bad >= 0)
         note_range(f, re, RANGE_OUTPUT, (lo + (int)(bad / E)) / L, -1, (lo + (int)(bad / E)) % L);
 }
@@ -543,7 +543,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
     }
     /* one tensor for query, key and value, of one length (a caller may pass
      * the same pointer with S != L: then the streams are not one product) */
-    if (p->in_proj_weight && f.qin == f.kin && f.kin == f.vin && p->L == p->S) {
+    if (p->w[ATT_W_IN] && f.qin == f.kin && f.kin == f.vin && p->L == p->S) {
         f.fused = 1;
         f.k = ws + Dq, f.v = ws + Dq + Dkv;
         f.ldq = f.ldk = f.ldv = Dq + 2 * Dkv;
@@ -565,7 +565,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         for (int i = 0; i < started; i++)
             vmax = f.vmax[i] > vmax ? f.vmax[i] : vmax;
         const float womax =
-            p->out_proj_weight ? att_max_abs(p->out_proj_weight, (size_t)E * Dq) : 1.0f;
+            p->w[ATT_W_OUT] ? att_max_abs(p->w[ATT_W_OUT], (size_t)E * Dq) : 1.0f;
         if (!att_flush_is_exact(S, Dq, vmax, womax)) {
             f.flush = 0; /* (the encoded copies are unchanged: inputs only) */
             started = fwd_run(&f, nt, ft);

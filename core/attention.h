@@ -145,6 +145,23 @@ enum att_weights_mode {
     ATT_WEIGHTS_AVERAGE,  /* weights: (N, L, S), mean over heads */
 };
 
+/* The projection weights of struct att_params, in this order; with Dq = H·d
+ * and Dkv = Hkv·d (both E when Hkv = H and d = E/H). att_weight_name() is
+ * each one's name in a request (in_proj_weight, ...), as
+ * nn.MultiheadAttention names it. Q, K and V follow one another (stream
+ * 0, 1, 2 of the projections). */
+enum att_weight {
+    ATT_W_IN,       /* in_proj_weight (Dq + 2·Dkv, E); needs kdim == vdim == E */
+    ATT_W_Q,        /* q_proj_weight (Dq, E) or NULL = identity (Dq == E) */
+    ATT_W_K,        /* k_proj_weight (Dkv, kdim) or NULL = identity (Dkv == kdim) */
+    ATT_W_V,        /* v_proj_weight (Dkv, vdim) or NULL = identity (Dkv == vdim) */
+    ATT_W_IN_BIAS,  /* in_proj_bias (Dq + 2·Dkv): q, k, v blocks; or NULL = zero */
+    ATT_W_OUT,      /* out_proj_weight (E, Dq) or NULL = identity (Dq == E) */
+    ATT_W_OUT_BIAS, /* out_proj_bias (E) or NULL = zero */
+    ATT_NWEIGHTS
+};
+const char *att_weight_name(enum att_weight w);
+
 /* Every pointer is borrowed for the duration of the call; none is freed. */
 struct att_params {
     int N, L, S;         /* batch, target length, source length */
@@ -158,22 +175,15 @@ struct att_params {
     const float *key;    /* (N, S, kdim) */
     const float *value;  /* (N, S, vdim) */
 
-    /* Either packed in_proj_weight, or any of q/k/v_proj_weight, or none.
-     * With Dq = H·d and Dkv = Hkv·d (both E when Hkv = H and d = E/H): */
-    const float *in_proj_weight; /* (Dq + 2·Dkv, E); needs kdim == vdim == E */
-    const float *q_proj_weight;  /* (Dq, E) or NULL = identity (Dq == E) */
-    const float *k_proj_weight;  /* (Dkv, kdim) or NULL = identity (Dkv == kdim) */
-    const float *v_proj_weight;  /* (Dkv, vdim) or NULL = identity (Dkv == vdim) */
-    const float *in_proj_bias;   /* (Dq + 2·Dkv): q, k, v blocks; or NULL = zero */
-    const float *out_proj_weight;/* (E, Dq) or NULL = identity (Dq == E) */
-    const float *out_proj_bias;  /* (E) or NULL = zero */
-    /* The element count of each array above as the caller holds it (0 with
+    /* The projections (enum att_weight): either packed w[ATT_W_IN], or any
+     * of w[ATT_W_Q], w[ATT_W_K], w[ATT_W_V], or none; NULL = absent. */
+    const float *w[ATT_NWEIGHTS];
+    /* The element count of each array of w as the caller holds it (0 with
      * a NULL pointer). att_check() refuses (ATT_ESHAPE) an array whose count
-     * is not what N, E, kdim, vdim, H, Hkv and head_dim make of its shape,
-     * so a caller whose parameters contradict its weights gets an error,
-     * never a read past them. */
-    size_t in_proj_weight_len, q_proj_weight_len, k_proj_weight_len, v_proj_weight_len;
-    size_t in_proj_bias_len, out_proj_weight_len, out_proj_bias_len;
+     * is not what N, E, kdim, vdim, H, Hkv and head_dim make of its shape
+     * (att_weight_shapes), so a caller whose parameters contradict its
+     * weights gets an error, never a read past them. */
+    size_t w_len[ATT_NWEIGHTS];
 
     int has_scale;       /* 0: scale = 1/sqrt(E/H) */
     float scale;         /* > 0 and finite when has_scale */
@@ -220,20 +230,15 @@ struct att_params {
                                 any bias or mask; 0 = none */
 };
 
-/* The shape each of the seven weight arrays of att_params must have under
- * p's sizes (N aside), in their order there: in_proj_weight, q, k, v,
- * in_proj_bias, out_proj_weight, out_proj_bias. Rank 2 (d0, d1), or rank 1
- * (d0) for the biases; att_check() refuses an array whose *_len is not
- * d0·max(d1, 1). Needs H >= 1 (and E % H == 0 when head_dim is 0). */
-#define ATT_NWEIGHTS 7
+/* The shape each weight array of att_params must have under p's sizes (N
+ * aside): rank 2 (d0, d1), or rank 1 (d0) for the biases; att_check()
+ * refuses an array whose w_len is not d0·max(d1, 1). Needs H >= 1 (and
+ * E % H == 0 when head_dim is 0). */
 struct att_weight_shape {
     int ndim;
     long long d0, d1;
 };
 void att_weight_shapes(struct att_weight_shape s[ATT_NWEIGHTS], const struct att_params *p);
-/* Weight i of p, in that order: where its pointer is, and (*len) where its
- * element count is, to read or to set -- the one list of the seven fields. */
-const float **att_weight_slot(struct att_params *p, int i, size_t **len);
 
 /* ALiBi slopes for H heads, as the paper (and BLOOM, MPT) define them:
  * for n = the largest power of two <= H, slope_h = 2^(-8(h+1)/n), h < n;

@@ -107,33 +107,33 @@ static int check_identity(const struct att_params *p, struct att_error *err)
     const int dq = att_q_width(p), dkv = att_kv_width(p);
     const char *qname = dq == p->E ? "embed_dim" : "num_heads*head_dim";
     const char *kvname = dkv == p->E ? "embed_dim" : "num_kv_heads*head_dim";
-    if (p->in_proj_weight) {
-        if (p->q_proj_weight || p->k_proj_weight || p->v_proj_weight)
-            return att_fail(err, ATT_EPARAM,
-                            "in_proj_weight and q/k/v_proj_weight are mutually exclusive");
+    if (p->w[ATT_W_IN]) {
+        if (p->w[ATT_W_Q] || p->w[ATT_W_K] || p->w[ATT_W_V])
+            return att_fail(err, ATT_EPARAM, "%s and q/k/v_proj_weight are mutually exclusive",
+                            att_weight_name(ATT_W_IN));
         if (p->kdim != p->E || p->vdim != p->E)
             return att_fail(err, ATT_ESHAPE,
-                            "in_proj_weight needs kdim == vdim == embed_dim %d "
-                            "(got kdim %d, vdim %d); use k_proj_weight and v_proj_weight",
-                            p->E, p->kdim, p->vdim);
+                            "%s needs kdim == vdim == embed_dim %d (got kdim %d, vdim %d); "
+                            "use %s and %s", att_weight_name(ATT_W_IN), p->E, p->kdim,
+                            p->vdim, att_weight_name(ATT_W_K), att_weight_name(ATT_W_V));
         return ATT_OK;
     }
-    if (!p->q_proj_weight && dq != p->E)
+    if (!p->w[ATT_W_Q] && dq != p->E)
         return att_fail(err, ATT_ESHAPE,
                         "query has %d features but num_heads*head_dim is %d and "
-                        "q_proj_weight is absent", p->E, dq);
-    if (!p->k_proj_weight && p->kdim != dkv)
+                        "%s is absent", p->E, dq, att_weight_name(ATT_W_Q));
+    if (!p->w[ATT_W_K] && p->kdim != dkv)
         return att_fail(err, ATT_ESHAPE,
-                        "key has %d features but %s is %d and k_proj_weight is absent",
-                        p->kdim, kvname, dkv);
-    if (!p->v_proj_weight && p->vdim != dkv)
+                        "key has %d features but %s is %d and %s is absent",
+                        p->kdim, kvname, dkv, att_weight_name(ATT_W_K));
+    if (!p->w[ATT_W_V] && p->vdim != dkv)
         return att_fail(err, ATT_ESHAPE,
-                        "value has %d features but %s is %d and v_proj_weight is absent",
-                        p->vdim, kvname, dkv);
-    if (!p->out_proj_weight && dq != p->E)
+                        "value has %d features but %s is %d and %s is absent",
+                        p->vdim, kvname, dkv, att_weight_name(ATT_W_V));
+    if (!p->w[ATT_W_OUT] && dq != p->E)
         return att_fail(err, ATT_ESHAPE,
-                        "out_proj_weight is absent but %s %d differs from embed_dim %d",
-                        qname, dq, p->E);
+                        "%s is absent but %s %d differs from embed_dim %d",
+                        att_weight_name(ATT_W_OUT), qname, dq, p->E);
     return ATT_OK;
 }
 
@@ -176,53 +176,42 @@ static int check_variants(const struct att_params *p, struct att_error *err)
     return ATT_OK;
 }
 
+const char *att_weight_name(enum att_weight w)
+{
+    static const char *const names[ATT_NWEIGHTS] = {
+        [ATT_W_IN] = "in_proj_weight",  [ATT_W_Q] = "q_proj_weight",
+        [ATT_W_K] = "k_proj_weight",    [ATT_W_V] = "v_proj_weight",
+        [ATT_W_IN_BIAS] = "in_proj_bias", [ATT_W_OUT] = "out_proj_weight",
+        [ATT_W_OUT_BIAS] = "out_proj_bias"};
+    return names[w];
+}
+
 void att_weight_shapes(struct att_weight_shape s[ATT_NWEIGHTS], const struct att_params *p)
 {
     const long long d = att_head_dim(p), dq = p->H * d, dkv = att_num_kv_heads(p) * d, E = p->E;
-    s[0] = (struct att_weight_shape){2, dq + 2 * dkv, E};
-    s[1] = (struct att_weight_shape){2, dq, E};
-    s[2] = (struct att_weight_shape){2, dkv, p->kdim};
-    s[3] = (struct att_weight_shape){2, dkv, p->vdim};
-    s[4] = (struct att_weight_shape){1, dq + 2 * dkv, 0};
-    s[5] = (struct att_weight_shape){2, E, dq};
-    s[6] = (struct att_weight_shape){1, E, 0};
+    s[ATT_W_IN] = (struct att_weight_shape){2, dq + 2 * dkv, E};
+    s[ATT_W_Q] = (struct att_weight_shape){2, dq, E};
+    s[ATT_W_K] = (struct att_weight_shape){2, dkv, p->kdim};
+    s[ATT_W_V] = (struct att_weight_shape){2, dkv, p->vdim};
+    s[ATT_W_IN_BIAS] = (struct att_weight_shape){1, dq + 2 * dkv, 0};
+    s[ATT_W_OUT] = (struct att_weight_shape){2, E, dq};
+    s[ATT_W_OUT_BIAS] = (struct att_weight_shape){1, E, 0};
 }
 
 /* Each weight array's element count against att_weight_shapes(); the
  * products fit size_t (the widths are ints, check_heads bounds H·d). */
-const float **att_weight_slot(struct att_params *p, int i, size_t **len)
-{
-    switch (i) {
-    case 0: *len = &p->in_proj_weight_len; return &p->in_proj_weight;
-    case 1: *len = &p->q_proj_weight_len; return &p->q_proj_weight;
-    case 2: *len = &p->k_proj_weight_len; return &p->k_proj_weight;
-    case 3: *len = &p->v_proj_weight_len; return &p->v_proj_weight;
-    case 4: *len = &p->in_proj_bias_len; return &p->in_proj_bias;
-    case 5: *len = &p->out_proj_weight_len; return &p->out_proj_weight;
-    default: *len = &p->out_proj_bias_len; return &p->out_proj_bias;
-    }
-}
-
 static int check_weight_lens(const struct att_params *p, struct att_error *err)
 {
-    static const char *const names[ATT_NWEIGHTS] = {
-        "in_proj_weight", "q_proj_weight",   "k_proj_weight", "v_proj_weight",
-        "in_proj_bias",   "out_proj_weight", "out_proj_bias"};
-    struct att_params view = *p; /* att_weight_slot's places, read only */
-    const float *w[ATT_NWEIGHTS];
-    size_t len[ATT_NWEIGHTS], *n;
-    for (int i = 0; i < ATT_NWEIGHTS; i++)
-        w[i] = *att_weight_slot(&view, i, &n), len[i] = *n;
     struct att_weight_shape s[ATT_NWEIGHTS];
     att_weight_shapes(s, p);
     for (int i = 0; i < ATT_NWEIGHTS; i++) {
         const size_t rows = (size_t)s[i].d0, cols = s[i].ndim == 2 ? (size_t)s[i].d1 : 1;
-        if (w[i] && len[i] != rows * cols)
+        if (p->w[i] && p->w_len[i] != rows * cols)
             return att_fail(err, ATT_ESHAPE,
                             "%s holds %zu floats, but num_heads %d, num_kv_heads %d, head_dim "
-                            "%d and the input widths make it (%zu, %zu): %zu", names[i],
-                            len[i], p->H, att_num_kv_heads(p), att_head_dim(p), rows, cols,
-                            rows * cols);
+                            "%d and the input widths make it (%zu, %zu): %zu",
+                            att_weight_name((enum att_weight)i), p->w_len[i], p->H,
+                            att_num_kv_heads(p), att_head_dim(p), rows, cols, rows * cols);
     }
     return ATT_OK;
 }
@@ -386,14 +375,14 @@ static size_t proj_row(const struct att_params *p, int which)
 /* Projection weight and bias for stream 0 (q), 1 (k), 2 (v). */
 const float *att_proj_weight(const struct att_params *p, int which)
 {
-    if (p->in_proj_weight)
-        return p->in_proj_weight + proj_row(p, which) * p->E;
-    return which == 0 ? p->q_proj_weight : which == 1 ? p->k_proj_weight : p->v_proj_weight;
+    if (p->w[ATT_W_IN])
+        return p->w[ATT_W_IN] + proj_row(p, which) * p->E;
+    return p->w[ATT_W_Q + which];
 }
 
 const float *att_proj_bias(const struct att_params *p, int which)
 {
-    return p->in_proj_bias ? p->in_proj_bias + proj_row(p, which) : NULL;
+    return p->w[ATT_W_IN_BIAS] ? p->w[ATT_W_IN_BIAS] + proj_row(p, which) : NULL;
 }
 
 /* ---------------------------------------------------------------------- */

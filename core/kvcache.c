@@ -267,11 +267,8 @@ static int attend_general(float *ctx, float *weights, const float *q, const floa
     struct att_params in = *v;
     in.E = v->H * d, in.kdim = in.vdim = Dkv, in.head_dim = d, in.Hkv = Hkv;
     in.query = q, in.key = k, in.value = vv;
-    in.in_proj_weight = in.q_proj_weight = in.k_proj_weight = in.v_proj_weight = NULL;
-    in.in_proj_bias = in.out_proj_weight = in.out_proj_bias = NULL;
-    in.in_proj_weight_len = in.q_proj_weight_len = in.k_proj_weight_len = 0;
-    in.v_proj_weight_len = in.in_proj_bias_len = in.out_proj_weight_len = 0;
-    in.out_proj_bias_len = 0;
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        in.w[i] = NULL, in.w_len[i] = 0;
     in.rope_style = ATT_ROPE_NONE, in.rope_theta = 0.0, in.rope_rotary_dim = 0;
     const int rc = att_forward(ctx, weights, &in, err);
     free(kv);
@@ -428,9 +425,9 @@ int att_step_finish(float *out, float *weights, struct att_step *s, struct att_k
                                          : attend_general(ctx, weights, q, len0 ? NULL : k, len0 ? NULL : vv,
                                                           v, c, err);
     if (rc == ATT_OK) { /* out = ctx · Woᵀ + bo */
-        att_linear(out, E, ctx, Dq, p->out_proj_weight, p->out_proj_bias, L, Dq, E);
-        const long long bad = att_fix_nonfinite(out, E, ctx, Dq, p->out_proj_weight, (size_t)Dq,
-                                                1, p->out_proj_bias, L, Dq, E, NULL);
+        att_linear(out, E, ctx, Dq, p->w[ATT_W_OUT], p->w[ATT_W_OUT_BIAS], L, Dq, E);
+        const long long bad = att_fix_nonfinite(out, E, ctx, Dq, p->w[ATT_W_OUT], (size_t)Dq,
+                                                1, p->w[ATT_W_OUT_BIAS], L, Dq, E, NULL);
         if (bad >= 0) {
             const struct range_error re = {RANGE_OUTPUT, 0, -1, (int)(bad / E)};
             rc = att_range_fail(err, &re);

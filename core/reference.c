@@ -229,10 +229,10 @@ static int ref_forward(float *out, float *weights, const struct att_params *p,
     /* 5. out (N·L, E) = context (N·L, H·d) · Woᵀ + bo */
     for (int m = 0; m < N * L; m++)
         for (int o = 0; o < E; o++) {
-            double s = p->out_proj_bias ? (double)p->out_proj_bias[o] : 0.0;
-            if (p->out_proj_weight)
+            double s = p->w[ATT_W_OUT_BIAS] ? (double)p->w[ATT_W_OUT_BIAS][o] : 0.0;
+            if (p->w[ATT_W_OUT])
                 for (int c = 0; c < Dq; c++)
-                    s += ctx[(size_t)m * Dq + c] * (double)p->out_proj_weight[(size_t)o * Dq + c];
+                    s += ctx[(size_t)m * Dq + c] * (double)p->w[ATT_W_OUT][(size_t)o * Dq + c];
             else
                 s += ctx[(size_t)m * Dq + o];
             if (att_out_of_range(s)) {

@@ -363,8 +363,7 @@ static int map_layer(struct ckpt *c, struct load *ld, const struct hfcfg *h)
     struct model *m = ld->m;
     const long E = (long)h->E, dq = (long)(h->H * h->d), dkv = (long)(h->Hkv * h->d);
     const long rows[4] = {dq, dkv, dkv, E}, cols[4] = {E, E, E, dq};
-    float **dst[4] = {&m->q_proj_weight, &m->k_proj_weight, &m->v_proj_weight,
-                      &m->out_proj_weight};
+    float **dst[4] = {&m->w[ATT_W_Q], &m->w[ATT_W_K], &m->w[ATT_W_V], &m->w[ATT_W_OUT]};
     char key[64];
     for (int i = 0; i < 4; i++) {
         snprintf(key, sizeof key, "%s.weight", proj[i]);
@@ -384,18 +383,18 @@ static int map_layer(struct ckpt *c, struct load *ld, const struct hfcfg *h)
     if (!h->bias)
         return 0;
     /* the weights above are in the file: dq + 2·dkv floats are backed */
-    if (!(m->in_proj_bias = malloc((size_t)(dq + 2 * dkv) * sizeof(float))))
+    if (!(m->w[ATT_W_IN_BIAS] = malloc((size_t)(dq + 2 * dkv) * sizeof(float))))
         return model_fail(ld->err, ld->errlen, "out of memory");
     const long at[3] = {0, dq, dq + dkv};
     for (int i = 0; i < 3; i++) {
         snprintf(key, sizeof key, "%s.bias", proj[i]);
         const struct st_tensor *t;
         if (locate(c, ld, key, 0) || !(t = model_checked(ld, key, rows[i], -1)) ||
-            model_convert(ld, m->in_proj_bias + at[i], t))
+            model_convert(ld, m->w[ATT_W_IN_BIAS] + at[i], t))
             return -1;
     }
     return locate(c, ld, "self_attn.o_proj.bias", 0) ||
-                   model_take(ld, &m->out_proj_bias, "self_attn.o_proj.bias", 0, E, -1)
+                   model_take(ld, &m->w[ATT_W_OUT_BIAS], "self_attn.o_proj.bias", 0, E, -1)
                ? -1
                : 0;
 }

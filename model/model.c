@@ -167,27 +167,31 @@ static int map_torch_mha(struct load *ld)
     if (embed_dim(ld, "out_proj.weight"))
         return -1;
     long E = m->E;
-    if (model_find(ld, "in_proj_weight") && model_find(ld, "q_proj_weight"))
-        return model_fail(ld->err, ld->errlen, "model.safetensors: both %sin_proj_weight and "
-                    "%sq_proj_weight: one layout only", ld->prefix, ld->prefix);
-    if (model_find(ld, "in_proj_weight") || !model_find(ld, "q_proj_weight")) {
-        if (model_take(ld, &m->in_proj_weight, "in_proj_weight", 0, 3 * E, E))
+    /* the keys of nn.MultiheadAttention's state_dict: the request's names
+     * (att_weight_name), but out_proj.weight and out_proj.bias */
+    const char *in = att_weight_name(ATT_W_IN), *q = att_weight_name(ATT_W_Q);
+    const char *kn = att_weight_name(ATT_W_K), *vn = att_weight_name(ATT_W_V);
+    if (model_find(ld, in) && model_find(ld, q))
+        return model_fail(ld->err, ld->errlen, "model.safetensors: both %s%s and %s%s: one "
+                          "layout only", ld->prefix, in, ld->prefix, q);
+    if (model_find(ld, in) || !model_find(ld, q)) {
+        if (model_take(ld, &m->w[ATT_W_IN], in, 0, 3 * E, E))
             return -1;
     } else {
         /* kdim, vdim from the k/v weights' second dimension */
-        const struct st_tensor *k = model_find(ld, "k_proj_weight"), *v = model_find(ld, "v_proj_weight");
+        const struct st_tensor *k = model_find(ld, kn), *v = model_find(ld, vn);
         if (k && k->ndim == 2 && k->shape[1] >= 1 && k->shape[1] <= 65536)
             m->kdim = (int)k->shape[1];
         if (v && v->ndim == 2 && v->shape[1] >= 1 && v->shape[1] <= 65536)
             m->vdim = (int)v->shape[1];
-        if (model_take(ld, &m->q_proj_weight, "q_proj_weight", 0, E, E) ||
-            model_take(ld, &m->k_proj_weight, "k_proj_weight", 0, E, m->kdim) ||
-            model_take(ld, &m->v_proj_weight, "v_proj_weight", 0, E, m->vdim))
+        if (model_take(ld, &m->w[ATT_W_Q], q, 0, E, E) ||
+            model_take(ld, &m->w[ATT_W_K], kn, 0, E, m->kdim) ||
+            model_take(ld, &m->w[ATT_W_V], vn, 0, E, m->vdim))
             return -1;
     }
-    return model_take(ld, &m->in_proj_bias, "in_proj_bias", 1, 3 * E, -1) ||
-                   model_take(ld, &m->out_proj_weight, "out_proj.weight", 0, E, E) ||
-                   model_take(ld, &m->out_proj_bias, "out_proj.bias", 1, E, -1)
+    return model_take(ld, &m->w[ATT_W_IN_BIAS], att_weight_name(ATT_W_IN_BIAS), 1, 3 * E, -1) ||
+                   model_take(ld, &m->w[ATT_W_OUT], "out_proj.weight", 0, E, E) ||
+                   model_take(ld, &m->w[ATT_W_OUT_BIAS], "out_proj.bias", 1, E, -1)
                ? -1
                : 0;
 }
@@ -208,17 +212,17 @@ static int map_hf_bert(struct load *ld)
         if (!(tw[i] = model_checked(ld, w[i], (long)E, (long)E)) ||
             !(tb[i] = model_checked(ld, b[i], (long)E, -1)))
             return -1;
-    m->in_proj_weight = malloc(3 * E * E * sizeof(float));
-    m->in_proj_bias = malloc(3 * E * sizeof(float));
-    if (!m->in_proj_weight || !m->in_proj_bias)
+    m->w[ATT_W_IN] = malloc(3 * E * E * sizeof(float));
+    m->w[ATT_W_IN_BIAS] = malloc(3 * E * sizeof(float));
+    if (!m->w[ATT_W_IN] || !m->w[ATT_W_IN_BIAS])
         return model_fail(ld->err, ld->errlen, "out of memory");
     for (size_t i = 0; i < 3; i++)
-        if (model_convert(ld, m->in_proj_weight + i * E * E, tw[i]) ||
-            model_convert(ld, m->in_proj_bias + i * E, tb[i]))
+        if (model_convert(ld, m->w[ATT_W_IN] + i * E * E, tw[i]) ||
+            model_convert(ld, m->w[ATT_W_IN_BIAS] + i * E, tb[i]))
             return -1;
-    return model_take(ld, &m->out_proj_weight, "attention.output.dense.weight", 0, (long)E,
+    return model_take(ld, &m->w[ATT_W_OUT], "attention.output.dense.weight", 0, (long)E,
                 (long)E) ||
-                   model_take(ld, &m->out_proj_bias, "attention.output.dense.bias", 0, (long)E, -1)
+                   model_take(ld, &m->w[ATT_W_OUT_BIAS], "attention.output.dense.bias", 0, (long)E, -1)
                ? -1
                : 0;
 }
@@ -247,38 +251,32 @@ static int map_hf_gpt2(struct load *ld)
     int rc = -1;
     /* Conv1D stores (in, out) and computes x·W: transposed to Linear's (out, in) */
     if (model_take(ld, &cw, "attn.c_attn.weight", 0, (long)E, 3 * (long)E) ||
-        model_take(ld, &m->in_proj_bias, "attn.c_attn.bias", 0, 3 * (long)E, -1) ||
+        model_take(ld, &m->w[ATT_W_IN_BIAS], "attn.c_attn.bias", 0, 3 * (long)E, -1) ||
         model_take(ld, &pw, "attn.c_proj.weight", 0, (long)E, (long)E) ||
-        model_take(ld, &m->out_proj_bias, "attn.c_proj.bias", 0, (long)E, -1))
+        model_take(ld, &m->w[ATT_W_OUT_BIAS], "attn.c_proj.bias", 0, (long)E, -1))
         goto done;
-    if ((m->in_proj_weight = transpose(ld, cw, E, 3 * E)) &&
-        (m->out_proj_weight = transpose(ld, pw, E, E)))
+    if ((m->w[ATT_W_IN] = transpose(ld, cw, E, 3 * E)) &&
+        (m->w[ATT_W_OUT] = transpose(ld, pw, E, E)))
         rc = 0;
 done:
     free(cw), free(pw);
     return rc;
 }
 
-/* The seven weights in the one order (att_weight_shapes'), NULL where absent. */
-static void weights_of(const struct model *m, float *w[ATT_NWEIGHTS])
-{
-    w[0] = m->in_proj_weight, w[1] = m->q_proj_weight, w[2] = m->k_proj_weight;
-    w[3] = m->v_proj_weight, w[4] = m->in_proj_bias, w[5] = m->out_proj_weight;
-    w[6] = m->out_proj_bias;
-}
-
-/* m->weight_len from the shapes each array was checked and allocated at,
- * and the bytes of float32 the model holds (gpt2's temporaries gone). */
+/* m->w_len from the shapes each array was checked and allocated at (the
+ * core's, att_weight_shapes), and the bytes of float32 the model holds
+ * (gpt2's temporaries gone). */
 static void set_lens(struct model *m)
 {
-    size_t E = (size_t)m->E, dq = (size_t)m->H * (size_t)m->head_dim,
-           dkv = (size_t)m->Hkv * (size_t)m->head_dim, n = 0;
-    float *w[ATT_NWEIGHTS];
-    weights_of(m, w);
-    const size_t len[ATT_NWEIGHTS] = {(dq + 2 * dkv) * E, dq * E, dkv * (size_t)m->kdim,
-                           dkv * (size_t)m->vdim, dq + 2 * dkv, E * dq, E};
-    for (int i = 0; i < ATT_NWEIGHTS; i++)
-        n += m->weight_len[i] = w[i] ? len[i] : 0;
+    const struct att_params p = {.E = m->E, .kdim = m->kdim, .vdim = m->vdim, .H = m->H,
+                                 .Hkv = m->Hkv, .head_dim = m->head_dim};
+    struct att_weight_shape s[ATT_NWEIGHTS];
+    att_weight_shapes(s, &p);
+    size_t n = 0;
+    for (int i = 0; i < ATT_NWEIGHTS; i++) {
+        const size_t len = (size_t)s[i].d0 * (s[i].ndim == 2 ? (size_t)s[i].d1 : 1);
+        n += m->w_len[i] = m->w[i] ? len : 0;
+    }
     m->bytes = n * sizeof(float);
 }
 
@@ -447,10 +445,8 @@ void model_free(struct model *m)
 {
     if (!m)
         return;
-    float *w[ATT_NWEIGHTS];
-    weights_of(m, w);
     for (int i = 0; i < ATT_NWEIGHTS; i++)
-        free(w[i]);
+        free(m->w[i]);
     json_decref(m->defaults);
     json_decref(m->config);
     json_decref(m->hf_config);

@@ -13,7 +13,7 @@
  *     char err[512];
  *     if (model_load(&m, "/srv/models", "bert-l3", err, sizeof err) != 0)
  *         fprintf(stderr, "bert-l3: %s\n", err);   (names the key and shapes)
- *     ... m->in_proj_weight ... (float32, PyTorch Linear layout, out x in)
+ *     ... m->w[ATT_W_IN] ... (float32, PyTorch Linear layout, out x in)
  *     model_free(m);
  *
  * config.json:
@@ -73,6 +73,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "core/attention.h"
+
 /* The name of the built-in model: no struct model, the weights are in the
  * request (both protocols say so; the registry always serves it). */
 #define MODEL_BUILTIN "attention"
@@ -93,25 +95,19 @@ struct model {
     int Hkv;              /* key/value heads (= H but in the hf_* decoder formats) */
     int head_dim;         /* d (= E / H but in the hf_* decoder formats) */
     int layer;            /* hf_* decoder formats: the layer served; else -1 */
-    /* float32, owned (malloc'd), PyTorch layout as struct att_params
-     * wants it; NULL = absent (identity matrix / zero bias). Either
-     * in_proj_weight, or q/k/v_proj_weight. With Dq = H·d and Dkv = Hkv·d
-     * (both E in torch_mha, hf_bert and hf_gpt2; kdim = vdim = E in the
-     * hf_* decoder formats): */
-    float *in_proj_weight;  /* (Dq + 2·Dkv, E) */
-    float *q_proj_weight;   /* (Dq, E) */
-    float *k_proj_weight;   /* (Dkv, kdim) */
-    float *v_proj_weight;   /* (Dkv, vdim) */
-    float *in_proj_bias;    /* (Dq + 2·Dkv): q, k, v blocks */
-    float *out_proj_weight; /* (E, Dq) */
-    float *out_proj_bias;   /* (E) */
+    /* The weights (enum att_weight, core/attention.h), float32, owned
+     * (malloc'd), PyTorch layout as struct att_params wants it; NULL =
+     * absent (identity matrix / zero bias). Either w[ATT_W_IN], or
+     * w[ATT_W_Q], w[ATT_W_K] and w[ATT_W_V]. Dq = H·d and Dkv = Hkv·d are
+     * both E in torch_mha, hf_bert and hf_gpt2; kdim = vdim = E in the
+     * hf_* decoder formats. */
+    float *w[ATT_NWEIGHTS];
+    size_t w_len[ATT_NWEIGHTS]; /* floats in each array of w (0 when NULL) */
     json_t *defaults;       /* object of POST /attention options (owned, never NULL;
                                checked against codec/options.h's rows, defaults.c) */
     json_t *config;         /* config.json as read (owned, never NULL) */
     json_t *hf_config;      /* hf_* decoder formats: the checkpoint's config.json
                                (owned); else NULL */
-    size_t weight_len[7];   /* floats in each of the seven arrays above, in
-                               their order (0 when NULL) */
     size_t bytes;           /* bytes of float32 weights held */
     char dtype[8];          /* dtype of the weights in the file: "F32", "F16", "BF16" */
 };

@@ -187,7 +187,7 @@ Test(sequence_store, kept_weights_count_in_the_budget)
     static const float w[64] = {0};
     struct att_params p;
     att_params_init(&p);
-    p.out_proj_weight = w, p.out_proj_weight_len = 64;
+    p.w[ATT_W_OUT] = w, p.w_len[ATT_W_OUT] = 64;
     limits(8, 600, 200);
     struct seq_step st;
     struct api_error e;
@@ -210,10 +210,10 @@ Test(sequence_store, kept_weights_count_in_the_budget)
     att_params_init(&later);
     cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
     cr_assert_eq(seq_weights(&st, &later, &e), 0);
-    cr_assert_eq(later.out_proj_weight_len, 64);
+    cr_assert_eq(later.w_len[ATT_W_OUT], 64);
     seq_close(&st, 1, 0);
     static const float other[64] = {1};
-    later.out_proj_weight = other;
+    later.w[ATT_W_OUT] = other;
     cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
     cr_assert_eq(seq_weights(&st, &later, &e), -1);
     cr_assert_eq(e.code, ERR_INVALID_PARAMETER);

@@ -74,9 +74,9 @@ Test(codec, batched_cross_attention_with_all_options)
     cr_assert_eq(p->kdim, 2);
     cr_assert_eq(p->vdim, 1);
     cr_assert_eq(p->key[11], 12.0f);
-    cr_assert_eq(p->v_proj_weight[3], 4.0f);
-    cr_assert_eq(p->out_proj_bias[3], 1.0f);
-    cr_assert_null(p->in_proj_weight);
+    cr_assert_eq(p->w[ATT_W_V][3], 4.0f);
+    cr_assert_eq(p->w[ATT_W_OUT_BIAS][3], 1.0f);
+    cr_assert_null(p->w[ATT_W_IN]);
     cr_assert_eq(p->mask_kind, ATT_MASK_BOOL);
     cr_assert_eq(p->mask_ndim, 2);
     cr_assert_eq(p->bool_mask[0], 1);

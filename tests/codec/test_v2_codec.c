@@ -94,7 +94,7 @@ Test(v2_codec, masks_options_and_id)
     cr_assert_eq(p->float_mask[5], -2.0f);
     cr_assert_eq(p->key_padding_mask[1], 1);
     cr_assert_eq(p->key_padding_mask[2], 0);
-    cr_assert_not_null(p->k_proj_weight);
+    cr_assert_not_null(p->w[ATT_W_K]);
     cr_assert_eq(r.c.weights_len, 6, "(N, L, S) averaged");
     v2_request_deinit(&r);
 
@@ -236,10 +236,10 @@ Test(v2_codec, model_defaults_fill_what_the_request_leaves_out)
     /* a model's weights are used, not inputs */
     static float w[16] = {2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2};
     test_model(&m, NULL);
-    m.out_proj_weight = w, m.weight_len[5] = 16;
+    m.w[ATT_W_OUT] = w, m.w_len[ATT_W_OUT] = 16;
     cr_assert_eq(decode(&r, "{'inputs': [" TINY_QUERY "]}", &m, &e), 0, "%s", e.msg);
-    cr_assert_eq(p->out_proj_weight, w);
-    cr_assert_null(p->in_proj_weight);
+    cr_assert_eq(p->w[ATT_W_OUT], w);
+    cr_assert_null(p->w[ATT_W_IN]);
     cr_assert_eq(p->weights_mode, ATT_WEIGHTS_PER_HEAD);
     v2_request_deinit(&r);
     test_model_deinit(&m);

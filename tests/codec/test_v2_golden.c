@@ -109,18 +109,8 @@ Test(v2_codec, golden_cases_through_a_server_held_model, .timeout = 60)
         struct model m;
         test_model(&m, NULL);
         m.E = g.p.E, m.kdim = g.p.kdim, m.vdim = g.p.vdim, m.H = g.p.H;
-        m.in_proj_weight = (float *)g.p.in_proj_weight;
-        m.q_proj_weight = (float *)g.p.q_proj_weight;
-        m.k_proj_weight = (float *)g.p.k_proj_weight;
-        m.v_proj_weight = (float *)g.p.v_proj_weight;
-        m.in_proj_bias = (float *)g.p.in_proj_bias;
-        m.out_proj_weight = (float *)g.p.out_proj_weight;
-        m.out_proj_bias = (float *)g.p.out_proj_bias;
-        const size_t lens[7] = {g.p.in_proj_weight_len, g.p.q_proj_weight_len,
-                                g.p.k_proj_weight_len,  g.p.v_proj_weight_len,
-                                g.p.in_proj_bias_len,   g.p.out_proj_weight_len,
-                                g.p.out_proj_bias_len};
-        memcpy(m.weight_len, lens, sizeof lens);
+        for (int w = 0; w < ATT_NWEIGHTS; w++)
+            m.w[w] = (float *)g.p.w[w], m.w_len[w] = g.p.w_len[w];
         json_t *c = json_load_file(paths[i], 0, NULL);
         size_t len;
         long long hl;

@@ -69,17 +69,17 @@ static void make_vcase(struct att_params *p, struct vin *in, const struct vcase 
     if (c->self)
         p->key = p->value = p->query;
     if (c->proj == VP_PACKED) {
-        p->in_proj_weight = in->w[0] = check_randv((Dq + 2 * Dkv) * E, 1.0f / sqrtf((float)E), &st);
+        p->w[ATT_W_IN] = in->w[0] = check_randv((Dq + 2 * Dkv) * E, 1.0f / sqrtf((float)E), &st);
     } else if (c->proj == VP_SEPARATE) {
-        p->q_proj_weight = in->w[0] = check_randv(Dq * E, 1.0f / sqrtf((float)E), &st);
-        p->k_proj_weight = in->w[1] = check_randv(Dkv * p->kdim, 1.0f / sqrtf((float)p->kdim), &st);
-        p->v_proj_weight = in->w[2] = check_randv(Dkv * p->vdim, 1.0f / sqrtf((float)p->vdim), &st);
+        p->w[ATT_W_Q] = in->w[0] = check_randv(Dq * E, 1.0f / sqrtf((float)E), &st);
+        p->w[ATT_W_K] = in->w[1] = check_randv(Dkv * p->kdim, 1.0f / sqrtf((float)p->kdim), &st);
+        p->w[ATT_W_V] = in->w[2] = check_randv(Dkv * p->vdim, 1.0f / sqrtf((float)p->vdim), &st);
     }
     if (c->proj != VP_ABSENT)
-        p->out_proj_weight = in->w[3] = check_randv(E * Dq, 1.0f / sqrtf((float)Dq), &st);
+        p->w[ATT_W_OUT] = in->w[3] = check_randv(E * Dq, 1.0f / sqrtf((float)Dq), &st);
     if (c->bias) {
-        p->in_proj_bias = in->w[4] = check_randv(Dq + 2 * Dkv, 0.1f, &st);
-        p->out_proj_bias = in->w[5] = check_randv(E, 0.1f, &st);
+        p->w[ATT_W_IN_BIAS] = in->w[4] = check_randv(Dq + 2 * Dkv, 0.1f, &st);
+        p->w[ATT_W_OUT_BIAS] = in->w[5] = check_randv(E, 0.1f, &st);
     }
     golden_weight_lens(p);
     const size_t plane = (size_t)c->L * c->S;

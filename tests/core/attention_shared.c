@@ -34,17 +34,17 @@ void make_case(struct att_params *p, struct rinputs *in, const struct rcase *c,
     if (c->self)
         p->key = p->value = p->query;
     if (c->proj == PROJ_PACKED) {
-        p->in_proj_weight = in->w_in = check_randv(3 * E * E, 1.0f / sqrtf((float)E), &st);
+        p->w[ATT_W_IN] = in->w_in = check_randv(3 * E * E, 1.0f / sqrtf((float)E), &st);
     } else if (c->proj == PROJ_SEPARATE) {
-        p->q_proj_weight = in->wq = check_randv(E * E, 1.0f / sqrtf((float)E), &st);
-        p->k_proj_weight = in->wk = check_randv(E * c->kdim, 1.0f / sqrtf((float)c->kdim), &st);
-        p->v_proj_weight = in->wv = check_randv(E * c->vdim, 1.0f / sqrtf((float)c->vdim), &st);
+        p->w[ATT_W_Q] = in->wq = check_randv(E * E, 1.0f / sqrtf((float)E), &st);
+        p->w[ATT_W_K] = in->wk = check_randv(E * c->kdim, 1.0f / sqrtf((float)c->kdim), &st);
+        p->w[ATT_W_V] = in->wv = check_randv(E * c->vdim, 1.0f / sqrtf((float)c->vdim), &st);
     }
     if (c->proj != PROJ_ABSENT)
-        p->out_proj_weight = in->wo = check_randv(E * E, 1.0f / sqrtf((float)E), &st);
+        p->w[ATT_W_OUT] = in->wo = check_randv(E * E, 1.0f / sqrtf((float)E), &st);
     if (c->bias) {
-        p->in_proj_bias = in->b_in = check_randv(3 * E, 0.1f, &st);
-        p->out_proj_bias = in->bo = check_randv(E, 0.1f, &st);
+        p->w[ATT_W_IN_BIAS] = in->b_in = check_randv(3 * E, 0.1f, &st);
+        p->w[ATT_W_OUT_BIAS] = in->bo = check_randv(E, 0.1f, &st);
     }
     golden_weight_lens(p);
     const size_t plane = (size_t)c->L * c->S;

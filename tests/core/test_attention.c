@@ -167,7 +167,7 @@ Test(attention, one_pointer_for_query_key_value_of_different_lengths)
         att_params_init(&p);
         p.N = 1, p.L = L, p.S = 4 - L, p.E = p.kdim = p.vdim = 1, p.H = 1;
         p.query = p.key = p.value = buf;
-        p.in_proj_weight = w, p.in_proj_weight_len = 3;
+        p.w[ATT_W_IN] = w, p.w_len[ATT_W_IN] = 3;
         p.weights_mode = ATT_WEIGHTS_PER_HEAD;
         size_t olen, wlen;
         cr_assert_eq(att_check(&p, &olen, &wlen, NULL), ATT_OK);

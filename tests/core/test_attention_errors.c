@@ -53,7 +53,7 @@ Test(attention_errors, invalid_parameter)
     expect_error(&p, ATT_EPARAM, "scale");
     small_params(&p), p.value = NULL;
     expect_error(&p, ATT_EPARAM, "value is missing");
-    small_params(&p), p.in_proj_weight = dummy, p.q_proj_weight = dummy;
+    small_params(&p), p.w[ATT_W_IN] = dummy, p.w[ATT_W_Q] = dummy;
     expect_error(&p, ATT_EPARAM, "mutually exclusive");
     small_params(&p), p.mask_kind = 9;
     expect_error(&p, ATT_EPARAM, "attn_mask kind 9");
@@ -88,7 +88,7 @@ Test(attention_errors, shape_mismatch)
     expect_error(&p, ATT_ESHAPE, "key has 6 features but embed_dim is 8");
     small_params(&p), p.vdim = 3;
     expect_error(&p, ATT_ESHAPE, "value has 3 features");
-    small_params(&p), p.vdim = 3, p.in_proj_weight = dummy;
+    small_params(&p), p.vdim = 3, p.w[ATT_W_IN] = dummy;
     expect_error(&p, ATT_ESHAPE, "in_proj_weight needs kdim == vdim == embed_dim 8");
 }
 
@@ -99,33 +99,26 @@ Test(attention_errors, weights_whose_length_disagrees_with_the_parameters)
      * must refuse, not read 4·4·8 floats out of 2·4·8. */
     static float wk[2 * 4 * 8], wq[8 * 8];
     struct att_params p;
-    small_params(&p), p.q_proj_weight = wq, p.q_proj_weight_len = 64;
-    p.H = 4, p.head_dim = 2, p.k_proj_weight = wk, p.k_proj_weight_len = 2 * 2 * 8;
-    p.v_proj_weight = dummy, p.v_proj_weight_len = 4 * 2 * 8;
+    small_params(&p), p.w[ATT_W_Q] = wq, p.w_len[ATT_W_Q] = 64;
+    p.H = 4, p.head_dim = 2, p.w[ATT_W_K] = wk, p.w_len[ATT_W_K] = 2 * 2 * 8;
+    p.w[ATT_W_V] = dummy, p.w_len[ATT_W_V] = 4 * 2 * 8;
     expect_error(&p, ATT_ESHAPE, "k_proj_weight holds 32 floats, but num_heads 4, "
                  "num_kv_heads 4, head_dim 2 and the input widths make it (8, 8): 64");
-    p.Hkv = 2, p.v_proj_weight_len = 32; /* the weights' own value: accepted */
+    p.Hkv = 2, p.w_len[ATT_W_V] = 32; /* the weights' own value: accepted */
     float out[2 * 4 * 8];
     struct att_error err;
     cr_assert_eq(att_forward(out, NULL, &p, &err), ATT_OK, "%s", err.msg);
     /* every array, whichever caller: a count of 0 with a pointer is refused */
-    const char *names[7] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
-                            "v_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias"};
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < ATT_NWEIGHTS; i++) {
+        const char *name = att_weight_name((enum att_weight)i);
         small_params(&p);
-        const float **w[7] = {&p.in_proj_weight, &p.q_proj_weight, &p.k_proj_weight,
-                              &p.v_proj_weight, &p.in_proj_bias, &p.out_proj_weight,
-                              &p.out_proj_bias};
-        *w[i] = dummy;
+        p.w[i] = dummy;
         golden_weight_lens(&p);
-        cr_assert_eq(att_check(&p, NULL, NULL, &err), ATT_OK, "%s: %s", names[i], err.msg);
-        size_t *n[7] = {&p.in_proj_weight_len, &p.q_proj_weight_len, &p.k_proj_weight_len,
-                        &p.v_proj_weight_len, &p.in_proj_bias_len, &p.out_proj_weight_len,
-                        &p.out_proj_bias_len};
-        *n[i] -= 1;
-        expect_error(&p, ATT_ESHAPE, names[i]);
-        *n[i] = 0;
-        expect_error(&p, ATT_ESHAPE, names[i]);
+        cr_assert_eq(att_check(&p, NULL, NULL, &err), ATT_OK, "%s: %s", name, err.msg);
+        p.w_len[i] -= 1;
+        expect_error(&p, ATT_ESHAPE, name);
+        p.w_len[i] = 0;
+        expect_error(&p, ATT_ESHAPE, name);
     }
 }
 
@@ -224,7 +217,7 @@ Test(attention_range, every_score_overflowing_downward_is_400_not_a_masked_row)
     const float q[1] = {1e20f}, k[2] = {-1e20f, -2e20f}, v[2] = {1, 2}, bo[1] = {0.5f};
     struct tiny t;
     tiny_init(&t, q, 1, k, v, 2);
-    t.p.out_proj_bias = bo;
+    t.p.w[ATT_W_OUT_BIAS] = bo;
     expect_both(&t, ATT_ERANGE, "every unmasked attention score of query 0");
     /* one finite score: the overflowed one takes weight 0 */
     const float k2[2] = {-1e20f, 1.0f};
@@ -262,7 +255,7 @@ Test(attention_range, each_stage_of_the_rule)
     /* a projection above FLT_MAX: 3e38 + a bias of 3e38 */
     const float big[1] = {3e38f}, one[1] = {1.0f}, b3[3] = {3e38f, 0, 0};
     tiny_init(&t, big, 1, one, one, 1);
-    t.p.in_proj_bias = b3;
+    t.p.w[ATT_W_IN_BIAS] = b3;
     expect_both(&t, ATT_ERANGE, "query projection");
     /* the scaled query above FLT_MAX */
     const float q[1] = {1e10f};
@@ -276,7 +269,7 @@ Test(attention_range, each_stage_of_the_rule)
     /* the output above FLT_MAX: 3e38 through an out-projection of 2 */
     const float two[1] = {2.0f};
     tiny_init(&t, one, 1, one, big, 1);
-    t.p.out_proj_weight = two;
+    t.p.w[ATT_W_OUT] = two;
     expect_both(&t, ATT_ERANGE, "output");
 }
 
@@ -297,7 +290,7 @@ Test(attention_range, float32_intermediate_overflow_with_a_finite_float64_value_
     const float x[3] = {3e38f, 3e38f, -3e38f}, W[3] = {1, 1, 1}, one[1] = {1.0f};
     att_params_init(&p);
     p.N = 1, p.L = 1, p.S = 1, p.E = 1, p.kdim = 1, p.vdim = 3, p.H = 1;
-    p.query = one, p.key = one, p.value = x, p.v_proj_weight = W, p.v_proj_weight_len = 3;
+    p.query = one, p.key = one, p.value = x, p.w[ATT_W_V] = W, p.w_len[ATT_W_V] = 3;
     p.weights_mode = ATT_WEIGHTS_NONE;
     cr_assert_eq(att_forward(out, NULL, &p, &err), ATT_OK, "%s", err.msg);
     cr_assert_eq(out[0], 3e38f);
@@ -324,7 +317,7 @@ Test(attention_range, subnormals_are_computed_not_flushed)
     const float one[1] = {1.0f}, tiny_v[1] = {1e-39f}, w38[1] = {1e38f};
     struct tiny t;
     tiny_init(&t, one, 1, one, tiny_v, 1);
-    t.p.v_proj_weight = w38;
+    t.p.w[ATT_W_V] = w38;
     expect_both(&t, ATT_OK, NULL);
     cr_assert_float_eq(t.out[0], 0.1f, 1e-6);
     /* bug 4: a weight of e^-87.2 = 1.35e-38 times 3e38; was 0 */
@@ -348,7 +341,7 @@ Test(attention_range, subnormals_are_computed_not_flushed)
     /* but through an out-projection of 1e33 the bound S·2^-126·max|v|·E·max|Wo|
      * = 2 · 2^-126 · 2 · 1e33 = 4.7e-5 exceeds 1e-6: computed without flushing */
     const float wo_big[1] = {1e33f};
-    t.p.out_proj_weight = wo_big;
+    t.p.w[ATT_W_OUT] = wo_big;
     expect_both(&t, ATT_OK, NULL);
     cr_assert(t.w[1] > 3.0e-44f, "weight %g", (double)t.w[1]);
 }

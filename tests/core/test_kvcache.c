@@ -68,14 +68,14 @@ static void model_params(struct att_params *p, const struct kv_model *m, int L, 
     p->N = 1, p->L = L, p->S = S, p->E = m->E, p->kdim = m->kdim, p->vdim = m->vdim;
     p->H = m->H, p->Hkv = m->Hkv, p->head_dim = m->d;
     p->query = q, p->key = k, p->value = v;
-    p->q_proj_weight = m->wq, p->q_proj_weight_len = (size_t)Dq * m->E;
+    p->w[ATT_W_Q] = m->wq, p->w_len[ATT_W_Q] = (size_t)Dq * m->E;
     if (m->proj_kv) {
-        p->k_proj_weight = m->wk, p->k_proj_weight_len = (size_t)Dkv * m->kdim;
-        p->v_proj_weight = m->wv, p->v_proj_weight_len = (size_t)Dkv * m->vdim;
-        p->in_proj_bias = m->bias, p->in_proj_bias_len = (size_t)Dq + 2 * Dkv;
+        p->w[ATT_W_K] = m->wk, p->w_len[ATT_W_K] = (size_t)Dkv * m->kdim;
+        p->w[ATT_W_V] = m->wv, p->w_len[ATT_W_V] = (size_t)Dkv * m->vdim;
+        p->w[ATT_W_IN_BIAS] = m->bias, p->w_len[ATT_W_IN_BIAS] = (size_t)Dq + 2 * Dkv;
     }
-    p->out_proj_weight = m->wo, p->out_proj_weight_len = (size_t)m->E * Dq;
-    p->out_proj_bias = m->bo, p->out_proj_bias_len = (size_t)m->E;
+    p->w[ATT_W_OUT] = m->wo, p->w_len[ATT_W_OUT] = (size_t)m->E * Dq;
+    p->w[ATT_W_OUT_BIAS] = m->bo, p->w_len[ATT_W_OUT_BIAS] = (size_t)m->E;
     p->rope_style = m->rope;
     if (m->window >= 0)
         p->has_window = 1, p->window_left = m->window, p->window_right = -1;
@@ -271,10 +271,10 @@ static int run_rounded_projected(int dtype, int total, unsigned long long seed)
         project_ref(qp, q, L, m.E, m.wq, NULL, Dq, len + S - L, m.rope, m.H, m.d, ATT_KV_F32);
         struct att_params p, ref;
         model_params(&p, &m, L, S, q, k, v);
-        p.in_proj_bias = NULL, p.in_proj_bias_len = 0; /* q has none here; k, v theirs: */
+        p.w[ATT_W_IN_BIAS] = NULL, p.w_len[ATT_W_IN_BIAS] = 0; /* q has none here; k, v theirs: */
         float *bias = calloc((size_t)Dq + 2 * Dkv, sizeof *bias);
         memcpy(bias + Dq, m.bias + Dq, 2 * (size_t)Dkv * sizeof *bias);
-        p.in_proj_bias = bias, p.in_proj_bias_len = (size_t)Dq + 2 * Dkv;
+        p.w[ATT_W_IN_BIAS] = bias, p.w_len[ATT_W_IN_BIAS] = (size_t)Dq + 2 * Dkv;
         att_params_init(&ref);
         ref.N = 1, ref.L = L, ref.S = len + S, ref.E = Dq, ref.kdim = ref.vdim = Dkv;
         ref.H = m.H, ref.Hkv = m.Hkv, ref.head_dim = m.d;
@@ -383,11 +383,11 @@ Test(kvcache, an_error_step_appends_nothing)
     float wq[8 * 8] = {0};
     for (int i = 0; i < 8; i++)
         wq[i * 8 + 0] = 2.0f, wq[i * 8 + 1] = 2.0f;
-    p.q_proj_weight = wq, p.q_proj_weight_len = 64;
+    p.w[ATT_W_Q] = wq, p.w_len[ATT_W_Q] = 64;
     cr_assert_eq(att_step(out, NULL, &p, c, &err), ATT_ERANGE);
     cr_assert_eq(att_kv_len(c), 3);
     cr_assert_eq(att_kv_bytes(c), bytes);
-    q[0] = big, p.q_proj_weight = NULL, p.q_proj_weight_len = 0;
+    q[0] = big, p.w[ATT_W_Q] = NULL, p.w_len[ATT_W_Q] = 0;
     /* the cache still answers as the stateless request on its 3 + 2 rows */
     cr_assert_eq(att_step(out, NULL, &p, c, &err), ATT_OK, "%s", err.msg);
     cr_assert_eq(att_kv_len(c), 5);

@@ -109,18 +109,18 @@ static void make_pcase(struct pcase *c, unsigned long long seed)
     p->query = c->q, p->key = c->k, p->value = c->v;
     if (proj == 1) {
         fill(c->win, 3 * p->E * p->E, &s);
-        p->in_proj_weight = c->win;
+        p->w[ATT_W_IN] = c->win;
     } else if (proj == 2) {
         fill(c->wq, p->E * p->E, &s), fill(c->wk, p->E * p->kdim, &s);
         fill(c->wv, p->E * p->vdim, &s);
-        p->q_proj_weight = c->wq, p->k_proj_weight = c->wk, p->v_proj_weight = c->wv;
+        p->w[ATT_W_Q] = c->wq, p->w[ATT_W_K] = c->wk, p->w[ATT_W_V] = c->wv;
     }
     if (unif(&s) < 0.5)
-        fill(c->bin, 3 * p->E, &s), p->in_proj_bias = c->bin;
+        fill(c->bin, 3 * p->E, &s), p->w[ATT_W_IN_BIAS] = c->bin;
     if (unif(&s) < 0.5)
-        fill(c->wo, p->E * p->E, &s), p->out_proj_weight = c->wo;
+        fill(c->wo, p->E * p->E, &s), p->w[ATT_W_OUT] = c->wo;
     if (unif(&s) < 0.5)
-        fill(c->bo, p->E, &s), p->out_proj_bias = c->bo;
+        fill(c->bo, p->E, &s), p->w[ATT_W_OUT_BIAS] = c->bo;
     golden_weight_lens(p);
     if (unif(&s) < 0.5)
         p->has_scale = 1, p->scale = logu(&s);
@@ -236,10 +236,10 @@ static void reference(struct pref *r, const struct att_params *p)
         for (int e = 0; e < rows[t] * dims[t]; e++)
             xin[t][e] = tmp[e];
     }
-    const float *Wq = p->in_proj_weight ? p->in_proj_weight : p->q_proj_weight;
-    const float *Wk = p->in_proj_weight ? p->in_proj_weight + E * E : p->k_proj_weight;
-    const float *Wv = p->in_proj_weight ? p->in_proj_weight + 2 * E * E : p->v_proj_weight;
-    const float *b = p->in_proj_bias;
+    const float *Wq = p->w[ATT_W_IN] ? p->w[ATT_W_IN] : p->w[ATT_W_Q];
+    const float *Wk = p->w[ATT_W_IN] ? p->w[ATT_W_IN] + E * E : p->w[ATT_W_K];
+    const float *Wv = p->w[ATT_W_IN] ? p->w[ATT_W_IN] + 2 * E * E : p->w[ATT_W_V];
+    const float *b = p->w[ATT_W_IN_BIAS];
     lin(q, qe, xin[0], NULL, Wq, b, N * L, E, E);
     lin(k, ke, xin[1], NULL, Wk, b ? b + E : NULL, N * S, p->kdim, E);
     lin(v, ve, xin[2], NULL, Wv, b ? b + 2 * E : NULL, N * S, p->vdim, E);
@@ -347,7 +347,7 @@ static void reference(struct pref *r, const struct att_params *p)
                 }
             }
     double out[ME], oe[ME];
-    lin(out, oe, c, ce, p->out_proj_weight, p->out_proj_bias, N * L, E, E);
+    lin(out, oe, c, ce, p->w[ATT_W_OUT], p->w[ATT_W_OUT_BIAS], N * L, E, E);
     for (int e = 0; e < N * L * E; e++) {
         if (fold(r, classify(out[e], oe[e])))
             return;
@@ -377,15 +377,9 @@ static void print_case(const struct pcase *c)
     print_tensor("query", p->query, p->N * p->L * p->E);
     print_tensor("key", p->key, p->N * p->S * p->kdim);
     print_tensor("value", p->value, p->N * p->S * p->vdim);
-    const float *w[] = {p->in_proj_weight, p->q_proj_weight, p->k_proj_weight, p->v_proj_weight,
-                        p->in_proj_bias, p->out_proj_weight, p->out_proj_bias};
-    const char *names[] = {"in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight",
-                           "in_proj_bias", "out_proj_weight", "out_proj_bias"};
-    const int sizes[] = {3 * p->E * p->E, p->E * p->E, p->E * p->kdim, p->E * p->vdim,
-                         3 * p->E, p->E * p->E, p->E};
-    for (int i = 0; i < 7; i++)
-        if (w[i])
-            print_tensor(names[i], w[i], sizes[i]);
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        if (p->w[i])
+            print_tensor(att_weight_name((enum att_weight)i), p->w[i], (int)p->w_len[i]);
     if (p->float_mask)
         print_tensor("float mask", p->float_mask,
                      (p->mask_ndim == 3 ? p->N * p->H : 1) * p->L * p->S);

@@ -46,8 +46,8 @@ static void rin_make(struct att_params *p, struct rin *r, int N, int L, int S, i
     r->wo = check_randv((size_t)E * E, 0.5f, st);
     cr_assert(r->q && r->k && r->v && r->w_in && r->wo);
     p->query = r->q, p->key = r->k, p->value = r->v;
-    p->in_proj_weight = r->w_in, p->out_proj_weight = r->wo;
-    p->in_proj_weight_len = (size_t)3 * E * E, p->out_proj_weight_len = (size_t)E * E;
+    p->w[ATT_W_IN] = r->w_in, p->w[ATT_W_OUT] = r->wo;
+    p->w_len[ATT_W_IN] = (size_t)3 * E * E, p->w_len[ATT_W_OUT] = (size_t)E * E;
     switch (m) {
     case RM_CAUSAL:
         p->mask_kind = ATT_MASK_CAUSAL;

@@ -198,8 +198,8 @@ static void vparams(struct att_params *p, const struct vin *in)
     att_params_init(p);
     p->N = N_, p->L = L_, p->S = S_, p->E = p->kdim = p->vdim = E_, p->H = H_;
     p->query = in->q, p->key = in->k, p->value = in->v;
-    p->q_proj_weight = in->wq, p->k_proj_weight = in->wk, p->v_proj_weight = in->wv;
-    p->out_proj_weight = in->wo, p->out_proj_bias = in->bo;
+    p->w[ATT_W_Q] = in->wq, p->w[ATT_W_K] = in->wk, p->w[ATT_W_V] = in->wv;
+    p->w[ATT_W_OUT] = in->wo, p->w[ATT_W_OUT_BIAS] = in->bo;
     p->weights_mode = ATT_WEIGHTS_PER_HEAD;
 }
 
@@ -222,7 +222,7 @@ Test(variants_ref, gqa_equals_its_kv_heads_repeated)
     struct att_params p;
     vparams(&p, &in);
     p.Hkv = 2, p.rope_style = ATT_ROPE_HALF, p.has_window = 1, p.window_left = 2;
-    p.window_right = 1, p.in_proj_bias = in.b;
+    p.window_right = 1, p.w[ATT_W_IN_BIAS] = in.b;
     float out[N_ * L_ * E_], w[N_ * H_ * L_ * S_], out4[N_ * L_ * E_], w4[N_ * H_ * L_ * S_];
     run_ref(out, w, &p);
     static float wk4[H_ * D_ * E_], wv4[H_ * D_ * E_], b4[3 * H_ * D_];
@@ -234,7 +234,7 @@ Test(variants_ref, gqa_equals_its_kv_heads_repeated)
         memcpy(b4 + 2 * H_ * D_ + h * D_, in.b + H_ * D_ + 2 * D_ + (h / 2) * D_,
                D_ * sizeof(float));
     }
-    p.Hkv = 0, p.k_proj_weight = wk4, p.v_proj_weight = wv4, p.in_proj_bias = b4;
+    p.Hkv = 0, p.w[ATT_W_K] = wk4, p.w[ATT_W_V] = wv4, p.w[ATT_W_IN_BIAS] = b4;
     run_ref(out4, w4, &p);
     cr_assert(check_tensor("GQA output", out, out4, N_ * L_ * E_, 1e-6, 0.0));
     cr_assert(check_tensor("GQA weights", w, w4, N_ * H_ * L_ * S_, 1e-7, 0.0));
@@ -268,7 +268,7 @@ Test(variants_ref, rope_interleaved_is_half_on_permuted_weights)
         static float wq2[H_ * 8 * E_], wk2[2 * 8 * E_];
         llama_permute(wq2, in.wq, H_, 8, rd);
         llama_permute(wk2, in.wk, 2, 8, rd);
-        p.rope_style = ATT_ROPE_HALF, p.q_proj_weight = wq2, p.k_proj_weight = wk2;
+        p.rope_style = ATT_ROPE_HALF, p.w[ATT_W_Q] = wq2, p.w[ATT_W_K] = wk2;
         run_ref(out2, w2, &p);
         cr_assert(check_tensor("RoPE output", out, out2, N_ * L_ * E_, 1e-6, 0.0), "rd %d", rd);
         cr_assert(check_tensor("RoPE weights", w, w2, N_ * H_ * L_ * S_, 1e-7, 0.0), "rd %d", rd);
@@ -344,7 +344,7 @@ static void small(struct att_params *p)
 
 static void proj(struct att_params *p)
 {
-    p->q_proj_weight = p->k_proj_weight = p->v_proj_weight = p->out_proj_weight = dummy;
+    p->w[ATT_W_Q] = p->w[ATT_W_K] = p->w[ATT_W_V] = p->w[ATT_W_OUT] = dummy;
 }
 
 static void refuses(const struct att_params *p, int code, const char *needle)
@@ -383,10 +383,10 @@ Test(variants_ref, check_refuses_each_field_by_name)
     small(&p), p.Hkv = 1;
     refuses(&p, ATT_ESHAPE, "key has 8 features but num_kv_heads*head_dim is 4 and "
                             "k_proj_weight is absent");
-    small(&p), p.Hkv = 1, p.k_proj_weight = dummy;
+    small(&p), p.Hkv = 1, p.w[ATT_W_K] = dummy;
     refuses(&p, ATT_ESHAPE, "value has 8 features but num_kv_heads*head_dim is 4 and "
                             "v_proj_weight is absent");
-    small(&p), proj(&p), p.head_dim = 3, p.out_proj_weight = NULL;
+    small(&p), proj(&p), p.head_dim = 3, p.w[ATT_W_OUT] = NULL;
     refuses(&p, ATT_ESHAPE, "out_proj_weight is absent but num_heads*head_dim 6 differs "
                             "from embed_dim 8");
     small(&p), p.rope_style = 7;
@@ -435,7 +435,7 @@ Test(variants_ref, check_accepts_the_boundaries_and_sizes_outputs)
     struct att_params p;
     small(&p), p.Hkv = 2, p.rope_style = ATT_ROPE_HALF, p.rope_rotary_dim = 4;
     accepts(&p);
-    small(&p), p.Hkv = 1, p.k_proj_weight = p.v_proj_weight = dummy;
+    small(&p), p.Hkv = 1, p.w[ATT_W_K] = p.w[ATT_W_V] = dummy;
     p.rope_style = ATT_ROPE_INTERLEAVED, p.rope_rotary_dim = 2, p.rope_theta = 0.0;
     accepts(&p);
     small(&p), p.has_window = 1, p.window_left = p.window_right = -1, p.softcap = 0.0f;

@@ -62,17 +62,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     err[0] = 0;
     if (model_parse(&m, "fuzz", cfg, (size_t)n, buf, len, err, sizeof err) == 0) {
         size_t E = (size_t)m->E, sum = 0;
-        if (m->E < 1 || m->E % m->H || !m->out_proj_weight || !m->defaults)
+        if (m->E < 1 || m->E % m->H || !m->w[ATT_W_OUT] || !m->defaults)
             abort();
         /* touch every array to its full size: ASan catches a short one */
-        const float *a[] = {m->in_proj_weight, m->q_proj_weight, m->k_proj_weight,
-                            m->v_proj_weight, m->in_proj_bias, m->out_proj_weight,
-                            m->out_proj_bias};
-        size_t len_of[] = {3 * E * E, E * E, E * (size_t)m->kdim, E * (size_t)m->vdim,
-                           3 * E, E * E, E};
-        for (int i = 0; i < 7; i++)
-            for (size_t k = 0; a[i] && k < len_of[i]; k++)
-                sum += a[i][k] != 0.0f;
+        const size_t len_of[ATT_NWEIGHTS] = {
+            [ATT_W_IN] = 3 * E * E, [ATT_W_Q] = E * E, [ATT_W_K] = E * (size_t)m->kdim,
+            [ATT_W_V] = E * (size_t)m->vdim, [ATT_W_IN_BIAS] = 3 * E, [ATT_W_OUT] = E * E,
+            [ATT_W_OUT_BIAS] = E};
+        for (int i = 0; i < ATT_NWEIGHTS; i++)
+            for (size_t k = 0; m->w[i] && k < len_of[i]; k++)
+                sum += m->w[i][k] != 0.0f;
         if (sum > m->bytes / sizeof(float))
             abort();
         model_free(m);

@@ -271,22 +271,22 @@ Test(model, layouts_of_the_same_weights_agree)
             cr_assert(m[i]->E == 16 && m[i]->H == 4 && m[i]->kdim == 16 && m[i]->vdim == 16);
             cr_assert_eq(m[i]->format, i);
             cr_assert_str_eq(m[i]->dtype, DT[d]);
-            cr_assert(!m[i]->q_proj_weight && !m[i]->k_proj_weight && !m[i]->v_proj_weight);
+            cr_assert(!m[i]->w[ATT_W_Q] && !m[i]->w[ATT_W_K] && !m[i]->w[ATT_W_V]);
             cr_assert_eq(m[i]->bytes, (3 * 256 + 48 + 256 + 16) * sizeof(float));
             cr_assert(json_is_object(m[i]->defaults) && json_object_size(m[i]->defaults) == 0);
         }
         for (int i = 1; i < 3; i++) {
-            assert_same(name[i], m[i]->in_proj_weight, m[0]->in_proj_weight, 3 * 256);
-            assert_same(name[i], m[i]->in_proj_bias, m[0]->in_proj_bias, 48);
-            assert_same(name[i], m[i]->out_proj_weight, m[0]->out_proj_weight, 256);
-            assert_same(name[i], m[i]->out_proj_bias, m[0]->out_proj_bias, 16);
+            assert_same(name[i], m[i]->w[ATT_W_IN], m[0]->w[ATT_W_IN], 3 * 256);
+            assert_same(name[i], m[i]->w[ATT_W_IN_BIAS], m[0]->w[ATT_W_IN_BIAS], 48);
+            assert_same(name[i], m[i]->w[ATT_W_OUT], m[0]->w[ATT_W_OUT], 256);
+            assert_same(name[i], m[i]->w[ATT_W_OUT_BIAS], m[0]->w[ATT_W_OUT_BIAS], 16);
         }
         for (int i = 0; i < 3; i++)
             model_free(m[i]);
     }
     struct model *s = load("mha_sep_bf16");
-    cr_assert(s->E == 16 && s->kdim == 12 && s->vdim == 20 && !s->in_proj_weight);
-    cr_assert(s->q_proj_weight && s->k_proj_weight && s->v_proj_weight && s->in_proj_bias);
+    cr_assert(s->E == 16 && s->kdim == 12 && s->vdim == 20 && !s->w[ATT_W_IN]);
+    cr_assert(s->w[ATT_W_Q] && s->w[ATT_W_K] && s->w[ATT_W_V] && s->w[ATT_W_IN_BIAS]);
     model_free(s);
     struct model *c = load("gpt2_causal_f32");
     cr_assert_str_eq(json_string_value(json_object_get(c->defaults, "attn_mask")), "causal");
@@ -305,17 +305,17 @@ Test(model, maps_the_file_onto_the_layout)
     cr_assert(t && t->count == 16 * 48 && st_read_f32(&f, cw, t, err, sizeof err) == 0);
     for (int r = 0; r < 48; r++)
         for (int col = 0; col < 16; col++)
-            cr_assert_eq(g->in_proj_weight[r * 16 + col], cw[col * 48 + r], "(%d, %d)", r, col);
+            cr_assert_eq(g->w[ATT_W_IN][r * 16 + col], cw[col * 48 + r], "(%d, %d)", r, col);
     st_close(&f);
     model_free(g);
     struct model *b = load("bert_f16");
     cr_assert_eq(st_open(&f, REPO "/bert_f16/model.safetensors", err, sizeof err), 0, "%s", err);
     t = st_find(&f, "bert.encoder.layer.1.attention.self.key.weight");
     cr_assert(t && t->count == 256 && st_read_f32(&f, kw, t, err, sizeof err) == 0);
-    assert_same("key rows of in_proj_weight", b->in_proj_weight + 256, kw, 256);
+    assert_same("key rows of in_proj_weight", b->w[ATT_W_IN] + 256, kw, 256);
     t = st_find(&f, "bert.encoder.layer.0.attention.self.key.weight");
     cr_assert(t && st_read_f32(&f, kw, t, err, sizeof err) == 0);
-    cr_assert_neq(memcmp(b->in_proj_weight + 256, kw, sizeof kw), 0, "layer 0 was read");
+    cr_assert_neq(memcmp(b->w[ATT_W_IN] + 256, kw, sizeof kw), 0, "layer 0 was read");
     st_close(&f);
     model_free(b);
 }
@@ -392,14 +392,8 @@ static void run_goldens(const char *dir, int count,
         cr_assert_eq(golden_load(&g, paths[i], msg), 0, "%s", msg);
         struct att_params *p = &g.p;
         p->H = m->H;
-        p->in_proj_weight = m->in_proj_weight, p->q_proj_weight = m->q_proj_weight;
-        p->k_proj_weight = m->k_proj_weight, p->v_proj_weight = m->v_proj_weight;
-        p->in_proj_bias = m->in_proj_bias, p->out_proj_weight = m->out_proj_weight;
-        p->out_proj_bias = m->out_proj_bias;
-        p->in_proj_weight_len = m->weight_len[0], p->q_proj_weight_len = m->weight_len[1];
-        p->k_proj_weight_len = m->weight_len[2], p->v_proj_weight_len = m->weight_len[3];
-        p->in_proj_bias_len = m->weight_len[4], p->out_proj_weight_len = m->weight_len[5];
-        p->out_proj_bias_len = m->weight_len[6];
+        for (int w = 0; w < ATT_NWEIGHTS; w++)
+            p->w[w] = m->w[w], p->w_len[w] = m->w_len[w];
         apply_defaults(p, m->defaults, req);
         size_t olen, wlen;
         struct att_error err;

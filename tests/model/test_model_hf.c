@@ -68,14 +68,14 @@ Test(model_hf, llama_layer_from_two_shards)
                   m->head_dim == 8 && m->layer == 1,
               "E %d kdim %d vdim %d H %d Hkv %d d %d layer %d", m->E, m->kdim, m->vdim, m->H,
               m->Hkv, m->head_dim, m->layer);
-    cr_assert(!m->in_proj_weight && !m->in_proj_bias && !m->out_proj_bias);
+    cr_assert(!m->w[ATT_W_IN] && !m->w[ATT_W_IN_BIAS] && !m->w[ATT_W_OUT_BIAS]);
     /* q, k in the first shard, v, o in the second */
     const char *s1 = HF "/llama/model-00001-of-00002.safetensors",
                *s2 = HF "/llama/model-00002-of-00002.safetensors";
-    same_as_file(s1, "model.layers.1.self_attn.q_proj.weight", m->q_proj_weight, 32 * 32);
-    same_as_file(s1, "model.layers.1.self_attn.k_proj.weight", m->k_proj_weight, 16 * 32);
-    same_as_file(s2, "model.layers.1.self_attn.v_proj.weight", m->v_proj_weight, 16 * 32);
-    same_as_file(s2, "model.layers.1.self_attn.o_proj.weight", m->out_proj_weight, 32 * 32);
+    same_as_file(s1, "model.layers.1.self_attn.q_proj.weight", m->w[ATT_W_Q], 32 * 32);
+    same_as_file(s1, "model.layers.1.self_attn.k_proj.weight", m->w[ATT_W_K], 16 * 32);
+    same_as_file(s2, "model.layers.1.self_attn.v_proj.weight", m->w[ATT_W_V], 16 * 32);
+    same_as_file(s2, "model.layers.1.self_attn.o_proj.weight", m->w[ATT_W_OUT], 32 * 32);
     cr_assert_eq(m->bytes, (32 * 32 + 2 * 16 * 32 + 32 * 32) * sizeof(float));
     cr_assert_str_eq(m->dtype, "F32");
     has_default(m, "num_kv_heads", "2");
@@ -95,12 +95,12 @@ Test(model_hf, llama_biases_stack_into_in_proj_bias)
     cr_assert(m->H == 4 && m->Hkv == 1 && m->head_dim == 8 && m->E == 32);
     cr_assert_str_eq(m->dtype, "F16");
     const char *f = HF "/llama_bias/model.safetensors";
-    same_as_file(f, "model.layers.0.self_attn.k_proj.weight", m->k_proj_weight, 8 * 32);
-    cr_assert(m->in_proj_bias, "no in_proj_bias");
-    same_as_file(f, "model.layers.0.self_attn.q_proj.bias", m->in_proj_bias, 32);
-    same_as_file(f, "model.layers.0.self_attn.k_proj.bias", m->in_proj_bias + 32, 8);
-    same_as_file(f, "model.layers.0.self_attn.v_proj.bias", m->in_proj_bias + 40, 8);
-    same_as_file(f, "model.layers.0.self_attn.o_proj.bias", m->out_proj_bias, 32);
+    same_as_file(f, "model.layers.0.self_attn.k_proj.weight", m->w[ATT_W_K], 8 * 32);
+    cr_assert(m->w[ATT_W_IN_BIAS], "no in_proj_bias");
+    same_as_file(f, "model.layers.0.self_attn.q_proj.bias", m->w[ATT_W_IN_BIAS], 32);
+    same_as_file(f, "model.layers.0.self_attn.k_proj.bias", m->w[ATT_W_IN_BIAS] + 32, 8);
+    same_as_file(f, "model.layers.0.self_attn.v_proj.bias", m->w[ATT_W_IN_BIAS] + 40, 8);
+    same_as_file(f, "model.layers.0.self_attn.o_proj.bias", m->w[ATT_W_OUT_BIAS], 32);
     cr_assert_eq(m->bytes, (32 * 32 + 2 * 8 * 32 + 32 * 32 + 48 + 32) * sizeof(float));
     has_default(m, "num_kv_heads", "1");
     model_free(m);
@@ -116,7 +116,7 @@ Test(model_hf, mistral_window_and_a_users_override)
     has_default(o, "window", NULL);
     has_default(o, "attn_mask", "\"causal\"");
     has_default(o, "num_kv_heads", "2");
-    cr_assert(check_tensor("same weights", o->q_proj_weight, m->q_proj_weight, 32 * 32, 0, 0));
+    cr_assert(check_tensor("same weights", o->w[ATT_W_Q], m->w[ATT_W_Q], 32 * 32, 0, 0));
     model_free(o);
     model_free(m);
 }
@@ -130,9 +130,9 @@ Test(model_hf, gemma2_head_dim_softcap_scale_and_the_window_by_layer)
         cr_assert(m[i]->H == 4 && m[i]->Hkv == 2 && m[i]->head_dim == 12 && m[i]->E == 32);
         char key[64];
         snprintf(key, sizeof key, "model.layers.%d.self_attn.q_proj.weight", i);
-        same_as_file(f, key, m[i]->q_proj_weight, 48 * 32); /* (H·d, E) = (48, 32) */
+        same_as_file(f, key, m[i]->w[ATT_W_Q], 48 * 32); /* (H·d, E) = (48, 32) */
         snprintf(key, sizeof key, "model.layers.%d.self_attn.o_proj.weight", i);
-        same_as_file(f, key, m[i]->out_proj_weight, 32 * 48);
+        same_as_file(f, key, m[i]->w[ATT_W_OUT], 32 * 48);
         cr_assert_str_eq(m[i]->dtype, "BF16");
         has_default(m[i], "head_dim", "12");
         has_default(m[i], "softcap", "2.0");

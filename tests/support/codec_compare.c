@@ -47,27 +47,12 @@ const char *codec_compare(const struct codec_request *a, const struct codec_requ
     if (!same_bytes(p->value, q->value, (size_t)p->N * p->S * p->vdim * fl))
         return "value";
     /* the weights, with the shapes num_kv_heads and head_dim give them */
-    static const char *const names[7] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
-                                         "v_proj_weight",  "in_proj_bias",  "out_proj_weight",
-                                         "out_proj_bias"};
     struct att_weight_shape ws[ATT_NWEIGHTS];
-    const float *pw[7] = {p->in_proj_weight, p->q_proj_weight, p->k_proj_weight,
-                          p->v_proj_weight,  p->in_proj_bias,  p->out_proj_weight,
-                          p->out_proj_bias};
-    const float *qw[7] = {q->in_proj_weight, q->q_proj_weight, q->k_proj_weight,
-                          q->v_proj_weight,  q->in_proj_bias,  q->out_proj_weight,
-                          q->out_proj_bias};
-    const size_t pn[7] = {p->in_proj_weight_len, p->q_proj_weight_len, p->k_proj_weight_len,
-                          p->v_proj_weight_len,  p->in_proj_bias_len,  p->out_proj_weight_len,
-                          p->out_proj_bias_len};
-    const size_t qn[7] = {q->in_proj_weight_len, q->q_proj_weight_len, q->k_proj_weight_len,
-                          q->v_proj_weight_len,  q->in_proj_bias_len,  q->out_proj_weight_len,
-                          q->out_proj_bias_len};
     att_weight_shapes(ws, p);
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < ATT_NWEIGHTS; i++) {
         const size_t n = (size_t)ws[i].d0 * (size_t)(ws[i].ndim == 2 ? ws[i].d1 : 1);
-        if (pn[i] != qn[i] || !same_bytes(pw[i], qw[i], n * fl))
-            return names[i];
+        if (p->w_len[i] != q->w_len[i] || !same_bytes(p->w[i], q->w[i], n * fl))
+            return att_weight_name((enum att_weight)i);
     }
     if (p->mask_kind != q->mask_kind || p->mask_ndim != q->mask_ndim ||
         memcmp(p->mask_shape, q->mask_shape, sizeof p->mask_shape))

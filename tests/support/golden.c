@@ -126,21 +126,12 @@ int golden_load(struct golden *g, const char *path, char *errbuf)
         goto done;
 
     json_t *w = json_object_get(req, "weights");
-    static const char *const wnames[] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
-                                         "v_proj_weight", "in_proj_bias", "out_proj_weight",
-                                         "out_proj_bias"};
-    const float **wptr[] = {&p->in_proj_weight, &p->q_proj_weight, &p->k_proj_weight,
-                            &p->v_proj_weight, &p->in_proj_bias, &p->out_proj_weight,
-                            &p->out_proj_bias};
-    size_t *wlen[] = {&p->in_proj_weight_len, &p->q_proj_weight_len, &p->k_proj_weight_len,
-                      &p->v_proj_weight_len,  &p->in_proj_bias_len,  &p->out_proj_weight_len,
-                      &p->out_proj_bias_len};
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < ATT_NWEIGHTS; i++) {
         float *f = NULL;
-        if ((t = json_object_get(w, wnames[i]))) {
+        if ((t = json_object_get(w, att_weight_name((enum att_weight)i)))) {
             if (read_tensor(g, t, &nd, sh, &f, NULL, &cnt, errbuf))
                 goto done;
-            *wptr[i] = f, *wlen[i] = cnt;
+            p->w[i] = f, p->w_len[i] = cnt;
         }
     }
 
@@ -269,15 +260,8 @@ int golden_count_variants(void)
 
 void golden_weight_lens(struct att_params *p)
 {
-    const float *w[ATT_NWEIGHTS] = {p->in_proj_weight, p->q_proj_weight,   p->k_proj_weight,
-                                    p->v_proj_weight,  p->in_proj_bias,    p->out_proj_weight,
-                                    p->out_proj_bias};
-    size_t *len[ATT_NWEIGHTS] = {&p->in_proj_weight_len, &p->q_proj_weight_len,
-                                 &p->k_proj_weight_len,  &p->v_proj_weight_len,
-                                 &p->in_proj_bias_len,   &p->out_proj_weight_len,
-                                 &p->out_proj_bias_len};
     struct att_weight_shape s[ATT_NWEIGHTS];
     att_weight_shapes(s, p);
     for (int i = 0; i < ATT_NWEIGHTS; i++)
-        *len[i] = w[i] ? (size_t)s[i].d0 * (size_t)(s[i].ndim == 2 ? s[i].d1 : 1) : 0;
+        p->w_len[i] = p->w[i] ? (size_t)s[i].d0 * (size_t)(s[i].ndim == 2 ? s[i].d1 : 1) : 0;
 }
