@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "codec/options.h"
+#include "options/options.h"
 #include "lib/jsonnum.h"
 #include "codec/scan_json.h"
 #include "lib/suggest.h"
