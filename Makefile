@@ -42,7 +42,7 @@ endif
 # must be written as a cast, which says it is meant.
 FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/lib/%.o $(BUILD)/codec/%.o $(BUILD)/api/%.o $(BUILD)/http/%.o \
-$(BUILD)/config/%.o $(BUILD)/model/%.o $(BUILD)/main.o: WARN += $(FLOAT_WARN)
+$(BUILD)/config/%.o $(BUILD)/options/%.o $(BUILD)/model/%.o $(BUILD)/main.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
              core/blas.c core/posenc.c core/variants.c core/reduce.c
@@ -50,23 +50,26 @@ CORE_SRC  += core/kvcache.c core/kvattend.c
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 
 # The layers (README.md; scripts/layers.sh checks who includes whom):
-# lib/ leaf utilities, core/ the attention math, config/ settings, model/
-# server-held models, codec/ the two protocols' bodies, api/ routes and
-# handlers, http/ the transport; main.c composes them.
+# lib/ leaf utilities, core/ the attention math, config/ settings, options/
+# the request options table, model/ server-held models, codec/ the two
+# protocols' bodies, api/ routes and handlers, http/ the transport; main.c
+# composes them.
 LIB_SRC    := lib/base64.c lib/jsonnum.c lib/jsonnum_format.c lib/errors.c lib/pool.c \
               lib/suggest.c
 LIB_SRC    += lib/utf8.c
 CONFIG_SRC := config/config.c config/values.c config/cpus.c
+# The request options table (options/options.h), read by model/, codec/ and api/.
+OPTIONS_SRC := options/options.c
 # Server-held models: model.safetensors and config.json (model/model.h).
 MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
 # what model/ calls of core/ (the weights' names and shapes, check.c) and what that calls
 MODEL_CORE_SRC := core/check.c core/variants.c core/posenc.c
 CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
-              codec/v2_response.c codec/options.c codec/stream.c codec/sequence.c
+              codec/v2_response.c codec/stream.c codec/sequence.c
 API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c api/sequence.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
-SVC_SRC    := $(LIB_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
+SVC_SRC    := $(LIB_SRC) $(OPTIONS_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
              $(MODEL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/api/embed.o
 # The transport on libmicrohttpd (the unit tests serve a table of their own).
@@ -82,7 +85,7 @@ DEMO_SRC  := examples/demo.c
 UNIT      := $(BUILD)/tests/unit
 UNIT_SRC  := tests/core/test_attention.c tests/core/test_attention_errors.c tests/core/test_attention_threads.c tests/core/attention_shared.c tests/core/test_reduce.c tests/core/test_variants_ref.c tests/core/test_posenc.c tests/codec/test_codec.c tests/codec/test_codec_fast.c tests/codec/test_codec_large.c tests/codec/codec_shared.c tests/lib/test_base64.c tests/support/codec_compare.c tests/config/test_config.c tests/config/test_config_sources.c tests/config/test_config_cli.c tests/config/config_shared.c tests/config/test_cpus.c \
              tests/lib/test_pool.c tests/lib/test_pool_close.c tests/lib/pool_shared.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/lib/test_jsonnum_format.c tests/lib/test_jsonnum_differential.c tests/api/test_service.c \
-             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/api/test_sequence_store.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_golden.c tests/codec/test_v2_refusals.c tests/codec/v2_codec_shared.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/codec/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
+             tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/api/test_sequence_store.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_golden.c tests/codec/test_v2_refusals.c tests/codec/v2_codec_shared.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/options/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/check.c \
              tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c \
              tests/api/test_models.c tests/lib/test_utf8.c tests/codec/test_stream.c tests/codec/test_scan_blank.c
 UNIT_SRC  += tests/core/test_kvcache.c
@@ -166,7 +169,7 @@ $(BUILD)/bench/bench_sequences: $(BUILD)/bench/bench_sequences.o $(SVC_OBJ) $(CO
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
 $(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o) \
-                          $(MODEL_CORE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/codec/options.o \
+                          $(MODEL_CORE_SRC:%.c=$(BUILD)/%.o) $(OPTIONS_SRC:%.c=$(BUILD)/%.o) \
                           $(BUILD)/lib/utf8.o
 	$(CC) $(LDFLAGS) $^ -o $@ -ljansson -lm
 
@@ -267,7 +270,7 @@ bench:
 FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/support/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) \
              $(MODEL_SRC)
 FUZZ_LIBS := $(SVC_LIBS)
-FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC) $(MODEL_CORE_SRC) codec/options.c \
+FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC) $(MODEL_CORE_SRC) $(OPTIONS_SRC) \
                 lib/utf8.c
 FUZZ_ST_LIBS := -ljansson -lm
 fuzz:

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "api/sequence_store.h"
-#include "codec/options.h"
+#include "options/options.h"
 #include "codec/variants.h"
 #include "core/kvcache.h"
 

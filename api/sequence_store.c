@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "codec/codec.h"
-#include "codec/options.h"
+#include "options/options.h"
 #include "http/route.h"
 
 struct seq {

@@ -10,7 +10,7 @@
 #include "model/repo.h"
 #include "api/metrics.h"
 #include "api/sequence.h"
-#include "codec/options.h"
+#include "options/options.h"
 #include "codec/v2.h"
 #include "codec/variants.h"
 

@@ -8,7 +8,7 @@
 
 #include "api/models.h"
 #include "api/sequence_store.h"
-#include "codec/options.h"
+#include "options/options.h"
 #include "codec/v2.h"
 #include "model/repo.h"
 

@@ -1,11 +1,12 @@
 /* codec.h -- the JSON protocol of POST /attention: request in, answer out.
  *
  * The codec/ layer (the rule: scripts/layers.sh) owns the two protocols'
- * bodies: this header (POST /attention), v2.h (v2 infer), the request
- * options table (options.h), tensors (tensor.h), the fast decoder
- * (scan.h, scan_json.h) and the one stream encoder (stream.h). It includes
- * codec/, model/ (never the registry), core/ and lib/: a server-held model
- * comes in through struct codec_models, lent by the api.
+ * bodies: this header (POST /attention), v2.h (v2 infer), tensors
+ * (tensor.h), the fast decoder (scan.h, scan_json.h) and the one stream
+ * encoder (stream.h); both read the request options table
+ * (options/options.h). It includes codec/, model/ (never the registry),
+ * options/, core/ and lib/: a server-held model comes in through struct
+ * codec_models, lent by the api.
  *
  * codec_decode_request() turns a request body into a struct att_params whose
  * arrays the request owns, after checking every field, every tensor

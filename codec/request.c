@@ -3,7 +3,7 @@
  * tensor.c (jansson) or scan.c (the fast decoder), and every one goes
  * through tensor_check() here, whichever read it. */
 #include "codec/codec.h"
-#include "codec/options.h"
+#include "options/options.h"
 #include "codec/variants.h"
 
 #include <math.h>

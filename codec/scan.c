@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "codec/options.h"
+#include "options/options.h"
 #include "lib/jsonnum.h"
 #include "codec/scan_json.h"
 #include "lib/suggest.h"
@@ -24,7 +24,7 @@ const struct tensor *scan_tensor_of(const struct scan_tensors *st, const json_t 
     return NULL;
 }
 
-/* The fields of a request: the options table's (codec/options.h); of
+/* The fields of a request: the options table's (options/options.h); of
  * weights: the core's names (att_weight_name). */
 int scan_is_field(const char *key)
 {

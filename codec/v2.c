@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec/options.h"
+#include "options/options.h"
 #include "model/model.h"
 #include "lib/jsonnum.h"
 #include "codec/scan.h"

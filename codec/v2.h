@@ -34,7 +34,7 @@
  *   sequence_id, sequence_start, sequence_end and classification only
  *   with their "off" value; shared_memory_* refused). The request's
  *   "model_name" (KServe's client) must be the model's.
- *   The names are the options table's (codec/options.h). A server-held
+ *   The names are the options table's (options/options.h). A server-held
  *   model's "defaults" (model.h) fill what a request does not set, member
  *   by member (codec_variants_defaults, the rule POST /attention follows
  *   too; attn_mask causal there means is_causal, causal_lower_right

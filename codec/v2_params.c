@@ -1,5 +1,5 @@
 /* v2_params.c -- a v2 infer request's parameters (the options table's v2
- * names, codec/options.h) over a model's defaults, its outputs, and its
+ * names, options/options.h) over a model's defaults, its outputs, and its
  * inputs put together into struct att_params with the rules POST
  * /attention uses too (codec/variants.h); see v2_internal.h. */
 #include "codec/v2_internal.h"
@@ -44,7 +44,7 @@ struct param_name {
 #define SHM_WHY "Triton's shared-memory extension is not supported: send the data in the body"
 
 /* The names v2 keeps for its own protocol and its clients; the options'
- * parameters are the options table's (codec/options.h), read. */
+ * parameters are the options table's (options/options.h), read. */
 static const struct param_name params_known[] = {
     {"binary_data_size", IN, USE_READ, T_ANY, NULL},
     {"binary_data", OUT, USE_READ, T_ANY, NULL},

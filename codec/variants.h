@@ -32,7 +32,7 @@
 
 #include "core/attention.h"
 #include "codec/codec.h"
-#include "codec/options.h"
+#include "options/options.h"
 #include "lib/errors.h"
 #include "codec/tensor.h"
 

@@ -16,17 +16,17 @@
 #define FIELD(k, T) (offsetof(struct cfg, k) + 0 * sizeof((T *)0 == &((struct cfg *)0)->k))
 #define SIZE(k) sizeof(((struct cfg *)0)->k)
 
-#define INT(k, lo, hi, def, help) {#k, OPT_INT, FIELD(k, int), SIZE(k), lo, hi, def, help}
+#define INT(k, lo, hi, def, help) {#k, SETTING_T_INT, FIELD(k, int), SIZE(k), lo, hi, def, help}
 #define COUNT(k, lo, hi, def, help) \
-    {#k, OPT_COUNT, FIELD(k, long long), SIZE(k), lo, hi, def, help}
+    {#k, SETTING_T_COUNT, FIELD(k, long long), SIZE(k), lo, hi, def, help}
 #define BYTES(k, lo, hi, def, help) \
-    {#k, OPT_BYTES, FIELD(k, long long), SIZE(k), lo, hi, def, help}
+    {#k, SETTING_T_BYTES, FIELD(k, long long), SIZE(k), lo, hi, def, help}
 #define STR(k, type, def, help) {#k, type, FIELD(k[0], char), SIZE(k), 0, 0, def, help}
 #define LEVEL(k, def, help) \
-    {#k, OPT_LEVEL, FIELD(k, int), SIZE(k), CFG_LOG_ERROR, CFG_LOG_DEBUG, def, help}
+    {#k, SETTING_T_LEVEL, FIELD(k, int), SIZE(k), CFG_LOG_ERROR, CFG_LOG_DEBUG, def, help}
 
-static const struct opt opts[] = {
-    STR(bind, OPT_ADDR, "0.0.0.0", "address to listen on"),
+static const struct setting settings[] = {
+    STR(bind, SETTING_T_ADDR, "0.0.0.0", "address to listen on"),
     INT(port, 0, 65535, "8080", "TCP port; 0 picks a free one"),
     INT(workers, 1, 64, "2", "worker threads running requests"),
     INT(queue_depth, 1, 65536, "64", "requests waiting for a worker before 503"),
@@ -66,18 +66,18 @@ static const struct opt opts[] = {
     INT(drain_timeout, 1, 3600, "20",
         "seconds SIGTERM waits for connections to close before cutting uploads"),
     LEVEL(log_level, "info", "least severe messages logged"),
-    STR(static_dir, OPT_PATH, "web", "directory of the browser client's static files"),
-    STR(tls_cert_file, OPT_FILE, "", "PEM certificate (chain) for HTTPS; empty: plain HTTP"),
-    STR(tls_key_file, OPT_FILE, "", "PEM private key of tls_cert_file"),
-    STR(cors_allow_origin, OPT_ORIGINS, "",
+    STR(static_dir, SETTING_T_PATH, "web", "directory of the browser client's static files"),
+    STR(tls_cert_file, SETTING_T_FILE, "", "PEM certificate (chain) for HTTPS; empty: plain HTTP"),
+    STR(tls_key_file, SETTING_T_FILE, "", "PEM private key of tls_cert_file"),
+    STR(cors_allow_origin, SETTING_T_ORIGINS, "",
         "origins whose pages may call the service (CORS); empty: none"),
-    STR(model_repository, OPT_DIR, "models",
+    STR(model_repository, SETTING_T_DIR, "models",
         "directory of server-held models, one subdirectory each; empty: none"),
-    STR(admin_token, OPT_SECRET, "",
+    STR(admin_token, SETTING_T_SECRET, "",
         "bearer token of the model repository endpoints; empty: they answer 403"),
 };
 
-#define NOPTS (sizeof opts / sizeof opts[0])
+#define NSETTINGS (sizeof settings / sizeof settings[0])
 
 /* Old names still read everywhere a key is: the file, the environment
  * (ATTN_<NAME>) and the flags (--name). An alias is the same setting under
@@ -87,7 +87,7 @@ static const struct opt opts[] = {
  * canonical key; cfg_dump() writes only it. */
 static const struct alias {
     const char *name; /* the old name */
-    const char *key;  /* the key of opts[] it stands for */
+    const char *key;  /* the key of settings[] it stands for */
 } aliases[] = {
     {"blas_threads", "threads_per_request"},
 };
@@ -95,34 +95,34 @@ static const struct alias {
 #define NALIASES (sizeof aliases / sizeof aliases[0])
 
 /* The row of a key, or of the key an alias stands for; NULL if neither. */
-static const struct opt *find_opt(const char *key)
+static const struct setting *find_setting(const char *key)
 {
-    for (size_t i = 0; i < NOPTS; i++)
-        if (strcmp(opts[i].key, key) == 0)
-            return &opts[i];
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (strcmp(settings[i].key, key) == 0)
+            return &settings[i];
     for (size_t a = 0; a < NALIASES; a++)
         if (strcmp(aliases[a].name, key) == 0)
-            return find_opt(aliases[a].key);
+            return find_setting(aliases[a].key);
     return NULL;
 }
 
 void cfg_defaults(struct cfg *c)
 {
     memset(c, 0, sizeof *c);
-    for (size_t i = 0; i < NOPTS; i++) {
-        int rc = cfg_set_opt(c, &opts[i], opts[i].def, NULL, 0);
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        int rc = cfg_set_value(c, &settings[i], settings[i].def, NULL, 0);
         assert(rc == 0 && "a default in the table is out of its own range");
         (void)rc;
     }
 }
 
 /* A value from a source (the file, the environment, a flag), not a default:
- * cfg_set_opt, noting the settings whose default is treated apart (main.c:
+ * cfg_set_value, noting the settings whose default is treated apart (main.c:
  * workers from the CPUs, a missing default model_repository). */
-static int set_from_source(struct cfg *c, const struct opt *o, const char *value, char *err,
+static int set_from_source(struct cfg *c, const struct setting *o, const char *value, char *err,
                            size_t errlen)
 {
-    int rc = cfg_set_opt(c, o, value, err, errlen);
+    int rc = cfg_set_value(c, o, value, err, errlen);
     if (rc == 0 && o->off == offsetof(struct cfg, model_repository))
         c->model_repository_explicit = 1;
     if (rc == 0 && o->off == offsetof(struct cfg, workers))
@@ -132,7 +132,7 @@ static int set_from_source(struct cfg *c, const struct opt *o, const char *value
 
 int cfg_set(struct cfg *c, const char *key, const char *value, char *err, size_t errlen)
 {
-    const struct opt *o = find_opt(key);
+    const struct setting *o = find_setting(key);
     if (o == NULL) {
         cfg_errf(err, errlen, "unknown key '%.64s'", key);
         return -1;
@@ -220,9 +220,9 @@ static void flag_name(char *buf, size_t len, const char *key)
             buf[i] = '-';
 }
 
-/* One flag of argv, as read by next_flag(). opt is NULL for --config. */
+/* One flag of argv, as read by next_flag(). setting is NULL for --config. */
 struct flag {
-    const struct opt *opt;
+    const struct setting *setting;
     const char *name; /* the flag as spelled, up to any '=' (for messages) */
     size_t namelen;
     const char *value;
@@ -244,15 +244,15 @@ static int next_flag(int argc, char **argv, int *i, struct flag *fl, char *err, 
     const char *eq = strchr(arg, '=');
     fl->name = arg;
     fl->namelen = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
-    fl->opt = NULL;
+    fl->setting = NULL;
 
     char buf[64];
     int known = fl->namelen == strlen("--config") && strncmp(arg, "--config", fl->namelen) == 0;
-    for (size_t k = 0; k < NOPTS + NALIASES && !known; k++) {
-        const char *key = k < NOPTS ? opts[k].key : aliases[k - NOPTS].name;
+    for (size_t k = 0; k < NSETTINGS + NALIASES && !known; k++) {
+        const char *key = k < NSETTINGS ? settings[k].key : aliases[k - NSETTINGS].name;
         flag_name(buf, sizeof buf, key);
         if (strlen(buf) == fl->namelen && strncmp(arg, buf, fl->namelen) == 0) {
-            fl->opt = find_opt(key);
+            fl->setting = find_setting(key);
             known = 1;
         }
     }
@@ -294,7 +294,7 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
     for (int i = 1; i < argc; i++) {
         if (next_flag(argc, argv, &i, &fl, err, errlen) != 0)
             return -1;
-        if (fl.opt == NULL)
+        if (fl.setting == NULL)
             config = fl.value;
     }
 
@@ -305,15 +305,15 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
         return -1;
 
     /* 4. The environment: a key's own name, else an alias of it. */
-    for (size_t k = 0; k < NOPTS; k++) {
-        env_name(name, sizeof name, opts[k].key);
+    for (size_t k = 0; k < NSETTINGS; k++) {
+        env_name(name, sizeof name, settings[k].key);
         const char *v = env_get(envp, name);
         for (size_t a = 0; a < NALIASES && v == NULL; a++)
-            if (strcmp(aliases[a].key, opts[k].key) == 0) {
+            if (strcmp(aliases[a].key, settings[k].key) == 0) {
                 env_name(name, sizeof name, aliases[a].name);
                 v = env_get(envp, name);
             }
-        if (v != NULL && set_from_source(c, &opts[k], v, msg, sizeof msg) != 0) {
+        if (v != NULL && set_from_source(c, &settings[k], v, msg, sizeof msg) != 0) {
             cfg_errf(err, errlen, "%s: %s", name, msg);
             return -1;
         }
@@ -323,7 +323,7 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
     for (int i = 1; i < argc; i++) {
         if (next_flag(argc, argv, &i, &fl, err, errlen) != 0)
             return -1;
-        if (fl.opt != NULL && set_from_source(c, fl.opt, fl.value, msg, sizeof msg) != 0) {
+        if (fl.setting != NULL && set_from_source(c, fl.setting, fl.value, msg, sizeof msg) != 0) {
             cfg_errf(err, errlen, "%.*s: %s", (int)fl.namelen, fl.name, msg);
             return -1;
         }
@@ -332,14 +332,15 @@ int cfg_parse(struct cfg *c, int argc, char **argv, char **envp, FILE *out, char
 }
 
 /* "--key METAVAR", a flag as the usage lists it. */
-static void usage_flag(char *buf, size_t len, const char *key, enum opt_type type)
+static void usage_flag(char *buf, size_t len, const char *key, enum setting_type type)
 {
     static const char *const metavar[] = {
-        [OPT_INT] = "N", [OPT_COUNT] = "N", [OPT_BYTES] = "SIZE",
-        [OPT_ADDR] = "ADDR", [OPT_PATH] = "DIR", [OPT_LEVEL] = "LEVEL",
-        [OPT_FILE] = "FILE", [OPT_DIR] = "DIR", [OPT_ORIGINS] = "LIST", [OPT_SECRET] = "TOKEN",
+        [SETTING_T_INT] = "N", [SETTING_T_COUNT] = "N", [SETTING_T_BYTES] = "SIZE",
+        [SETTING_T_ADDR] = "ADDR", [SETTING_T_PATH] = "DIR", [SETTING_T_LEVEL] = "LEVEL",
+        [SETTING_T_FILE] = "FILE", [SETTING_T_DIR] = "DIR", [SETTING_T_ORIGINS] = "LIST",
+        [SETTING_T_SECRET] = "TOKEN",
     };
-    _Static_assert(sizeof metavar / sizeof metavar[0] == OPT_TYPES, "a metavar per type");
+    _Static_assert(sizeof metavar / sizeof metavar[0] == SETTING_TYPES, "a metavar per type");
     flag_name(buf, len, key);
     size_t n = strlen(buf);
     snprintf(buf + n, len - n, " %s", metavar[type]);
@@ -359,8 +360,8 @@ void cfg_usage(FILE *out)
             "\n");
     fprintf(out, "  %-25s %-26s %s\n", "--config FILE", "ATTN_CONFIG",
             "config file to read (default none)");
-    for (size_t k = 0; k < NOPTS; k++) {
-        const struct opt *o = &opts[k];
+    for (size_t k = 0; k < NSETTINGS; k++) {
+        const struct setting *o = &settings[k];
         usage_flag(flag, sizeof flag, o->key, o->type);
         env_name(env, sizeof env, o->key);
         cfg_fmt_range(range, sizeof range, o);
@@ -371,7 +372,7 @@ void cfg_usage(FILE *out)
     }
     for (size_t a = 0; a < NALIASES; a++) {
         char key_flag[64];
-        usage_flag(flag, sizeof flag, aliases[a].name, find_opt(aliases[a].key)->type);
+        usage_flag(flag, sizeof flag, aliases[a].name, find_setting(aliases[a].key)->type);
         env_name(env, sizeof env, aliases[a].name);
         flag_name(key_flag, sizeof key_flag, aliases[a].key);
         fprintf(out, "  %-25s %-26s old name of %s\n", flag, env, key_flag);
@@ -388,29 +389,29 @@ void cfg_usage(FILE *out)
 
 void cfg_dump(const struct cfg *c, FILE *out)
 {
-    for (size_t k = 0; k < NOPTS; k++) {
-        const struct opt *o = &opts[k];
+    for (size_t k = 0; k < NSETTINGS; k++) {
+        const struct setting *o = &settings[k];
         const char *field = (const char *)c + o->off;
         fprintf(out, "%-20s = ", o->key);
         switch (o->type) {
-        case OPT_INT:
+        case SETTING_T_INT:
             fprintf(out, "%d\n", *(const int *)(const void *)field);
             break;
-        case OPT_COUNT:
-        case OPT_BYTES:
+        case SETTING_T_COUNT:
+        case SETTING_T_BYTES:
             fprintf(out, "%lld\n", *(const long long *)(const void *)field);
             break;
-        case OPT_ADDR:
-        case OPT_PATH:
-        case OPT_FILE:
-        case OPT_DIR:
-        case OPT_ORIGINS:
+        case SETTING_T_ADDR:
+        case SETTING_T_PATH:
+        case SETTING_T_FILE:
+        case SETTING_T_DIR:
+        case SETTING_T_ORIGINS:
             fprintf(out, "%.*s\n", (int)o->size, field);
             break;
-        case OPT_SECRET: /* never printed */
+        case SETTING_T_SECRET: /* never printed */
             fprintf(out, "%s\n", *field ? "(set)" : "");
             break;
-        case OPT_LEVEL:
+        case SETTING_T_LEVEL:
             fprintf(out, "%s\n", cfg_log_level_str(*(const int *)(const void *)field));
             break;
         }

@@ -69,11 +69,11 @@ static int parse_int(const char *s, int suffix, long long *out)
 
 /* A number as the user would write it: byte sizes with the largest exact
  * suffix (65536 -> "64K"), everything else in decimal. */
-static void fmt_num(char *buf, size_t len, const struct opt *o, long long v)
+static void fmt_num(char *buf, size_t len, const struct setting *o, long long v)
 {
     static const char suffixes[] = "KMGT";
     int s = -1;
-    if (o->type == OPT_BYTES && v != 0)
+    if (o->type == SETTING_T_BYTES && v != 0)
         while (s < 3 && v % (1LL << (10 * (s + 2))) == 0)
             s++;
     if (s < 0)
@@ -83,36 +83,36 @@ static void fmt_num(char *buf, size_t len, const struct opt *o, long long v)
 }
 
 /* The allowed values of o, for messages and usage. */
-void cfg_fmt_range(char *buf, size_t len, const struct opt *o)
+void cfg_fmt_range(char *buf, size_t len, const struct setting *o)
 {
     char lo[24], hi[24];
     switch (o->type) {
-    case OPT_INT:
-    case OPT_COUNT:
-    case OPT_BYTES:
+    case SETTING_T_INT:
+    case SETTING_T_COUNT:
+    case SETTING_T_BYTES:
         fmt_num(lo, sizeof lo, o, o->min);
         fmt_num(hi, sizeof hi, o, o->max);
         snprintf(buf, len, "%s..%s", lo, hi);
         break;
-    case OPT_ADDR:
+    case SETTING_T_ADDR:
         snprintf(buf, len, "IPv4 or IPv6 address; :: is both");
         break;
-    case OPT_PATH:
+    case SETTING_T_PATH:
         snprintf(buf, len, "non-empty, < %zu bytes", o->size);
         break;
-    case OPT_LEVEL:
+    case SETTING_T_LEVEL:
         snprintf(buf, len, "error|warn|info|debug");
         break;
-    case OPT_FILE:
+    case SETTING_T_FILE:
         snprintf(buf, len, "file name or empty, < %zu bytes", o->size);
         break;
-    case OPT_DIR:
+    case SETTING_T_DIR:
         snprintf(buf, len, "directory name or empty, < %zu bytes", o->size);
         break;
-    case OPT_ORIGINS:
+    case SETTING_T_ORIGINS:
         snprintf(buf, len, "empty, *, or scheme://host[:port],...");
         break;
-    case OPT_SECRET:
+    case SETTING_T_SECRET:
         snprintf(buf, len, "empty, or 16..%zu printable bytes", o->size - 1);
         break;
     }
@@ -157,8 +157,8 @@ static int check_origins(const char *v, const char **bad, int *badlen)
 
 /* Parse value for o and store it in c; c is untouched on error. User values
  * are echoed at most 64 bytes long so the range always fits the message. */
-int cfg_set_opt(struct cfg *c, const struct opt *o, const char *value, char *err,
-                size_t errlen)
+int cfg_set_value(struct cfg *c, const struct setting *o, const char *value, char *err,
+                  size_t errlen)
 {
     char *field = (char *)c + o->off;
     char range[64];
@@ -167,17 +167,17 @@ int cfg_set_opt(struct cfg *c, const struct opt *o, const char *value, char *err
 
     cfg_fmt_range(range, sizeof range, o);
     switch (o->type) {
-    case OPT_INT:
-    case OPT_COUNT:
-    case OPT_BYTES:
+    case SETTING_T_INT:
+    case SETTING_T_COUNT:
+    case SETTING_T_BYTES:
         if (*value == '\0') {
             cfg_errf(err, errlen, "%s: empty value, expected %s", o->key, range);
             return -1;
         }
-        rc = parse_int(value, o->type == OPT_BYTES, &v);
+        rc = parse_int(value, o->type == SETTING_T_BYTES, &v);
         if (rc == -1) {
             cfg_errf(err, errlen, "%s: %.64s is not %s", o->key, value,
-                 o->type == OPT_BYTES ? "a byte size (integer, optional K, M, G or T suffix)"
+                 o->type == SETTING_T_BYTES ? "a byte size (integer, optional K, M, G or T suffix)"
                                       : "an integer");
             return -1;
         }
@@ -185,12 +185,12 @@ int cfg_set_opt(struct cfg *c, const struct opt *o, const char *value, char *err
             cfg_errf(err, errlen, "%s: %.64s is out of range %s", o->key, value, range);
             return -1;
         }
-        if (o->type == OPT_INT)
+        if (o->type == SETTING_T_INT)
             *(int *)(void *)field = (int)v;
         else
             *(long long *)(void *)field = v;
         return 0;
-    case OPT_ADDR: {
+    case SETTING_T_ADDR: {
         struct in6_addr a;
         if (inet_pton(AF_INET, value, &a) != 1 && inet_pton(AF_INET6, value, &a) != 1) {
             cfg_errf(err, errlen, "%s: '%.64s' is not an IPv4 or IPv6 address", o->key, value);
@@ -198,22 +198,22 @@ int cfg_set_opt(struct cfg *c, const struct opt *o, const char *value, char *err
         }
         break;
     }
-    case OPT_PATH:
+    case SETTING_T_PATH:
         if (*value == '\0' || strlen(value) >= o->size) {
             cfg_errf(err, errlen, "%s: '%.64s' must be non-empty and shorter than %zu bytes",
                  o->key, value, o->size);
             return -1;
         }
         break;
-    case OPT_FILE:
-    case OPT_DIR:
+    case SETTING_T_FILE:
+    case SETTING_T_DIR:
         if (strlen(value) >= o->size) {
             cfg_errf(err, errlen, "%s: '%.64s...' must be shorter than %zu bytes", o->key, value,
                  o->size);
             return -1;
         }
         break;
-    case OPT_SECRET: {
+    case SETTING_T_SECRET: {
         const size_t n = strlen(value);
         int printable = 1;
         for (const char *q = value; *q; q++)
@@ -225,7 +225,7 @@ int cfg_set_opt(struct cfg *c, const struct opt *o, const char *value, char *err
         }
         break;
     }
-    case OPT_ORIGINS: {
+    case SETTING_T_ORIGINS: {
         const char *bad;
         int badlen;
         if (strlen(value) >= o->size) {
@@ -240,7 +240,7 @@ int cfg_set_opt(struct cfg *c, const struct opt *o, const char *value, char *err
         }
         break;
     }
-    case OPT_LEVEL:
+    case SETTING_T_LEVEL:
         for (int i = 0; i < (int)(sizeof level_names / sizeof level_names[0]); i++) {
             if (strcasecmp(value, level_names[i]) == 0) {
                 *(int *)(void *)field = i;

@@ -9,24 +9,26 @@
 
 #include "config/config.h"
 
-enum opt_type {
-    OPT_INT,   /* int field, decimal */
-    OPT_COUNT, /* long long field, decimal */
-    OPT_BYTES, /* long long field, decimal with an optional K/M/G/T suffix */
-    OPT_ADDR,  /* char array, IPv4 or IPv6 address */
-    OPT_PATH,  /* char array, any non-empty string that fits */
-    OPT_LEVEL, /* int field, enum cfg_log_level written as a word */
-    OPT_FILE,  /* char array, a file name, or empty for "not used" */
-    OPT_DIR,   /* char array, a directory name, or empty for "none" */
-    OPT_ORIGINS, /* char array, empty, "*", or comma-separated http(s) origins */
-    OPT_SECRET, /* char array, empty or at least 16 bytes; never printed */
+enum setting_type {
+    SETTING_T_INT,     /* int field, decimal */
+    SETTING_T_COUNT,   /* long long field, decimal */
+    SETTING_T_BYTES,   /* long long field, decimal with an optional K/M/G/T suffix */
+    SETTING_T_ADDR,    /* char array, IPv4 or IPv6 address */
+    SETTING_T_PATH,    /* char array, any non-empty string that fits */
+    SETTING_T_LEVEL,   /* int field, enum cfg_log_level written as a word */
+    SETTING_T_FILE,    /* char array, a file name, or empty for "not used" */
+    SETTING_T_DIR,     /* char array, a directory name, or empty for "none" */
+    SETTING_T_ORIGINS, /* char array, empty, "*", or comma-separated http(s) origins */
+    SETTING_T_SECRET,  /* char array, empty or at least 16 bytes; never printed */
 };
 
-#define OPT_TYPES (OPT_SECRET + 1) /* how many types (the last above + 1) */
+#define SETTING_TYPES (SETTING_T_SECRET + 1) /* how many types (the last above + 1) */
 
-struct opt {
+/* A row of the settings table: one setting, its field in struct cfg and
+ * what values it takes. */
+struct setting {
     const char *key;  /* file key; flag and env var are derived from it */
-    enum opt_type type;
+    enum setting_type type;
     size_t off;       /* offsetof(struct cfg, key) */
     size_t size;      /* sizeof the field (string capacity) */
     long long min, max;
@@ -39,10 +41,10 @@ __attribute__((format(printf, 3, 4))) void cfg_errf(char *err, size_t errlen, co
                                                     ...);
 
 /* The allowed values of o, for messages and usage. */
-void cfg_fmt_range(char *buf, size_t len, const struct opt *o);
+void cfg_fmt_range(char *buf, size_t len, const struct setting *o);
 
 /* Parse value for o and store it in c; c is untouched on error. */
-int cfg_set_opt(struct cfg *c, const struct opt *o, const char *value, char *err,
-                size_t errlen);
+int cfg_set_value(struct cfg *c, const struct setting *o, const char *value, char *err,
+                  size_t errlen);
 
 #endif

@@ -220,7 +220,7 @@ int att_check(const struct att_params *p, size_t *out_len, size_t *weights_len,
               struct att_error *err)
 {
     /* the core's messages name struct att_params' fields; the wire names of
-     * the options are the codec's (codec/options.c) */
+     * the options are the request options table's (options/options.c) */
     static const char *const dim_names[] = {
         "batch size", "target length", "source length",
         "embed_dim", "kdim", "vdim"};

@@ -56,7 +56,7 @@
 #include "core/attention.h"
 
 /* The cache's dtypes, in one list: the enum and the names the requests
- * use (kv_cache_dtype's choices, codec/options.c) and errors say. */
+ * use (kv_cache_dtype's choices, options/options.c) and errors say. */
 #define ATT_KV_DTYPES(X) X(ATT_KV_F32, "FP32") X(ATT_KV_F16, "FP16") X(ATT_KV_BF16, "BF16")
 
 #define ATT_KV_ENUM_(e, name) e,

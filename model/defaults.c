@@ -2,10 +2,10 @@
  * when a request does not (model.h). The hf_* formats derive some from the
  * checkpoint's config (hf.c); the model config's own "defaults" override
  * them, each value checked here against its row of the options table
- * (codec/options.h). */
+ * (options/options.h). */
 #include "model/model_internal.h"
 
-#include "codec/options.h"
+#include "options/options.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #define HF_SLIDING_WINDOW "sliding_window"
 
 /* Whether key is an option "defaults" may set, as POST /attention names
- * it: a row of the options table marked OPT_DEFAULT (codec/options.h:
+ * it: a row of the options table marked OPT_DEFAULT (options/options.h:
  * need_weights, average_attn_weights, alibi, attn_mask's strings, scale,
  * softcap, positional_encoding, output_encoding, num_kv_heads and head_dim
  * (the model's own only), rope, window, query_position_offset), each

@@ -14,7 +14,7 @@
  * 4. The defaults derived from 2, under the POST /attention names. */
 #include "model/model_internal.h"
 
-#include "codec/options.h"
+#include "options/options.h"
 
 #include <math.h>
 #include <stdio.h>

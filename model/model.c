@@ -7,7 +7,7 @@
  * folder instead: hf.c. */
 #include "model/model_internal.h"
 
-#include "codec/options.h"
+#include "options/options.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
  * safetensors (safetensors.h), config.json and its three layouts (this
  * header), Hugging Face checkpoints (hf.c) and the registry (repo.h, called
  * from api/ only). It includes model/, core/, lib/ and the options table
- * (codec/options.h) that says what a model's "defaults" may be.
+ * (options/options.h) that says what a model's "defaults" may be.
  *
  *     struct model *m;
  *     char err[512];
@@ -104,7 +104,7 @@ struct model {
     float *w[ATT_NWEIGHTS];
     size_t w_len[ATT_NWEIGHTS]; /* floats in each array of w (0 when NULL) */
     json_t *defaults;       /* object of POST /attention options (owned, never NULL;
-                               checked against codec/options.h's rows, defaults.c) */
+                               checked against options/options.h's rows, defaults.c) */
     json_t *config;         /* config.json as read (owned, never NULL) */
     json_t *hf_config;      /* hf_* decoder formats: the checkpoint's config.json
                                (owned); else NULL */

@@ -1,4 +1,4 @@
-/* test_options.c -- the options table (codec/options.h) against what reads
+/* test_options.c -- the options table (options/options.h) against what reads
  * it and what documents it: every row is a property of openapi.yaml's
  * AttentionRequest (POST /attention) and its v2 parameters are properties
  * of InferParameters and accepted by the v2 parameter reader (and no other
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec/options.h"
+#include "options/options.h"
 #include "codec/v2_internal.h"
 #include "codec/variants.h"
 #include "model/model.h"
@@ -146,11 +146,12 @@ Test(options, every_row_is_in_the_api_docs)
                       opt_name((enum opt_id)id));
 }
 
-/* The one place: outside codec/options.c, no C file of the service spells
+/* The one place: outside options/options.c, no C file of the service spells
  * an option's wire name (its name or a v2 parameter name) as a string
  * literal; the others ask the table (opt_name, opt_v2). Hugging Face's
  * config keys that share a name stay with their reader, model/hf.c. */
-static const char *const layers[] = {"lib", "core", "config", "model", "codec", "api", "http"};
+static const char *const layers[] = {"lib", "core", "config", "options", "model", "codec", "api",
+                                     "http"};
 static const struct { const char *file, *name; } foreign[] = {
     {"model/hf.c", "head_dim"}, {"model/hf.c", "rope_theta"}};
 
@@ -210,7 +211,7 @@ Test(options, every_wire_name_is_spelled_in_one_c_file)
             snprintf(path, sizeof path, "%s%s", strcmp(dir, ".") ? dir : "", strcmp(dir, ".")
                      ? "/" : "");
             strncat(path, e->d_name, sizeof path - strlen(path) - 1);
-            if (!strcmp(path, "codec/options.c"))
+            if (!strcmp(path, "options/options.c"))
                 continue;
             char *lits = literals_of(path);
             files++;
@@ -223,7 +224,7 @@ Test(options, every_wire_name_is_spelled_in_one_c_file)
                     snprintf(key, sizeof key, "|%s|", names[i]);
                     cr_expect(!strstr(lits, key) || is_foreign(path, names[i]),
                               "%s spells the option name \"%s\": ask the options table "
-                              "(codec/options.h) instead", path, names[i]);
+                              "(options/options.h) instead", path, names[i]);
                 }
             }
             free(lits);

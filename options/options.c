@@ -1,6 +1,6 @@
 /* options.c -- the request options table; see options.h. The only C file
  * that spells an option's wire name. */
-#include "codec/options.h"
+#include "options/options.h"
 
 #include <math.h>
 #include <string.h>

@@ -10,11 +10,12 @@
  * whether a model's config.json "defaults" may set it (never to a value
  * other than its weights' for an option the weights fix: num_kv_heads,
  * head_dim), what such a default must be, and a one-line doc. Everything
- * else reads the rows: the /attention decoder's field list (scan.c) and
- * schema (request.c), the v2 parameter names (v2_params.c), the model's
- * defaults (model/defaults.c checks them through opt_default_ok(), the
- * Hugging Face loader writes them under opt_name()), the v2 metadata
- * (api/v2.c), and the tests that compare the table with openapi.yaml.
+ * else reads the rows: the /attention decoder's field list (codec/scan.c)
+ * and schema (codec/request.c), the v2 parameter names (codec/v2_params.c),
+ * the model's defaults (model/defaults.c checks them through
+ * opt_default_ok(), the Hugging Face loader writes them under opt_name()),
+ * the v2 metadata (api/v2.c), and the tests that compare the table with
+ * openapi.yaml.
  *
  *     if (opt_find(key) < 0) ... unknown field ...
  *     json_object_get(root, opt_name(OPT_SOFTCAP));
@@ -26,11 +27,13 @@
  * defaults may set it (OPT_DEFAULT), and codec_variants_apply() checks and
  * sets it. Any other needs its reading in codec/variants.c.
  *
- * This header includes nothing of codec/ but jansson: model/ reads the
- * rows too (scripts/layers.sh lets model/ include this one codec header).
+ * The table is a layer of its own, below model/, codec/ and api/, which all
+ * read it, and above core/ (the row's field is an offset into struct
+ * att_params, kv_cache_dtype's choices are core/kvcache.h's) and lib/
+ * (scripts/layers.sh). This header includes only jansson.
  */
-#ifndef CODEC_OPTIONS_H
-#define CODEC_OPTIONS_H
+#ifndef OPTIONS_OPTIONS_H
+#define OPTIONS_OPTIONS_H
 
 #include <jansson.h>
 #include <stddef.h>
