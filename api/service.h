@@ -1,9 +1,11 @@
-/* service.h -- the job of POST /attention, without HTTP: decode the body
- * (codec), compute (core), encode the answer (codec), time the stages and
+/* service.h -- the job of POST /attention and of v2's infer, without HTTP:
+ * decode the body (codec), compute (core; a step of a sequence on its
+ * cache, api/sequence.h), encode the answer (codec), time the stages and
  * count them in the metrics.
  *
- * The HTTP layer receives the body, calls service_attention() on a worker
- * (it blocks for the whole computation) and sends the answer it gets back.
+ * The HTTP layer receives the body, calls service_attention() or
+ * service_infer() on a worker (it blocks for the whole computation) and
+ * sends the answer it gets back.
  * Nothing here knows libmicrohttpd, so tests call it directly.
  *
  *     struct route_response a;

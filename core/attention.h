@@ -72,7 +72,7 @@
  * IEEE weights, down to e^-103 (2^-149). See att_flush_is_exact() in
  * kernels.c.
  *
- * Accuracy: see README "Accuracy". Results are bit-identical for a given
+ * Accuracy: see docs/numerics.md "Accuracy". Results are bit-identical for a given
  * configuration (att_init() threads, batch, fused or separate projections)
  * and input, whichever thread calls; across configurations they differ only
  * by float32 rounding, within the stated tolerance.
@@ -80,7 +80,7 @@
  * Threading: att_forward() is reentrant and may be called from many threads
  * at once; it allocates its own workspace per call. OpenBLAS is global
  * state, so the process sets the threading once with att_init() before the
- * first call. Policy (see README "Threading"):
+ * first call. Policy (see docs/operations.md "Threading"):
  *   - we link Debian's pthread build of OpenBLAS; the serial build has given
  *     wrong sgemm results under concurrent calls, so if att_init() finds a
  *     serial build it serialises BLAS calls behind a mutex;
@@ -213,7 +213,7 @@ struct att_params {
     int weights_top_k, weights_pool;
     int positional_encoding; /* 1: add sinusoidal PE to query, key, value */
 
-    /* Variants (README "Attention variants"). Positions: query i is at
+    /* Variants (docs/variants.md). Positions: query i is at
      * query_position_offset + i, key j at j; RoPE, ALiBi and the window use
      * them; the causal masks are by index. */
     long long query_position_offset; /* >= 0 */

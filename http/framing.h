@@ -26,7 +26,7 @@
  *
  * What libmicrohttpd refuses itself, before the application is called
  * (malformed Content-Length, a chunk size over 2^64), is described in
- * README.md, "Malformed requests".
+ * docs/operations.md, "Malformed requests".
  *
  * framing_log_escape makes a client's bytes safe for a one-line access log.
  */

@@ -43,7 +43,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* 1.0 rewrote the request parser (README.md, Malformed requests): 0.9.75
+/* 1.0 rewrote the request parser (docs/operations.md, "Malformed requests"): 0.9.75
  * (Debian 12) answers a bad Content-Length twice. scripts/mhd.sh builds it. */
 #if MHD_VERSION < 0x01000000
 #error "libmicrohttpd >= 1.0 is needed: build with make (scripts/mhd.sh)"
@@ -457,7 +457,7 @@ struct http_server *http_start(const struct http_options *c, const struct route_
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, conn_notify, s,
         MHD_OPTION_URI_LOG_CALLBACK, framing_uri_log, NULL,
-        MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1, /* strict within RFC 9112 (README.md) */
+        MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1, /* strict within RFC 9112 (docs/operations.md) */
         MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "could not start libmicrohttpd on %s:%d (its message above)",
