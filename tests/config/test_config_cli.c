@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "tests/config/config_shared.h"
+#include "tests/support/fixture.h"
 
 Test(config, dump_lists_every_key_and_reads_back)
 {
@@ -243,12 +244,7 @@ Test(config, alias_in_usage_not_in_dump)
 /* The settings table of docs/operations.md must list every key cfg_dump() knows. */
 Test(config, docs_table_lists_every_key)
 {
-    FILE *f = fopen("docs/operations.md", "r");
-    cr_assert_not_null(f, "docs/operations.md not found (run from the repository root)");
-    static char readme[1 << 17];
-    size_t n = fread(readme, 1, sizeof readme - 1, f);
-    readme[n] = '\0';
-    fclose(f);
+    char *readme = fixture_read("docs/operations.md", NULL);
     struct cfg c;
     cfg_defaults(&c);
     char *dump = NULL;
@@ -284,4 +280,5 @@ Test(config, docs_table_lists_every_key)
     cr_assert_gt(nkeys, 0);
     cr_assert_eq(rows, nkeys, "docs/operations.md's configuration table has %d rows for the %d keys",
                  rows, nkeys);
+    free(readme);
 }

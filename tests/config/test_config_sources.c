@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "tests/config/config_shared.h"
+#include "tests/support/fixture.h"
 
 Test(config, file_parsing)
 {
@@ -107,17 +108,13 @@ Test(config, file_missing)
 Test(config, example_file_is_the_defaults)
 {
     const char *path = "config/attention.conf.example";
-    FILE *f = fopen(path, "r");
-    cr_assert(f != NULL, "cannot open %s: run the tests from the project root", path);
-    char text[8192];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = '\0';
-    fclose(f);
+    char *text = fixture_read(path, NULL);
     for (size_t i = 0; i < NKEYS; i++) {
         char line[64];
         snprintf(line, sizeof line, "\n%s =", keys[i]); /* "key =" alone: empty */
         cr_expect(strstr(text, line) != NULL, "%s has no '%s =' line", path, keys[i]);
     }
+    free(text);
 
     struct cfg c, d;
     char err[256] = "";

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "tests/support/check.h"
+#include "tests/support/fixture.h"
 #include "tests/support/testdata.h"
 
 #include "tests/support/http_golden.h"
@@ -338,11 +339,7 @@ Test(http, tokens_are_echoed)
 /* The README's curl examples, sent as written, answer what the README says. */
 Test(http, readme_examples_answer_what_the_readme_shows)
 {
-    FILE *f = fopen("README.md", "r");
-    cr_assert_not_null(f);
-    static char md[1 << 17];
-    md[fread(md, 1, sizeof md - 1, f)] = '\0';
-    fclose(f);
+    char *md = fixture_read("README.md", NULL);
     struct server s;
     server_start(&s, NULL);
     char *at = strstr(md, "## Example");
@@ -375,4 +372,5 @@ Test(http, readme_examples_answer_what_the_readme_shows)
     }
     cr_assert_eq(checked, 2);
     cr_assert_eq(server_stop(&s), 0);
+    free(md);
 }

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "tests/support/check.h"
+#include "tests/support/fixture.h"
 #include "tests/support/http_golden.h"
 #include "tests/support/http_util.h"
 #include "tests/support/testdata.h"
@@ -29,17 +30,19 @@ Test(v2, server_metadata_health_and_model_list)
     cr_assert(json_is_string(json_object_get(m, "name")) &&
               json_is_string(json_object_get(m, "version")));
     /* one version: openapi.yaml's info.version, and its GET /v2 example */
-    FILE *spec = fopen("openapi.yaml", "r");
-    cr_assert(spec);
-    char line[256], info[64] = "", example[64] = "";
-    for (int in_info = 0; fgets(line, sizeof line, spec);) {
+    char *spec = strdup(fixture_spec()), info[64] = "", example[64] = "";
+    cr_assert_not_null(spec);
+    int in_info = 0;
+    for (char *save = NULL, *line = strtok_r(spec, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
         in_info = !strncmp(line, "info:", 5) ? 1 : line[0] != ' ' ? 0 : in_info;
         if (in_info && !info[0])
             sscanf(line, "  version: %63s", info);
-        if (!example[0] && strstr(line, "name: attention-service") && fgets(line, sizeof line, spec))
+        if (!example[0] && strstr(line, "name: attention-service") &&
+            (line = strtok_r(NULL, "\n", &save)))
             sscanf(line, " version: %63s", example);
     }
-    fclose(spec);
+    free(spec);
     const char *served = json_string_value(json_object_get(m, "version"));
     cr_assert(info[0] && !strcmp(served, info), "GET /v2 says %s, openapi.yaml %s", served, info);
     cr_assert_str_eq(example, info, "openapi.yaml's GET /v2 example");
