@@ -131,7 +131,7 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         struct codec_request r;
         struct api_error e;
-        cr_assert_eq(decode(&r, bodies[i], &e), 0, "%s", e.msg);
+        cr_assert_eq(codect_decode(&r, bodies[i], &e), 0, "%s", e.msg);
         const size_t olen = r.out_len, wlen = r.weights_len;
         float *out = malloc(olen * 4), *w = wlen ? malloc(wlen * 4) : NULL;
         for (size_t k = 0; k < olen; k++)

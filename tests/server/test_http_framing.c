@@ -40,7 +40,7 @@
 
 static void proto_send(int port, const char *req, size_t len, double wait_s, struct reply *r)
 {
-    proto_send_af(AF_INET, port, req, len, wait_s, r);
+    httpt_proto_send_af(AF_INET, port, req, len, wait_s, r);
 }
 
 /* The first place in [s, end) where needle starts, ignoring case; NULL if none. */

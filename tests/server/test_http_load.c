@@ -77,13 +77,13 @@ Test(http, full_queue_answers_503_with_retry_after)
     const char *flags[] = {"--workers", "1", "--queue-depth", "1", NULL};
     struct server s;
     server_start(&s, flags);
-    char *body = heavy_body();
+    char *body = httpt_heavy_body();
     enum { NCLIENTS = 12 };
     struct heavy h[NCLIENTS];
     pthread_t th[NCLIENTS];
     for (int i = 0; i < NCLIENTS; i++) {
         h[i] = (struct heavy){s.port, body, 0, 0, 0};
-        pthread_create(&th[i], NULL, heavy_run, &h[i]);
+        pthread_create(&th[i], NULL, httpt_heavy_run, &h[i]);
     }
     int ok = 0, busy = 0;
     for (int i = 0; i < NCLIENTS; i++) {
@@ -111,13 +111,13 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
     const char *flags[] = {"--workers", "1", "--queue-depth", "8", NULL};
     struct server s;
     server_start(&s, flags);
-    char *body = heavy_body();
+    char *body = httpt_heavy_body();
     enum { NCLIENTS = 4 };
     struct heavy h[NCLIENTS];
     pthread_t th[NCLIENTS];
     for (int i = 0; i < NCLIENTS; i++) {
         h[i] = (struct heavy){s.port, body, 0, 0, 0};
-        pthread_create(&th[i], NULL, heavy_run, &h[i]);
+        pthread_create(&th[i], NULL, httpt_heavy_run, &h[i]);
     }
     /* wait until all four are inside the server (busy + queued = 4) */
     for (int tries = 0; tries < 1000; tries++) {

@@ -176,14 +176,14 @@ Test(http, bind_takes_ipv6_and_dual_stack, .timeout = 30)
     struct server s;
     const char *dual[] = {"--bind", "::", NULL};
     server_start(&s, dual);
-    proto_send_af(AF_INET6, s.port, get, strlen(get), 3.0, &r);
+    httpt_proto_send_af(AF_INET6, s.port, get, strlen(get), 3.0, &r);
     cr_assert(strncmp(r.buf, "HTTP/1.1 200", 12) == 0, "[::1]: %s", r.buf);
-    proto_send_af(AF_INET, s.port, get, strlen(get), 3.0, &r);
+    httpt_proto_send_af(AF_INET, s.port, get, strlen(get), 3.0, &r);
     cr_assert(strncmp(r.buf, "HTTP/1.1 200", 12) == 0, "127.0.0.1 on '::': %s", r.buf);
     cr_assert_eq(server_stop(&s), 0);
     const char *v6only[] = {"--bind", "::1", NULL};
     server_start(&s, v6only);
-    proto_send_af(AF_INET6, s.port, get, strlen(get), 3.0, &r);
+    httpt_proto_send_af(AF_INET6, s.port, get, strlen(get), 3.0, &r);
     cr_assert(strncmp(r.buf, "HTTP/1.1 200", 12) == 0, "[::1] on '::1': %s", r.buf);
     cr_assert_eq(server_stop(&s), 0);
 }
