@@ -17,6 +17,7 @@
 #include "tests/support/check.h"
 #include "tests/support/http_golden.h"
 #include "tests/support/http_util.h"
+#include "tests/support/fixture.h"
 #include "tests/support/testdata.h"
 #include "tests/server/v2_shared.h"
 
@@ -27,15 +28,10 @@ Test(v2, served_models_agree_with_pytorch, .timeout = 120)
     struct server s;
     v2t_start_repo(&s);
     char *paths[64];
-    int n = testdata_list("tests/models/golden", paths, 64);
-    cr_assert(n > 0 && n == testdata_count("tests/models/golden"),
-              "listed %d of the %d model golden cases", n, testdata_count("tests/models/golden"));
+    int n = fixture_list("tests/models/golden", paths, 64);
     /* Hugging Face layers (hf_llama, hf_mistral, hf_gemma2): GQA, RoPE,
      * windows, soft-cap from the checkpoint's config */
-    const int nhf = testdata_list("tests/models/golden/hf", paths + n, 64 - n);
-    cr_assert(nhf > 0 && nhf == testdata_count("tests/models/golden/hf"),
-              "listed %d of the %d Hugging Face golden cases", nhf,
-              testdata_count("tests/models/golden/hf"));
+    const int nhf = fixture_list("tests/models/golden/hf", paths + n, 64 - n);
     n += nhf;
     for (int i = 0; i < n; i++) {
         json_t *g = json_load_file(paths[i], 0, NULL);
@@ -81,9 +77,7 @@ Test(v2, builtin_model_agrees_with_pytorch, .timeout = 120)
     struct server s;
     server_start(&s, NULL);
     char *paths[64];
-    const int n = testdata_list("tests/golden", paths, 64);
-    cr_assert(n > 0 && n == testdata_count("tests/golden"), "listed %d of the %d golden cases",
-              n, testdata_count("tests/golden"));
+    const int n = fixture_list("tests/golden", paths, 64);
     for (int i = 0; i < n; i++) {
         cr_assert(v2_golden(s.port, paths[i], NULL, i % 2), "%s", paths[i]);
         free(paths[i]);
