@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "lib/errors.h"
 #include "lib/pool.h"
+#include "tests/support/fixture.h"
 
 static const struct route_table *table(void)
 {
@@ -173,18 +174,16 @@ Test(routes, the_transport_names_no_header_of_a_protocol)
  * {parameter} written as "m", as sample() writes a capture. */
 static int spec_paths(char paths[][128], int max)
 {
-    FILE *f = fopen("openapi.yaml", "r");
-    cr_assert(f, "openapi.yaml is missing (it is in the repository; run from its top)");
-    char line[256];
     int n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
-        size_t len = strcspn(line, "\n");
-        if (strncmp(line, "  /", 3) != 0 || len < 4 || line[len - 1] != ':')
-            continue;
-        line[len - 1] = '\0';
-        sample(paths[n++], 128, line + 2, 0);
+    for (const char *l = fixture_spec(); *l && n < max;) {
+        const size_t len = strcspn(l, "\n");
+        if (strncmp(l, "  /", 3) == 0 && len >= 4 && l[len - 1] == ':') {
+            char path[256];
+            snprintf(path, sizeof path, "%.*s", (int)(len - 3), l + 2);
+            sample(paths[n++], 128, path, 0);
+        }
+        l += len + (l[len] == '\n');
     }
-    fclose(f);
     return n;
 }
 

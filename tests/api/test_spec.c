@@ -21,9 +21,10 @@
 #include "config/config.h"
 #include "http/cors.h"
 #include "lib/errors.h"
+#include "tests/support/fixture.h"
 #include "tests/support/http_util.h"
 
-#define SPEC_PATH "openapi.yaml"
+#define SPEC_PATH FIXTURE_SPEC
 #define ERRORS_DOC "docs/api.md"      /* the error table */
 #define CORS_DOC "docs/operations.md" /* the CORS headers */
 #define MAX_ENTRIES 64
@@ -47,26 +48,12 @@ struct entry {
     int status;
 };
 
-static char *read_file(const char *path)
+/* openapi.yaml split into lines (in a copy), dropping blank and
+ * comment-only lines. */
+static void doc_load(struct doc *d)
 {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s (tests run from the repository root)", path);
-    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-    long size = ftell(f);
-    cr_assert_geq(size, 0);
-    rewind(f);
-    char *buf = malloc((size_t)size + 1);
-    cr_assert_not_null(buf);
-    cr_assert_eq(fread(buf, 1, (size_t)size, f), (size_t)size, "short read on %s", path);
-    buf[size] = '\0';
-    fclose(f);
-    return buf;
-}
-
-/* Split buf into lines in place, dropping blank and comment-only lines. */
-static void doc_load(struct doc *d, const char *path)
-{
-    d->buf = read_file(path);
+    d->buf = strdup(fixture_spec());
+    cr_assert_not_null(d->buf);
     size_t cap = 1;
     for (const char *p = d->buf; *p; p++)
         cap += *p == '\n';
@@ -254,7 +241,7 @@ Test(spec, error_enum_equals_errors_table)
 {
     struct doc d;
     struct entry code[MAX_ENTRIES], spec[MAX_ENTRIES];
-    doc_load(&d, SPEC_PATH);
+    doc_load(&d);
     int nc = code_slugs(code), ns = spec_slugs(&d, spec);
 
     int bad = report_missing(code, nc, CODE_NAME, spec, ns, ENUM_NAME) +
@@ -270,7 +257,7 @@ Test(spec, x_status_equals_errors_table)
 {
     struct doc d;
     struct entry code[MAX_ENTRIES], spec[MAX_ENTRIES];
-    doc_load(&d, SPEC_PATH);
+    doc_load(&d);
     int nc = code_slugs(code), ns = spec_statuses(&d, spec);
 
     int bad = report_missing(code, nc, CODE_NAME, spec, ns, XSTATUS_NAME) +
@@ -294,7 +281,7 @@ Test(spec, x_status_equals_errors_table)
 Test(spec, every_error_status_is_a_response)
 {
     struct doc d;
-    doc_load(&d, SPEC_PATH);
+    doc_load(&d);
     int lo, hi;
     doc_find(&d, &lo, &hi, "paths");
     for (int e = 0; e < ERR_COUNT; e++) {
@@ -332,7 +319,7 @@ static int row_has_cell(const char *row, size_t len, const char *want)
 
 Test(spec, docs_error_table_lists_every_slug)
 {
-    char *readme = read_file(ERRORS_DOC);
+    char *readme = fixture_read(ERRORS_DOC, NULL);
     int missing = 0;
     for (int e = 0; e < ERR_COUNT; e++) {
         char status[16], slug[80];
@@ -399,7 +386,8 @@ Test(spec, cors_header_lists_in_the_docs_are_what_is_sent)
     cr_assert_eq(cors_lists_build(&l, routes_init(&c, NULL), err, sizeof err), 0, "%s", err);
     cr_expect_str_eq(l.allow, SERVICE_CORS_ALLOW);
     cr_expect_str_eq(l.expose, SERVICE_CORS_EXPOSE);
-    char *readme = read_file(CORS_DOC), *spec = read_file(SPEC_PATH);
+    char *readme = fixture_read(CORS_DOC, NULL);
+    const char *spec = fixture_spec();
     cr_expect_geq(check_header_quotes(readme, CORS_DOC, "Access-Control-Allow-Headers",
                                       l.allow), 1, "%s quotes no "
                   "Access-Control-Allow-Headers", CORS_DOC);
@@ -410,5 +398,4 @@ Test(spec, cors_header_lists_in_the_docs_are_what_is_sent)
     check_header_quotes(spec, SPEC_PATH, "Access-Control-Expose-Headers", l.expose);
     cr_expect_not(route_list_has(l.allow, "Authorization"), "a page may send the admin token");
     free(readme);
-    free(spec);
 }

@@ -7,7 +7,7 @@
 #include "tests/support/limits.h"
 #include "tests/codec/codec_shared.h"
 
-int decode(struct codec_request *r, const char *body, struct api_error *e)
+int codect_decode(struct codec_request *r, const char *body, struct api_error *e)
 {
     struct codec_limits lim = test_limits();
     return codec_decode_request(r, body, strlen(body), &lim, NULL, e);

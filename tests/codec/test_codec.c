@@ -19,6 +19,7 @@
 #include "tests/support/check.h"
 #include "tests/support/codec_compare.h"
 #include "tests/support/limits.h"
+#include "tests/support/fixture.h"
 #include "tests/support/testdata.h"
 #include "tests/codec/codec_shared.h"
 
@@ -35,7 +36,7 @@ Test(codec, three_tensor_forms_decode_to_the_same_floats)
     for (int i = 0; i < 3; i++) {
         struct codec_request r;
         struct api_error e;
-        cr_assert_eq(decode(&r, bodies[i], &e), 0, "form %d: %s", i + 1, e.msg);
+        cr_assert_eq(codect_decode(&r, bodies[i], &e), 0, "form %d: %s", i + 1, e.msg);
         cr_assert_eq(r.p.N, 1);
         cr_assert_eq(r.p.L, 2);
         cr_assert_eq(r.p.E, 2);
@@ -64,7 +65,7 @@ Test(codec, batched_cross_attention_with_all_options)
         "\"key_tokens\": [\"x\",\"y\",\"z\"]}";
     struct codec_request r;
     struct api_error e;
-    cr_assert_eq(decode(&r, body, &e), 0, "%s", e.msg);
+    cr_assert_eq(codect_decode(&r, body, &e), 0, "%s", e.msg);
     const struct att_params *p = &r.p;
     cr_assert(r.batched);
     cr_assert_eq(p->N, 2);
@@ -95,13 +96,13 @@ Test(codec, float_mask_and_causal_and_defaults)
 {
     struct codec_request r;
     struct api_error e;
-    cr_assert_eq(decode(&r, "{\"query\": [[1],[2]], \"num_heads\": 1, \"attn_mask\": "
+    cr_assert_eq(codect_decode(&r, "{\"query\": [[1],[2]], \"num_heads\": 1, \"attn_mask\": "
                             "[[0, -1.5],[2, 0]], \"need_weights\": false}", &e), 0, "%s", e.msg);
     cr_assert_eq(r.p.mask_kind, ATT_MASK_FLOAT);
     cr_assert_eq(r.p.float_mask[1], -1.5f);
     cr_assert_eq(r.p.weights_mode, ATT_WEIGHTS_NONE);
     codec_request_deinit(&r);
-    cr_assert_eq(decode(&r, "{\"query\": [[1],[2]], \"num_heads\": 1, \"attn_mask\": "
+    cr_assert_eq(codect_decode(&r, "{\"query\": [[1],[2]], \"num_heads\": 1, \"attn_mask\": "
                             "\"causal\"}", &e), 0, "%s", e.msg);
     cr_assert_eq(r.p.mask_kind, ATT_MASK_CAUSAL);
     cr_assert_eq(r.p.weights_mode, ATT_WEIGHTS_PER_HEAD, "need_weights defaults to true");
@@ -115,8 +116,7 @@ Test(codec, float_mask_and_causal_and_defaults)
 Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
 {
     char *paths[128];
-    int ncases = testdata_list("tests/cases", paths, 128);
-    cr_assert_gt(ncases, 0, "tests/cases is missing (run from the repository root)");
+    int ncases = fixture_list("tests/cases", paths, 128);
     int n = 0, failed = 0;
     for (int k = 0; k < ncases; k++) {
         const char *path = paths[k];
@@ -162,7 +162,7 @@ Test(codec, response_json_is_shortest_and_round_trips)
 {
     struct codec_request r;
     struct api_error e;
-    cr_assert_eq(decode(&r, "{\"query\": [[1,2]], \"num_heads\": 1}", &e), 0, "%s", e.msg);
+    cr_assert_eq(codect_decode(&r, "{\"query\": [[1,2]], \"num_heads\": 1}", &e), 0, "%s", e.msg);
     const float out[2] = {0.1f, -3.4028235e38f};
     const float w[1] = {1.0f};
     size_t len;
@@ -190,7 +190,7 @@ Test(codec, response_json_is_shortest_and_round_trips)
         memcpy(&f, &bits, 4);
         if (!isfinite(f))
             continue;
-        cr_assert_eq(decode(&r, "{\"query\": [[1]], \"num_heads\": 1, \"need_weights\": "
+        cr_assert_eq(codect_decode(&r, "{\"query\": [[1]], \"num_heads\": 1, \"need_weights\": "
                                 "false}", &e), 0);
         s = codec_encode_response(&r, &f, NULL, &len);
         float back = strtof(strstr(s, "[[") + 2, NULL);
@@ -207,7 +207,7 @@ Test(codec, base64_output_round_trips)
 {
     struct codec_request r;
     struct api_error e;
-    cr_assert_eq(decode(&r, "{\"query\": [[1,2,3]], \"num_heads\": 1, \"output_encoding\": "
+    cr_assert_eq(codect_decode(&r, "{\"query\": [[1,2,3]], \"num_heads\": 1, \"output_encoding\": "
                             "\"base64\", \"need_weights\": false}", &e), 0, "%s", e.msg);
     const float out[3] = {0.5f, -1.25f, 3.0f};
     size_t len;
@@ -245,11 +245,11 @@ Test(codec, escaped_base64_is_read_as_jansson_reads_it)
     /* "\/" is JSON for "/": the fast decoder leaves escapes to jansson. */
     struct codec_request r;
     struct api_error e;
-    cr_assert_eq(decode(&r, "{\"query\": {\"shape\": [1, 1], \"dtype\": \"float32\", \"b64\": "
+    cr_assert_eq(codect_decode(&r, "{\"query\": {\"shape\": [1, 1], \"dtype\": \"float32\", \"b64\": "
                             "\"AAD\\/Pw==\"}, \"num_heads\": 1}", &e), 0, "%s", e.msg);
     cr_assert_eq(r.p.query[0], 1.9921875f);
     codec_request_deinit(&r);
-    cr_assert_eq(decode(&r, "{\"query\": {\"shape\": [1, 1], \"dtype\": \"float32\", \"b64\": "
+    cr_assert_eq(codect_decode(&r, "{\"query\": {\"shape\": [1, 1], \"dtype\": \"float32\", \"b64\": "
                             "\"AAD\\u0041Pw==\"}, \"num_heads\": 1}", &e), 0, "%s", e.msg);
     cr_assert_eq(r.p.query[0], 1.5f, "\\u0041 is 'A': AADAPw== is 1.5");
     codec_request_deinit(&r);
@@ -354,7 +354,7 @@ Test(codec, neg_inf_in_float_masks_in_every_form)
                  masks[i]);
         struct codec_request r;
         struct api_error e;
-        cr_assert_eq(decode(&r, body, &e), 0, "%s: %s", body, e.msg);
+        cr_assert_eq(codect_decode(&r, body, &e), 0, "%s: %s", body, e.msg);
         cr_expect_eq(r.p.mask_kind, ATT_MASK_FLOAT);
         const float want[4] = {0.0f, -INFINITY, 0.5f, -INFINITY};
         for (int j = 0; j < 4; j++)

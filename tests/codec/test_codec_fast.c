@@ -18,6 +18,7 @@
 #include "api/service.h"
 #include "tests/support/check.h"
 #include "tests/support/codec_compare.h"
+#include "tests/support/fixture.h"
 #include "tests/support/limits.h"
 #include "tests/support/testdata.h"
 #include "tests/codec/codec_shared.h"
@@ -25,21 +26,6 @@
 /* ---------------------------------------------------------------------- */
 /* The fast decoder against the jansson reference: the same answer, bit for
  * bit, on every valid request and the same error on every invalid one.   */
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    *len = fread(s, 1, (size_t)n, f);
-    s[*len] = '\0';
-    fclose(f);
-    return s;
-}
 
 Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeout = 240)
 {
@@ -52,8 +38,7 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
     const char *dirs[3] = {"tests/golden", "tests/golden_variants", "tests/cases"};
     for (int d = 0; d < 3; d++) {
         char *paths[128];
-        int k = testdata_list(dirs[d], paths, 128);
-        cr_assert_gt(k, 0, "%s is missing", dirs[d]);
+        int k = fixture_list(dirs[d], paths, 128);
         for (int i = 0; i < k; i++) {
             json_t *c = json_load_file(paths[i], JSON_ALLOW_NUL, NULL);
             if (n < 248)
@@ -62,8 +47,7 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
             free(paths[i]);
         }
     }
-    seeds[n] = slurp("examples/request.json", &lens[n]);
-    cr_assert_not_null(seeds[n]);
+    seeds[n] = fixture_read("examples/request.json", &lens[n]);
     n++;
     /* valid requests with the numbers at the edges */
     static const char *const edges[] = {
@@ -147,7 +131,7 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         struct codec_request r;
         struct api_error e;
-        cr_assert_eq(decode(&r, bodies[i], &e), 0, "%s", e.msg);
+        cr_assert_eq(codect_decode(&r, bodies[i], &e), 0, "%s", e.msg);
         const size_t olen = r.out_len, wlen = r.weights_len;
         float *out = malloc(olen * 4), *w = wlen ? malloc(wlen * 4) : NULL;
         for (size_t k = 0; k < olen; k++)
@@ -194,13 +178,8 @@ Test(codec, fast_decoder_reads_the_golden_requests)
 {
     struct codec_limits lim = test_limits();
     char *paths[256];
-    int n = testdata_list("tests/golden", paths, 128), fast = 0, failed = 0;
-    cr_assert(n > 0 && n == testdata_count("tests/golden"),
-              "listed %d of the %d cases of tests/golden", n, testdata_count("tests/golden"));
-    const int nv = testdata_list("tests/golden_variants", paths + n, 128);
-    cr_assert(nv > 0 && nv == testdata_count("tests/golden_variants"),
-              "listed %d of the %d cases of tests/golden_variants", nv,
-              testdata_count("tests/golden_variants"));
+    int n = fixture_list("tests/golden", paths, 128), fast = 0, failed = 0;
+    const int nv = fixture_list("tests/golden_variants", paths + n, 128);
     n += nv;
     for (int i = 0; i < n; i++) {
         json_t *c = json_load_file(paths[i], 0, NULL);

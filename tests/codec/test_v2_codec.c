@@ -1,7 +1,7 @@
 /* test_v2_codec.c -- the Open Inference Protocol infer codec (codec/v2.h):
  * JSON inputs nested and flat, binary inputs, a model's defaults, output
  * selection and binary flags, what clients add, and the answer read as a
- * stream. Bodies are written with ' for " (see q()). */
+ * stream. Bodies are written with ' for " (see v2ct_q()). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -23,7 +23,7 @@ static int decode(struct v2_request *r, const char *s, const struct model *m,
                   struct api_error *e)
 {
     const struct codec_limits lim = test_limits();
-    char *body = q(s);
+    char *body = v2ct_q(s);
     const int rc = v2_decode_infer(r, body, strlen(body), -1, m, &lim, e);
     free(body);
     return rc;
@@ -125,7 +125,7 @@ Test(v2_codec, binary_inputs_equal_their_json_twins)
     memcpy(bin + 20, pad, 2);
     size_t len;
     long long hl;
-    char *body = with_binary(
+    char *body = v2ct_with_binary(
         "{'parameters': {'num_heads': 1}, 'inputs': ["
         "{'name': 'query', 'shape': [2, 2], 'datatype': 'FP32', "
         "'parameters': {'binary_data_size': 16}},"
@@ -156,7 +156,7 @@ Test(v2_codec, binary_inputs_equal_their_json_twins)
 
     /* -inf travels in a binary FP32 mask; a mixed body (JSON query, binary mask) */
     const float fm[4] = {0.0f, -INFINITY, 1.0f, 2.0f};
-    body = with_binary("{'parameters': {'num_heads': 1}, 'inputs': ["
+    body = v2ct_with_binary("{'parameters': {'num_heads': 1}, 'inputs': ["
                        "{'name': 'query', 'shape': [2, 2], 'datatype': 'FP32', "
                        "'data': [1, 2, 3, 4]},"
                        "{'name': 'attn_mask', 'shape': [2, 2], 'datatype': 'FP32', "
@@ -168,7 +168,7 @@ Test(v2_codec, binary_inputs_equal_their_json_twins)
     v2_request_deinit(&r);
 
     /* an Inference-Header-Content-Length equal to the body: no binary part */
-    char *js = q("{'parameters': {'num_heads': 1}, 'inputs': [{'name': 'query', 'shape': [1, 1], "
+    char *js = v2ct_q("{'parameters': {'num_heads': 1}, 'inputs': [{'name': 'query', 'shape': [1, 1], "
                  "'datatype': 'FP32', 'data': [1]}]}");
     cr_assert_eq(v2_decode_infer(&r, js, strlen(js), (long long)strlen(js), NULL, &lim, &e), 0,
                  "%s", e.msg);
@@ -189,7 +189,7 @@ Test(v2_codec, model_defaults_fill_what_the_request_leaves_out)
                           0.5, "average_attn_weights", 1, "positional_encoding", "sinusoidal",
                           "output_encoding", "base64");
     cr_assert_not_null(d);
-    test_model(&m, d);
+    v2ct_test_model(&m, d);
     struct v2_request r;
     struct api_error e;
     cr_assert_eq(decode(&r, "{'inputs': [" TINY_QUERY "]}", &m, &e), 0, "%s", e.msg);
@@ -231,18 +231,18 @@ Test(v2_codec, model_defaults_fill_what_the_request_leaves_out)
     cr_assert_eq(r.n_outputs, 1);
     cr_assert_eq(r.outputs[0], V2_OUT_WEIGHTS);
     v2_request_deinit(&r);
-    test_model_deinit(&m);
+    v2ct_test_model_deinit(&m);
 
     /* a model's weights are used, not inputs */
     static float w[16] = {2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2};
-    test_model(&m, NULL);
+    v2ct_test_model(&m, NULL);
     m.w[ATT_W_OUT] = w, m.w_len[ATT_W_OUT] = 16;
     cr_assert_eq(decode(&r, "{'inputs': [" TINY_QUERY "]}", &m, &e), 0, "%s", e.msg);
     cr_assert_eq(p->w[ATT_W_OUT], w);
     cr_assert_null(p->w[ATT_W_IN]);
     cr_assert_eq(p->weights_mode, ATT_WEIGHTS_PER_HEAD);
     v2_request_deinit(&r);
-    test_model_deinit(&m);
+    v2ct_test_model_deinit(&m);
 }
 
 Test(v2_codec, outputs_select_what_is_computed_and_sent)
@@ -257,7 +257,7 @@ Test(v2_codec, outputs_select_what_is_computed_and_sent)
     cr_assert_eq(r.n_outputs, 1);
     float *out = calloc(r.c.out_len, 4);
     struct stream *st = v2_stream_new(&r, "attention", out, NULL);
-    char *s = read_all(st);
+    char *s = v2ct_read_all(st);
     cr_assert_null(strstr(s, "attention_weights"), "%s", s);
     cr_assert(strstr(s, "{\"name\":\"output\",\"datatype\":\"FP32\",\"shape\":[3,4],\"data\":"
                         "[0,0,0,0,0,0,0,0,0,0,0,0]}"), "%s", s);
@@ -275,7 +275,7 @@ Test(v2_codec, outputs_select_what_is_computed_and_sent)
     float *w = calloc(r.c.weights_len, 4);
     w[17] = 0.1f;
     st = v2_stream_new(&r, "at\"tention", out, w);
-    s = read_all(st);
+    s = v2ct_read_all(st);
     cr_assert_eq((stream_pieces(st) > 0), 0);
     cr_assert_eq(stream_text_len(st), stream_size(st));
     cr_assert(strncmp(s, "{\"model_name\":\"at\\\"tention\",\"model_version\":\"1\",\"id\":"
@@ -297,7 +297,7 @@ Test(v2_codec, outputs_select_what_is_computed_and_sent)
     cr_assert_eq(r.n_outputs, 2);
     out = calloc(r.c.out_len, 4), w = calloc(r.c.weights_len, 4);
     st = v2_stream_new(&r, "attention", out, w);
-    s = read_all(st);
+    s = v2ct_read_all(st);
     cr_assert(strstr(s, "\"name\":\"output\",\"datatype\":\"FP32\",\"shape\":[1,3,4]"), "%s", s);
     cr_assert(strstr(s, "\"name\":\"attention_weights\",\"datatype\":\"FP32\",\"shape\":[1,3,3]"),
               "%s", s);
@@ -345,9 +345,9 @@ Test(v2_codec, binary_flags_per_output_override_the_request)
         for (int k = 0; k < r.n_outputs; k++) {
             const int o = r.outputs[k];
             if (o == V2_OUT_OUTPUT)
-                check_answer_floats(st, "output", out, r.c.out_len, r.binary[o], &at);
+                v2ct_check_answer_floats(st, "output", out, r.c.out_len, r.binary[o], &at);
             else
-                check_answer_floats(st, "attention_weights", w, r.c.weights_len, r.binary[o],
+                v2ct_check_answer_floats(st, "attention_weights", w, r.c.weights_len, r.binary[o],
                                     &at);
         }
         cr_assert_eq(stream_text_len(st) + at, stream_size(st), "case %zu", i);
@@ -376,7 +376,7 @@ Test(v2_codec, stream_reads_in_any_pieces_equal_one_read)
     struct stream *st = v2_stream_new(&r, "attention", out, w);
     const size_t n = stream_size(st);
     cr_assert_eq(n, stream_text_len(st) + r.c.weights_len * 4);
-    char *whole = read_all(st);
+    char *whole = v2ct_read_all(st);
     cr_assert_eq(memcmp(whole + stream_text_len(st), w, r.c.weights_len * 4), 0);
     char *pieces = malloc(n + 8);
     static const size_t sizes[] = {1, 2, 3, 5, 7, 13, 64, 333, 4096};

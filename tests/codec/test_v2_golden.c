@@ -58,9 +58,9 @@ static int run_golden(const struct golden *g, const char *body, size_t len, long
     struct stream *st = v2_stream_new(&r, "attention", out, w);
     cr_assert_not_null(st);
     size_t at = 0;
-    check_answer_floats(st, "output", out, r.c.out_len, binary_out, &at);
+    v2ct_check_answer_floats(st, "output", out, r.c.out_len, binary_out, &at);
     if (w)
-        check_answer_floats(st, "attention_weights", w, r.c.weights_len, binary_out, &at);
+        v2ct_check_answer_floats(st, "attention_weights", w, r.c.weights_len, binary_out, &at);
     cr_assert_eq(stream_text_len(st) + at, stream_size(st));
     stream_free(st);
     v2_request_deinit(&r);
@@ -107,7 +107,7 @@ Test(v2_codec, golden_cases_through_a_server_held_model, .timeout = 60)
         cr_assert_eq(golden_load(&g, paths[i], msg), 0, "%s", msg);
         /* the case's weights and sizes, held by a model */
         struct model m;
-        test_model(&m, NULL);
+        v2ct_test_model(&m, NULL);
         m.E = g.p.E, m.kdim = g.p.kdim, m.vdim = g.p.vdim, m.H = g.p.H;
         for (int w = 0; w < ATT_NWEIGHTS; w++)
             m.w[w] = (float *)g.p.w[w], m.w_len[w] = g.p.w_len[w];
@@ -119,7 +119,7 @@ Test(v2_codec, golden_cases_through_a_server_held_model, .timeout = 60)
         runs++;
         free(body);
         json_decref(c);
-        test_model_deinit(&m);
+        v2ct_test_model_deinit(&m);
         golden_deinit(&g);
         free(paths[i]);
     }

@@ -1,6 +1,6 @@
 /* test_v2_refusals.c -- every refusal of the Open Inference Protocol
  * infer codec (codec/v2.h) names the problem. Bodies are written with '
- * for " (see q()). */
+ * for " (see v2ct_q()). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -376,11 +376,11 @@ Test(v2_codec, every_refusal_names_the_problem)
             continue; /* a header length given as a number, binary bytes read as JSON,
                          the empty body */
         struct model m;
-        test_model(&m, c->model == 2 ? json_pack("{ss}", "need_weights", "no") : NULL);
+        v2ct_test_model(&m, c->model == 2 ? json_pack("{ss}", "need_weights", "no") : NULL);
         size_t len;
         long long hl;
         char *zeros = c->nbin && !c->bin ? calloc(1, c->nbin) : NULL;
-        char *body = with_binary(c->body, c->bin ? c->bin : zeros, c->nbin, &len, &hl);
+        char *body = v2ct_with_binary(c->body, c->bin ? c->bin : zeros, c->nbin, &len, &hl);
         if (pad) { /* spaces after the JSON part */
             body = realloc(body, len + pad);
             memmove(body + hl + pad, body + hl, len - (size_t)hl);
@@ -401,7 +401,7 @@ Test(v2_codec, every_refusal_names_the_problem)
         v2_request_deinit(&r);
         free(body);
         free(zeros);
-        test_model_deinit(&m);
+        v2ct_test_model_deinit(&m);
     }
     cr_log_info("%zu refusals", n);
     cr_assert_eq(failed, 0, "%d of %zu refusals answered wrongly", failed, n);

@@ -12,7 +12,7 @@
 #include "tests/codec/v2_codec_shared.h"
 
 /* s with every ' turned into " (malloc'd): JSON without escapes. */
-char *q(const char *s)
+char *v2ct_q(const char *s)
 {
     char *d = strdup(s);
     for (char *c = d; *c; c++)
@@ -22,9 +22,9 @@ char *q(const char *s)
 }
 
 /* The JSON s (' for ") followed by n bytes of bin: body and header length. */
-char *with_binary(const char *s, const void *bin, size_t n, size_t *len, long long *hl)
+char *v2ct_with_binary(const char *s, const void *bin, size_t n, size_t *len, long long *hl)
 {
-    char *json = q(s);
+    char *json = v2ct_q(s);
     const size_t j = strlen(json);
     char *body = malloc(j + n + 1);
     memcpy(body, json, j);
@@ -36,7 +36,7 @@ char *with_binary(const char *s, const void *bin, size_t n, size_t *len, long lo
 }
 
 /* The whole answer, read in one piece. */
-char *read_all(const struct stream *st)
+char *v2ct_read_all(const struct stream *st)
 {
     const size_t n = stream_size(st);
     char *b = malloc(n + 1);
@@ -46,7 +46,7 @@ char *read_all(const struct stream *st)
 }
 
 /* A model of E = 4, H = 2, identity projections, with defaults d (owned). */
-void test_model(struct model *m, json_t *d)
+void v2ct_test_model(struct model *m, json_t *d)
 {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "tiny");
@@ -55,17 +55,17 @@ void test_model(struct model *m, json_t *d)
     m->config = json_object();
 }
 
-void test_model_deinit(struct model *m)
+void v2ct_test_model_deinit(struct model *m)
 {
     json_decref(m->defaults);
     json_decref(m->config);
 }
 
 /* The floats of output k in the answer: JSON data or binary bytes. */
-void check_answer_floats(const struct stream *st, const char *name, const float *x,
+void v2ct_check_answer_floats(const struct stream *st, const char *name, const float *x,
                          size_t n, int binary, size_t *bin_at)
 {
-    char *all = read_all(st);
+    char *all = v2ct_read_all(st);
     json_t *root = json_loadb(all, stream_text_len(st), 0, NULL);
     cr_assert_not_null(root, "the JSON part is not JSON");
     json_t *o = NULL, *v;

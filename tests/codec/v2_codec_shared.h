@@ -10,21 +10,21 @@
 #include "codec/v2.h"
 
 /* s with every ' turned into " (malloc'd): JSON without escapes. */
-char *q(const char *s);
+char *v2ct_q(const char *s);
 
 /* The JSON s (' for ") followed by n bytes of bin: body and header length. */
-char *with_binary(const char *s, const void *bin, size_t n, size_t *len, long long *hl);
+char *v2ct_with_binary(const char *s, const void *bin, size_t n, size_t *len, long long *hl);
 
 /* The whole answer, read in one piece. */
-char *read_all(const struct stream *st);
+char *v2ct_read_all(const struct stream *st);
 
 /* A model of E = 4, H = 2, identity projections, with defaults d (owned). */
-void test_model(struct model *m, json_t *d);
+void v2ct_test_model(struct model *m, json_t *d);
 
-void test_model_deinit(struct model *m);
+void v2ct_test_model_deinit(struct model *m);
 
 /* The floats of output k in the answer: JSON data or binary bytes. */
-void check_answer_floats(const struct stream *st, const char *name, const float *x,
+void v2ct_check_answer_floats(const struct stream *st, const char *name, const float *x,
                          size_t n, int binary, size_t *bin_at);
 
 #endif

@@ -10,7 +10,7 @@
 #include "tests/config/config_shared.h"
 
 /* Every key, as the spec lists them; the dump test checks the module has no more. */
-const char *const keys[] = {
+const char *const cfgt_keys[] = {
     "bind", "port", "workers", "queue_depth", "threads_per_request", "max_body_bytes",
     "max_inflight_bytes",
     "max_tensor_elements", "max_batch", "max_target_len", "max_source_len",
@@ -21,10 +21,10 @@ const char *const keys[] = {
     "static_dir", "tls_cert_file", "tls_key_file", "cors_allow_origin", "model_repository",
     "admin_token",
 };
-_Static_assert(sizeof keys / sizeof keys[0] == NKEYS, "NKEYS is the number of keys");
+_Static_assert(sizeof cfgt_keys / sizeof cfgt_keys[0] == NKEYS, "NKEYS is the number of keys");
 
 /* A temp file holding text; its name goes to path (at least 64 bytes). */
-void write_temp(char *path, const char *text)
+void cfgt_write_temp(char *path, const char *text)
 {
     strcpy(path, "/tmp/test_config_XXXXXX");
     int fd = mkstemp(path);
@@ -35,7 +35,7 @@ void write_temp(char *path, const char *text)
 }
 
 /* argv = {"attention-server", args..., NULL} from a NULL-terminated list. */
-int parse(struct cfg *c, char **envp, char *err, size_t errlen, ...)
+int cfgt_parse(struct cfg *c, char **envp, char *err, size_t errlen, ...)
 {
     char *argv[32] = {"attention-server"};
     int argc = 1;
@@ -52,7 +52,7 @@ int parse(struct cfg *c, char **envp, char *err, size_t errlen, ...)
     return rc;
 }
 
-char *dump_str(const struct cfg *c)
+char *cfgt_dump_str(const struct cfg *c)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -62,7 +62,7 @@ char *dump_str(const struct cfg *c)
     return buf;
 }
 
-void expect_set_ok(struct cfg *c, const char *key, const char *value)
+void cfgt_expect_set_ok(struct cfg *c, const char *key, const char *value)
 {
     char err[256] = "";
     cr_assert_eq(cfg_set(c, key, value, err, sizeof err), 0, "%s = '%s': %s", key, value, err);

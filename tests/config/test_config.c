@@ -17,11 +17,11 @@ static void expect_set_error(const char *key, const char *value, const char *msg
     struct cfg c;
     char err[256] = "";
     cfg_defaults(&c);
-    char *before = dump_str(&c);
+    char *before = cfgt_dump_str(&c);
     cr_assert_eq(cfg_set(&c, key, value, err, sizeof err), -1, "%s = '%s' was accepted", key,
                  value);
     cr_expect_str_eq(err, msg, "%s = '%s'", key, value);
-    char *after = dump_str(&c);
+    char *after = cfgt_dump_str(&c);
     cr_expect_str_eq(after, before, "a failed cfg_set changed the config");
     free(before);
     free(after);
@@ -70,21 +70,21 @@ Test(config, model_repository_set_by_a_source_is_explicit)
 {
     struct cfg c;
     char err[256] = "", path[64];
-    cr_assert_eq(parse(&c, NULL, err, sizeof err, NULL), 0, "%s", err);
+    cr_assert_eq(cfgt_parse(&c, NULL, err, sizeof err, NULL), 0, "%s", err);
     cr_expect_str_eq(c.model_repository, "models");
     cr_expect_eq(c.model_repository_explicit, 0, "the default is not explicit");
-    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--model-repository", "models", NULL), 0);
+    cr_assert_eq(cfgt_parse(&c, NULL, err, sizeof err, "--model-repository", "models", NULL), 0);
     cr_expect_eq(c.model_repository_explicit, 1, "a flag, even with the default's value");
     char *envp[] = {"ATTN_MODEL_REPOSITORY=", NULL};
-    cr_assert_eq(parse(&c, envp, err, sizeof err, NULL), 0);
+    cr_assert_eq(cfgt_parse(&c, envp, err, sizeof err, NULL), 0);
     cr_expect_str_eq(c.model_repository, "");
     cr_expect_eq(c.model_repository_explicit, 1, "the environment, even empty");
-    write_temp(path, "model_repository = /srv/models\n");
-    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--config", path, NULL), 0, "%s", err);
+    cfgt_write_temp(path, "model_repository = /srv/models\n");
+    cr_assert_eq(cfgt_parse(&c, NULL, err, sizeof err, "--config", path, NULL), 0, "%s", err);
     unlink(path);
     cr_expect_str_eq(c.model_repository, "/srv/models");
     cr_expect_eq(c.model_repository_explicit, 1, "the file");
-    cr_assert_eq(parse(&c, NULL, err, sizeof err, "--port", "1", NULL), 0);
+    cr_assert_eq(cfgt_parse(&c, NULL, err, sizeof err, "--port", "1", NULL), 0);
     cr_expect_eq(c.model_repository_explicit, 0, "another key leaves it unset");
 }
 
@@ -102,13 +102,13 @@ Test(config, set_accepts_every_type)
 {
     struct cfg c;
     cfg_defaults(&c);
-    expect_set_ok(&c, "bind", "127.0.0.1");
-    expect_set_ok(&c, "port", "0");
-    expect_set_ok(&c, "workers", "+8");
-    expect_set_ok(&c, "max_tensor_elements", "4294967296");
-    expect_set_ok(&c, "max_weights_elements", "17179869184");
-    expect_set_ok(&c, "log_level", "DEBUG");
-    expect_set_ok(&c, "static_dir", "/srv/attention/web");
+    cfgt_expect_set_ok(&c, "bind", "127.0.0.1");
+    cfgt_expect_set_ok(&c, "port", "0");
+    cfgt_expect_set_ok(&c, "workers", "+8");
+    cfgt_expect_set_ok(&c, "max_tensor_elements", "4294967296");
+    cfgt_expect_set_ok(&c, "max_weights_elements", "17179869184");
+    cfgt_expect_set_ok(&c, "log_level", "DEBUG");
+    cfgt_expect_set_ok(&c, "static_dir", "/srv/attention/web");
     cr_expect_str_eq(c.bind, "127.0.0.1");
     cr_expect_eq(c.port, 0);
     cr_expect_eq(c.workers, 8);
@@ -116,9 +116,9 @@ Test(config, set_accepts_every_type)
     cr_expect_eq(c.max_weights_elements, 1LL << 34);
     cr_expect_eq(c.log_level, CFG_LOG_DEBUG);
     cr_expect_str_eq(c.static_dir, "/srv/attention/web");
-    expect_set_ok(&c, "log_level", "error");
+    cfgt_expect_set_ok(&c, "log_level", "error");
     cr_expect_eq(c.log_level, CFG_LOG_ERROR);
-    expect_set_ok(&c, "log_level", "warn");
+    cfgt_expect_set_ok(&c, "log_level", "warn");
     cr_expect_eq(c.log_level, CFG_LOG_WARN);
 }
 
@@ -135,12 +135,12 @@ Test(config, byte_sizes_take_suffixes)
     struct cfg c;
     cfg_defaults(&c);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        expect_set_ok(&c, "max_body_bytes", cases[i].text);
+        cfgt_expect_set_ok(&c, "max_body_bytes", cases[i].text);
         cr_expect_eq(c.max_body_bytes, cases[i].bytes, "%s", cases[i].text);
     }
-    expect_set_ok(&c, "conn_memory_limit", "16K");
+    cfgt_expect_set_ok(&c, "conn_memory_limit", "16K");
     cr_expect_eq(c.conn_memory_limit, 16384);
-    expect_set_ok(&c, "conn_memory_limit", "16m");
+    cfgt_expect_set_ok(&c, "conn_memory_limit", "16m");
     cr_expect_eq(c.conn_memory_limit, 16777216);
 }
 
@@ -266,7 +266,7 @@ Test(config, static_dir_length)
     path[255] = '\0';
     struct cfg c;
     cfg_defaults(&c);
-    expect_set_ok(&c, "static_dir", path);
+    cfgt_expect_set_ok(&c, "static_dir", path);
     cr_expect_eq(strlen(c.static_dir), 255);
     path[255] = 'a';
     path[256] = '\0';
@@ -283,11 +283,11 @@ Test(config, tls_files)
 {
     struct cfg c;
     cfg_defaults(&c);
-    expect_set_ok(&c, "tls_cert_file", "/etc/attention/cert.pem");
-    expect_set_ok(&c, "tls_key_file", "key.pem");
+    cfgt_expect_set_ok(&c, "tls_cert_file", "/etc/attention/cert.pem");
+    cfgt_expect_set_ok(&c, "tls_key_file", "key.pem");
     cr_expect_str_eq(c.tls_cert_file, "/etc/attention/cert.pem");
     cr_expect_str_eq(c.tls_key_file, "key.pem");
-    expect_set_ok(&c, "tls_cert_file", "");
+    cfgt_expect_set_ok(&c, "tls_cert_file", "");
     cr_expect_str_eq(c.tls_cert_file, "");
     char path[300];
     memset(path, 'a', sizeof path);
@@ -299,7 +299,7 @@ Test(config, tls_files)
 
     /* from the file, "key =" with nothing after it is the empty name */
     char file[64];
-    write_temp(file, "tls_cert_file = c.pem\ntls_key_file = k.pem\ntls_cert_file =\n");
+    cfgt_write_temp(file, "tls_cert_file = c.pem\ntls_key_file = k.pem\ntls_cert_file =\n");
     cfg_defaults(&c);
     cr_expect_eq(cfg_load_file(&c, file, err, sizeof err), 0, "%s", err);
     unlink(file);
@@ -320,7 +320,7 @@ Test(config, cors_allow_origin)
     struct cfg c;
     cfg_defaults(&c);
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        expect_set_ok(&c, "cors_allow_origin", good[i]);
+        cfgt_expect_set_ok(&c, "cors_allow_origin", good[i]);
         cr_expect_str_eq(c.cors_allow_origin, good[i]);
     }
     static const struct {
@@ -361,8 +361,8 @@ Test(config, strings_are_zero_padded)
     cfg_defaults(&c);
     for (size_t i = strlen(c.static_dir); i < sizeof c.static_dir; i++)
         cr_assert_eq(c.static_dir[i], 0, "static_dir[%zu] after cfg_defaults", i);
-    expect_set_ok(&c, "bind", "192.168.100.200");
-    expect_set_ok(&c, "bind", "1.2.3.4");
+    cfgt_expect_set_ok(&c, "bind", "192.168.100.200");
+    cfgt_expect_set_ok(&c, "bind", "1.2.3.4");
     cr_assert_str_eq(c.bind, "1.2.3.4");
     for (size_t i = strlen(c.bind); i < sizeof c.bind; i++)
         cr_assert_eq(c.bind[i], 0, "bind[%zu] after a shorter value", i);
@@ -386,11 +386,11 @@ Test(config, byte_sizes_take_t_suffix)
 {
     struct cfg c;
     cfg_defaults(&c);
-    expect_set_ok(&c, "max_inflight_bytes", "1T");
+    cfgt_expect_set_ok(&c, "max_inflight_bytes", "1T");
     cr_expect_eq(c.max_inflight_bytes, 1LL << 40);
-    expect_set_ok(&c, "max_inflight_bytes", "1t");
+    cfgt_expect_set_ok(&c, "max_inflight_bytes", "1t");
     cr_expect_eq(c.max_inflight_bytes, 1LL << 40);
-    char *dump = dump_str(&c);
+    char *dump = cfgt_dump_str(&c);
     const char *line = strstr(dump, "max_inflight_bytes ");
     cr_expect(line && strstr(line, "= 1099511627776\n") == strchr(line, '='), "%s", dump);
     free(dump);
@@ -407,7 +407,7 @@ Test(config, bind_takes_ipv6)
     const char *good[] = {"::", "::1", "fe80::1", "2001:db8::7", "::ffff:127.0.0.1",
                           "127.0.0.1", "0.0.0.0"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        expect_set_ok(&c, "bind", good[i]);
+        cfgt_expect_set_ok(&c, "bind", good[i]);
         cr_expect_str_eq(c.bind, good[i]);
     }
 }

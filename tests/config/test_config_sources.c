@@ -10,11 +10,12 @@
 
 #include "config/config.h"
 #include "tests/config/config_shared.h"
+#include "tests/support/fixture.h"
 
 Test(config, file_parsing)
 {
     char path[64];
-    write_temp(path, "# a comment\n"
+    cfgt_write_temp(path, "# a comment\n"
                      "\n"
                      "   \t\n"
                      "  # an indented comment\n"
@@ -45,7 +46,7 @@ Test(config, file_parsing)
 Test(config, file_bad_value_names_file_and_line)
 {
     char path[64], want[160];
-    write_temp(path, "# workers\n\nworkers = abc\nport = 1\n");
+    cfgt_write_temp(path, "# workers\n\nworkers = abc\nport = 1\n");
     struct cfg c;
     char err[256] = "";
     cfg_defaults(&c);
@@ -55,7 +56,7 @@ Test(config, file_bad_value_names_file_and_line)
     cr_expect_eq(c.port, 8080, "lines after the bad one are not read");
     unlink(path);
 
-    write_temp(path, "port = 1\nqueue_depth = 0\n");
+    cfgt_write_temp(path, "port = 1\nqueue_depth = 0\n");
     cr_expect_eq(cfg_load_file(&c, path, err, sizeof err), -1);
     snprintf(want, sizeof want, "%s:2: queue_depth: 0 is out of range 1..65536", path);
     cr_expect_str_eq(err, want);
@@ -65,7 +66,7 @@ Test(config, file_bad_value_names_file_and_line)
 Test(config, file_unknown_key)
 {
     char path[64], want[160];
-    write_temp(path, "port = 1\nwokers = 2\n");
+    cfgt_write_temp(path, "port = 1\nwokers = 2\n");
     struct cfg c;
     char err[256] = "";
     cfg_defaults(&c);
@@ -83,7 +84,7 @@ Test(config, file_line_without_equals)
                                ":1: port: 1 # inline comment is not an integer"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char path[64], want[160];
-        write_temp(path, bad[i]);
+        cfgt_write_temp(path, bad[i]);
         struct cfg c;
         char err[256] = "";
         cfg_defaults(&c);
@@ -107,17 +108,13 @@ Test(config, file_missing)
 Test(config, example_file_is_the_defaults)
 {
     const char *path = "config/attention.conf.example";
-    FILE *f = fopen(path, "r");
-    cr_assert(f != NULL, "cannot open %s: run the tests from the project root", path);
-    char text[8192];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = '\0';
-    fclose(f);
+    char *text = fixture_read(path, NULL);
     for (size_t i = 0; i < NKEYS; i++) {
         char line[64];
-        snprintf(line, sizeof line, "\n%s =", keys[i]); /* "key =" alone: empty */
-        cr_expect(strstr(text, line) != NULL, "%s has no '%s =' line", path, keys[i]);
+        snprintf(line, sizeof line, "\n%s =", cfgt_keys[i]); /* "key =" alone: empty */
+        cr_expect(strstr(text, line) != NULL, "%s has no '%s =' line", path, cfgt_keys[i]);
     }
+    free(text);
 
     struct cfg c, d;
     char err[256] = "";
@@ -126,7 +123,7 @@ Test(config, example_file_is_the_defaults)
     cfg_defaults(&c);
     cfg_set(&c, "workers", "9", NULL, 0);
     cr_assert_eq(cfg_load_file(&c, path, err, sizeof err), 0, "%s", err);
-    char *got = dump_str(&c), *want = dump_str(&d);
+    char *got = cfgt_dump_str(&c), *want = cfgt_dump_str(&d);
     cr_expect_str_eq(got, want);
     free(got);
     free(want);
@@ -137,9 +134,9 @@ Test(config, parse_no_arguments_gives_defaults)
     struct cfg c, d;
     char err[256] = "";
     memset(&c, 0x5a, sizeof c);
-    cr_assert_eq(parse(&c, NULL, err, sizeof err, NULL), 0, "%s", err);
+    cr_assert_eq(cfgt_parse(&c, NULL, err, sizeof err, NULL), 0, "%s", err);
     cfg_defaults(&d);
-    char *got = dump_str(&c), *want = dump_str(&d);
+    char *got = cfgt_dump_str(&c), *want = cfgt_dump_str(&d);
     cr_expect_str_eq(got, want);
     free(got);
     free(want);
@@ -148,14 +145,14 @@ Test(config, parse_no_arguments_gives_defaults)
 Test(config, precedence_file_env_flag)
 {
     char path[64], err[256] = "";
-    write_temp(path, "port = 1111\nworkers = 3\nqueue_depth = 5\nmax_heads = 7\n");
+    cfgt_write_temp(path, "port = 1111\nworkers = 3\nqueue_depth = 5\nmax_heads = 7\n");
     char config_env[96];
     snprintf(config_env, sizeof config_env, "ATTN_CONFIG=%s", path);
     char *envp[] = {"HOME=/root", config_env, "ATTN_PORT=2222", "ATTN_WORKERS=4",
                     "ATTN_MAX_BODY_BYTES=2M", "ATTN_MAX_HEADS=9", "ATTN_NOT_A_KEY=1",
                     NULL};
     struct cfg c;
-    int rc = parse(&c, envp, err, sizeof err, "--port", "3333", "--max-heads", "11",
+    int rc = cfgt_parse(&c, envp, err, sizeof err, "--port", "3333", "--max-heads", "11",
                    "--max-batch", "12", NULL);
     unlink(path);
     cr_assert_eq(rc, 0, "%s", err);
@@ -171,26 +168,26 @@ Test(config, precedence_file_env_flag)
 Test(config, config_flag_overrides_config_env)
 {
     char env_file[64], flag_file[64], err[256] = "";
-    write_temp(env_file, "port = 1111\nworkers = 3\n");
-    write_temp(flag_file, "port = 4444\n");
+    cfgt_write_temp(env_file, "port = 1111\nworkers = 3\n");
+    cfgt_write_temp(flag_file, "port = 4444\n");
     char config_env[96];
     snprintf(config_env, sizeof config_env, "ATTN_CONFIG=%s", env_file);
     char *envp[] = {config_env, NULL};
     struct cfg c;
 
-    int rc = parse(&c, envp, err, sizeof err, "--config", flag_file, NULL);
+    int rc = cfgt_parse(&c, envp, err, sizeof err, "--config", flag_file, NULL);
     cr_expect_eq(rc, 0, "%s", err);
     cr_expect_eq(c.port, 4444);
     cr_expect_eq(c.workers, 2, "only the --config file is read");
 
-    rc = parse(&c, envp, err, sizeof err, NULL);
+    rc = cfgt_parse(&c, envp, err, sizeof err, NULL);
     cr_expect_eq(rc, 0, "%s", err);
     cr_expect_eq(c.port, 1111, "ATTN_CONFIG without --config");
     cr_expect_eq(c.workers, 3);
 
     char config_flag[96];
     snprintf(config_flag, sizeof config_flag, "--config=%s", flag_file);
-    rc = parse(&c, NULL, err, sizeof err, "--workers", "6", config_flag, NULL);
+    rc = cfgt_parse(&c, NULL, err, sizeof err, "--workers", "6", config_flag, NULL);
     cr_expect_eq(rc, 0, "%s", err);
     cr_expect_eq(c.port, 4444, "--config=FILE");
     cr_expect_eq(c.workers, 6, "a flag before --config still beats the file");
@@ -201,14 +198,14 @@ Test(config, config_flag_overrides_config_env)
 Test(config, parse_reports_file_errors)
 {
     char path[64], err[256] = "", want[160];
-    write_temp(path, "port = 1\n\nmax_heads = 0\n");
+    cfgt_write_temp(path, "port = 1\n\nmax_heads = 0\n");
     struct cfg c;
-    cr_expect_eq(parse(&c, NULL, err, sizeof err, "--config", path, NULL), -1);
+    cr_expect_eq(cfgt_parse(&c, NULL, err, sizeof err, "--config", path, NULL), -1);
     snprintf(want, sizeof want, "%s:3: max_heads: 0 is out of range 1..65536", path);
     cr_expect_str_eq(err, want);
     unlink(path);
 
-    cr_expect_eq(parse(&c, NULL, err, sizeof err, "--config", "/nonexistent.conf", NULL), -1);
+    cr_expect_eq(cfgt_parse(&c, NULL, err, sizeof err, "--config", "/nonexistent.conf", NULL), -1);
     cr_expect_str_eq(err, "/nonexistent.conf: No such file or directory");
 }
 
@@ -217,19 +214,19 @@ Test(config, env_errors_name_the_variable)
     struct cfg c;
     char err[256] = "";
     char *envp1[] = {"ATTN_WORKERS=abc", NULL};
-    cr_expect_eq(parse(&c, envp1, err, sizeof err, NULL), -1);
+    cr_expect_eq(cfgt_parse(&c, envp1, err, sizeof err, NULL), -1);
     cr_expect_str_eq(err, "ATTN_WORKERS: workers: abc is not an integer");
 
     char *envp2[] = {"ATTN_CONN_MEMORY_LIMIT=1G", NULL};
-    cr_expect_eq(parse(&c, envp2, err, sizeof err, NULL), -1);
+    cr_expect_eq(cfgt_parse(&c, envp2, err, sizeof err, NULL), -1);
     cr_expect_str_eq(err, "ATTN_CONN_MEMORY_LIMIT: conn_memory_limit: 1G is out of range 16K..16M");
 
     char *envp3[] = {"ATTN_PORT=", NULL};
-    cr_expect_eq(parse(&c, envp3, err, sizeof err, NULL), -1);
+    cr_expect_eq(cfgt_parse(&c, envp3, err, sizeof err, NULL), -1);
     cr_expect_str_eq(err, "ATTN_PORT: port: empty value, expected 0..65535");
 
     char *envp4[] = {"ATTN_BIND=localhost", NULL};
-    cr_expect_eq(parse(&c, envp4, err, sizeof err, NULL), -1);
+    cr_expect_eq(cfgt_parse(&c, envp4, err, sizeof err, NULL), -1);
     cr_expect_str_eq(err, "ATTN_BIND: bind: 'localhost' is not an IPv4 or IPv6 address");
 }
 
@@ -240,7 +237,7 @@ Test(config, env_names_are_exact)
     /* Lower case, a prefix of a name, or a longer name are not ATTN_PORT. */
     char *envp[] = {"attn_port=1", "ATTN_POR=2", "ATTN_PORTS=3", "ATTN_PORT_=4",
                     "ATTN_MAX_BODY_BYTES=4k", NULL};
-    cr_assert_eq(parse(&c, envp, err, sizeof err, NULL), 0, "%s", err);
+    cr_assert_eq(cfgt_parse(&c, envp, err, sizeof err, NULL), 0, "%s", err);
     cr_expect_eq(c.port, 8080);
     cr_expect_eq(c.max_body_bytes, 4096);
 }
@@ -261,7 +258,7 @@ Test(config, alias_in_the_file)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[64], err[256] = "";
-        write_temp(path, cases[i].text);
+        cfgt_write_temp(path, cases[i].text);
         struct cfg c;
         cfg_defaults(&c);
         int rc = cfg_load_file(&c, path, err, sizeof err);
@@ -270,14 +267,14 @@ Test(config, alias_in_the_file)
         cr_expect_eq(c.threads_per_request, cases[i].want, "%s", cases[i].text);
     }
     char path[64], err[256] = "", want[160];
-    write_temp(path, "blas_threads = 17\n");
+    cfgt_write_temp(path, "blas_threads = 17\n");
     struct cfg c;
     cfg_defaults(&c);
     cr_expect_eq(cfg_load_file(&c, path, err, sizeof err), -1);
     snprintf(want, sizeof want, "%s:1: threads_per_request: 17 is out of range 1..16", path);
     cr_expect_str_eq(err, want);
     unlink(path);
-    expect_set_ok(&c, "blas_threads", "4");
+    cfgt_expect_set_ok(&c, "blas_threads", "4");
     cr_expect_eq(c.threads_per_request, 4, "cfg_set takes the old name too");
 }
 
@@ -286,29 +283,29 @@ Test(config, alias_in_the_environment)
     struct cfg c;
     char err[256] = "";
     char *old_only[] = {"ATTN_BLAS_THREADS=3", NULL};
-    cr_assert_eq(parse(&c, old_only, err, sizeof err, NULL), 0, "%s", err);
+    cr_assert_eq(cfgt_parse(&c, old_only, err, sizeof err, NULL), 0, "%s", err);
     cr_expect_eq(c.threads_per_request, 3);
 
     /* both: the new name, whichever comes first in environ */
     char *old_first[] = {"ATTN_BLAS_THREADS=3", "ATTN_THREADS_PER_REQUEST=2", NULL};
     char *new_first[] = {"ATTN_THREADS_PER_REQUEST=2", "ATTN_BLAS_THREADS=3", NULL};
-    cr_assert_eq(parse(&c, old_first, err, sizeof err, NULL), 0, "%s", err);
+    cr_assert_eq(cfgt_parse(&c, old_first, err, sizeof err, NULL), 0, "%s", err);
     cr_expect_eq(c.threads_per_request, 2, "the new name wins");
-    cr_assert_eq(parse(&c, new_first, err, sizeof err, NULL), 0, "%s", err);
+    cr_assert_eq(cfgt_parse(&c, new_first, err, sizeof err, NULL), 0, "%s", err);
     cr_expect_eq(c.threads_per_request, 2, "the new name wins");
 
     char *bad[] = {"ATTN_BLAS_THREADS=0", NULL};
-    cr_expect_eq(parse(&c, bad, err, sizeof err, NULL), -1);
+    cr_expect_eq(cfgt_parse(&c, bad, err, sizeof err, NULL), -1);
     cr_expect_str_eq(err, "ATTN_BLAS_THREADS: threads_per_request: 0 is out of range 1..16");
 
     /* over the file, under a flag */
     char path[64];
-    write_temp(path, "threads_per_request = 4\n");
+    cfgt_write_temp(path, "threads_per_request = 4\n");
     char *envp[] = {"ATTN_BLAS_THREADS=3", NULL};
-    int rc = parse(&c, envp, err, sizeof err, "--config", path, NULL);
+    int rc = cfgt_parse(&c, envp, err, sizeof err, "--config", path, NULL);
     cr_assert_eq(rc, 0, "%s", err);
     cr_expect_eq(c.threads_per_request, 3, "environment (old name) over file (new name)");
-    rc = parse(&c, envp, err, sizeof err, "--config", path, "--threads-per-request", "6", NULL);
+    rc = cfgt_parse(&c, envp, err, sizeof err, "--config", path, "--threads-per-request", "6", NULL);
     unlink(path);
     cr_assert_eq(rc, 0, "%s", err);
     cr_expect_eq(c.threads_per_request, 6, "flag over environment");

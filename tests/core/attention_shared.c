@@ -10,7 +10,7 @@
 #include "tests/support/golden.h"
 #include "tests/core/attention_shared.h"
 
-void rinputs_free(struct rinputs *in)
+void attt_rinputs_free(struct rinputs *in)
 {
     free(in->q), free(in->k), free(in->v), free(in->w_in), free(in->wq);
     free(in->wk), free(in->wv), free(in->b_in), free(in->wo), free(in->bo);
@@ -19,7 +19,7 @@ void rinputs_free(struct rinputs *in)
 }
 
 /* Fill p and in with random data for case c, seeded by seed. */
-void make_case(struct att_params *p, struct rinputs *in, const struct rcase *c,
+void attt_make_case(struct att_params *p, struct rinputs *in, const struct rcase *c,
                unsigned long long seed)
 {
     unsigned long long st = seed * 2654435761ULL + 88172645463325252ULL;

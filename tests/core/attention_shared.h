@@ -38,10 +38,10 @@ struct rinputs {
     uint8_t *bmask, *pad;
 };
 
-void rinputs_free(struct rinputs *in);
+void attt_rinputs_free(struct rinputs *in);
 
 /* Fill p and in with random data for case c, seeded by seed. */
-void make_case(struct att_params *p, struct rinputs *in, const struct rcase *c,
+void attt_make_case(struct att_params *p, struct rinputs *in, const struct rcase *c,
                unsigned long long seed);
 
 #endif

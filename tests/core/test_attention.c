@@ -20,7 +20,7 @@ static int compare_case(const struct rcase *c, unsigned long long seed)
     struct rinputs in;
     struct att_error err;
     size_t olen, wlen;
-    make_case(&p, &in, c, seed);
+    attt_make_case(&p, &in, c, seed);
     cr_assert_eq(att_check(&p, &olen, &wlen, &err), ATT_OK, "%s", err.msg);
     float *out = malloc(olen * sizeof *out), *ref = malloc(olen * sizeof *ref);
     float *w = wlen ? malloc(wlen * sizeof *w) : NULL;
@@ -38,7 +38,7 @@ static int compare_case(const struct rcase *c, unsigned long long seed)
     for (size_t i = 0; ok && i < wlen; i++)
         ok = isfinite(w[i]);
     free(out), free(ref), free(w), free(wref);
-    rinputs_free(&in);
+    attt_rinputs_free(&in);
     return ok;
 }
 
@@ -103,7 +103,7 @@ Test(attention, forward_checked_is_forward_without_the_check)
             struct rinputs in;
             struct att_error err;
             size_t olen, wlen;
-            make_case(&p, &in, &cases[i], 31 + i);
+            attt_make_case(&p, &in, &cases[i], 31 + i);
             cr_assert_eq(att_check(&p, &olen, &wlen, &err), ATT_OK, "%s", err.msg);
             float *o1 = malloc(olen * 4), *o2 = malloc(olen * 4);
             float *w1 = malloc(wlen * 4 + 4), *w2 = malloc(wlen * 4 + 4);
@@ -115,7 +115,7 @@ Test(attention, forward_checked_is_forward_without_the_check)
             cr_assert(memcmp(o1, o2, olen * 4) == 0, "case %zu, threads %d: out", i, threads);
             cr_assert(memcmp(w1, w2, wlen * 4) == 0, "case %zu, threads %d: w", i, threads);
             free(o1), free(o2), free(w1), free(w2);
-            rinputs_free(&in);
+            attt_rinputs_free(&in);
         }
     }
     /* past validation, failures are the same too: a missing buffer here,
@@ -124,7 +124,7 @@ Test(attention, forward_checked_is_forward_without_the_check)
     struct rinputs in;
     struct att_error e1, e2;
     size_t olen;
-    make_case(&p, &in, &cases[0], 7); /* per-head weights */
+    attt_make_case(&p, &in, &cases[0], 7); /* per-head weights */
     cr_assert_eq(att_check(&p, &olen, NULL, NULL), ATT_OK);
     float *out = malloc(olen * 4);
     cr_assert_eq(att_forward(out, NULL, &p, &e1), ATT_EPARAM);
@@ -132,7 +132,7 @@ Test(attention, forward_checked_is_forward_without_the_check)
     cr_assert_str_eq(e2.msg, e1.msg);
     cr_assert_eq(att_last_call_threads(), 0, "a call that computed nothing");
     free(out);
-    rinputs_free(&in);
+    attt_rinputs_free(&in);
 }
 
 Test(attention, positional_encoding_every_path_matches_reference)
@@ -186,7 +186,7 @@ Test(attention, fully_blocked_rows_get_zero_weights_and_bias_output)
                       .wmode = ATT_WEIGHTS_PER_HEAD};
     struct att_params p;
     struct rinputs in;
-    make_case(&p, &in, &c, 7);
+    attt_make_case(&p, &in, &c, 7);
     float out[2 * 4 * 8], w[2 * 2 * 4 * 5];
     struct att_error err;
     cr_assert_eq(att_forward(out, w, &p, &err), ATT_OK, "%s", err.msg);
@@ -200,7 +200,7 @@ Test(attention, fully_blocked_rows_get_zero_weights_and_bias_output)
             cr_assert_eq(w[h * 20 + j], 0.0f);
     for (size_t i = 0; i < sizeof out / sizeof out[0]; i++)
         cr_assert(isfinite(out[i]));
-    rinputs_free(&in);
+    attt_rinputs_free(&in);
 }
 
 Test(attention, matches_pytorch_golden_cases)
@@ -298,7 +298,7 @@ Test(attention, caller_floating_point_state_is_restored)
                       .wmode = ATT_WEIGHTS_PER_HEAD};
     struct att_params p;
     struct rinputs in;
-    make_case(&p, &in, &c, 77);
+    attt_make_case(&p, &in, &c, 77);
     float *out = malloc(80 * 32 * 4), *w = malloc(4 * 80 * 90 * 4);
     att_init(2);
     const unsigned before = _mm_getcsr();
@@ -313,6 +313,6 @@ Test(attention, caller_floating_point_state_is_restored)
     cr_assert_eq(att_forward(out, NULL, &t, NULL), ATT_OK);
     cr_assert_eq(_mm_getcsr(), before);
     free(out), free(w);
-    rinputs_free(&in);
+    attt_rinputs_free(&in);
 }
 #endif

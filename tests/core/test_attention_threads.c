@@ -65,7 +65,7 @@ static void concurrency_round(int threads_per_request)
                           .wmode = t % 3, .pe = t % 4 == 0};
         if (c.mask == M_CAUSAL)
             c.S = c.L;
-        make_case(&j->p, &j->in, &c, 1000 + (unsigned)t);
+        attt_make_case(&j->p, &j->in, &c, 1000 + (unsigned)t);
         cr_assert_eq(att_check(&j->p, &j->olen, &j->wlen, NULL), ATT_OK);
         cr_assert_geq(call_macs(&j->p), ATT_PARALLEL_MIN_MACS,
                       "job %d is too small to be split: the test would run one thread", t);
@@ -94,7 +94,7 @@ static void concurrency_round(int threads_per_request)
         cr_assert(memcmp(j->w, j->w1, j->wlen * sizeof(float)) == 0,
                   "thread %d: weights differ from the serial call", t);
         free(j->out), free(j->out1), free(j->w), free(j->w1);
-        rinputs_free(&j->in);
+        attt_rinputs_free(&j->in);
     }
     pthread_barrier_destroy(&start);
 }
@@ -121,7 +121,7 @@ Test(attention_concurrency, thread_count_changes_results_only_by_rounding)
         struct att_params p;
         struct rinputs in;
         size_t olen, wlen;
-        make_case(&p, &in, &c, 4242);
+        attt_make_case(&p, &in, &c, 4242);
         cr_assert_eq(att_check(&p, &olen, &wlen, NULL), ATT_OK);
         float *out1 = malloc(olen * 4), *outn = malloc(olen * 4);
         float *w1 = malloc(wlen * 4 + 4), *wn = malloc(wlen * 4 + 4);
@@ -138,7 +138,7 @@ Test(attention_concurrency, thread_count_changes_results_only_by_rounding)
                       "mode %d: weights with %d threads", mode, threads);
         }
         free(out1), free(outn), free(w1), free(wn);
-        rinputs_free(&in);
+        attt_rinputs_free(&in);
     }
 }
 
@@ -153,7 +153,7 @@ Test(attention_concurrency, bit_identical_per_configuration_within_tolerance_acr
     struct att_params p;
     struct rinputs in;
     size_t olen, wlen;
-    make_case(&p, &in, &c, 9090);
+    attt_make_case(&p, &in, &c, 9090);
     cr_assert_eq(att_check(&p, &olen, &wlen, NULL), ATT_OK);
     float *ref_o = malloc(olen * 4), *ref_w = malloc(wlen * 4);
     float *o1 = malloc(olen * 4), *w1 = malloc(wlen * 4);
@@ -194,5 +194,5 @@ Test(attention_concurrency, bit_identical_per_configuration_within_tolerance_acr
                                per_w, W_ATOL, 0.0));
     }
     free(ref_o), free(ref_w), free(o1), free(w1), free(o2), free(w2), free(kcopy), free(vcopy);
-    rinputs_free(&in);
+    attt_rinputs_free(&in);
 }

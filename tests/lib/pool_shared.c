@@ -7,20 +7,20 @@
 #include "lib/pool.h"
 #include "tests/lib/pool_shared.h"
 
-void gate_init(struct gate *g)
+void poolt_gate_init(struct gate *g)
 {
     pthread_mutex_init(&g->m, NULL);
     pthread_cond_init(&g->c, NULL);
     g->started = g->open = 0;
 }
 
-void gate_deinit(struct gate *g)
+void poolt_gate_deinit(struct gate *g)
 {
     pthread_cond_destroy(&g->c);
     pthread_mutex_destroy(&g->m);
 }
 
-void gate_job(void *arg)
+void poolt_gate_job(void *arg)
 {
     struct gate *g = arg;
 
@@ -32,7 +32,7 @@ void gate_job(void *arg)
     pthread_mutex_unlock(&g->m);
 }
 
-void gate_wait_started(struct gate *g, int n)
+void poolt_gate_wait_started(struct gate *g, int n)
 {
     pthread_mutex_lock(&g->m);
     while (g->started < n)
@@ -40,7 +40,7 @@ void gate_wait_started(struct gate *g, int n)
     pthread_mutex_unlock(&g->m);
 }
 
-void gate_open(struct gate *g)
+void poolt_gate_open(struct gate *g)
 {
     pthread_mutex_lock(&g->m);
     g->open = 1;
@@ -48,12 +48,12 @@ void gate_open(struct gate *g)
     pthread_mutex_unlock(&g->m);
 }
 
-void count_job(void *arg)
+void poolt_count_job(void *arg)
 {
     atomic_fetch_add((atomic_int *)arg, 1);
 }
 
-void expect_stats(struct pool *p, int workers, int queued, int busy,
+void poolt_expect_stats(struct pool *p, int workers, int queued, int busy,
                   unsigned long long completed, unsigned long long rejected)
 {
     struct pool_stats s;
@@ -69,15 +69,15 @@ void expect_stats(struct pool *p, int workers, int queued, int busy,
 
 /* A pool of one worker, held by gate g, and a queue of 3, full of
  * count_job(ran). */
-struct pool *pool_held_and_full(struct gate *g, atomic_int *ran)
+struct pool *poolt_pool_held_and_full(struct gate *g, atomic_int *ran)
 {
-    gate_init(g);
+    poolt_gate_init(g);
     atomic_init(ran, 0);
     struct pool *p = pool_new(1, 3, 0);
     cr_assert(p);
-    cr_assert_eq(pool_submit(p, gate_job, g), POOL_OK);
-    gate_wait_started(g, 1);
+    cr_assert_eq(pool_submit(p, poolt_gate_job, g), POOL_OK);
+    poolt_gate_wait_started(g, 1);
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(pool_submit(p, count_job, ran), POOL_OK, "submit %d", i);
+        cr_assert_eq(pool_submit(p, poolt_count_job, ran), POOL_OK, "submit %d", i);
     return p;
 }

@@ -17,23 +17,23 @@ struct gate {
     int started, open;
 };
 
-void gate_init(struct gate *g);
+void poolt_gate_init(struct gate *g);
 
-void gate_deinit(struct gate *g);
+void poolt_gate_deinit(struct gate *g);
 
-void gate_job(void *arg);
+void poolt_gate_job(void *arg);
 
-void gate_wait_started(struct gate *g, int n);
+void poolt_gate_wait_started(struct gate *g, int n);
 
-void gate_open(struct gate *g);
+void poolt_gate_open(struct gate *g);
 
-void count_job(void *arg);
+void poolt_count_job(void *arg);
 
-void expect_stats(struct pool *p, int workers, int queued, int busy,
+void poolt_expect_stats(struct pool *p, int workers, int queued, int busy,
                   unsigned long long completed, unsigned long long rejected);
 
 /* A pool of one worker, held by gate g, and a queue of 3, full of
  * count_job(ran). */
-struct pool *pool_held_and_full(struct gate *g, atomic_int *ran);
+struct pool *poolt_pool_held_and_full(struct gate *g, atomic_int *ran);
 
 #endif

@@ -112,20 +112,20 @@ Test(pool, full_queue_refuses_without_blocking, .timeout = TIMEOUT)
 {
     struct gate g;
     atomic_int ran;
-    struct pool *p = pool_held_and_full(&g, &ran);
+    struct pool *p = poolt_pool_held_and_full(&g, &ran);
     /* The only worker is held by the gate, so a blocking submit would
      * never return: reaching the next line proves it did not block. */
-    cr_assert_eq(pool_submit(p, count_job, &ran), POOL_EFULL);
-    cr_assert_eq(pool_submit(p, count_job, &ran), POOL_EFULL);
-    expect_stats(p, 1, 3, 1, 0, 2);
+    cr_assert_eq(pool_submit(p, poolt_count_job, &ran), POOL_EFULL);
+    cr_assert_eq(pool_submit(p, poolt_count_job, &ran), POOL_EFULL);
+    poolt_expect_stats(p, 1, 3, 1, 0, 2);
     cr_expect_eq(atomic_load(&ran), 0);
 
-    gate_open(&g);
+    poolt_gate_open(&g);
     pool_close(p);
-    expect_stats(p, 1, 0, 0, 4, 2);
+    poolt_expect_stats(p, 1, 0, 0, 4, 2);
     cr_expect_eq(atomic_load(&ran), 3, "queued jobs run: %d of 3", atomic_load(&ran));
     pool_free(p);
-    gate_deinit(&g);
+    poolt_gate_deinit(&g);
 }
 
 /* ---- FIFO order ---- */
@@ -149,25 +149,25 @@ static void order_job_run(void *arg)
 Test(pool, one_worker_runs_jobs_in_submission_order, .timeout = TIMEOUT)
 {
     struct gate g;
-    gate_init(&g);
+    poolt_gate_init(&g);
     struct order o = {.n = 0};
     struct order_job jobs[8];
     struct pool *p = pool_new(1, 8, 0);
     cr_assert(p);
 
-    cr_assert_eq(pool_submit(p, gate_job, &g), POOL_OK);
-    gate_wait_started(&g, 1);
+    cr_assert_eq(pool_submit(p, poolt_gate_job, &g), POOL_OK);
+    poolt_gate_wait_started(&g, 1);
     for (int i = 0; i < 8; i++) {
         jobs[i] = (struct order_job){&o, i};
         cr_assert_eq(pool_submit(p, order_job_run, &jobs[i]), POOL_OK);
     }
-    gate_open(&g);
+    poolt_gate_open(&g);
     pool_free(p);
 
     cr_assert_eq(o.n, 8);
     for (int i = 0; i < 8; i++)
         cr_expect_eq(o.seq[i], i, "position %d ran job %d", i, o.seq[i]);
-    gate_deinit(&g);
+    poolt_gate_deinit(&g);
 }
 
 /* ---- stats ---- */
@@ -175,62 +175,62 @@ Test(pool, one_worker_runs_jobs_in_submission_order, .timeout = TIMEOUT)
 Test(pool, stats_track_queued_busy_completed_rejected, .timeout = TIMEOUT)
 {
     struct gate g1, g2;
-    gate_init(&g1);
-    gate_init(&g2);
+    poolt_gate_init(&g1);
+    poolt_gate_init(&g2);
     atomic_int ran;
     atomic_init(&ran, 0);
     struct pool *p = pool_new(1, 4, 0);
     cr_assert(p);
-    expect_stats(p, 1, 0, 0, 0, 0);
+    poolt_expect_stats(p, 1, 0, 0, 0, 0);
 
-    cr_assert_eq(pool_submit(p, gate_job, &g1), POOL_OK);
-    gate_wait_started(&g1, 1);
-    expect_stats(p, 1, 0, 1, 0, 0);
+    cr_assert_eq(pool_submit(p, poolt_gate_job, &g1), POOL_OK);
+    poolt_gate_wait_started(&g1, 1);
+    poolt_expect_stats(p, 1, 0, 1, 0, 0);
 
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(pool_submit(p, count_job, &ran), POOL_OK);
-    cr_assert_eq(pool_submit(p, gate_job, &g2), POOL_OK);
-    expect_stats(p, 1, 4, 1, 0, 0);
-    cr_assert_eq(pool_submit(p, count_job, &ran), POOL_EFULL);
-    expect_stats(p, 1, 4, 1, 0, 1);
+        cr_assert_eq(pool_submit(p, poolt_count_job, &ran), POOL_OK);
+    cr_assert_eq(pool_submit(p, poolt_gate_job, &g2), POOL_OK);
+    poolt_expect_stats(p, 1, 4, 1, 0, 0);
+    cr_assert_eq(pool_submit(p, poolt_count_job, &ran), POOL_EFULL);
+    poolt_expect_stats(p, 1, 4, 1, 0, 1);
 
     /* One worker takes jobs in order, so when g2's job starts everything
      * before it has completed and been counted. */
-    gate_open(&g1);
-    gate_wait_started(&g2, 1);
-    expect_stats(p, 1, 0, 1, 4, 1);
+    poolt_gate_open(&g1);
+    poolt_gate_wait_started(&g2, 1);
+    poolt_expect_stats(p, 1, 0, 1, 4, 1);
 
-    gate_open(&g2);
+    poolt_gate_open(&g2);
     pool_free(p);
     cr_expect_eq(atomic_load(&ran), 3);
-    gate_deinit(&g1);
-    gate_deinit(&g2);
+    poolt_gate_deinit(&g1);
+    poolt_gate_deinit(&g2);
 }
 
 Test(pool, busy_counts_jobs_running_on_every_worker, .timeout = TIMEOUT)
 {
     struct gate g;
-    gate_init(&g);
+    poolt_gate_init(&g);
     struct pool *p = pool_new(3, 2, 0);
     cr_assert(p);
 
     /* One at a time: the queue holds only 2 until a worker takes a job.
      * All three run at once only if there are three threads. */
     for (int i = 0; i < 3; i++) {
-        cr_assert_eq(pool_submit(p, gate_job, &g), POOL_OK);
-        gate_wait_started(&g, i + 1);
+        cr_assert_eq(pool_submit(p, poolt_gate_job, &g), POOL_OK);
+        poolt_gate_wait_started(&g, i + 1);
     }
-    expect_stats(p, 3, 0, 3, 0, 0);
+    poolt_expect_stats(p, 3, 0, 3, 0, 0);
     for (int i = 0; i < 2; i++)
-        cr_assert_eq(pool_submit(p, gate_job, &g), POOL_OK);
-    expect_stats(p, 3, 2, 3, 0, 0);
-    cr_assert_eq(pool_submit(p, gate_job, &g), POOL_EFULL);
+        cr_assert_eq(pool_submit(p, poolt_gate_job, &g), POOL_OK);
+    poolt_expect_stats(p, 3, 2, 3, 0, 0);
+    cr_assert_eq(pool_submit(p, poolt_gate_job, &g), POOL_EFULL);
 
-    gate_open(&g);
+    poolt_gate_open(&g);
     pool_close(p);
-    expect_stats(p, 3, 0, 0, 5, 1);
+    poolt_expect_stats(p, 3, 0, 0, 5, 1);
     pool_free(p);
-    gate_deinit(&g);
+    poolt_gate_deinit(&g);
 }
 
 /* ---- jobs may submit ---- */

@@ -51,29 +51,29 @@ static void drain_while_closing(void (*op)(struct pool *))
 {
     struct gate g;
     atomic_int ran;
-    struct pool *p = pool_held_and_full(&g, &ran);
+    struct pool *p = poolt_pool_held_and_full(&g, &ran);
 
     pthread_t t;
     struct closer c = {p, op};
     cr_assert_eq(pthread_create(&t, NULL, closer_main, &c), 0);
 
     /* The pool cannot be freed yet: its worker is held by the gate. */
-    const unsigned long long efull = submit_until_closed(p, count_job, &ran);
-    cr_assert_eq(pool_submit(p, count_job, &ran), POOL_ECLOSED);
+    const unsigned long long efull = submit_until_closed(p, poolt_count_job, &ran);
+    cr_assert_eq(pool_submit(p, poolt_count_job, &ran), POOL_ECLOSED);
     /* POOL_ECLOSED is not a rejection; the 3 jobs are still waiting. */
-    expect_stats(p, 1, 3, 1, 0, efull);
+    poolt_expect_stats(p, 1, 3, 1, 0, efull);
     cr_expect_eq(atomic_load(&ran), 0);
 
-    gate_open(&g);
+    poolt_gate_open(&g);
     pthread_join(t, NULL);
     cr_expect_eq(atomic_load(&ran), 3, "queued jobs run before close returns: %d of 3",
                  atomic_load(&ran));
     if (op == pool_close) {
-        expect_stats(p, 1, 0, 0, 4, efull);
-        cr_expect_eq(pool_submit(p, count_job, &ran), POOL_ECLOSED);
+        poolt_expect_stats(p, 1, 0, 0, 4, efull);
+        cr_expect_eq(pool_submit(p, poolt_count_job, &ran), POOL_ECLOSED);
         pool_free(p);
     }
-    gate_deinit(&g);
+    poolt_gate_deinit(&g);
 }
 
 Test(pool, free_runs_queued_jobs_before_returning, .timeout = TIMEOUT)
@@ -93,7 +93,7 @@ Test(pool, free_right_after_submit_runs_every_job, .timeout = TIMEOUT)
     struct pool *p = pool_new(3, 1000, 0);
     cr_assert(p);
     for (int i = 0; i < 1000; i++)
-        cr_assert_eq(pool_submit(p, count_job, &ran), POOL_OK);
+        cr_assert_eq(pool_submit(p, poolt_count_job, &ran), POOL_OK);
     pool_free(p);
     cr_expect_eq(atomic_load(&ran), 1000);
 }
@@ -130,7 +130,7 @@ static void probe_job(void *arg)
 Test(pool, second_close_waits_for_the_drain, .timeout = TIMEOUT)
 {
     struct gate g;
-    gate_init(&g);
+    poolt_gate_init(&g);
     struct pool *p = pool_new(1, 1, 0);
     cr_assert(p);
     struct second_closer c2 = {.p = p};
@@ -138,8 +138,8 @@ Test(pool, second_close_waits_for_the_drain, .timeout = TIMEOUT)
     struct probe pr = {.c = &c2};
     atomic_init(&pr.ran, 0);
     atomic_init(&pr.saw_returned, -1);
-    cr_assert_eq(pool_submit(p, gate_job, &g), POOL_OK);
-    gate_wait_started(&g, 1);
+    cr_assert_eq(pool_submit(p, poolt_gate_job, &g), POOL_OK);
+    poolt_gate_wait_started(&g, 1);
     cr_assert_eq(pool_submit(p, probe_job, &pr), POOL_OK);
 
     pthread_t t1, t2;
@@ -153,7 +153,7 @@ Test(pool, second_close_waits_for_the_drain, .timeout = TIMEOUT)
      * however long it takes. */
     cr_assert_eq(pthread_create(&t2, NULL, second_closer_main, &c2), 0);
     nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
-    gate_open(&g);
+    poolt_gate_open(&g);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
 
@@ -161,7 +161,7 @@ Test(pool, second_close_waits_for_the_drain, .timeout = TIMEOUT)
     cr_expect_eq(atomic_load(&pr.saw_returned), 0,
                  "the second pool_close() returned before the queue was drained");
     pool_close(p); /* a third, later call returns at once */
-    expect_stats(p, 1, 0, 0, 2, efull);
+    poolt_expect_stats(p, 1, 0, 0, 2, efull);
     pool_free(p);
-    gate_deinit(&g);
+    poolt_gate_deinit(&g);
 }

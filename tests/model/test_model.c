@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "tests/support/check.h"
+#include "tests/support/fixture.h"
 #include "tests/support/golden.h"
 #include "tests/support/testdata.h"
 
@@ -482,11 +483,8 @@ Test(model, refuses_unsafe_names)
 
 Test(model, parses_from_memory)
 {
-    FILE *fp = fopen(REPO "/mha_f32/model.safetensors", "rb");
-    cr_assert(fp);
-    static unsigned char buf[8192];
-    size_t len = fread(buf, 1, sizeof buf, fp);
-    fclose(fp);
+    size_t len;
+    char *buf = fixture_read(REPO "/mha_f32/model.safetensors", &len);
     static const char cfg[] = "{\"format\":\"torch_mha\",\"num_heads\":2,\"extra\":[1]}";
     struct model *m;
     char err[512];
@@ -496,4 +494,5 @@ Test(model, parses_from_memory)
     model_free(m);
     cr_assert_eq(model_parse(&m, "x", cfg, strlen(cfg), buf, len - 1, err, sizeof err), -1);
     cr_assert(strstr(err, "model.safetensors: ") && strstr(err, "missing bytes"), "%s", err);
+    free(buf);
 }

@@ -15,28 +15,16 @@
 #include "codec/v2_internal.h"
 #include "codec/variants.h"
 #include "model/model.h"
+#include "tests/support/fixture.h"
 
-#define SPEC_PATH "openapi.yaml"
+#define SPEC_PATH FIXTURE_SPEC
 #define REPO "tests/models/repo"
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s (tests run from the repository root)", path);
-    static char buf[1 << 20];
-    *len = fread(buf, 1, sizeof buf - 1, f);
-    cr_assert_lt(*len, sizeof buf - 1, "%s is larger than this test reads", path);
-    fclose(f);
-    buf[*len] = '\0';
-    return buf;
-}
 
 /* The names of the properties of components.schemas.<schema> (the keys
  * indented 8 spaces below its "properties:"), as one string "|a|b|...|". */
 static char *schema_properties(const char *schema)
 {
-    size_t len;
-    const char *spec = read_file(SPEC_PATH, &len);
+    const char *spec = fixture_spec();
     char head[96];
     snprintf(head, sizeof head, "\n    %s:\n", schema);
     const char *s = strstr(spec, head);
@@ -117,9 +105,7 @@ Test(options, every_row_is_in_openapi)
  * those. */
 Test(options, every_row_is_in_the_api_docs)
 {
-    size_t len;
-    char *doc = read_file("docs/api.md", &len);
-    cr_assert_not_null(doc, "docs/api.md not found (run from the repository root)");
+    char *doc = fixture_read("docs/api.md", NULL);
     char *table = strstr(doc, "\n| `query` |");
     cr_assert_not_null(table, "docs/api.md has no request table (a row for query)");
     int seen[OPT_COUNT] = {0};
@@ -144,6 +130,7 @@ Test(options, every_row_is_in_the_api_docs)
         if (opt_get((enum opt_id)id)->flags & OPT_ATTENTION)
             cr_expect(seen[id], "docs/api.md's request table has no row for %s",
                       opt_name((enum opt_id)id));
+    free(doc);
 }
 
 /* The one place: outside options/options.c, no C file of the service spells
@@ -167,7 +154,7 @@ static int is_foreign(const char *file, const char *name)
 static char *literals_of(const char *path)
 {
     size_t len;
-    const char *src = read_file(path, &len);
+    char *src = fixture_read(path, &len);
     char *out = malloc(len + 2), *o = out;
     cr_assert_not_null(out);
     *o++ = '|';
@@ -190,6 +177,7 @@ static char *literals_of(const char *path)
         }
     }
     *o = '\0';
+    free(src);
     return out;
 }
 
@@ -271,14 +259,10 @@ Test(options, v2_reads_every_v2_name_of_the_table)
 /* A torch_mha model (H 2, E 16: Hkv 2, head_dim 8) with these defaults. */
 static int load_with(const char *defaults, struct model **m, char *err, size_t errlen)
 {
-    static unsigned char st[8192];
+    static char *st;
     static size_t st_len;
-    if (!st_len) {
-        FILE *fp = fopen(REPO "/mha_f32/model.safetensors", "rb");
-        cr_assert(fp);
-        st_len = fread(st, 1, sizeof st, fp);
-        fclose(fp);
-    }
+    if (!st)
+        st = fixture_read(REPO "/mha_f32/model.safetensors", &st_len);
     char cfg[512];
     snprintf(cfg, sizeof cfg, "{\"format\":\"torch_mha\",\"num_heads\":2,\"defaults\":%s}",
              defaults);

@@ -20,7 +20,7 @@
 
 /* A request heavy enough to keep a worker busy for a while: L = S = 768,
  * E = 256, 4 heads, base64 input, weights requested. */
-char *heavy_body(void)
+char *httpt_heavy_body(void)
 {
     const int L = 768, E = 256;
     json_t *data = json_array();
@@ -36,7 +36,7 @@ char *heavy_body(void)
     return s;
 }
 
-void *heavy_run(void *arg)
+void *httpt_heavy_run(void *arg)
 {
     struct heavy *h = arg;
     struct http_reply a = post(h->port, h->body);
@@ -52,7 +52,7 @@ void *heavy_run(void *arg)
     return NULL;
 }
 
-double now_s(void)
+double httpt_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -61,7 +61,7 @@ double now_s(void)
 
 /* Send len bytes (NULs allowed) on a fresh loopback connection to family's
  * loopback address, then read until the server closes or wait_s pass. */
-void proto_send_af(int family, int port, const char *req, size_t len, double wait_s,
+void httpt_proto_send_af(int family, int port, const char *req, size_t len, double wait_s,
                    struct reply *r)
 {
     int fd = socket(family, SOCK_STREAM, 0);
@@ -75,8 +75,8 @@ void proto_send_af(int family, int port, const char *req, size_t len, double wai
     cr_assert_eq(rc, 0, "connect to port %d failed", port);
     cr_assert_eq(write(fd, req, len), (ssize_t)len);
     r->len = 0, r->closed = 0;
-    double t0 = now_s(), end = t0 + wait_s;
-    for (double t = t0; t < end && r->len < sizeof r->buf - 1; t = now_s()) {
+    double t0 = httpt_now_s(), end = t0 + wait_s;
+    for (double t = t0; t < end && r->len < sizeof r->buf - 1; t = httpt_now_s()) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, (int)((end - t) * 1000) + 1) <= 0)
             continue;
@@ -87,7 +87,7 @@ void proto_send_af(int family, int port, const char *req, size_t len, double wai
         }
         r->len += (size_t)n;
     }
-    r->secs = now_s() - t0;
+    r->secs = httpt_now_s() - t0;
     r->buf[r->len] = '\0';
     close(fd);
 }

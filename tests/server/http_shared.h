@@ -7,7 +7,7 @@
 
 /* A request heavy enough to keep a worker busy for a while: L = S = 768,
  * E = 256, 4 heads, base64 input, weights requested. */
-char *heavy_body(void);
+char *httpt_heavy_body(void);
 
 struct heavy {
     int port;
@@ -17,7 +17,7 @@ struct heavy {
     int valid_error;
 };
 
-void *heavy_run(void *arg);
+void *httpt_heavy_run(void *arg);
 
 struct reply {
     char buf[16384];
@@ -26,11 +26,11 @@ struct reply {
     double secs; /* until the close, or the wait */
 };
 
-double now_s(void);
+double httpt_now_s(void);
 
 /* Send len bytes (NULs allowed) on a fresh loopback connection to family's
  * loopback address, then read until the server closes or wait_s pass. */
-void proto_send_af(int family, int port, const char *req, size_t len, double wait_s,
+void httpt_proto_send_af(int family, int port, const char *req, size_t len, double wait_s,
                    struct reply *r);
 
 #endif

@@ -10,22 +10,22 @@
 #include "tests/support/http_util.h"
 #include "tests/server/sequence_shared.h"
 
-unsigned seed = 12345;
+unsigned seqt_seed = 12345;
 
-float rnd(void)
+float seqt_rnd(void)
 {
-    seed = seed * 1103515245u + 12345u;
-    return (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+    seqt_seed = seqt_seed * 1103515245u + 12345u;
+    return (float)((seqt_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
-void fill(float *x, size_t n)
+void seqt_fill(float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = rnd();
+        x[i] = seqt_rnd();
 }
 
 /* (n, w) floats as nested JSON arrays. */
-json_t *mat(const float *x, int n, int w)
+json_t *seqt_mat(const float *x, int n, int w)
 {
     json_t *a = json_array();
     for (int i = 0; i < n; i++) {
@@ -38,7 +38,7 @@ json_t *mat(const float *x, int n, int w)
 }
 
 /* A flat v2 input. */
-json_t *input(const char *name, const float *x, int n, int w)
+json_t *seqt_input(const char *name, const float *x, int n, int w)
 {
     json_t *d = json_array();
     for (int i = 0; i < n * w; i++)
@@ -48,7 +48,7 @@ json_t *input(const char *name, const float *x, int n, int w)
 }
 
 /* POST body (taken) to path with extra headers (NULL-terminated or NULL). */
-struct http_reply send_json(int port, const char *path, json_t *body,
+struct http_reply seqt_send_json(int port, const char *path, json_t *body,
                             const char *const *headers)
 {
     char *text = json_dumps(body, JSON_COMPACT);
@@ -58,13 +58,13 @@ struct http_reply send_json(int port, const char *path, json_t *body,
     return a;
 }
 
-struct http_reply attention(int port, json_t *body)
+struct http_reply seqt_attention(int port, json_t *body)
 {
-    return send_json(port, "/attention", body, NULL);
+    return seqt_send_json(port, "/attention", body, NULL);
 }
 
 /* The numbers of field name of an /attention answer into out (at most max). */
-size_t answer_floats(const struct http_reply *a, const char *name, float *out, size_t max)
+size_t seqt_answer_floats(const struct http_reply *a, const char *name, float *out, size_t max)
 {
     json_t *j = json_loadb(a->body, a->len, 0, NULL);
     cr_assert_not_null(j, "not JSON: %s", a->body);
@@ -74,7 +74,7 @@ size_t answer_floats(const struct http_reply *a, const char *name, float *out, s
     return n;
 }
 
-long long int_of(const struct http_reply *a, const char *name)
+long long seqt_int_of(const struct http_reply *a, const char *name)
 {
     json_t *j = json_loadb(a->body, a->len, 0, NULL);
     cr_assert_not_null(j, "not JSON: %s", a->body);
@@ -85,7 +85,7 @@ long long int_of(const struct http_reply *a, const char *name)
     return x;
 }
 
-void expect_close(const float *got, const float *want, size_t n, const char *what)
+void seqt_expect_close(const float *got, const float *want, size_t n, const char *what)
 {
     double max = 0;
     for (size_t i = 0; i < n; i++)
@@ -98,11 +98,11 @@ void expect_close(const float *got, const float *want, size_t n, const char *wha
 
 /* A step with key/value of one row and query of one row (E wide, identity
  * weights): the body. */
-json_t *tiny_step(const char *id, int start)
+json_t *seqt_tiny_step(const char *id, int start)
 {
     float x[E];
-    fill(x, E);
-    json_t *b = json_pack("{s:o, s:i}", "query", mat(x, 1, E), "num_heads", H);
+    seqt_fill(x, E);
+    json_t *b = json_pack("{s:o, s:i}", "query", seqt_mat(x, 1, E), "num_heads", H);
     if (id)
         json_object_set_new(b, "sequence_id", json_string(id));
     if (start)

@@ -8,30 +8,30 @@
 
 #include "tests/support/http_util.h"
 
-extern unsigned seed;
+extern unsigned seqt_seed;
 
-float rnd(void);
+float seqt_rnd(void);
 
-void fill(float *x, size_t n);
+void seqt_fill(float *x, size_t n);
 
 /* (n, w) floats as nested JSON arrays. */
-json_t *mat(const float *x, int n, int w);
+json_t *seqt_mat(const float *x, int n, int w);
 
 /* A flat v2 input. */
-json_t *input(const char *name, const float *x, int n, int w);
+json_t *seqt_input(const char *name, const float *x, int n, int w);
 
 /* POST body (taken) to path with extra headers (NULL-terminated or NULL). */
-struct http_reply send_json(int port, const char *path, json_t *body,
+struct http_reply seqt_send_json(int port, const char *path, json_t *body,
                             const char *const *headers);
 
-struct http_reply attention(int port, json_t *body);
+struct http_reply seqt_attention(int port, json_t *body);
 
 /* The numbers of field name of an /attention answer into out (at most max). */
-size_t answer_floats(const struct http_reply *a, const char *name, float *out, size_t max);
+size_t seqt_answer_floats(const struct http_reply *a, const char *name, float *out, size_t max);
 
-long long int_of(const struct http_reply *a, const char *name);
+long long seqt_int_of(const struct http_reply *a, const char *name);
 
-void expect_close(const float *got, const float *want, size_t n, const char *what);
+void seqt_expect_close(const float *got, const float *want, size_t n, const char *what);
 
 #define E 4
 
@@ -39,6 +39,6 @@ void expect_close(const float *got, const float *want, size_t n, const char *wha
 
 /* A step with key/value of one row and query of one row (E wide, identity
  * weights): the body. */
-json_t *tiny_step(const char *id, int start);
+json_t *seqt_tiny_step(const char *id, int start);
 
 #endif

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "tests/support/check.h"
+#include "tests/support/fixture.h"
 #include "tests/support/testdata.h"
 
 #include "tests/support/http_golden.h"
@@ -39,9 +40,7 @@ Test(http, golden_cases_in_every_tensor_form_and_encoding)
     struct server s;
     server_start(&s, NULL);
     char *paths[64];
-    int n = testdata_list("tests/golden", paths, 64), failed = 0;
-    cr_assert(n > 0 && n == testdata_count("tests/golden"), "listed %d of the %d golden cases",
-              n, testdata_count("tests/golden"));
+    int n = fixture_list("tests/golden", paths, 64), failed = 0;
     for (int i = 0; i < n; i++) {
         failed += !check_golden(s.port, paths[i], 2, 0); /* {shape, data}, JSON out */
         failed += !check_golden(s.port, paths[i], 1, 1); /* nested arrays, base64 out */
@@ -57,9 +56,7 @@ Test(http, every_invalid_case_gets_its_status_and_slug, .timeout = 60)
     struct server s;
     server_start(&s, NULL);
     char *paths[128];
-    int n = testdata_list("tests/cases", paths, 128);
-    cr_assert(n > 0 && n == testdata_count("tests/cases"), "listed %d of the %d cases", n,
-              testdata_count("tests/cases"));
+    int n = fixture_list("tests/cases", paths, 128);
     for (int i = 0; i < n; i++) {
         json_t *c = json_load_file(paths[i], JSON_ALLOW_NUL, NULL);
         size_t blen;
@@ -338,11 +335,7 @@ Test(http, tokens_are_echoed)
 /* The README's curl examples, sent as written, answer what the README says. */
 Test(http, readme_examples_answer_what_the_readme_shows)
 {
-    FILE *f = fopen("README.md", "r");
-    cr_assert_not_null(f);
-    static char md[1 << 17];
-    md[fread(md, 1, sizeof md - 1, f)] = '\0';
-    fclose(f);
+    char *md = fixture_read("README.md", NULL);
     struct server s;
     server_start(&s, NULL);
     char *at = strstr(md, "## Example");
@@ -375,4 +368,5 @@ Test(http, readme_examples_answer_what_the_readme_shows)
     }
     cr_assert_eq(checked, 2);
     cr_assert_eq(server_stop(&s), 0);
+    free(md);
 }

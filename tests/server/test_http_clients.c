@@ -356,10 +356,10 @@ Test(http, a_request_whose_client_left_is_not_computed, .timeout = 240)
     const char *flags[] = {"--workers", "1", NULL};
     struct server s;
     server_start(&s, flags);
-    char *body = heavy_body();
+    char *body = httpt_heavy_body();
     struct heavy h = {s.port, body, 0, 0, 0};
     pthread_t th;
-    pthread_create(&th, NULL, heavy_run, &h);
+    pthread_create(&th, NULL, httpt_heavy_run, &h);
     cr_assert_eq(metric_wait(s.port, "attention_workers_busy", 1, 60000), 1);
     int fd = raw_post(s.port, "{\"query\": [[1, 2]], \"num_heads\": 1}", 0);
     cr_assert_eq(metric_wait(s.port, "attention_queue_depth", 1, 5000), 1);

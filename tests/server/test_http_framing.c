@@ -40,7 +40,7 @@
 
 static void proto_send(int port, const char *req, size_t len, double wait_s, struct reply *r)
 {
-    proto_send_af(AF_INET, port, req, len, wait_s, r);
+    httpt_proto_send_af(AF_INET, port, req, len, wait_s, r);
 }
 
 /* The first place in [s, end) where needle starts, ignoring case; NULL if none. */
@@ -290,21 +290,21 @@ Test(http, echoed_bytes_are_valid_json_and_escaped_in_the_log, .timeout = 30)
         expect_one_refusal(&r, cases[i].req, cases[i].status, cases[i].slug, NULL);
     }
     /* the access log: one line per request, the client's bytes escaped */
-    char log[8192] = "";
-    for (int tries = 0; tries < 100 && !strstr(log, "unsupported") && !strstr(log, " 415 "); tries++) {
-        FILE *f = fopen(s.log, "r");
-        size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
-        log[n] = '\0';
-        if (f)
-            fclose(f);
+    char *log = NULL;
+    for (int tries = 0; tries < 100 && (!log || (!strstr(log, "unsupported") &&
+                                                 !strstr(log, " 415 "))); tries++) {
+        free(log);
+        log = testdata_read(s.log, NULL);
         usleep(10000);
     }
+    cr_assert_not_null(log, "cannot read the server's log %s", s.log);
     cr_assert(strstr(log, "GET /\\xff 404 "), "%s", log);
     cr_assert(strstr(log, "GET /\\x0aFAKE\\x20200\\x201\\x200.0ms 404 "), "%s", log);
     for (const char *line = log; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : "")
         cr_assert(strncmp(line, "FAKE", 4) != 0, "a forged log line: %s", log);
     for (const unsigned char *c = (const unsigned char *)log; *c; c++)
         cr_assert(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "byte 0x%02x in the log: %s", *c, log);
+    free(log);
     cr_assert_eq(server_stop(&s), 0);
 }
 

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "tests/support/check.h"
+#include "tests/support/fixture.h"
 #include "tests/support/testdata.h"
 
 #include "tests/support/http_golden.h"
@@ -52,9 +53,7 @@ Test(http, thirty_two_concurrent_clients_all_answered_correctly)
     struct server s;
     server_start(&s, NULL);
     char *paths[64];
-    int n = testdata_list("tests/golden", paths, 64);
-    cr_assert(n > 0 && n == testdata_count("tests/golden"), "listed %d of the %d golden cases",
-              n, testdata_count("tests/golden"));
+    int n = fixture_list("tests/golden", paths, 64);
     struct client cl[32];
     pthread_t th[32];
     for (int i = 0; i < 32; i++) {
@@ -77,13 +76,13 @@ Test(http, full_queue_answers_503_with_retry_after)
     const char *flags[] = {"--workers", "1", "--queue-depth", "1", NULL};
     struct server s;
     server_start(&s, flags);
-    char *body = heavy_body();
+    char *body = httpt_heavy_body();
     enum { NCLIENTS = 12 };
     struct heavy h[NCLIENTS];
     pthread_t th[NCLIENTS];
     for (int i = 0; i < NCLIENTS; i++) {
         h[i] = (struct heavy){s.port, body, 0, 0, 0};
-        pthread_create(&th[i], NULL, heavy_run, &h[i]);
+        pthread_create(&th[i], NULL, httpt_heavy_run, &h[i]);
     }
     int ok = 0, busy = 0;
     for (int i = 0; i < NCLIENTS; i++) {
@@ -111,13 +110,13 @@ Test(http, sigterm_answers_requests_in_flight_then_exits_0)
     const char *flags[] = {"--workers", "1", "--queue-depth", "8", NULL};
     struct server s;
     server_start(&s, flags);
-    char *body = heavy_body();
+    char *body = httpt_heavy_body();
     enum { NCLIENTS = 4 };
     struct heavy h[NCLIENTS];
     pthread_t th[NCLIENTS];
     for (int i = 0; i < NCLIENTS; i++) {
         h[i] = (struct heavy){s.port, body, 0, 0, 0};
-        pthread_create(&th[i], NULL, heavy_run, &h[i]);
+        pthread_create(&th[i], NULL, httpt_heavy_run, &h[i]);
     }
     /* wait until all four are inside the server (busy + queued = 4) */
     for (int tries = 0; tries < 1000; tries++) {

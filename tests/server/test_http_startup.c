@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "tests/support/check.h"
+#include "tests/support/fixture.h"
 #include "tests/support/testdata.h"
 
 #include "tests/support/http_golden.h"
@@ -88,13 +89,10 @@ Test(http, health_readiness_metrics_and_spec)
     free(a.body);
     a = request(s.port, "GET", "/openapi.yaml", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
-    FILE *f = fopen("openapi.yaml", "rb");
-    cr_assert_not_null(f);
-    char *spec = malloc(a.len + 2);
-    size_t n = fread(spec, 1, a.len + 1, f);
-    fclose(f);
-    cr_assert(n == a.len && memcmp(spec, a.body, n) == 0, "GET /openapi.yaml differs from the file");
-    free(spec), free(a.body);
+    const char *spec = fixture_spec();
+    cr_assert(strlen(spec) == a.len && memcmp(spec, a.body, a.len) == 0,
+              "GET /openapi.yaml differs from the file");
+    free(a.body);
     cr_assert_eq(server_stop(&s), 0);
 }
 
@@ -178,14 +176,14 @@ Test(http, bind_takes_ipv6_and_dual_stack, .timeout = 30)
     struct server s;
     const char *dual[] = {"--bind", "::", NULL};
     server_start(&s, dual);
-    proto_send_af(AF_INET6, s.port, get, strlen(get), 3.0, &r);
+    httpt_proto_send_af(AF_INET6, s.port, get, strlen(get), 3.0, &r);
     cr_assert(strncmp(r.buf, "HTTP/1.1 200", 12) == 0, "[::1]: %s", r.buf);
-    proto_send_af(AF_INET, s.port, get, strlen(get), 3.0, &r);
+    httpt_proto_send_af(AF_INET, s.port, get, strlen(get), 3.0, &r);
     cr_assert(strncmp(r.buf, "HTTP/1.1 200", 12) == 0, "127.0.0.1 on '::': %s", r.buf);
     cr_assert_eq(server_stop(&s), 0);
     const char *v6only[] = {"--bind", "::1", NULL};
     server_start(&s, v6only);
-    proto_send_af(AF_INET6, s.port, get, strlen(get), 3.0, &r);
+    httpt_proto_send_af(AF_INET6, s.port, get, strlen(get), 3.0, &r);
     cr_assert(strncmp(r.buf, "HTTP/1.1 200", 12) == 0, "[::1] on '::1': %s", r.buf);
     cr_assert_eq(server_stop(&s), 0);
 }

@@ -84,13 +84,11 @@ Test(http, tls_serves_https_and_drops_plain_http, .timeout = 60)
     struct server s;
     server_start(&s, flags);
     /* the start-up line names the scheme it serves */
-    char line[64], log[4096] = "";
-    FILE *f = fopen(s.log, "r");
-    cr_assert_not_null(f);
-    log[fread(log, 1, sizeof log - 1, f)] = '\0';
-    fclose(f);
+    char line[64], *log = testdata_read(s.log, NULL);
+    cr_assert_not_null(log, "cannot read the server's log %s", s.log);
     snprintf(line, sizeof line, "listening on https://127.0.0.1:%d ", s.port);
     cr_expect(strstr(log, line) != NULL, "no '%s' in the log:\n%s", line, log);
+    free(log);
 
     /* HTTPS, trusting the generated certificate */
     snprintf(url, sizeof url, "https://127.0.0.1:%d/healthz", s.port);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tests/support/check.h"
+#include "tests/support/fixture.h"
 #include "tests/support/http_golden.h"
 #include "tests/support/http_util.h"
 #include "tests/support/testdata.h"
@@ -62,10 +63,7 @@ Test(http_variants, every_golden_through_attention_and_v2_json_and_binary, .time
     struct server s;
     server_start(&s, NULL);
     char *paths[MAX_GOLDEN];
-    const int n = testdata_list(GOLDEN_DIR, paths, MAX_GOLDEN);
-    cr_assert(n > 0 && n == testdata_count(GOLDEN_DIR),
-              "listed %d of the %d golden cases in %s (they come with the reference of the "
-              "variants)", n, testdata_count(GOLDEN_DIR), GOLDEN_DIR);
+    const int n = fixture_list(GOLDEN_DIR, paths, MAX_GOLDEN);
     int failed = 0, seen[V_COUNT] = {0};
     for (int i = 0; i < n; i++) {
         json_t *g = json_load_file(paths[i], 0, NULL);
@@ -90,12 +88,7 @@ Test(http_variants, every_golden_through_attention_and_v2_json_and_binary, .time
 Test(http_variants, hugging_face_layers_through_attention_and_v2, .timeout = 120)
 {
     char *paths[MAX_GOLDEN];
-    const int n = testdata_list(HF_GOLDEN_DIR, paths, MAX_GOLDEN);
-    if (n == 0) {
-        loud("SKIPPED hugging_face_layers_through_attention_and_v2: no cases in %s",
-             HF_GOLDEN_DIR);
-        cr_skip_test("no Hugging Face layers in the test repository");
-    }
+    const int n = fixture_list(HF_GOLDEN_DIR, paths, MAX_GOLDEN);
     struct server s;
     server_start_ready(&s, repo_flags);
     int failed = 0;

@@ -23,7 +23,7 @@
 static void expect_refused(int port, json_t *body, const char *field, json_t *value, const char *msg)
 {
     json_object_set_new(body, field, value);
-    struct http_reply a = attention(port, body);
+    struct http_reply a = seqt_attention(port, body);
     expect_error(&a, 400, "invalid_parameter", msg);
     free(a.body);
 }
@@ -36,82 +36,82 @@ Test(sequence_limits, every_refusal_has_its_status_and_slug)
     struct http_reply a;
 
     /* never started: its own slug, the id named, and what to do */
-    a = attention(s.port, tiny_step("nobody-9", 0));
+    a = seqt_attention(s.port, seqt_tiny_step("nobody-9", 0));
     expect_error(&a, 400, "sequence_not_found", "'nobody-9'");
     cr_assert(strstr(a.body, "start it again"), "%s", a.body);
     free(a.body);
 
-    a = attention(s.port, tiny_step("e1", 1));
+    a = seqt_attention(s.port, seqt_tiny_step("e1", 1));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     /* inside a sequence: query_position_offset, positional_encoding */
-    expect_refused(s.port, tiny_step("e1", 0), "query_position_offset", json_integer(3),
+    expect_refused(s.port, seqt_tiny_step("e1", 0), "query_position_offset", json_integer(3),
                    "query_position_offset cannot be given");
-    expect_refused(s.port, tiny_step("e1", 0), "positional_encoding", json_string("sinusoidal"),
+    expect_refused(s.port, seqt_tiny_step("e1", 0), "positional_encoding", json_string("sinusoidal"),
                    "positional_encoding cannot be used");
     /* N = 1; S >= L */
     float x[2 * 2 * E];
-    fill(x, sizeof x / sizeof *x);
-    json_t *b = json_pack("{s:[o, o], s:i, s:s}", "query", mat(x, 2, E), mat(x + 2 * E, 2, E),
+    seqt_fill(x, sizeof x / sizeof *x);
+    json_t *b = json_pack("{s:[o, o], s:i, s:s}", "query", seqt_mat(x, 2, E), seqt_mat(x + 2 * E, 2, E),
                   "num_heads", H, "sequence_id", "e1");
-    a = attention(s.port, b);
+    a = seqt_attention(s.port, b);
     expect_error(&a, 400, "invalid_parameter", "N = 1");
     free(a.body);
-    b = json_pack("{s:o, s:o, s:i, s:s}", "query", mat(x, 2, E), "key", mat(x, 1, E),
+    b = json_pack("{s:o, s:o, s:i, s:s}", "query", seqt_mat(x, 2, E), "key", seqt_mat(x, 1, E),
                   "num_heads", H, "sequence_id", "e1");
-    a = attention(s.port, b);
+    a = seqt_attention(s.port, b);
     expect_error(&a, 400, "invalid_parameter", "S >= L");
     free(a.body);
     /* what the start fixed: num_heads, the model, the weights */
-    expect_refused(s.port, tiny_step("e1", 0), "num_heads", json_integer(1),
+    expect_refused(s.port, seqt_tiny_step("e1", 0), "num_heads", json_integer(1),
                    "num_heads differs");
-    expect_refused(s.port, tiny_step("e1", 0), "weights",
-                   json_pack("{s:o}", "out_proj_weight", mat(x, E, E)), "the weights differ");
+    expect_refused(s.port, seqt_tiny_step("e1", 0), "weights",
+                   json_pack("{s:o}", "out_proj_weight", seqt_mat(x, E, E)), "the weights differ");
     float q16[16]; /* mha_f32: E 16 */
-    fill(q16, 16);
-    b = json_pack("{s:o, s:s, s:s}", "query", mat(q16, 1, 16), "model", "mha_f32",
+    seqt_fill(q16, 16);
+    b = json_pack("{s:o, s:s, s:s}", "query", seqt_mat(q16, 1, 16), "model", "mha_f32",
                   "sequence_id", "e1");
-    a = attention(s.port, b);
+    a = seqt_attention(s.port, b);
     expect_error(&a, 400, "invalid_parameter", "belongs to model 'attention'");
     free(a.body);
     /* kv_cache_dtype: a sequence's only; one of three */
-    expect_refused(s.port, tiny_step(NULL, 0), "kv_cache_dtype", json_string("FP16"),
+    expect_refused(s.port, seqt_tiny_step(NULL, 0), "kv_cache_dtype", json_string("FP16"),
                    "kv_cache_dtype applies to a sequence only");
-    expect_refused(s.port, tiny_step("e2", 1), "kv_cache_dtype", json_string("FP8"),
+    expect_refused(s.port, seqt_tiny_step("e2", 1), "kv_cache_dtype", json_string("FP8"),
                    "kv_cache_dtype must be");
     /* sequence_start without an id */
-    b = tiny_step(NULL, 1);
-    a = attention(s.port, b);
+    b = seqt_tiny_step(NULL, 1);
+    a = seqt_attention(s.port, b);
     expect_error(&a, 400, "invalid_parameter", "sequence_start needs a sequence_id");
     free(a.body);
     /* the cap: max_source_len (4) tokens in all */
     for (int i = 0; i < 3; i++) { /* e1 holds 1 + 3 */
-        a = attention(s.port, tiny_step("e1", 0));
+        a = seqt_attention(s.port, seqt_tiny_step("e1", 0));
         cr_assert_eq(a.status, 200, "%s", a.body);
         free(a.body);
     }
-    a = attention(s.port, tiny_step("e1", 0));
+    a = seqt_attention(s.port, seqt_tiny_step("e1", 0));
     expect_error(&a, 400, "invalid_parameter", "max_source_len");
     free(a.body);
     /* none of these refusals lost anything: e1 still holds 4 rows */
     b = json_pack("{s:s, s:b}", "sequence_id", "e1", "sequence_end", 1);
-    a = attention(s.port, b); /* ended without a step */
+    a = seqt_attention(s.port, b); /* ended without a step */
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
-    a = attention(s.port, tiny_step("e1", 0));
+    a = seqt_attention(s.port, seqt_tiny_step("e1", 0));
     expect_error(&a, 400, "sequence_not_found", "'e1'");
     free(a.body);
     b = json_pack("{s:s, s:b}", "sequence_id", "e1", "sequence_end", 1);
-    a = attention(s.port, b); /* nothing to end */
+    a = seqt_attention(s.port, b); /* nothing to end */
     expect_error(&a, 400, "sequence_not_found", "'e1'");
     free(a.body);
     /* a start whose step is refused leaves no sequence */
-    b = tiny_step("e3", 1);
-    json_object_set_new(b, "key", mat(x, 1, E + 1));
-    a = attention(s.port, b);
+    b = seqt_tiny_step("e3", 1);
+    json_object_set_new(b, "key", seqt_mat(x, 1, E + 1));
+    a = seqt_attention(s.port, b);
     cr_assert_eq(a.status, 400, "%s", a.body);
     free(a.body);
-    a = attention(s.port, tiny_step("e3", 0));
+    a = seqt_attention(s.port, seqt_tiny_step("e3", 0));
     expect_error(&a, 400, "sequence_not_found", "'e3'");
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
@@ -127,23 +127,23 @@ Test(sequence_limits, max_sequences_evicts_the_least_recently_used_idle_one)
     server_start(&s, flags);
     const char *ids[] = {"lru-a", "lru-b"};
     for (int i = 0; i < 2; i++) {
-        struct http_reply a = attention(s.port, tiny_step(ids[i], 1));
+        struct http_reply a = seqt_attention(s.port, seqt_tiny_step(ids[i], 1));
         cr_assert_eq(a.status, 200, "%s", a.body);
         free(a.body);
     }
-    struct http_reply a = attention(s.port, tiny_step("lru-a", 0)); /* b is now the oldest */
+    struct http_reply a = seqt_attention(s.port, seqt_tiny_step("lru-a", 0)); /* b is now the oldest */
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 2);
-    a = attention(s.port, tiny_step("lru-c", 1));
+    a = seqt_attention(s.port, seqt_tiny_step("lru-c", 1));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
-    a = attention(s.port, tiny_step("lru-b", 0));
+    a = seqt_attention(s.port, seqt_tiny_step("lru-b", 0));
     expect_error(&a, 400, "sequence_not_found", "'lru-b'");
     free(a.body);
-    a = attention(s.port, tiny_step("lru-a", 0));
+    a = seqt_attention(s.port, seqt_tiny_step("lru-a", 0));
     cr_assert_eq(a.status, 200, "%s", a.body);
-    cr_assert_eq(int_of(&a, "cache_length"), 3);
+    cr_assert_eq(seqt_int_of(&a, "cache_length"), 3);
     free(a.body);
     cr_assert_eq(server_metric(s.port, "attention_sequence_evictions_total"), 1);
     cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 2);
@@ -152,7 +152,7 @@ Test(sequence_limits, max_sequences_evicts_the_least_recently_used_idle_one)
     for (int i = 0; i < 2; i++) {
         json_t *b = json_pack("{s:s, s:b}", "sequence_id", i ? "lru-c" : "lru-a",
                               "sequence_end", 1);
-        a = attention(s.port, b);
+        a = seqt_attention(s.port, b);
         cr_assert_eq(a.status, 200, "%s", a.body);
         free(a.body);
     }
@@ -169,14 +169,14 @@ Test(sequence_limits, max_sequences_evicts_the_least_recently_used_idle_one)
 static json_t *wide_step(const char *id, int S, int start, const float *kw, const float *vw)
 {
     float q[WIDE], kv[512];
-    fill(q, WIDE);
-    fill(kv, (size_t)S);
-    json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", mat(q, 1, WIDE), "key",
-                          mat(kv, S, 1), "value", mat(kv, S, 1), "num_heads", 1, "sequence_id",
+    seqt_fill(q, WIDE);
+    seqt_fill(kv, (size_t)S);
+    json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", seqt_mat(q, 1, WIDE), "key",
+                          seqt_mat(kv, S, 1), "value", seqt_mat(kv, S, 1), "num_heads", 1, "sequence_id",
                           id, "need_weights", 0);
     json_object_set_new(b, "weights", json_pack("{s:o, s:o}", "k_proj_weight",
-                                                mat(kw, WIDE, 1), "v_proj_weight",
-                                                mat(vw, WIDE, 1)));
+                                                seqt_mat(kw, WIDE, 1), "v_proj_weight",
+                                                seqt_mat(vw, WIDE, 1)));
     if (start)
         json_object_set_new(b, "sequence_start", json_true());
     return b;
@@ -189,27 +189,27 @@ Test(sequence_limits, max_sequence_bytes_refuses_what_cannot_fit_and_keeps_the_s
     const char *const flags[] = {"--max-sequence-bytes", "1028K", NULL};
     server_start(&s, flags);
     float kw[WIDE], vw[WIDE];
-    fill(kw, WIDE);
-    fill(vw, WIDE);
-    struct http_reply a = attention(s.port, wide_step("big", 200, 1, kw, vw));
+    seqt_fill(kw, WIDE);
+    seqt_fill(vw, WIDE);
+    struct http_reply a = seqt_attention(s.port, wide_step("big", 200, 1, kw, vw));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     cr_assert_eq(server_metric(s.port, "attention_sequence_bytes"), (1 << 20) + 2 * WIDE * 4);
     /* a second block would make it pass the budget on its own: never */
-    a = attention(s.port, wide_step("big", 100, 0, kw, vw));
+    a = seqt_attention(s.port, wide_step("big", 100, 0, kw, vw));
     expect_error(&a, 413, "payload_too_large", "max_sequence_bytes");
     cr_assert(!header(&a, "Retry-After"), "a retry cannot help: %s", a.headers);
     free(a.body);
     /* the refused step was not applied: 56 rows still fit the block */
-    a = attention(s.port, wide_step("big", 56, 0, kw, vw));
+    a = seqt_attention(s.port, wide_step("big", 56, 0, kw, vw));
     cr_assert_eq(a.status, 200, "%s", a.body);
-    cr_assert_eq(int_of(&a, "cache_length"), 256);
+    cr_assert_eq(seqt_int_of(&a, "cache_length"), 256);
     free(a.body);
     /* a new sequence evicts the idle one to make room */
-    a = attention(s.port, wide_step("big-2", 10, 1, kw, vw));
+    a = seqt_attention(s.port, wide_step("big-2", 10, 1, kw, vw));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
-    a = attention(s.port, wide_step("big", 1, 0, kw, vw));
+    a = seqt_attention(s.port, wide_step("big", 1, 0, kw, vw));
     expect_error(&a, 400, "sequence_not_found", "'big'");
     free(a.body);
     cr_assert_eq(server_metric(s.port, "attention_sequence_evictions_total"), 1);
@@ -221,11 +221,11 @@ Test(sequence_limits, an_idle_sequence_times_out)
     struct server s;
     const char *const flags[] = {"--sequence-idle-timeout", "1", NULL};
     server_start(&s, flags);
-    struct http_reply a = attention(s.port, tiny_step("sleepy", 1));
+    struct http_reply a = seqt_attention(s.port, seqt_tiny_step("sleepy", 1));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     usleep(2500 * 1000); /* well past the 1 s timeout */
-    a = attention(s.port, tiny_step("sleepy", 0));
+    a = seqt_attention(s.port, seqt_tiny_step("sleepy", 0));
     expect_error(&a, 400, "sequence_not_found", "'sleepy'");
     free(a.body);
     cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 0);
@@ -239,12 +239,12 @@ Test(sequence_limits, a_restart_loses_the_sequences)
 {
     struct server s;
     server_start(&s, NULL);
-    struct http_reply a = attention(s.port, tiny_step("before-restart", 1));
+    struct http_reply a = seqt_attention(s.port, seqt_tiny_step("before-restart", 1));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
     server_start(&s, NULL);
-    a = attention(s.port, tiny_step("before-restart", 0));
+    a = seqt_attention(s.port, seqt_tiny_step("before-restart", 0));
     expect_error(&a, 400, "sequence_not_found", "'before-restart'");
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
@@ -273,25 +273,25 @@ static long rss_kib(pid_t pid)
 static void short_sequences(int port, int from, int count)
 {
     float w[256], q[256], kv[64];
-    fill(w, 256);
+    seqt_fill(w, 256);
     for (int i = from; i < from + count; i++) {
         char id[32];
         snprintf(id, sizeof id, "soak-%d", i);
         for (int k = 0; k < 4; k++) {
-            fill(q, 256);
-            fill(kv, 64);
-            json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", mat(q, 1, 256),
-                                  "key", mat(kv, 64, 1), "value", mat(kv, 64, 1), "num_heads",
+            seqt_fill(q, 256);
+            seqt_fill(kv, 64);
+            json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", seqt_mat(q, 1, 256),
+                                  "key", seqt_mat(kv, 64, 1), "value", seqt_mat(kv, 64, 1), "num_heads",
                                   1, "sequence_id", id, "need_weights", 0);
             if (k == 0) {
                 json_object_set_new(b, "sequence_start", json_true());
                 json_object_set_new(b, "weights", json_pack("{s:o, s:o}", "k_proj_weight",
-                                                            mat(w, 256, 1), "v_proj_weight",
-                                                            mat(w, 256, 1)));
+                                                            seqt_mat(w, 256, 1), "v_proj_weight",
+                                                            seqt_mat(w, 256, 1)));
             }
             if (k == 3)
                 json_object_set_new(b, "sequence_end", json_true());
-            struct http_reply a = attention(port, b);
+            struct http_reply a = seqt_attention(port, b);
             cr_assert_eq(a.status, 200, "%s step %d: %s", id, k, a.body);
             free(a.body);
         }

@@ -31,7 +31,7 @@ static void start_with_repo(struct server *s)
 /* The v2 output of a body (taken) into out. */
 static size_t v2_output(int port, json_t *body, float *out, size_t max, long long *cache_len)
 {
-    struct http_reply a = send_json(port, "/v2/models/llama_l1/infer", body, NULL);
+    struct http_reply a = seqt_send_json(port, "/v2/models/llama_l1/infer", body, NULL);
     cr_assert_eq(a.status, 200, "%ld %s", a.status, a.body);
     size_t n;
     float *got = output_of(&a, "output", &n, NULL);
@@ -57,31 +57,31 @@ Test(sequence_models, served_model_steps_over_v2_equal_the_stateless_answer)
     int len = 0;
     const int S[] = {6, 1, 1, 4, 1}, L[] = {6, 1, 1, 2, 1};
     for (int i = 0; i < 5; i++) {
-        fill(q, (size_t)L[i] * ME);
-        fill(k + len * ME, (size_t)S[i] * ME);
-        fill(v + len * ME, (size_t)S[i] * ME);
+        seqt_fill(q, (size_t)L[i] * ME);
+        seqt_fill(k + len * ME, (size_t)S[i] * ME);
+        seqt_fill(v + len * ME, (size_t)S[i] * ME);
         json_t *b = json_pack("{s:[o, o, o], s:{s:s, s:b}}", "inputs",
-                              input("query", q, L[i], ME), input("key", k + len * ME, S[i], ME),
-                              input("value", v + len * ME, S[i], ME), "parameters",
+                              seqt_input("query", q, L[i], ME), seqt_input("key", k + len * ME, S[i], ME),
+                              seqt_input("value", v + len * ME, S[i], ME), "parameters",
                               "sequence_id", "llama-seq", "sequence_start", i == 0);
         long long cl;
         const size_t n = v2_output(s.port, b, out, sizeof out / sizeof *out, &cl);
         const int total = len + S[i];
         cr_assert_eq(cl, total);
         json_t *st = json_pack("{s:[o, o, o], s:{s:b, s:s, s:i}}", "inputs",
-                               input("query", q, L[i], ME), input("key", k, total, ME),
-                               input("value", v, total, ME), "parameters", "is_causal", 1,
+                               seqt_input("query", q, L[i], ME), seqt_input("key", k, total, ME),
+                               seqt_input("value", v, total, ME), "parameters", "is_causal", 1,
                                "causal_alignment", "lower_right", "query_position_offset",
                                total - L[i]);
         cr_assert_eq(v2_output(s.port, st, want, sizeof want / sizeof *want, NULL), n);
-        expect_close(out, want, n, "llama_l1 output");
+        seqt_expect_close(out, want, n, "llama_l1 output");
         len = total;
     }
     /* a step to another model: 400 */
-    fill(q, 16); /* mha_f32: E 16 */
-    json_t *b = json_pack("{s:[o], s:{s:s}}", "inputs", input("query", q, 1, 16), "parameters",
+    seqt_fill(q, 16); /* mha_f32: E 16 */
+    json_t *b = json_pack("{s:[o], s:{s:s}}", "inputs", seqt_input("query", q, 1, 16), "parameters",
                           "sequence_id", "llama-seq");
-    struct http_reply a = send_json(s.port, "/v2/models/mha_f32/infer", b, NULL);
+    struct http_reply a = seqt_send_json(s.port, "/v2/models/mha_f32/infer", b, NULL);
     expect_v2_error(&a, 400, "belongs to model 'llama_l1'");
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
@@ -101,10 +101,10 @@ Test(sequence_models, unloading_or_reloading_a_model_drops_its_sequences)
     const char *actions[] = {"load", "unload"};
     for (int i = 0; i < 2; i++) {
         float q[16]; /* mha_f32: E 16 */
-        fill(q, 16);
-        json_t *b = json_pack("{s:o, s:s, s:s, s:b}", "query", mat(q, 1, 16), "model",
+        seqt_fill(q, 16);
+        json_t *b = json_pack("{s:o, s:s, s:s, s:b}", "query", seqt_mat(q, 1, 16), "model",
                               "mha_f32", "sequence_id", "model-bound", "sequence_start", 1);
-        struct http_reply a = attention(s.port, b);
+        struct http_reply a = seqt_attention(s.port, b);
         cr_assert_eq(a.status, 200, "%s", a.body);
         free(a.body);
         cr_assert_eq(server_metric(s.port, "attention_model_sequences_active{model=\"mha_f32\"}"), 1);
@@ -121,9 +121,9 @@ Test(sequence_models, unloading_or_reloading_a_model_drops_its_sequences)
             cr_assert_eq(a.status, 200, "%s", a.body);
             free(a.body);
         }
-        b = json_pack("{s:o, s:s, s:s}", "query", mat(q, 1, 16), "model", "mha_f32",
+        b = json_pack("{s:o, s:s, s:s}", "query", seqt_mat(q, 1, 16), "model", "mha_f32",
                       "sequence_id", "model-bound");
-        a = attention(s.port, b);
+        a = seqt_attention(s.port, b);
         expect_error(&a, 400, "sequence_not_found", "'model-bound'");
         free(a.body);
     }
@@ -143,46 +143,46 @@ Test(sequence_models, served_model_over_attention_and_builtin_over_v2)
     int len = 0;
     const int S[] = {3, 1, 2}, L[] = {2, 1, 1};
     for (int i = 0; i < 3; i++) {
-        fill(q, (size_t)L[i] * ME);
-        fill(k + len * ME, (size_t)S[i] * ME);
-        fill(v + len * ME, (size_t)S[i] * ME);
+        seqt_fill(q, (size_t)L[i] * ME);
+        seqt_fill(k + len * ME, (size_t)S[i] * ME);
+        seqt_fill(v + len * ME, (size_t)S[i] * ME);
         json_t *b = json_pack("{s:o, s:o, s:o, s:s, s:s, s:b, s:b}", "query",
-                              mat(q, L[i], ME), "key", mat(k + len * ME, S[i], ME), "value",
-                              mat(v + len * ME, S[i], ME), "model", "llama_l1", "sequence_id",
+                              seqt_mat(q, L[i], ME), "key", seqt_mat(k + len * ME, S[i], ME), "value",
+                              seqt_mat(v + len * ME, S[i], ME), "model", "llama_l1", "sequence_id",
                               "served-attn", "sequence_start", i == 0, "need_weights", 0);
-        struct http_reply a = attention(s.port, b);
+        struct http_reply a = seqt_attention(s.port, b);
         cr_assert_eq(a.status, 200, "%s", a.body);
-        const size_t n = answer_floats(&a, "output", out, sizeof out / sizeof *out);
+        const size_t n = seqt_answer_floats(&a, "output", out, sizeof out / sizeof *out);
         free(a.body);
         len += S[i];
-        json_t *st = json_pack("{s:o, s:o, s:o, s:s, s:s, s:i, s:b}", "query", mat(q, L[i], ME),
-                               "key", mat(k, len, ME), "value", mat(v, len, ME), "model",
+        json_t *st = json_pack("{s:o, s:o, s:o, s:s, s:s, s:i, s:b}", "query", seqt_mat(q, L[i], ME),
+                               "key", seqt_mat(k, len, ME), "value", seqt_mat(v, len, ME), "model",
                                "llama_l1", "attn_mask", "causal_lower_right",
                                "query_position_offset", len - L[i], "need_weights", 0);
-        a = attention(s.port, st);
+        a = seqt_attention(s.port, st);
         cr_assert_eq(a.status, 200, "%s", a.body);
-        cr_assert_eq(answer_floats(&a, "output", want, sizeof want / sizeof *want), n);
+        cr_assert_eq(seqt_answer_floats(&a, "output", want, sizeof want / sizeof *want), n);
         free(a.body);
-        expect_close(out, want, n, "llama_l1 over /attention");
+        seqt_expect_close(out, want, n, "llama_l1 over /attention");
     }
 
     /* the built-in model over v2 */
     float w_in[3 * E * E], bk[16 * E], bv[16 * E], bq[4 * E], bo[4 * E], bw[4 * E];
-    fill(w_in, sizeof w_in / sizeof *w_in);
+    seqt_fill(w_in, sizeof w_in / sizeof *w_in);
     len = 0;
     for (int i = 0; i < 3; i++) {
-        fill(bq, (size_t)L[i] * E);
-        fill(bk + len * E, (size_t)S[i] * E);
-        fill(bv + len * E, (size_t)S[i] * E);
-        json_t *in = json_pack("[o, o, o]", input("query", bq, L[i], E),
-                               input("key", bk + len * E, S[i], E),
-                               input("value", bv + len * E, S[i], E));
+        seqt_fill(bq, (size_t)L[i] * E);
+        seqt_fill(bk + len * E, (size_t)S[i] * E);
+        seqt_fill(bv + len * E, (size_t)S[i] * E);
+        json_t *in = json_pack("[o, o, o]", seqt_input("query", bq, L[i], E),
+                               seqt_input("key", bk + len * E, S[i], E),
+                               seqt_input("value", bv + len * E, S[i], E));
         if (i == 0)
-            json_array_append_new(in, input("in_proj_weight", w_in, 3 * E, E));
+            json_array_append_new(in, seqt_input("in_proj_weight", w_in, 3 * E, E));
         json_t *b = json_pack("{s:o, s:{s:i, s:s, s:b, s:b}}", "inputs", in, "parameters",
                               "num_heads", H, "sequence_id", "builtin-v2", "sequence_start",
                               i == 0, "need_weights", 0);
-        struct http_reply a = send_json(s.port, "/v2/models/attention/infer", b, NULL);
+        struct http_reply a = seqt_send_json(s.port, "/v2/models/attention/infer", b, NULL);
         cr_assert_eq(a.status, 200, "%s", a.body);
         size_t n;
         float *got = output_of(&a, "output", &n, NULL);
@@ -191,13 +191,13 @@ Test(sequence_models, served_model_over_attention_and_builtin_over_v2)
         free(a.body);
         len += S[i];
         json_t *st = json_pack("{s:[o, o, o, o], s:{s:i, s:b, s:s, s:i, s:b}}", "inputs",
-                               input("query", bq, L[i], E), input("key", bk, len, E),
-                               input("value", bv, len, E),
-                               input("in_proj_weight", w_in, 3 * E, E), "parameters",
+                               seqt_input("query", bq, L[i], E), seqt_input("key", bk, len, E),
+                               seqt_input("value", bv, len, E),
+                               seqt_input("in_proj_weight", w_in, 3 * E, E), "parameters",
                                "num_heads", H, "is_causal", 1, "causal_alignment",
                                "lower_right", "query_position_offset", len - L[i],
                                "need_weights", 0);
-        a = send_json(s.port, "/v2/models/attention/infer", st, NULL);
+        a = seqt_send_json(s.port, "/v2/models/attention/infer", st, NULL);
         cr_assert_eq(a.status, 200, "%s", a.body);
         size_t nw;
         got = output_of(&a, "output", &nw, NULL);
@@ -205,7 +205,7 @@ Test(sequence_models, served_model_over_attention_and_builtin_over_v2)
         memcpy(bw, got, n * sizeof *got);
         free(got);
         free(a.body);
-        expect_close(bo, bw, n, "built-in over v2");
+        seqt_expect_close(bo, bw, n, "built-in over v2");
     }
     cr_assert_eq(server_stop(&s), 0);
 }

@@ -31,43 +31,43 @@ static void step_and_compare(int port, const char *id, struct history *hs, int S
 {
     float q[MAXT * E], out[MAXT * E], want[MAXT * E];
     float wts[H * MAXT * MAXT], wwant[H * MAXT * MAXT];
-    fill(q, (size_t)L * E);
-    fill(hs->k + hs->len * E, (size_t)S * E);
-    fill(hs->v + hs->len * E, (size_t)S * E);
-    json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:{s:s}}", "query", mat(q, L, E), "key",
-                          mat(hs->k + hs->len * E, S, E), "value",
-                          mat(hs->v + hs->len * E, S, E), "num_heads", H, "sequence_id", id,
+    seqt_fill(q, (size_t)L * E);
+    seqt_fill(hs->k + hs->len * E, (size_t)S * E);
+    seqt_fill(hs->v + hs->len * E, (size_t)S * E);
+    json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:{s:s}}", "query", seqt_mat(q, L, E), "key",
+                          seqt_mat(hs->k + hs->len * E, S, E), "value",
+                          seqt_mat(hs->v + hs->len * E, S, E), "num_heads", H, "sequence_id", id,
                           "rope", "style", "half");
     if (start) {
         json_object_set_new(b, "sequence_start", json_true());
         json_object_set_new(b, "weights", json_pack("{s:o, s:o}", "in_proj_weight",
-                                                    mat(w_in, 3 * E, E), "out_proj_weight",
-                                                    mat(w_out, E, E)));
+                                                    seqt_mat(w_in, 3 * E, E), "out_proj_weight",
+                                                    seqt_mat(w_out, E, E)));
     }
-    struct http_reply a = attention(port, b);
+    struct http_reply a = seqt_attention(port, b);
     cr_assert_eq(a.status, 200, "step of %s at %d: %ld %s", id, hs->len, a.status, a.body);
     const int total = hs->len + S;
-    cr_assert_eq(int_of(&a, "cache_length"), total, "%s", a.body);
-    cr_assert_eq(int_of(&a, "source_len"), total, "%s", a.body);
-    const size_t n = answer_floats(&a, "output", out, sizeof out / sizeof *out);
-    const size_t nw = answer_floats(&a, "attention_weights", wts, sizeof wts / sizeof *wts);
+    cr_assert_eq(seqt_int_of(&a, "cache_length"), total, "%s", a.body);
+    cr_assert_eq(seqt_int_of(&a, "source_len"), total, "%s", a.body);
+    const size_t n = seqt_answer_floats(&a, "output", out, sizeof out / sizeof *out);
+    const size_t nw = seqt_answer_floats(&a, "attention_weights", wts, sizeof wts / sizeof *wts);
     free(a.body);
 
     json_t *s = json_pack("{s:o, s:o, s:o, s:i, s:s, s:i, s:{s:s}, s:{s:o, s:o}}", "query",
-                          mat(q, L, E), "key", mat(hs->k, total, E), "value",
-                          mat(hs->v, total, E), "num_heads", H, "attn_mask",
+                          seqt_mat(q, L, E), "key", seqt_mat(hs->k, total, E), "value",
+                          seqt_mat(hs->v, total, E), "num_heads", H, "attn_mask",
                           "causal_lower_right", "query_position_offset", hs->len + S - L,
                           "rope", "style", "half", "weights", "in_proj_weight",
-                          mat(w_in, 3 * E, E), "out_proj_weight", mat(w_out, E, E));
-    a = attention(port, s);
+                          seqt_mat(w_in, 3 * E, E), "out_proj_weight", seqt_mat(w_out, E, E));
+    a = seqt_attention(port, s);
     cr_assert_eq(a.status, 200, "stateless: %ld %s", a.status, a.body);
-    cr_assert_eq(answer_floats(&a, "output", want, sizeof want / sizeof *want), n);
-    cr_assert_eq(answer_floats(&a, "attention_weights", wwant, sizeof wwant / sizeof *wwant), nw);
+    cr_assert_eq(seqt_answer_floats(&a, "output", want, sizeof want / sizeof *want), n);
+    cr_assert_eq(seqt_answer_floats(&a, "attention_weights", wwant, sizeof wwant / sizeof *wwant), nw);
     free(a.body);
     cr_assert_eq(n, (size_t)L * E);
     cr_assert_eq(nw, (size_t)H * L * total);
-    expect_close(out, want, n, "output");
-    expect_close(wts, wwant, nw, "attention_weights");
+    seqt_expect_close(out, want, n, "output");
+    seqt_expect_close(wts, wwant, nw, "attention_weights");
     hs->len = total;
 }
 
@@ -76,8 +76,8 @@ Test(sequence_steps, builtin_steps_equal_the_stateless_answer)
     struct server s;
     server_start(&s, NULL);
     float w_in[3 * E * E], w_out[E * E];
-    fill(w_in, sizeof w_in / sizeof *w_in);
-    fill(w_out, sizeof w_out / sizeof *w_out);
+    seqt_fill(w_in, sizeof w_in / sizeof *w_in);
+    seqt_fill(w_out, sizeof w_out / sizeof *w_out);
     struct history hs = {.len = 0};
     /* a prompt (S > L answers its last L rows), then decode steps and chunks */
     const int S[] = {5, 1, 1, 3, 1, 2}, L[] = {2, 1, 1, 3, 1, 1};
@@ -91,8 +91,8 @@ Test(sequence_steps, interleaved_sequences_stay_apart)
     struct server s;
     server_start(&s, NULL);
     float w_in[2][3 * E * E], w_out[2][E * E];
-    fill(&w_in[0][0], sizeof w_in / sizeof(float));
-    fill(&w_out[0][0], sizeof w_out / sizeof(float));
+    seqt_fill(&w_in[0][0], sizeof w_in / sizeof(float));
+    seqt_fill(&w_out[0][0], sizeof w_out / sizeof(float));
     struct history hs[2] = {{.len = 0}, {.len = 0}};
     const char *ids[2] = {"7f3c-one", "7f3c-two"};
     for (int i = 0; i < 8; i++) {
@@ -110,26 +110,26 @@ Test(sequence_steps, x_sequence_id_is_the_same_id)
     server_start(&s, NULL);
     const char *const h42[] = {"X-Sequence-Id: 42", NULL};
     const char *const h43[] = {"X-Sequence-Id: 43", NULL};
-    json_t *b = tiny_step(NULL, 0);
+    json_t *b = seqt_tiny_step(NULL, 0);
     json_object_set_new(b, "sequence_id", json_integer(42));
     json_object_set_new(b, "sequence_start", json_true());
-    struct http_reply a = attention(s.port, b);
+    struct http_reply a = seqt_attention(s.port, b);
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     /* the header alone, and the string "42": the same sequence */
-    a = send_json(s.port, "/attention", tiny_step(NULL, 0), h42);
+    a = seqt_send_json(s.port, "/attention", seqt_tiny_step(NULL, 0), h42);
     cr_assert_eq(a.status, 200, "%s", a.body);
-    cr_assert_eq(int_of(&a, "cache_length"), 2);
+    cr_assert_eq(seqt_int_of(&a, "cache_length"), 2);
     free(a.body);
-    a = send_json(s.port, "/attention", tiny_step("42", 0), h42);
-    cr_assert_eq(int_of(&a, "cache_length"), 3, "%s", a.body);
+    a = seqt_send_json(s.port, "/attention", seqt_tiny_step("42", 0), h42);
+    cr_assert_eq(seqt_int_of(&a, "cache_length"), 3, "%s", a.body);
     free(a.body);
     /* different: 400 */
-    a = send_json(s.port, "/attention", tiny_step("42", 0), h43);
+    a = seqt_send_json(s.port, "/attention", seqt_tiny_step("42", 0), h43);
     expect_error(&a, 400, "invalid_parameter", "X-Sequence-Id '43' differs");
     free(a.body);
     /* the largest uint64 id, as a number and as text */
-    b = tiny_step(NULL, 1);
+    b = seqt_tiny_step(NULL, 1);
     char *text = json_dumps(b, JSON_COMPACT);
     json_decref(b);
     char body[512];
@@ -140,15 +140,15 @@ Test(sequence_steps, x_sequence_id_is_the_same_id)
     cr_assert_eq(a.status, 200, "%s: %s", body, a.body);
     free(a.body);
     const char *const hmax[] = {"X-Sequence-Id: 18446744073709551615", NULL};
-    a = send_json(s.port, "/attention", tiny_step(NULL, 0), hmax);
-    cr_assert_eq(int_of(&a, "cache_length"), 2, "%s", a.body);
+    a = seqt_send_json(s.port, "/attention", seqt_tiny_step(NULL, 0), hmax);
+    cr_assert_eq(seqt_int_of(&a, "cache_length"), 2, "%s", a.body);
     free(a.body);
     /* v2 too: the header on infer */
     float q[E];
-    fill(q, E);
-    json_t *v = json_pack("{s:[o], s:{s:i}}", "inputs", input("query", q, 1, E), "parameters",
+    seqt_fill(q, E);
+    json_t *v = json_pack("{s:[o], s:{s:i}}", "inputs", seqt_input("query", q, 1, E), "parameters",
                           "num_heads", H);
-    a = send_json(s.port, "/v2/models/attention/infer", v, h42);
+    a = seqt_send_json(s.port, "/v2/models/attention/infer", v, h42);
     cr_assert_eq(a.status, 200, "%s", a.body);
     cr_assert(strstr(a.body, "\"parameters\":{\"cache_length\":4}"), "%s", a.body);
     free(a.body);
@@ -186,57 +186,57 @@ Test(sequence_steps, fp16_and_bf16_caches_round_keys_and_values)
         int len = 0;
         for (int i = 0; i < 3; i++) {
             const int S = i ? 1 : 4;
-            fill(q, E);
-            fill(k + len * E, (size_t)S * E);
-            fill(v + len * E, (size_t)S * E);
+            seqt_fill(q, E);
+            seqt_fill(k + len * E, (size_t)S * E);
+            seqt_fill(v + len * E, (size_t)S * E);
             for (int j = len * E; j < (len + S) * E; j++) {
                 kr[j] = t == 1 ? to_f16(k[j]) : t == 2 ? to_bf16(k[j]) : k[j];
                 vr[j] = t == 1 ? to_f16(v[j]) : t == 2 ? to_bf16(v[j]) : v[j];
             }
-            json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", mat(q, 1, E),
-                                  "key", mat(k + len * E, S, E), "value",
-                                  mat(v + len * E, S, E), "num_heads", H, "sequence_id",
+            json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", seqt_mat(q, 1, E),
+                                  "key", seqt_mat(k + len * E, S, E), "value",
+                                  seqt_mat(v + len * E, S, E), "num_heads", H, "sequence_id",
                                   dtypes[t], "need_weights", 0);
             if (i == 0) {
                 json_object_set_new(b, "sequence_start", json_true());
                 json_object_set_new(b, "kv_cache_dtype", json_string(dtypes[t]));
             }
-            struct http_reply a = attention(s.port, b);
+            struct http_reply a = seqt_attention(s.port, b);
             cr_assert_eq(a.status, 200, "%s: %s", dtypes[t], a.body);
-            cr_assert_eq(answer_floats(&a, "output", out, E), (size_t)E);
+            cr_assert_eq(seqt_answer_floats(&a, "output", out, E), (size_t)E);
             free(a.body);
             len += S;
-            json_t *st = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", mat(q, 1, E),
-                                   "key", mat(kr, len, E), "value", mat(vr, len, E),
+            json_t *st = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", seqt_mat(q, 1, E),
+                                   "key", seqt_mat(kr, len, E), "value", seqt_mat(vr, len, E),
                                    "num_heads", H, "attn_mask", "causal_lower_right",
                                    "need_weights", 0);
-            a = attention(s.port, st);
+            a = seqt_attention(s.port, st);
             cr_assert_eq(a.status, 200, "%s", a.body);
-            cr_assert_eq(answer_floats(&a, "output", want, E), (size_t)E);
+            cr_assert_eq(seqt_answer_floats(&a, "output", want, E), (size_t)E);
             free(a.body);
-            expect_close(out, want, E, dtypes[t]);
+            seqt_expect_close(out, want, E, dtypes[t]);
         }
         bytes[t] = server_metric(s.port, "attention_sequence_bytes");
         json_t *end = json_pack("{s:s, s:b}", "sequence_id", dtypes[t], "sequence_end", 1);
-        struct http_reply a = attention(s.port, end);
+        struct http_reply a = seqt_attention(s.port, end);
         cr_assert_eq(a.status, 200, "%s", a.body);
         free(a.body);
     }
     cr_assert(bytes[0] > 0 && bytes[1] == bytes[0] / 2 && bytes[2] == bytes[0] / 2,
               "bytes FP32 %g, FP16 %g, BF16 %g", bytes[0], bytes[1], bytes[2]);
     /* beyond FP16's range: 400 naming the row; nothing appended */
-    json_t *b = tiny_step("fp16-range", 1);
+    json_t *b = seqt_tiny_step("fp16-range", 1);
     json_object_set_new(b, "kv_cache_dtype", json_string("FP16"));
-    struct http_reply a = attention(s.port, b);
+    struct http_reply a = seqt_attention(s.port, b);
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     b = json_pack("{s:[[f, f, f, f]], s:[[f, f, f, f]], s:i, s:s}", "query", 0.0, 0.0, 0.0, 0.0,
                   "key", 1.0, 70000.0, 0.0, 0.0, "num_heads", H, "sequence_id", "fp16-range");
-    a = attention(s.port, b);
+    a = seqt_attention(s.port, b);
     expect_error(&a, 400, "invalid_parameter", "row 0");
     free(a.body);
-    a = attention(s.port, tiny_step("fp16-range", 0));
-    cr_assert_eq(int_of(&a, "cache_length"), 2, "%s", a.body);
+    a = seqt_attention(s.port, seqt_tiny_step("fp16-range", 0));
+    cr_assert_eq(seqt_int_of(&a, "cache_length"), 2, "%s", a.body);
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
 }
@@ -256,8 +256,8 @@ static void *steps(void *arg)
     st->ok = 1;
     for (int i = 0; i < st->n; i++) {
         float q[E];
-        fill(q, E); /* (rnd is not thread-safe: any values do) */
-        json_t *b = json_pack("{s:o, s:i, s:s, s:b}", "query", mat(q, 1, E), "num_heads", H,
+        seqt_fill(q, E); /* (rnd is not thread-safe: any values do) */
+        json_t *b = json_pack("{s:o, s:i, s:s, s:b}", "query", seqt_mat(q, 1, E), "num_heads", H,
                               "sequence_id", "shared-seq", "need_weights", 0);
         char *text = json_dumps(b, JSON_COMPACT);
         json_decref(b);
@@ -277,7 +277,7 @@ Test(sequence_steps, concurrent_steps_of_one_sequence_take_turns)
     struct server s;
     const char *const flags[] = {"--workers", "4", NULL};
     server_start(&s, flags);
-    struct http_reply a = attention(s.port, tiny_step("shared-seq", 1));
+    struct http_reply a = seqt_attention(s.port, seqt_tiny_step("shared-seq", 1));
     cr_assert_eq(a.status, 200, "%s", a.body);
     free(a.body);
     enum { T = 4, N = 8 };
@@ -298,8 +298,8 @@ Test(sequence_steps, concurrent_steps_of_one_sequence_take_turns)
             seen[l] = 1;
         }
     }
-    a = attention(s.port, tiny_step("shared-seq", 0));
-    cr_assert_eq(int_of(&a, "cache_length"), 2 + T * N, "%s", a.body);
+    a = seqt_attention(s.port, seqt_tiny_step("shared-seq", 0));
+    cr_assert_eq(seqt_int_of(&a, "cache_length"), 2 + T * N, "%s", a.body);
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
 }

@@ -23,6 +23,7 @@
 
 #include "tests/support/http_golden.h"
 #include "tests/support/http_util.h"
+#include "tests/support/testdata.h"
 
 #define MODEL "digits-reverse"
 #define GOLDEN "tests/models/trained/" MODEL ".json"
@@ -274,13 +275,10 @@ static int run_to_exit(const char *const *argv, const char *log)
 
 static int file_has(const char *path, const char *text)
 {
-    FILE *f = fopen(path, "r");
-    char buf[8192];
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    return strstr(buf, text) != NULL;
+    char *buf = testdata_read(path, NULL);
+    const int has = buf && strstr(buf, text) != NULL;
+    free(buf);
+    return has;
 }
 
 /* Run from a directory without "models": the default is skipped with one

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "tests/support/check.h"
+#include "tests/support/fixture.h"
 #include "tests/support/http_golden.h"
 #include "tests/support/http_util.h"
 #include "tests/support/testdata.h"
@@ -24,22 +25,24 @@
 Test(v2, server_metadata_health_and_model_list)
 {
     struct server s;
-    start_repo(&s);
-    json_t *m = get_json(s.port, "/v2", 200);
+    v2t_start_repo(&s);
+    json_t *m = v2t_get_json(s.port, "/v2", 200);
     cr_assert(json_is_string(json_object_get(m, "name")) &&
               json_is_string(json_object_get(m, "version")));
     /* one version: openapi.yaml's info.version, and its GET /v2 example */
-    FILE *spec = fopen("openapi.yaml", "r");
-    cr_assert(spec);
-    char line[256], info[64] = "", example[64] = "";
-    for (int in_info = 0; fgets(line, sizeof line, spec);) {
+    char *spec = strdup(fixture_spec()), info[64] = "", example[64] = "";
+    cr_assert_not_null(spec);
+    int in_info = 0;
+    for (char *save = NULL, *line = strtok_r(spec, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
         in_info = !strncmp(line, "info:", 5) ? 1 : line[0] != ' ' ? 0 : in_info;
         if (in_info && !info[0])
             sscanf(line, "  version: %63s", info);
-        if (!example[0] && strstr(line, "name: attention-service") && fgets(line, sizeof line, spec))
+        if (!example[0] && strstr(line, "name: attention-service") &&
+            (line = strtok_r(NULL, "\n", &save)))
             sscanf(line, " version: %63s", example);
     }
-    fclose(spec);
+    free(spec);
     const char *served = json_string_value(json_object_get(m, "version"));
     cr_assert(info[0] && !strcmp(served, info), "GET /v2 says %s, openapi.yaml %s", served, info);
     cr_assert_str_eq(example, info, "openapi.yaml's GET /v2 example");
@@ -61,7 +64,7 @@ Test(v2, server_metadata_health_and_model_list)
     a = request(s.port, "GET", "/v2/health/ready", NULL, 0, NULL, 0);
     cr_assert_eq(a.status, 200);
     free(a.body);
-    json_t *l = get_json(s.port, "/v2/models", 200);
+    json_t *l = v2t_get_json(s.port, "/v2/models", 200);
     json_t *names = json_object_get(l, "models");
     cr_assert_str_eq(json_string_value(json_array_get(names, 0)), "attention");
     cr_assert_eq(json_array_size(names), 1 + (size_t)testdata_count_dirs(REPO),
@@ -103,7 +106,7 @@ Test(v2, outputs_selection_binary_overrides_and_id)
     /* only "output", as binary by the request-level flag; no weights computed */
     snprintf(body, sizeof body, "{\"id\": \"req-7\", \"parameters\": {\"num_heads\": 2, "
              "\"binary_data_output\": true}, \"inputs\": [%s], \"outputs\": "
-             "[{\"name\": \"output\"}]}", small_query);
+             "[{\"name\": \"output\"}]}", v2t_small_query);
     struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
     cr_assert_eq(a.status, 200, "%s", a.body);
     json_t *h = answer_head(&a);
@@ -118,7 +121,7 @@ Test(v2, outputs_selection_binary_overrides_and_id)
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2, \"binary_data_output\": "
              "true}, \"inputs\": [%s], \"outputs\": [{\"name\": \"attention_weights\", "
              "\"parameters\": {\"binary_data\": false}}, {\"name\": \"output\"}]}",
-             small_query);
+             v2t_small_query);
     a = infer(s.port, "attention", body, strlen(body), -1);
     cr_assert_eq(a.status, 200, "%s", a.body);
     h = answer_head(&a);
@@ -134,7 +137,7 @@ Test(v2, outputs_selection_binary_overrides_and_id)
     free(f), json_decref(h), free(a.body);
     /* all JSON: no Inference-Header-Content-Length, application/json */
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
-             small_query);
+             v2t_small_query);
     a = infer(s.port, "attention", body, strlen(body), -1);
     cr_assert_eq(a.status, 200, "%s", a.body);
     cr_assert_null(header(&a, "Inference-Header-Content-Length"));
@@ -146,7 +149,7 @@ Test(v2, outputs_selection_binary_overrides_and_id)
 Test(v2, refusals_are_v2_errors_and_the_server_lives)
 {
     struct server s;
-    start_repo(&s);
+    v2t_start_repo(&s);
     char body[1024];
     struct {
         const char *model, *body;
@@ -162,7 +165,7 @@ Test(v2, refusals_are_v2_errors_and_the_server_lives)
         {"attention", body, 100000, 400, "Inference-Header-Content-Length"},
     };
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
-             small_query);
+             v2t_small_query);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct http_reply a = infer(s.port, cases[i].model, cases[i].body, strlen(cases[i].body),
                                 cases[i].hlen);
@@ -192,7 +195,7 @@ Test(v2, refusals_are_v2_errors_and_the_server_lives)
 Test(v2, unknown_names_say_did_you_mean)
 {
     struct server s;
-    start_repo(&s);
+    v2t_start_repo(&s);
     static const char served[] = "the models served are attention, bert_bf16, bert_f16, ";
     /* a model name, on every model route and through POST /attention */
     static const char *const paths[] = {"/v2/models/mha_f3", "/v2/models/mha_f3/ready",
@@ -207,7 +210,7 @@ Test(v2, unknown_names_say_did_you_mean)
     }
     char body[1024];
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
-             small_query);
+             v2t_small_query);
     struct http_reply a = infer(s.port, "atention", body, strlen(body), -1);
     expect_v2_error(&a, 404, "unknown model 'atention' (did you mean 'attention'?)");
     free(a.body);
@@ -220,13 +223,13 @@ Test(v2, unknown_names_say_did_you_mean)
     free(a.body);
     /* the request: is_casual is no parameter */
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2, \"is_casual\": true}, "
-             "\"inputs\": [%s]}", small_query);
+             "\"inputs\": [%s]}", v2t_small_query);
     a = infer(s.port, "attention", body, strlen(body), -1);
     expect_v2_error(&a, 400, "unknown parameter 'is_casual' (did you mean 'is_causal'?)");
     free(a.body);
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s], "
              "\"outputs\": [{\"name\": \"output\", \"parameters\": {\"binary_date\": true}}]}",
-             small_query);
+             v2t_small_query);
     a = infer(s.port, "attention", body, strlen(body), -1);
     expect_v2_error(&a, 400, "output 'output': unknown parameter 'binary_date' (did you mean "
                     "'binary_data'?)");
@@ -244,7 +247,7 @@ Test(v2, unknown_names_say_did_you_mean)
 Test(v2, what_the_clients_add_is_accepted)
 {
     struct server s;
-    start_repo(&s);
+    v2t_start_repo(&s);
     char body[2048];
     static const char *const extra[] = {
         "",
@@ -281,7 +284,7 @@ Test(v2, what_the_clients_add_is_accepted)
     }
     free(want);
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2, \"sequence_id\": 7, "
-             "\"sequence_start\": true}, \"inputs\": [%s]}", small_query);
+             "\"sequence_start\": true}, \"inputs\": [%s]}", v2t_small_query);
     struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
     cr_assert_eq(a.status, 200, "a sequence's start: %ld %s", a.status, a.body);
     cr_assert(strstr(a.body, "\"parameters\":{\"cache_length\":"), "%s", a.body);
@@ -377,7 +380,7 @@ Test(v2, compressed_bodies_are_inflated_with_limits_on_the_inflated_size, .timeo
     cr_assert_str_eq(a.body, want.body);
     free(a.body), free(z), free(want.body);
     char v2[512];
-    snprintf(v2, sizeof v2, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}", small_query);
+    snprintf(v2, sizeof v2, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}", v2t_small_query);
     z = compress_body(v2, strlen(v2), 0, &zl);
     const char *df[] = {"Content-Encoding: deflate", NULL};
     a = request_with(s.port, "POST", "/v2/models/attention/infer", z, zl, NULL, 0, df);

@@ -17,6 +17,7 @@
 #include "tests/support/check.h"
 #include "tests/support/http_golden.h"
 #include "tests/support/http_util.h"
+#include "tests/support/fixture.h"
 #include "tests/support/testdata.h"
 #include "tests/server/v2_shared.h"
 
@@ -25,17 +26,12 @@
 Test(v2, served_models_agree_with_pytorch, .timeout = 120)
 {
     struct server s;
-    start_repo(&s);
+    v2t_start_repo(&s);
     char *paths[64];
-    int n = testdata_list("tests/models/golden", paths, 64);
-    cr_assert(n > 0 && n == testdata_count("tests/models/golden"),
-              "listed %d of the %d model golden cases", n, testdata_count("tests/models/golden"));
+    int n = fixture_list("tests/models/golden", paths, 64);
     /* Hugging Face layers (hf_llama, hf_mistral, hf_gemma2): GQA, RoPE,
      * windows, soft-cap from the checkpoint's config */
-    const int nhf = testdata_list("tests/models/golden/hf", paths + n, 64 - n);
-    cr_assert(nhf > 0 && nhf == testdata_count("tests/models/golden/hf"),
-              "listed %d of the %d Hugging Face golden cases", nhf,
-              testdata_count("tests/models/golden/hf"));
+    const int nhf = fixture_list("tests/models/golden/hf", paths + n, 64 - n);
     n += nhf;
     for (int i = 0; i < n; i++) {
         json_t *g = json_load_file(paths[i], 0, NULL);
@@ -81,9 +77,7 @@ Test(v2, builtin_model_agrees_with_pytorch, .timeout = 120)
     struct server s;
     server_start(&s, NULL);
     char *paths[64];
-    const int n = testdata_list("tests/golden", paths, 64);
-    cr_assert(n > 0 && n == testdata_count("tests/golden"), "listed %d of the %d golden cases",
-              n, testdata_count("tests/golden"));
+    const int n = fixture_list("tests/golden", paths, 64);
     for (int i = 0; i < n; i++) {
         cr_assert(v2_golden(s.port, paths[i], NULL, i % 2), "%s", paths[i]);
         free(paths[i]);
@@ -95,7 +89,7 @@ static long long stat_count(int port, const char *model, const char *which)
 {
     char path[200];
     snprintf(path, sizeof path, "/v2/models/%s/stats", model);
-    json_t *j = get_json(port, path, 200);
+    json_t *j = v2t_get_json(port, path, 200);
     json_t *st = json_array_get(json_object_get(j, "model_stats"), 0);
     cr_assert_str_eq(json_string_value(json_object_get(st, "name")), model);
     const long long v = json_integer_value(json_object_get(
@@ -110,7 +104,7 @@ Test(v2, statistics_count_successes_and_failures)
     server_start(&s, NULL);
     char body[1024];
     snprintf(body, sizeof body, "{\"parameters\": {\"num_heads\": 2}, \"inputs\": [%s]}",
-             small_query);
+             v2t_small_query);
     cr_assert_eq(stat_count(s.port, "attention", "success"), 0);
     for (int i = 0; i < 3; i++) {
         struct http_reply a = infer(s.port, "attention", body, strlen(body), -1);
@@ -123,7 +117,7 @@ Test(v2, statistics_count_successes_and_failures)
     cr_assert_eq(stat_count(s.port, "attention", "success"), 3);
     cr_assert_eq(stat_count(s.port, "attention", "fail"), 1);
     cr_assert_eq(stat_count(s.port, "attention", "compute_infer"), 3);
-    json_t *all = get_json(s.port, "/v2/models/stats", 200);
+    json_t *all = v2t_get_json(s.port, "/v2/models/stats", 200);
     cr_assert_geq(json_array_size(json_object_get(all, "model_stats")), 1);
     json_decref(all);
     a = request(s.port, "GET", "/v2/models/nope/stats", NULL, 0, NULL, 0);
@@ -147,7 +141,7 @@ Test(v2, repository_needs_the_token_and_unload_load_work)
     free(a.body);
     cr_assert_eq(server_stop(&s), 0);
 
-    start_repo(&s);
+    v2t_start_repo(&s);
     a = repo_post(s.port, "/v2/repository/index", NULL);
     expect_v2_error(&a, 401, "Bearer");
     free(a.body);
@@ -193,7 +187,7 @@ Test(v2, broken_models_are_not_ready_and_the_server_is, .timeout = 60)
         usleep(10000);
     }
     cr_assert_eq(a.status, 200, "not ready with broken models");
-    json_t *l = get_json(s.port, "/v2/models", 200);
+    json_t *l = v2t_get_json(s.port, "/v2/models", 200);
     size_t i;
     json_t *name;
     int broken = 0;
@@ -244,8 +238,8 @@ static size_t answer_output(int port, const char *path, const char *body, float 
 Test(v2, rope_defaults_merge_member_by_member_on_both_protocols, .timeout = 60)
 {
     struct server s;
-    start_repo(&s);
-    json_t *meta = get_json(s.port, "/v2/models/llama_l1", 200);
+    v2t_start_repo(&s);
+    json_t *meta = v2t_get_json(s.port, "/v2/models/llama_l1", 200);
     json_t *rope = json_object_get(json_object_get(json_object_get(meta, "parameters"),
                                                    "defaults"), "rope");
     const char *style = json_string_value(json_object_get(rope, "style"));

@@ -6,16 +6,16 @@
 #include "tests/support/http_util.h"
 #include "tests/server/v2_shared.h"
 
-const char *const repo_flags[] = {"--model-repository", REPO, "--admin-token", TOKEN,
+const char *const v2t_repo_flags[] = {"--model-repository", REPO, "--admin-token", TOKEN,
                                   NULL};
 
 /* Start on the test repository and wait until every model has loaded. */
-void start_repo(struct server *s)
+void v2t_start_repo(struct server *s)
 {
-    server_start_ready(s, repo_flags);
+    server_start_ready(s, v2t_repo_flags);
 }
 
-json_t *get_json(int port, const char *path, long want_status)
+json_t *v2t_get_json(int port, const char *path, long want_status)
 {
     struct http_reply a = request(port, "GET", path, NULL, 0, NULL, 0);
     cr_assert_eq(a.status, want_status, "GET %s: %ld %s", path, a.status, a.body);
@@ -25,6 +25,6 @@ json_t *get_json(int port, const char *path, long want_status)
     return j;
 }
 
-const char *const small_query =
+const char *const v2t_small_query =
     "{\"name\": \"query\", \"datatype\": \"FP32\", \"shape\": [2, 4], "
     "\"data\": [[1, 0, 0, 1], [0, 1, 1, 0]]}";

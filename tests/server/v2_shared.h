@@ -11,13 +11,13 @@
 
 #define TOKEN "test-admin-token-0123456789"
 
-extern const char *const repo_flags[];
+extern const char *const v2t_repo_flags[];
 
 /* Start on the test repository and wait until every model has loaded. */
-void start_repo(struct server *s);
+void v2t_start_repo(struct server *s);
 
-json_t *get_json(int port, const char *path, long want_status);
+json_t *v2t_get_json(int port, const char *path, long want_status);
 
-extern const char *const small_query;
+extern const char *const v2t_small_query;
 
 #endif

@@ -25,6 +25,11 @@ int testdata_count_dirs(const char *dir);
  * or "body" written compactly. malloc'd (caller frees), length in *len. */
 char *testdata_body(json_t *c, size_t *len);
 
+/* The whole file at path, NUL-terminated, malloc'd (caller frees); its
+ * length in *len when len is not NULL. NULL when it cannot be read. The one
+ * whole-file reader of the tests: fixture_read() (fixture.h) asserts on it. */
+char *testdata_read(const char *path, size_t *len);
+
 /* Copy the file from to the file to (created or truncated); 0, or -1. */
 int testdata_copy_file(const char *from, const char *to);
 
