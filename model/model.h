@@ -26,7 +26,7 @@
  *    "defaults": {attn_mask: causal, scale: 0.125}}   (optional; options.h's names)
  *   Any other top-level key is kept (m->config) and ignored.
  *
- * A Hugging Face decoder layer (README "Hugging Face checkpoints"):
+ * A Hugging Face decoder layer (docs/models.md "Hugging Face checkpoints"):
  *   {"format": "hf_llama" | "hf_mistral" | "hf_gemma2",
  *    "checkpoint": "/path/to/hf-folder",   (absolute, or relative to DIR/<name>)
  *    "layer": 3,
