@@ -61,7 +61,7 @@ CONFIG_SRC := config/config.c config/values.c config/cpus.c
 # The request options table (options/options.h), read by model/, codec/ and api/.
 OPTIONS_SRC := options/options.c
 # Server-held models: model.safetensors and config.json (model/model.h).
-MODEL_SRC  := model/model.c model/defaults.c model/hf.c model/safetensors.c model/repo.c
+MODEL_SRC  := model/model.c model/hf.c model/defaults.c model/load.c model/safetensors.c model/repo.c
 # what model/ calls of core/ (the weights' names and shapes, check.c) and what that calls
 MODEL_CORE_SRC := core/check.c core/variants.c core/posenc.c
 CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \

@@ -1,10 +1,11 @@
-/* defaults.c -- a model's "defaults": the POST /attention options it sets
- * when a request does not (model.h). The hf_* formats derive some from the
- * checkpoint's config (hf.c); the model config's own "defaults" override
- * them, each value checked here against its row of the options table
- * (options/options.h). */
-#include "model/model_internal.h"
+/* defaults.c -- see defaults.h. A model's "defaults": the POST /attention
+ * options it sets when a request does not (model.h). The hf_* formats
+ * derive some from the checkpoint's config (hf.c); the model config's own
+ * "defaults" override them, each value checked here against its row of
+ * the options table (options/options.h). */
+#include "model/defaults.h"
 
+#include "model/load.h"
 #include "options/options.h"
 
 #include <stdio.h>
@@ -44,9 +45,9 @@ static int fixed_by_weights(const struct model *m, enum opt_id id, json_t *v, ch
         return 0;
     const char *key = opt_name(id);
     char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    model_fail(err, errlen, "config.json: defaults.%s = %.40s contradicts the weights: "
-               "their shapes give %s %d (remove the entry, or set it to %d)", key,
-               text ? text : "?", key, own, own);
+    load_fail(err, errlen, "config.json: defaults.%s = %.40s contradicts the weights: "
+              "their shapes give %s %d (remove the entry, or set it to %d)", key,
+              text ? text : "?", key, own, own);
     free(text);
     return -1;
 }
@@ -56,15 +57,15 @@ int model_set_defaults(struct model *m, json_t *derived, json_t *user, char *err
 {
     m->defaults = derived ? derived : json_object();
     if (!m->defaults)
-        return model_fail(err, errlen, "out of memory");
+        return load_fail(err, errlen, "out of memory");
     if (user && !json_is_object(user))
-        return model_fail(err, errlen, "config.json: defaults is not an object");
+        return load_fail(err, errlen, "config.json: defaults is not an object");
     const char *key;
     json_t *v;
     json_object_foreach (user, key, v) {
         if (!is_default_option(key))
-            return model_fail(err, errlen, "config.json: defaults.%.64s is not an option a "
-                              "model may set", key);
+            return load_fail(err, errlen, "config.json: defaults.%.64s is not an option a "
+                             "model may set", key);
         /* HF's sliding_window = W is window [W - 1, 0] */
         const int hf = !strcmp(key, HF_SLIDING_WINDOW);
         const enum opt_id id = hf ? OPT_WINDOW : (enum opt_id)opt_find(key);
@@ -78,16 +79,16 @@ int model_set_defaults(struct model *m, json_t *derived, json_t *user, char *err
                    json_integer_value(v) <= 1LL << 40)
                : !opt_default_ok(id, v, m->head_dim)) {
             char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-            model_fail(err, errlen, "config.json: defaults.%s = %.40s is not allowed (%s)", key,
-                       text ? text : "?",
-                       hf ? "an integer >= 1 (W keys including the query's own)"
-                          : opt_get(id)->rule);
+            load_fail(err, errlen, "config.json: defaults.%s = %.40s is not allowed (%s)", key,
+                      text ? text : "?",
+                      hf ? "an integer >= 1 (W keys including the query's own)"
+                         : opt_get(id)->rule);
             free(text);
             return -1;
         }
         json_t *val = hf ? json_pack("[Ii]", json_integer_value(v) - 1, 0) : json_incref(v);
         if (!val || json_object_set_new(m->defaults, opt_name(id), val))
-            return model_fail(err, errlen, "out of memory");
+            return load_fail(err, errlen, "out of memory");
     }
     return 0;
 }

@@ -1,6 +1,7 @@
-/* hf.c -- the hf_llama, hf_mistral and hf_gemma2 formats (model.h, README
- * "Hugging Face checkpoints"): one decoder layer's attention, read from a
- * Hugging Face checkpoint folder as transformers saves it.
+/* hf.c -- see hf.h. The hf_llama, hf_mistral and hf_gemma2 formats
+ * (model.h, docs/models.md "Hugging Face checkpoints"): one decoder layer's
+ * attention, read from a Hugging Face checkpoint folder as transformers
+ * saves it.
  *
  * 1. The model's config.json names the folder and the layer.
  * 2. The folder's config.json, read with the field names and class
@@ -12,7 +13,11 @@
  *    weight_map (name -> shard file); only the shards holding the layer's
  *    tensors are opened, each once, and all are closed before returning.
  * 4. The defaults derived from 2, under the POST /attention names. */
-#include "model/model_internal.h"
+#include "model/hf.h"
+
+#include "model/defaults.h"
+#include "model/load.h"
+#include "model/safetensors.h"
 
 #include "options/options.h"
 
@@ -88,10 +93,10 @@ static int known_fields(const struct model *m, json_t *hc, json_t *ignore, char 
         if (listed(read_common, key) || listed(irrelevant, key) || user ||
             (m->format == MODEL_HF_GEMMA2 && listed(read_gemma2, key)))
             continue;
-        return model_fail(err, errlen, "checkpoint config.json: field \"%.64s\" is not known "
-                          "to the %s loader and may change the attention; if it does not, "
-                          "list it in the model config's hf_ignore", key,
-                          model_format_name(m->format));
+        return load_fail(err, errlen, "checkpoint config.json: field \"%.64s\" is not known "
+                         "to the %s loader and may change the attention; if it does not, "
+                         "list it in the model config's hf_ignore", key,
+                         model_format_name(m->format));
     }
     return 0;
 }
@@ -103,8 +108,8 @@ static int int_field(json_t *hc, const char *key, long long dflt, long long null
     json_t *v = json_object_get(hc, key);
     *out = !v ? dflt : json_is_null(v) ? nullv : json_integer_value(v);
     if (v && !json_is_null(v) && (!json_is_integer(v) || *out < lo || *out > hi))
-        return model_fail(err, errlen, "checkpoint config.json: %s is not an integer in "
-                          "%lld..%lld", key, lo, hi);
+        return load_fail(err, errlen, "checkpoint config.json: %s is not an integer in "
+                         "%lld..%lld", key, lo, hi);
     return 0;
 }
 
@@ -115,7 +120,7 @@ static int num_field(json_t *hc, const char *key, double dflt, double nullv, dou
     json_t *v = json_object_get(hc, key);
     *out = !v ? dflt : json_is_null(v) ? nullv : json_number_value(v);
     if (v && !json_is_null(v) && (!json_is_number(v) || !(*out > 0) || !isfinite(*out)))
-        return model_fail(err, errlen, "checkpoint config.json: %s is not a number > 0", key);
+        return load_fail(err, errlen, "checkpoint config.json: %s is not a number > 0", key);
     return 0;
 }
 
@@ -123,8 +128,8 @@ static int num_field(json_t *hc, const char *key, double dflt, double nullv, dou
 static int unsupported(json_t *v, const char *key, const char *why, char *err, size_t errlen)
 {
     char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    model_fail(err, errlen, "checkpoint config.json: %s = %.60s is not implemented (%s)", key,
-               text ? text : "?", why);
+    load_fail(err, errlen, "checkpoint config.json: %s = %.60s is not implemented (%s)", key,
+              text ? text : "?", why);
     free(text);
     return -1;
 }
@@ -178,8 +183,8 @@ static int gemma2_window(json_t *hc, struct hfcfg *h, long long layer, char *err
     const char *t = json_string_value(json_array_get(lt, (size_t)layer));
     if (!json_is_array(lt) || !t || (strcmp(t, "sliding_attention") &&
                                      strcmp(t, "full_attention")))
-        return model_fail(err, errlen, "checkpoint config.json: layer_types[%lld] is not "
-                          "\"sliding_attention\" or \"full_attention\"", layer);
+        return load_fail(err, errlen, "checkpoint config.json: layer_types[%lld] is not "
+                         "\"sliding_attention\" or \"full_attention\"", layer);
     h->layer_slides = !strcmp(t, "sliding_attention");
     return 0;
 }
@@ -191,9 +196,9 @@ static int read_hf_config(const struct model *m, json_t *hc, long long layer,
     const int f = m->format, gemma = f == MODEL_HF_GEMMA2;
     const char *mt = json_string_value(json_object_get(hc, "model_type"));
     if (mt && strcmp(mt, model_types[f - MODEL_HF_LLAMA]))
-        return model_fail(err, errlen, "checkpoint config.json: model_type \"%.40s\" is not "
-                          "%s's (\"%s\")", mt, model_format_name(f),
-                          model_types[f - MODEL_HF_LLAMA]);
+        return load_fail(err, errlen, "checkpoint config.json: model_type \"%.40s\" is not "
+                         "%s's (\"%s\")", mt, model_format_name(f),
+                         model_types[f - MODEL_HF_LLAMA]);
     if (int_field(hc, "num_attention_heads", gemma ? 8 : 32, 0, 1, DIMS_MAX, &h->H, err,
                   errlen) ||
         int_field(hc, "hidden_size", gemma ? 2304 : 4096, 0, 1, DIMS_MAX, &h->E, err, errlen) ||
@@ -202,32 +207,32 @@ static int read_hf_config(const struct model *m, json_t *hc, long long layer,
         int_field(hc, "num_hidden_layers", 0, 0, 1, 1L << 20, &h->layers, err, errlen))
         return -1;
     if (!h->H || !h->E)
-        return model_fail(err, errlen, "checkpoint config.json: num_attention_heads or "
-                          "hidden_size is null");
+        return load_fail(err, errlen, "checkpoint config.json: num_attention_heads or "
+                         "hidden_size is null");
     if (h->H % h->Hkv)
-        return model_fail(err, errlen, "checkpoint config.json: num_key_value_heads = %lld "
-                          "does not divide num_attention_heads = %lld", h->Hkv, h->H);
+        return load_fail(err, errlen, "checkpoint config.json: num_key_value_heads = %lld "
+                         "does not divide num_attention_heads = %lld", h->Hkv, h->H);
     if (int_field(hc, "head_dim", gemma ? 256 : h->E / h->H, h->E / h->H, 1, DIMS_MAX, &h->d,
                   err, errlen))
         return -1;
     json_t *hd = json_object_get(hc, "head_dim");
     if ((hd ? json_is_null(hd) : !gemma) && h->E % h->H)
-        return model_fail(err, errlen, "checkpoint config.json: hidden_size = %lld is not "
-                          "divisible by num_attention_heads = %lld, and no head_dim", h->E,
-                          h->H);
+        return load_fail(err, errlen, "checkpoint config.json: hidden_size = %lld is not "
+                         "divisible by num_attention_heads = %lld, and no head_dim", h->E,
+                         h->H);
     if (h->d % 2)
-        return model_fail(err, errlen, "checkpoint config.json: head_dim = %lld is odd: RoPE "
-                          "rotates pairs", h->d);
+        return load_fail(err, errlen, "checkpoint config.json: head_dim = %lld is odd: RoPE "
+                         "rotates pairs", h->d);
     if ((h->H + 2 * h->Hkv) * h->d > PROJ_MAX)
-        return model_fail(err, errlen, "checkpoint config.json: (num_attention_heads + 2 · "
-                          "num_key_value_heads) · head_dim is over %ld", PROJ_MAX);
+        return load_fail(err, errlen, "checkpoint config.json: (num_attention_heads + 2 · "
+                         "num_key_value_heads) · head_dim is over %ld", PROJ_MAX);
     if (h->layers && layer >= h->layers)
-        return model_fail(err, errlen, "config.json: layer %lld is out of range: the "
-                          "checkpoint has num_hidden_layers = %lld", layer, h->layers);
+        return load_fail(err, errlen, "config.json: layer %lld is out of range: the "
+                         "checkpoint has num_hidden_layers = %lld", layer, h->layers);
     json_t *ab = json_object_get(hc, "attention_bias");
     if (ab && !json_is_boolean(ab))
-        return model_fail(err, errlen, "checkpoint config.json: attention_bias is not a "
-                          "boolean");
+        return load_fail(err, errlen, "checkpoint config.json: attention_bias is not a "
+                         "boolean");
     h->bias = json_is_true(ab);
     if (h->bias && f == MODEL_HF_MISTRAL)
         return unsupported(ab, "attention_bias", "Mistral's projections have no bias", err,
@@ -246,8 +251,8 @@ static int read_hf_config(const struct model *m, json_t *hc, long long layer,
         num_field(hc, "query_pre_attn_scalar", 256.0, 0.0, &h->qscalar, err, errlen))
         return -1;
     if (!h->qscalar)
-        return model_fail(err, errlen, "checkpoint config.json: query_pre_attn_scalar is "
-                          "null");
+        return load_fail(err, errlen, "checkpoint config.json: query_pre_attn_scalar is "
+                         "null");
     return gemma2_window(hc, h, layer, err, errlen);
 }
 
@@ -286,7 +291,7 @@ static int locate(struct ckpt *c, struct load *ld, const char *key, int optional
 {
     if (!c->weight_map) {
         ld->f = &c->shard[0].f, ld->file = c->shard[0].file;
-        return optional && !model_find(ld, key);
+        return optional && !load_find(ld, key);
     }
     char full[MODEL_PREFIX_MAX + 64];
     snprintf(full, sizeof full, "%s%s", ld->prefix, key);
@@ -294,12 +299,12 @@ static int locate(struct ckpt *c, struct load *ld, const char *key, int optional
     if (!v && optional)
         return 1;
     if (!v)
-        return model_fail(ld->err, ld->errlen, "model.safetensors.index.json: weight_map has "
-                          "no %s (missing key)", full);
+        return load_fail(ld->err, ld->errlen, "model.safetensors.index.json: weight_map has "
+                         "no %s (missing key)", full);
     const char *file = json_string_value(v);
     if (!plain_name(file))
-        return model_fail(ld->err, ld->errlen, "model.safetensors.index.json: weight_map's "
-                          "file for %s is not a file name in the folder", full);
+        return load_fail(ld->err, ld->errlen, "model.safetensors.index.json: weight_map's "
+                         "file for %s is not a file name in the folder", full);
     int i = 0;
     while (i < c->n && strcmp(c->shard[i].file, file))
         i++;
@@ -307,12 +312,12 @@ static int locate(struct ckpt *c, struct load *ld, const char *key, int optional
         char path[sizeof c->dir + 260], msg[sizeof path + 256];
         snprintf(path, sizeof path, "%s/%s", c->dir, file);
         if (c->n == SHARDS_MAX)
-            return model_fail(ld->err, ld->errlen, "model.safetensors.index.json: more than "
-                              "%d shards for one layer", SHARDS_MAX);
+            return load_fail(ld->err, ld->errlen, "model.safetensors.index.json: more than "
+                             "%d shards for one layer", SHARDS_MAX);
         if (st_open(&c->shard[i].f, path, msg, sizeof msg)) {
             const char *tail = strrchr(msg, '/');
-            return model_fail(ld->err, ld->errlen, "model.safetensors.index.json: shard %s "
-                              "(of %s): %s", file, full, tail ? tail + 1 : msg);
+            return load_fail(ld->err, ld->errlen, "model.safetensors.index.json: shard %s "
+                             "(of %s): %s", file, full, tail ? tail + 1 : msg);
         }
         snprintf(c->shard[i].file, sizeof c->shard[i].file, "%s", file);
         c->n++;
@@ -332,19 +337,19 @@ static int ckpt_open(struct ckpt *c, char *err, size_t errlen)
         snprintf(c->shard[0].file, sizeof c->shard[0].file, "model.safetensors");
         if (st_open(&c->shard[0].f, path, msg, sizeof msg)) {
             const char *tail = strstr(msg, "model.safetensors: ");
-            return model_fail(err, errlen, "%s", tail ? tail : msg);
+            return load_fail(err, errlen, "%s", tail ? tail : msg);
         }
         c->n = 1;
         return 0;
     }
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", c->dir);
-    if (!(c->index = model_read_json(path, "checkpoint model.safetensors.index.json (and no "
-                                     "model.safetensors)", err, errlen)))
+    if (!(c->index = load_read_json(path, "checkpoint model.safetensors.index.json (and no "
+                                    "model.safetensors)", err, errlen)))
         return -1;
     c->weight_map = json_object_get(c->index, "weight_map");
     if (!json_is_object(c->weight_map))
-        return model_fail(err, errlen, "model.safetensors.index.json: weight_map is not an "
-                          "object");
+        return load_fail(err, errlen, "model.safetensors.index.json: weight_map is not an "
+                         "object");
     return 0;
 }
 
@@ -367,7 +372,7 @@ static int map_layer(struct ckpt *c, struct load *ld, const struct hfcfg *h)
     char key[64];
     for (int i = 0; i < 4; i++) {
         snprintf(key, sizeof key, "%s.weight", proj[i]);
-        if (locate(c, ld, key, 0) || model_take(ld, dst[i], key, 0, rows[i], cols[i]))
+        if (locate(c, ld, key, 0) || load_take(ld, dst[i], key, 0, rows[i], cols[i]))
             return -1;
     }
     for (int i = 0; i < 4 && !h->bias; i++) {
@@ -376,25 +381,25 @@ static int map_layer(struct ckpt *c, struct load *ld, const struct hfcfg *h)
         if (rc < 0)
             return -1;
         if (!rc)
-            return model_fail(ld->err, ld->errlen, "%s: the checkpoint has %s%s, but its "
-                              "config.json's attention_bias is false (or absent)", ld->file,
-                              ld->prefix, key);
+            return load_fail(ld->err, ld->errlen, "%s: the checkpoint has %s%s, but its "
+                             "config.json's attention_bias is false (or absent)", ld->file,
+                             ld->prefix, key);
     }
     if (!h->bias)
         return 0;
     /* the weights above are in the file: dq + 2·dkv floats are backed */
     if (!(m->w[ATT_W_IN_BIAS] = malloc((size_t)(dq + 2 * dkv) * sizeof(float))))
-        return model_fail(ld->err, ld->errlen, "out of memory");
+        return load_fail(ld->err, ld->errlen, "out of memory");
     const long at[3] = {0, dq, dq + dkv};
     for (int i = 0; i < 3; i++) {
         snprintf(key, sizeof key, "%s.bias", proj[i]);
         const struct st_tensor *t;
-        if (locate(c, ld, key, 0) || !(t = model_checked(ld, key, rows[i], -1)) ||
-            model_convert(ld, m->w[ATT_W_IN_BIAS] + at[i], t))
+        if (locate(c, ld, key, 0) || !(t = load_checked(ld, key, rows[i], -1)) ||
+            load_convert(ld, m->w[ATT_W_IN_BIAS] + at[i], t))
             return -1;
     }
     return locate(c, ld, "self_attn.o_proj.bias", 0) ||
-                   model_take(ld, &m->w[ATT_W_OUT_BIAS], "self_attn.o_proj.bias", 0, E, -1)
+                   load_take(ld, &m->w[ATT_W_OUT_BIAS], "self_attn.o_proj.bias", 0, E, -1)
                ? -1
                : 0;
 }
@@ -405,28 +410,28 @@ static int model_config(json_t *cfg, const char *folder, struct ckpt *c, long lo
 {
     const char *ck = json_string_value(json_object_get(cfg, "checkpoint"));
     if (!ck || !ck[0])
-        return model_fail(err, errlen, "config.json: checkpoint (the Hugging Face folder) is "
-                          "missing or not a string");
+        return load_fail(err, errlen, "config.json: checkpoint (the Hugging Face folder) is "
+                         "missing or not a string");
     int n = ck[0] == '/' ? snprintf(c->dir, sizeof c->dir, "%s", ck)
                          : snprintf(c->dir, sizeof c->dir, "%s/%s", folder, ck);
     if (n < 0 || (size_t)n >= sizeof c->dir)
-        return model_fail(err, errlen, "config.json: checkpoint path too long");
+        return load_fail(err, errlen, "config.json: checkpoint path too long");
     json_t *l = json_object_get(cfg, "layer");
     if (!json_is_integer(l) || json_integer_value(l) < 0 || json_integer_value(l) >= 1L << 20)
-        return model_fail(err, errlen, "config.json: layer is not an integer >= 0");
+        return load_fail(err, errlen, "config.json: layer is not an integer >= 0");
     *layer = json_integer_value(l);
     json_t *p = json_object_get(cfg, "prefix");
     if (p && (!json_is_string(p) || json_string_length(p) > MODEL_PREFIX_MAX))
-        return model_fail(err, errlen, "config.json: prefix is not a string of at most %d "
-                          "bytes", MODEL_PREFIX_MAX);
+        return load_fail(err, errlen, "config.json: prefix is not a string of at most %d "
+                         "bytes", MODEL_PREFIX_MAX);
     if (p)
         snprintf(prefix, MODEL_PREFIX_MAX + 1, "%s", json_string_value(p));
     else
         snprintf(prefix, MODEL_PREFIX_MAX + 1, "model.layers.%lld.", *layer);
     json_t *ig = json_object_get(cfg, "hf_ignore");
     if (ig && !json_is_array(ig))
-        return model_fail(err, errlen, "config.json: hf_ignore is not an array of field "
-                          "names");
+        return load_fail(err, errlen, "config.json: hf_ignore is not an array of field "
+                         "names");
     return 0;
 }
 
@@ -438,14 +443,14 @@ int model_load_hf(struct model *m, json_t *cfg, const char *folder, char *err, s
     long long layer = 0;
     int rc = -1;
     if (!c)
-        return model_fail(err, errlen, "out of memory");
+        return load_fail(err, errlen, "out of memory");
     if (model_config(cfg, folder, c, &layer, prefix, err, errlen))
         goto done;
     snprintf(path, sizeof path, "%s/config.json", c->dir);
-    if (!(m->hf_config = model_read_json(path, "checkpoint config.json", err, errlen)))
+    if (!(m->hf_config = load_read_json(path, "checkpoint config.json", err, errlen)))
         goto done;
     if (!json_is_object(m->hf_config)) {
-        model_fail(err, errlen, "checkpoint config.json: not a JSON object");
+        load_fail(err, errlen, "checkpoint config.json: not a JSON object");
         goto done;
     }
     if (known_fields(m, m->hf_config, json_object_get(cfg, "hf_ignore"), err, errlen) ||
@@ -453,8 +458,8 @@ int model_load_hf(struct model *m, json_t *cfg, const char *folder, char *err, s
         goto done;
     json_t *nh = json_object_get(cfg, opt_name(OPT_NUM_HEADS));
     if (nh && json_integer_value(nh) != h.H) {
-        model_fail(err, errlen, "config.json: num_heads does not match the checkpoint's "
-                   "num_attention_heads = %lld", h.H);
+        load_fail(err, errlen, "config.json: num_heads does not match the checkpoint's "
+                  "num_attention_heads = %lld", h.H);
         goto done;
     }
     m->H = (int)h.H, m->Hkv = (int)h.Hkv, m->head_dim = (int)h.d, m->layer = (int)layer;
@@ -464,7 +469,7 @@ int model_load_hf(struct model *m, json_t *cfg, const char *folder, char *err, s
         goto done;
     json_t *d = derived_defaults(&h);
     if (!d) {
-        model_fail(err, errlen, "out of memory");
+        load_fail(err, errlen, "out of memory");
         goto done;
     }
     rc = model_set_defaults(m, d, json_object_get(cfg, "defaults"), err, errlen);

@@ -1,60 +1,38 @@
 /* model.c -- see model.h. model_load() reads config.json, opens
  * model.safetensors, reads and converts the used tensors to float32 and
  * closes the file; model_parse() is the same on two buffers. Each format
- * has its own small mapping function; all of them go through
- * model_take(), which finds a key, checks its dtype and shape and converts
- * it. The hf_llama, hf_mistral and hf_gemma2 formats read a checkpoint
- * folder instead: hf.c. */
-#include "model/model_internal.h"
+ * of one file has its own small mapping function; all of them go through
+ * load_take() (load.h), which finds a key, checks its dtype and shape and
+ * converts it. The hf_llama, hf_mistral and hf_gemma2 formats read a
+ * checkpoint folder instead: hf.c. Then the defaults: defaults.c. */
+#include "model/model.h"
 
+#include "model/defaults.h"
+#include "model/hf.h"
+#include "model/load.h"
+#include "model/safetensors.h"
 #include "options/options.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/attention.h"
-
-#define CONFIG_MAX (1u << 20) /* config.json: 1 MiB at most */
-
-static const char *const format_names[MODEL_NFORMATS] = {
-    "torch_mha", "hf_bert", "hf_gpt2", "hf_llama", "hf_mistral", "hf_gemma2"};
-
-const char *model_format_name(int format)
-{
-    return format >= 0 && format < MODEL_NFORMATS ? format_names[format] : "unknown";
-}
-
-int model_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* config.json's format. */
 static int config_format(struct model *m, json_t *cfg, char *err, size_t errlen)
 {
     if (!json_is_object(cfg))
-        return model_fail(err, errlen, "config.json: not a JSON object");
+        return load_fail(err, errlen, "config.json: not a JSON object");
     const char *fmt = json_string_value(json_object_get(cfg, "format"));
     m->format = -1;
     for (int i = 0; fmt && i < MODEL_NFORMATS; i++)
-        if (!strcmp(fmt, format_names[i]))
+        if (!strcmp(fmt, model_format_name(i)))
             m->format = i;
     if (m->format < 0)
-        return model_fail(err, errlen, "config.json: format %s%.40s%s is unknown (torch_mha, "
-                          "hf_bert, hf_gpt2, hf_llama, hf_mistral or hf_gemma2)",
-                          fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "");
+        return load_fail(err, errlen, "config.json: format %s%.40s%s is unknown (torch_mha, "
+                         "hf_bert, hf_gpt2, hf_llama, hf_mistral or hf_gemma2)",
+                         fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "");
     return 0;
 }
 
@@ -64,77 +42,14 @@ static int check_config(struct model *m, json_t *cfg, const char **prefix, char 
 {
     json_t *p = json_object_get(cfg, "prefix");
     if (p && (!json_is_string(p) || json_string_length(p) > MODEL_PREFIX_MAX))
-        return model_fail(err, errlen, "config.json: prefix is not a string of at most %d "
-                          "bytes", MODEL_PREFIX_MAX);
+        return load_fail(err, errlen, "config.json: prefix is not a string of at most %d "
+                         "bytes", MODEL_PREFIX_MAX);
     *prefix = p ? json_string_value(p) : "";
     json_t *h = json_object_get(cfg, opt_name(OPT_NUM_HEADS));
     if (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > 65536)
-        return model_fail(err, errlen, "config.json: num_heads is not an integer in 1..65536");
+        return load_fail(err, errlen, "config.json: num_heads is not an integer in 1..65536");
     m->H = (int)json_integer_value(h);
     return 0;
-}
-
-const struct st_tensor *model_find(const struct load *ld, const char *key)
-{
-    char full[MODEL_PREFIX_MAX + 64];
-    snprintf(full, sizeof full, "%s%s", ld->prefix, key);
-    return st_find(ld->f, full);
-}
-
-/* Its element count is then d0·max(d1, 1), backed by bytes of the file. */
-const struct st_tensor *model_checked(struct load *ld, const char *key, long d0, long d1)
-{
-    const struct st_tensor *t = model_find(ld, key);
-    if (!t) {
-        model_fail(ld->err, ld->errlen, "%s: missing key %s%s", ld->file, ld->prefix, key);
-        return NULL;
-    }
-    uint64_t want[2] = {(uint64_t)d0, (uint64_t)d1};
-    int wnd = d1 < 0 ? 1 : 2;
-    if (t->ndim != wnd || t->shape[0] != want[0] || (wnd == 2 && t->shape[1] != want[1])) {
-        char got[96], exp[64];
-        st_shape_str(got, sizeof got, t->shape, t->ndim);
-        st_shape_str(exp, sizeof exp, want, wnd);
-        model_fail(ld->err, ld->errlen, "%s: %s has shape %s, expected %s", ld->file, t->name,
-             got, exp);
-        return NULL;
-    }
-    if (!st_dtype_convertible(t->dtype)) {
-        model_fail(ld->err, ld->errlen, "%s: %s has dtype %s; only F32, F16 and BF16 "
-             "can be loaded", ld->file, t->name, t->dtype);
-        return NULL;
-    }
-    return t;
-}
-
-int model_convert(struct load *ld, float *dst, const struct st_tensor *t)
-{
-    struct model *m = ld->m;
-    if (!m->dtype[0])
-        snprintf(m->dtype, sizeof m->dtype, "%s", t->dtype);
-    else if (strcmp(m->dtype, t->dtype))
-        snprintf(m->dtype, sizeof m->dtype, "mixed");
-    char msg[320];
-    if (st_read_f32(ld->f, dst, t, msg, sizeof msg))
-        return model_fail(ld->err, ld->errlen, "%s: %s", ld->file, msg);
-    for (size_t i = 0; i < (size_t)t->count; i++)
-        if (!isfinite(dst[i]))
-            return model_fail(ld->err, ld->errlen, "%s: %s[%zu] is not finite",
-                        ld->file, t->name, i);
-    return 0;
-}
-
-int model_take(struct load *ld, float **out, const char *key, int optional, long d0, long d1)
-{
-    *out = NULL;
-    if (optional && !model_find(ld, key))
-        return 0;
-    const struct st_tensor *t = model_checked(ld, key, d0, d1);
-    if (!t)
-        return -1;
-    if (!(*out = malloc((t->count ? (size_t)t->count : 1) * sizeof **out)))
-        return model_fail(ld->err, ld->errlen, "out of memory for %s", t->name);
-    return model_convert(ld, *out, t);
 }
 
 /* E from key, an (E, E) tensor (E in 1..65536), checked against
@@ -142,21 +57,21 @@ int model_take(struct load *ld, float **out, const char *key, int optional, long
  * here cannot make the loader allocate more than it holds. */
 static int embed_dim(struct load *ld, const char *key)
 {
-    const struct st_tensor *t = model_find(ld, key);
+    const struct st_tensor *t = load_find(ld, key);
     if (!t)
-        return model_fail(ld->err, ld->errlen, "%s: missing key %s%s", ld->file, ld->prefix,
-                    key);
+        return load_fail(ld->err, ld->errlen, "%s: missing key %s%s", ld->file, ld->prefix,
+                         key);
     long e = t->ndim >= 1 && t->shape[0] >= 1 && t->shape[0] <= 65536 ? (long)t->shape[0] : 0;
     if (!e)
-        return model_fail(ld->err, ld->errlen, "model.safetensors: %s has first dimension %llu, "
-                    "expected E in 1..65536", t->name,
-                    t->ndim ? (unsigned long long)t->shape[0] : 0ULL);
-    if (!model_checked(ld, key, e, e))
+        return load_fail(ld->err, ld->errlen, "model.safetensors: %s has first dimension %llu, "
+                         "expected E in 1..65536", t->name,
+                         t->ndim ? (unsigned long long)t->shape[0] : 0ULL);
+    if (!load_checked(ld, key, e, e))
         return -1;
     ld->m->E = (int)e;
     if (ld->m->E % ld->m->H)
-        return model_fail(ld->err, ld->errlen, "model.safetensors: E = %d (from %s) is not divisible "
-                    "by num_heads = %d", ld->m->E, t->name, ld->m->H);
+        return load_fail(ld->err, ld->errlen, "model.safetensors: E = %d (from %s) is not "
+                         "divisible by num_heads = %d", ld->m->E, t->name, ld->m->H);
     ld->m->kdim = ld->m->vdim = ld->m->E;
     return 0;
 }
@@ -171,27 +86,27 @@ static int map_torch_mha(struct load *ld)
      * (att_weight_name), but out_proj.weight and out_proj.bias */
     const char *in = att_weight_name(ATT_W_IN), *q = att_weight_name(ATT_W_Q);
     const char *kn = att_weight_name(ATT_W_K), *vn = att_weight_name(ATT_W_V);
-    if (model_find(ld, in) && model_find(ld, q))
-        return model_fail(ld->err, ld->errlen, "model.safetensors: both %s%s and %s%s: one "
-                          "layout only", ld->prefix, in, ld->prefix, q);
-    if (model_find(ld, in) || !model_find(ld, q)) {
-        if (model_take(ld, &m->w[ATT_W_IN], in, 0, 3 * E, E))
+    if (load_find(ld, in) && load_find(ld, q))
+        return load_fail(ld->err, ld->errlen, "model.safetensors: both %s%s and %s%s: one "
+                         "layout only", ld->prefix, in, ld->prefix, q);
+    if (load_find(ld, in) || !load_find(ld, q)) {
+        if (load_take(ld, &m->w[ATT_W_IN], in, 0, 3 * E, E))
             return -1;
     } else {
         /* kdim, vdim from the k/v weights' second dimension */
-        const struct st_tensor *k = model_find(ld, kn), *v = model_find(ld, vn);
+        const struct st_tensor *k = load_find(ld, kn), *v = load_find(ld, vn);
         if (k && k->ndim == 2 && k->shape[1] >= 1 && k->shape[1] <= 65536)
             m->kdim = (int)k->shape[1];
         if (v && v->ndim == 2 && v->shape[1] >= 1 && v->shape[1] <= 65536)
             m->vdim = (int)v->shape[1];
-        if (model_take(ld, &m->w[ATT_W_Q], q, 0, E, E) ||
-            model_take(ld, &m->w[ATT_W_K], kn, 0, E, m->kdim) ||
-            model_take(ld, &m->w[ATT_W_V], vn, 0, E, m->vdim))
+        if (load_take(ld, &m->w[ATT_W_Q], q, 0, E, E) ||
+            load_take(ld, &m->w[ATT_W_K], kn, 0, E, m->kdim) ||
+            load_take(ld, &m->w[ATT_W_V], vn, 0, E, m->vdim))
             return -1;
     }
-    return model_take(ld, &m->w[ATT_W_IN_BIAS], att_weight_name(ATT_W_IN_BIAS), 1, 3 * E, -1) ||
-                   model_take(ld, &m->w[ATT_W_OUT], "out_proj.weight", 0, E, E) ||
-                   model_take(ld, &m->w[ATT_W_OUT_BIAS], "out_proj.bias", 1, E, -1)
+    return load_take(ld, &m->w[ATT_W_IN_BIAS], att_weight_name(ATT_W_IN_BIAS), 1, 3 * E, -1) ||
+                   load_take(ld, &m->w[ATT_W_OUT], "out_proj.weight", 0, E, E) ||
+                   load_take(ld, &m->w[ATT_W_OUT_BIAS], "out_proj.bias", 1, E, -1)
                ? -1
                : 0;
 }
@@ -209,20 +124,21 @@ static int map_hf_bert(struct load *ld)
     size_t E = (size_t)m->E;
     const struct st_tensor *tw[3], *tb[3];
     for (size_t i = 0; i < 3; i++) /* all there before the allocation */
-        if (!(tw[i] = model_checked(ld, w[i], (long)E, (long)E)) ||
-            !(tb[i] = model_checked(ld, b[i], (long)E, -1)))
+        if (!(tw[i] = load_checked(ld, w[i], (long)E, (long)E)) ||
+            !(tb[i] = load_checked(ld, b[i], (long)E, -1)))
             return -1;
     m->w[ATT_W_IN] = malloc(3 * E * E * sizeof(float));
     m->w[ATT_W_IN_BIAS] = malloc(3 * E * sizeof(float));
     if (!m->w[ATT_W_IN] || !m->w[ATT_W_IN_BIAS])
-        return model_fail(ld->err, ld->errlen, "out of memory");
+        return load_fail(ld->err, ld->errlen, "out of memory");
     for (size_t i = 0; i < 3; i++)
-        if (model_convert(ld, m->w[ATT_W_IN] + i * E * E, tw[i]) ||
-            model_convert(ld, m->w[ATT_W_IN_BIAS] + i * E, tb[i]))
+        if (load_convert(ld, m->w[ATT_W_IN] + i * E * E, tw[i]) ||
+            load_convert(ld, m->w[ATT_W_IN_BIAS] + i * E, tb[i]))
             return -1;
-    return model_take(ld, &m->w[ATT_W_OUT], "attention.output.dense.weight", 0, (long)E,
-                (long)E) ||
-                   model_take(ld, &m->w[ATT_W_OUT_BIAS], "attention.output.dense.bias", 0, (long)E, -1)
+    return load_take(ld, &m->w[ATT_W_OUT], "attention.output.dense.weight", 0, (long)E,
+                     (long)E) ||
+                   load_take(ld, &m->w[ATT_W_OUT_BIAS], "attention.output.dense.bias", 0,
+                             (long)E, -1)
                ? -1
                : 0;
 }
@@ -232,7 +148,7 @@ static float *transpose(struct load *ld, const float *a, size_t rows, size_t col
 {
     float *t = malloc(rows * cols * sizeof *t);
     if (!t) {
-        model_fail(ld->err, ld->errlen, "out of memory");
+        load_fail(ld->err, ld->errlen, "out of memory");
         return NULL;
     }
     for (size_t r = 0; r < rows; r++)
@@ -250,10 +166,10 @@ static int map_hf_gpt2(struct load *ld)
     float *cw = NULL, *pw = NULL;
     int rc = -1;
     /* Conv1D stores (in, out) and computes x·W: transposed to Linear's (out, in) */
-    if (model_take(ld, &cw, "attn.c_attn.weight", 0, (long)E, 3 * (long)E) ||
-        model_take(ld, &m->w[ATT_W_IN_BIAS], "attn.c_attn.bias", 0, 3 * (long)E, -1) ||
-        model_take(ld, &pw, "attn.c_proj.weight", 0, (long)E, (long)E) ||
-        model_take(ld, &m->w[ATT_W_OUT_BIAS], "attn.c_proj.bias", 0, (long)E, -1))
+    if (load_take(ld, &cw, "attn.c_attn.weight", 0, (long)E, 3 * (long)E) ||
+        load_take(ld, &m->w[ATT_W_IN_BIAS], "attn.c_attn.bias", 0, 3 * (long)E, -1) ||
+        load_take(ld, &pw, "attn.c_proj.weight", 0, (long)E, (long)E) ||
+        load_take(ld, &m->w[ATT_W_OUT_BIAS], "attn.c_proj.bias", 0, (long)E, -1))
         goto done;
     if ((m->w[ATT_W_IN] = transpose(ld, cw, E, 3 * E)) &&
         (m->w[ATT_W_OUT] = transpose(ld, pw, E, E)))
@@ -284,15 +200,15 @@ static int name_ok(const char *name, char *err, size_t errlen)
 {
     size_t n = strlen(name);
     if (!n || n >= sizeof ((struct model *)0)->name || name[0] == '.')
-        return model_fail(err, errlen, "model name \"%.64s\" is not allowed (1..127 characters, "
+        return load_fail(err, errlen, "model name \"%.64s\" is not allowed (1..127 characters, "
                     "not starting with '.')", name);
     for (size_t i = 0; i < n; i++)
         if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-",
                     name[i]))
-            return model_fail(err, errlen, "model name \"%.64s\" has a character outside "
+            return load_fail(err, errlen, "model name \"%.64s\" has a character outside "
                         "[A-Za-z0-9_.-]", name);
     if (!strcmp(name, MODEL_BUILTIN))
-        return model_fail(err, errlen, "model name \"" MODEL_BUILTIN "\" is reserved");
+        return load_fail(err, errlen, "model name \"" MODEL_BUILTIN "\" is reserved");
     return 0;
 }
 
@@ -302,7 +218,7 @@ static struct model *model_new(const char *name, json_t *cfg, char *err, size_t 
     struct model *m = calloc(1, sizeof *m);
     if (!m) {
         json_decref(cfg);
-        model_fail(err, errlen, "out of memory");
+        load_fail(err, errlen, "out of memory");
         return NULL;
     }
     m->config = cfg;
@@ -359,54 +275,21 @@ int model_parse(struct model **out, const char *name, const char *config, size_t
     json_error_t jerr;
     json_t *cfg = json_loadb(config, config_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!cfg)
-        return model_fail(err, errlen, "config.json: %s (line %d)", jerr.text, jerr.line);
+        return load_fail(err, errlen, "config.json: %s (line %d)", jerr.text, jerr.line);
     struct model *m = model_new(name, cfg, err, errlen);
     if (!m)
         return -1;
     if (is_hf_decoder(m))
-        return finish(out, m, model_fail(err, errlen, "config.json: format %s reads a "
-                                         "checkpoint folder: model_load() only",
-                                         model_format_name(m->format)));
+        return finish(out, m, load_fail(err, errlen, "config.json: format %s reads a "
+                                        "checkpoint folder: model_load() only",
+                                        model_format_name(m->format)));
     struct st_file f;
     char msg[256];
     if (st_parse(&f, st, st_len, msg, sizeof msg))
-        return finish(out, m, model_fail(err, errlen, "model.safetensors: %s", msg));
+        return finish(out, m, load_fail(err, errlen, "model.safetensors: %s", msg));
     int rc = build(m, &f, err, errlen);
     st_close(&f);
     return finish(out, m, rc);
-}
-
-json_t *model_read_json(const char *path, const char *what, char *err, size_t errlen)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
-    if (fd < 0) {
-        model_fail(err, errlen, "%s: %s", what, strerror(errno));
-        return NULL;
-    }
-    struct stat sb;
-    char *buf = NULL;
-    json_t *cfg = NULL;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        model_fail(err, errlen, "%s: not a regular file", what);
-    } else if (sb.st_size > (off_t)CONFIG_MAX) {
-        model_fail(err, errlen, "%s: %lld bytes, more than %u", what, (long long)sb.st_size,
-                   CONFIG_MAX);
-    } else if (!(buf = malloc((size_t)sb.st_size + 1))) {
-        model_fail(err, errlen, "out of memory");
-    } else {
-        size_t got = 0;
-        ssize_t r = 1;
-        while (got < (size_t)sb.st_size && (r = read(fd, buf + got, (size_t)sb.st_size - got)) > 0)
-            got += (size_t)r;
-        json_error_t jerr;
-        if (r < 0)
-            model_fail(err, errlen, "%s: %s", what, strerror(errno));
-        else if (!(cfg = json_loadb(buf, got, JSON_REJECT_DUPLICATES, &jerr)))
-            model_fail(err, errlen, "%s: %s (line %d)", what, jerr.text, jerr.line);
-    }
-    free(buf);
-    close(fd);
-    return cfg;
 }
 
 int model_load(struct model **out, const char *dir, const char *name, char *err,
@@ -417,8 +300,8 @@ int model_load(struct model **out, const char *dir, const char *name, char *err,
         return -1;
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s/config.json", dir, name) >= (int)sizeof path)
-        return model_fail(err, errlen, "model folder path too long");
-    json_t *cfg = model_read_json(path, "config.json", err, errlen);
+        return load_fail(err, errlen, "model folder path too long");
+    json_t *cfg = load_read_json(path, "config.json", err, errlen);
     if (!cfg)
         return -1;
     struct model *m = model_new(name, cfg, err, errlen);
@@ -434,7 +317,7 @@ int model_load(struct model **out, const char *dir, const char *name, char *err,
     if (st_open(&f, path, msg, sizeof msg)) {
         /* st_open names the path; the file's name alone is enough here */
         const char *tail = strstr(msg, "model.safetensors: ");
-        return finish(out, m, model_fail(err, errlen, "%s", tail ? tail : msg));
+        return finish(out, m, load_fail(err, errlen, "%s", tail ? tail : msg));
     }
     int rc = build(m, &f, err, errlen);
     st_close(&f);

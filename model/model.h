@@ -5,9 +5,12 @@
  *
  * The model/ layer (the rule: scripts/layers.sh) owns server-held models:
  * safetensors (safetensors.h), config.json and its three layouts (this
- * header), Hugging Face checkpoints (hf.c) and the registry (repo.h, called
- * from api/ only). It includes model/, core/, lib/ and the options table
- * (options/options.h) that says what a model's "defaults" may be.
+ * header, model.c), Hugging Face checkpoints (hf.h), the loaders' shared
+ * steps (load.h), a model's defaults (defaults.h) and the registry
+ * (repo.h, called from api/ only). model.c calls hf.c, defaults.c, load.c
+ * and safetensors.c; each of those calls only the ones after it. It
+ * includes model/, core/, lib/ and the options table (options/options.h)
+ * that says what a model's "defaults" may be.
  *
  *     struct model *m;
  *     char err[512];
@@ -23,7 +26,7 @@
  *    "defaults": {attn_mask: causal, scale: 0.125}}   (optional; options.h's names)
  *   Any other top-level key is kept (m->config) and ignored.
  *
- * A Hugging Face decoder layer (README "Hugging Face checkpoints"):
+ * A Hugging Face decoder layer (docs/models.md "Hugging Face checkpoints"):
  *   {"format": "hf_llama" | "hf_mistral" | "hf_gemma2",
  *    "checkpoint": "/path/to/hf-folder",   (absolute, or relative to DIR/<name>)
  *    "layer": 3,
@@ -85,8 +88,14 @@ enum model_format {
     MODEL_NFORMATS
 };
 
-/* Name of a format as config.json spells it ("torch_mha", ...). */
-const char *model_format_name(int format);
+/* Name of a format as config.json spells it ("torch_mha", ...); "unknown"
+ * out of range. Inline: the loaders below model.c name formats too. */
+static inline const char *model_format_name(int format)
+{
+    static const char *const names[MODEL_NFORMATS] = {
+        "torch_mha", "hf_bert", "hf_gpt2", "hf_llama", "hf_mistral", "hf_gemma2"};
+    return format >= 0 && format < MODEL_NFORMATS ? names[format] : "unknown";
+}
 
 struct model {
     char name[128];

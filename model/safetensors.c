@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "lib/utf8.h"
-#include "model/model_internal.h"
 
 /* The reference's enum Dtype with bitsize(). */
 static const struct {
@@ -27,6 +26,10 @@ static const struct {
     {"U32", 32},   {"F32", 32},         {"C64", 64},         {"F64", 64},
     {"I64", 64},   {"U64", 64},
 };
+
+/* The reader's errors, in err (errlen bytes, may be 0): the expression's
+ * value is -1. */
+#define ST_FAIL(err, errlen, ...) (snprintf((err), (errlen), __VA_ARGS__), -1)
 
 /* A JSON integer in [0, 2^63) into *v. */
 static int get_u64(json_t *j, uint64_t *v)
@@ -53,42 +56,42 @@ static int read_entry(struct st_tensor *t, uint64_t *begin, unsigned *bits, uint
                       const char *name, json_t *e, char *err, size_t errlen)
 {
     if (!json_is_object(e))
-        return model_fail(err, errlen, "tensor \"%s\": entry is not an object", name);
+        return ST_FAIL(err, errlen, "tensor \"%s\": entry is not an object", name);
     const char *key;
     json_t *v;
     json_object_foreach (e, key, v)
         if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets"))
-            return model_fail(err, errlen, "tensor \"%s\": unknown field \"%s\"", name, key);
+            return ST_FAIL(err, errlen, "tensor \"%s\": unknown field \"%s\"", name, key);
     json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"),
            *off = json_object_get(e, "data_offsets");
     if (!dt || !sh || !off)
-        return model_fail(err, errlen, "tensor \"%s\": missing field \"%s\"", name,
-                          !dt ? "dtype" : !sh ? "shape" : "data_offsets");
+        return ST_FAIL(err, errlen, "tensor \"%s\": missing field \"%s\"", name,
+                       !dt ? "dtype" : !sh ? "shape" : "data_offsets");
     if (!json_is_string(dt))
-        return model_fail(err, errlen, "tensor \"%s\": dtype is not a string", name);
+        return ST_FAIL(err, errlen, "tensor \"%s\": dtype is not a string", name);
     t->dtype = NULL;
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
         if (!strcmp(json_string_value(dt), dtypes[i].name))
             t->dtype = dtypes[i].name, *bits = dtypes[i].bits;
     if (!t->dtype)
-        return model_fail(err, errlen, "tensor \"%s\": unknown dtype \"%.32s\"", name,
-                          json_string_value(dt));
+        return ST_FAIL(err, errlen, "tensor \"%s\": unknown dtype \"%.32s\"", name,
+                       json_string_value(dt));
     if (!json_is_array(sh))
-        return model_fail(err, errlen, "tensor \"%s\": shape is not an array", name);
+        return ST_FAIL(err, errlen, "tensor \"%s\": shape is not an array", name);
     t->ndim = (int)json_array_size(sh);
     for (int i = 0; i < t->ndim; i++)
         if (get_u64(json_array_get(sh, (size_t)i), &dims[i]))
-            return model_fail(err, errlen, "tensor \"%s\": shape[%d] is not a non-negative integer",
-                              name, i);
+            return ST_FAIL(err, errlen, "tensor \"%s\": shape[%d] is not a non-negative integer",
+                           name, i);
     t->shape = dims;
     uint64_t end;
     if (!json_is_array(off) || json_array_size(off) != 2 ||
         get_u64(json_array_get(off, 0), begin) || get_u64(json_array_get(off, 1), &end))
-        return model_fail(err, errlen, "tensor \"%s\": data_offsets is not [begin, end] "
-                          "(non-negative integers)", name);
+        return ST_FAIL(err, errlen, "tensor \"%s\": data_offsets is not [begin, end] "
+                       "(non-negative integers)", name);
     if (end < *begin)
-        return model_fail(err, errlen, "tensor \"%s\": data_offsets [%llu, %llu] end before begin",
-                          name, (unsigned long long)*begin, (unsigned long long)end);
+        return ST_FAIL(err, errlen, "tensor \"%s\": data_offsets [%llu, %llu] end before begin",
+                       name, (unsigned long long)*begin, (unsigned long long)end);
     t->nbytes = end - *begin;
     t->name = name;
     return 0;
@@ -119,33 +122,33 @@ static int check_tiling(struct sorted *s, size_t n, uint64_t *data_len, char *er
         struct st_tensor *t = &s[i].t;
         uint64_t end = s[i].begin + t->nbytes;
         if (s[i].begin != at)
-            return model_fail(err, errlen,
-                              "tensor \"%s\": data_offsets [%llu, %llu] %s: the data must be "
-                              "tiled from 0 without gaps (previous tensor ends at %llu)",
-                              t->name, (unsigned long long)s[i].begin,
-                              (unsigned long long)end,
-                              s[i].begin < at ? "overlap the previous tensor" : "leave a hole",
-                              (unsigned long long)at);
+            return ST_FAIL(err, errlen,
+                           "tensor \"%s\": data_offsets [%llu, %llu] %s: the data must be "
+                           "tiled from 0 without gaps (previous tensor ends at %llu)",
+                           t->name, (unsigned long long)s[i].begin,
+                           (unsigned long long)end,
+                           s[i].begin < at ? "overlap the previous tensor" : "leave a hole",
+                           (unsigned long long)at);
         uint64_t count = 1;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] && count > UINT64_MAX / t->shape[d])
-                return model_fail(err, errlen, "tensor \"%s\": element count overflows", t->name);
+                return ST_FAIL(err, errlen, "tensor \"%s\": element count overflows", t->name);
             count *= t->shape[d];
         }
         unsigned bits = s[i].bits;
         if (count > UINT64_MAX / bits)
-            return model_fail(err, errlen, "tensor \"%s\": byte size overflows", t->name);
+            return ST_FAIL(err, errlen, "tensor \"%s\": byte size overflows", t->name);
         char sh[96];
         st_shape_str(sh, sizeof sh, t->shape, t->ndim);
         if (count * bits % 8)
-            return model_fail(err, errlen, "tensor \"%s\": %s %s is not a whole number of bytes",
-                              t->name, t->dtype, sh);
+            return ST_FAIL(err, errlen, "tensor \"%s\": %s %s is not a whole number of bytes",
+                           t->name, t->dtype, sh);
         if (count * bits / 8 != t->nbytes)
-            return model_fail(err, errlen,
-                              "tensor \"%s\": data_offsets hold %llu bytes, but dtype %s shape %s "
-                              "needs %llu",
-                              t->name, (unsigned long long)t->nbytes, t->dtype, sh,
-                              (unsigned long long)(count * bits / 8));
+            return ST_FAIL(err, errlen,
+                           "tensor \"%s\": data_offsets hold %llu bytes, but dtype %s shape %s "
+                           "needs %llu",
+                           t->name, (unsigned long long)t->nbytes, t->dtype, sh,
+                           (unsigned long long)(count * bits / 8));
         t->count = count;
         at += t->nbytes;
     }
@@ -158,10 +161,10 @@ static int check_metadata(json_t *md, char *err, size_t errlen)
     const char *key;
     json_t *v;
     if (!json_is_object(md))
-        return model_fail(err, errlen, "__metadata__ is not an object of strings");
+        return ST_FAIL(err, errlen, "__metadata__ is not an object of strings");
     json_object_foreach (md, key, v)
         if (!json_is_string(v))
-            return model_fail(err, errlen, "__metadata__ \"%s\" is not a string", key);
+            return ST_FAIL(err, errlen, "__metadata__ \"%s\" is not a string", key);
     return 0;
 }
 
@@ -172,16 +175,16 @@ static int header_len(uint64_t *n, const unsigned char *b, size_t len, char *err
                       size_t errlen)
 {
     if (len < 8)
-        return model_fail(err, errlen, "header too small: %zu bytes, a file starts with 8", len);
+        return ST_FAIL(err, errlen, "header too small: %zu bytes, a file starts with 8", len);
     *n = 0;
     for (int i = 7; i >= 0; i--)
         *n = *n << 8 | b[i];
     if (*n > ST_MAX_HEADER)
-        return model_fail(err, errlen, "header too large: header length %llu > %u",
-                          (unsigned long long)*n, ST_MAX_HEADER);
+        return ST_FAIL(err, errlen, "header too large: header length %llu > %u",
+                       (unsigned long long)*n, ST_MAX_HEADER);
     if (*n > len - 8)
-        return model_fail(err, errlen, "invalid header length %llu: the file has %zu bytes",
-                          (unsigned long long)*n, len);
+        return ST_FAIL(err, errlen, "invalid header length %llu: the file has %zu bytes",
+                       (unsigned long long)*n, len);
     return 0;
 }
 
@@ -191,18 +194,18 @@ static int parse(struct st_file *f, const unsigned char *b, uint64_t n, size_t l
                  int in_memory, char *err, size_t errlen)
 {
     if (!utf8_valid(b + 8, (size_t)n))
-        return model_fail(err, errlen, "header is not valid UTF-8");
+        return ST_FAIL(err, errlen, "header is not valid UTF-8");
     json_error_t jerr;
     json_t *h = json_loadb((const char *)b + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!h)
-        return model_fail(err, errlen, "header is not valid JSON: %s (at byte %d)", jerr.text,
-                          jerr.position);
+        return ST_FAIL(err, errlen, "header is not valid JSON: %s (at byte %d)", jerr.text,
+                       jerr.position);
     struct sorted *s = NULL;
     size_t ndims = 0, nt = 0;
     const char *key;
     json_t *v;
     if (!json_is_object(h)) {
-        model_fail(err, errlen, "header is not a JSON object");
+        snprintf(err, errlen, "header is not a JSON object");
         goto fail;
     }
     json_object_foreach (h, key, v)
@@ -215,7 +218,7 @@ static int parse(struct st_file *f, const unsigned char *b, uint64_t n, size_t l
     s = calloc(nt ? nt : 1, sizeof *s);
     f->dims = calloc(ndims ? ndims : 1, sizeof *f->dims);
     if (!s || !f->dims) {
-        model_fail(err, errlen, "out of memory for %zu tensors", nt);
+        snprintf(err, errlen, "out of memory for %zu tensors", nt);
         goto fail;
     }
     size_t i = 0, d = 0;
@@ -237,15 +240,15 @@ static int parse(struct st_file *f, const unsigned char *b, uint64_t n, size_t l
         goto fail;
     if (data_len != len - 8 - n) {
         uint64_t need = 8 + n + data_len;
-        model_fail(err, errlen, "file is %zu bytes, but 8 + header %llu + data %llu = %llu: %s",
-                   len, (unsigned long long)n, (unsigned long long)data_len,
-                   (unsigned long long)need,
-                   data_len < len - 8 - n ? "trailing bytes" : "missing bytes (truncated file)");
+        snprintf(err, errlen, "file is %zu bytes, but 8 + header %llu + data %llu = %llu: %s",
+                 len, (unsigned long long)n, (unsigned long long)data_len,
+                 (unsigned long long)need,
+                 data_len < len - 8 - n ? "trailing bytes" : "missing bytes (truncated file)");
         goto fail;
     }
     f->tensors = malloc((nt ? nt : 1) * sizeof *f->tensors);
     if (!f->tensors) {
-        model_fail(err, errlen, "out of memory for %zu tensors", nt);
+        snprintf(err, errlen, "out of memory for %zu tensors", nt);
         goto fail;
     }
     for (i = 0; i < nt; i++) {
@@ -299,14 +302,14 @@ static int read_at(const struct st_file *f, void *dst, size_t n, uint64_t off, c
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return model_fail(err, errlen, "read error at byte %llu: %s",
-                              (unsigned long long)off + got, strerror(errno));
+            return ST_FAIL(err, errlen, "read error at byte %llu: %s",
+                           (unsigned long long)off + got, strerror(errno));
         if (r == 0) {
             struct stat sb;
             long long now = fstat(f->fd, &sb) == 0 ? (long long)sb.st_size : -1;
-            return model_fail(err, errlen, "changed while it was read: it had %zu bytes when "
-                              "opened, now %lld (byte %llu is gone); " REPLACE_SAFELY, f->len, now,
-                              (unsigned long long)off + got);
+            return ST_FAIL(err, errlen, "changed while it was read: it had %zu bytes when "
+                           "opened, now %lld (byte %llu is gone); " REPLACE_SAFELY, f->len, now,
+                           (unsigned long long)off + got);
         }
         got += (size_t)r;
     }
@@ -318,11 +321,11 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0)
-        return model_fail(err, errlen, "%s: %s", path, strerror(errno));
+        return ST_FAIL(err, errlen, "%s: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return model_fail(err, errlen, "%s: not a regular file", path);
+        return ST_FAIL(err, errlen, "%s: not a regular file", path);
     }
     /* parse() fills the rest, and zeroes f when it fails */
     f->has_fd = 1, f->fd = fd, f->len = (size_t)sb.st_size, f->mtime_ns = mtime_ns(&sb);
@@ -336,8 +339,8 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
     if (!rc) {
         head = malloc(8 + (size_t)n);
         if (!head)
-            rc = model_fail(msg, sizeof msg, "out of memory for a header of %llu bytes",
-                            (unsigned long long)n);
+            rc = ST_FAIL(msg, sizeof msg, "out of memory for a header of %llu bytes",
+                         (unsigned long long)n);
         else
             rc = read_at(f, head, 8 + (size_t)n, 0, msg, sizeof msg) ||
                  parse(f, head, n, len, 0, msg, sizeof msg);
@@ -346,7 +349,7 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
     if (rc) {
         close(fd);
         memset(f, 0, sizeof *f);
-        return model_fail(err, errlen, "%s: %s", path, msg);
+        return ST_FAIL(err, errlen, "%s: %s", path, msg);
     }
     return 0;
 }
@@ -423,16 +426,16 @@ int st_read_f32(const struct st_file *f, float *dst, const struct st_tensor *t, 
                 size_t errlen)
 {
     if (!st_dtype_convertible(t->dtype))
-        return model_fail(err, errlen, "tensor \"%s\": dtype %s cannot be converted to F32",
-                          t->name, t->dtype);
+        return ST_FAIL(err, errlen, "tensor \"%s\": dtype %s cannot be converted to F32",
+                       t->name, t->dtype);
     if (!f->has_fd)
-        return st_to_f32(dst, t) ? model_fail(err, errlen, "tensor \"%s\": no data", t->name) : 0;
+        return st_to_f32(dst, t) ? ST_FAIL(err, errlen, "tensor \"%s\": no data", t->name) : 0;
     /* in pieces of at most 1 MiB of the file, converted as they come */
     enum { CHUNK = 1 << 20 };
     const size_t size = (size_t)(t->nbytes / (t->count ? t->count : 1));
     unsigned char *buf = malloc(t->nbytes < CHUNK ? (size_t)t->nbytes + 1 : CHUNK);
     if (!buf)
-        return model_fail(err, errlen, "out of memory");
+        return ST_FAIL(err, errlen, "out of memory");
     int rc = 0;
     for (size_t done = 0; !rc && done < (size_t)t->count;) {
         size_t k = (size_t)t->count - done;
@@ -449,11 +452,11 @@ int st_read_f32(const struct st_file *f, float *dst, const struct st_tensor *t, 
      * shows in its times; its bytes may then mix two versions */
     struct stat sb;
     if (fstat(f->fd, &sb) != 0)
-        return model_fail(err, errlen, "fstat: %s", strerror(errno));
+        return ST_FAIL(err, errlen, "fstat: %s", strerror(errno));
     const int resized = (size_t)sb.st_size != f->len;
     if (resized || mtime_ns(&sb) != f->mtime_ns)
-        return model_fail(err, errlen, "changed while it was read (its %s differs from when it was "
-                          "opened); " REPLACE_SAFELY, resized ? "size" : "modification time");
+        return ST_FAIL(err, errlen, "changed while it was read (its %s differs from when it was "
+                       "opened); " REPLACE_SAFELY, resized ? "size" : "modification time");
     return 0;
 }
 

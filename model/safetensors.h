@@ -21,7 +21,8 @@
  * unaffected by what happens to the file later. The modification time has
  * the kernel's tick (a few ms): a rewrite of the same length within a tick
  * of st_open can pass unseen, which is why a model file is replaced by
- * writing elsewhere and renaming (README, Replacing a model's file).
+ * writing elsewhere and renaming (docs/models.md, "Replacing a model's
+ * file").
  *
  * Validation follows the reference reader (safetensors/src/tensor.rs,
  * read_metadata + Metadata::validate): fewer than 8 bytes, N > 100,000,000,
