@@ -61,7 +61,8 @@
  * by codec/variants.c, which v2 shares; the weights' shapes follow from H,
  * num_kv_heads and head_dim there.
  *
- * Files: codec/request.c (the request schema and limits), codec/response.c
+ * Files: codec/request.c (the request schema and limits), resolve.c (the
+ * options both protocols share, resolved), codec/response.c
  * (the answer, buffered or streamed through stream.c, the stream v2 sends
  * too), scan.c and scan_json.c (the fast decoder), tensor.c (tensors),
  * base64.c. */

@@ -350,7 +350,7 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
              codec_sequence_read(seq, &o.cv, params, err);
     rc = rc || read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, f,
                            err);
-    p->H = (int)o.heads;
+    p->H = (int)o.c.heads;
 
     /* 3. shapes against each other, variants, weights, masks, outputs */
     in.seq = seq->id[0] != 0;
@@ -360,19 +360,19 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
         return -1;
     }
     v2_options_deinit(&o);
-    if (o.causal) {
+    if (o.c.causal) {
         if (in.name[IN_ATTN_MASK] && o.causal_asked)
             return api_fail(err, ERR_INVALID_PARAMETER, "parameters.is_causal is true and the "
                             "request has an attn_mask input: give one or the other");
         if (!in.name[IN_ATTN_MASK]) /* an attn_mask input overrides a default */
-            p->mask_kind = o.lower_right ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
+            p->mask_kind = o.c.lower_right ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
     }
-    p->has_scale = o.has_scale, p->scale = o.scale;
-    p->positional_encoding = o.pe;
+    p->has_scale = o.c.has_scale, p->scale = o.c.scale;
+    p->positional_encoding = o.c.pe;
 
     /* 3b. a step: its own rules; the whole (the cache's) is the caller's */
     if (seq->id[0])
-        return codec_sequence_rules(p, params, o.causal_asked && !o.causal,
+        return codec_sequence_rules(p, params, o.causal_asked && !o.c.causal,
                                     "parameters.", err);
 
     /* 4. the whole, as the core sees it, once; then the weights limit */

@@ -10,6 +10,7 @@
 
 #include "codec/scan_json.h"
 #include "codec/variants.h"
+#include "codec/resolve.h"
 #include "codec/v2.h"
 
 /* The inputs a request may name: five tensors, then (built-in model only)
@@ -60,17 +61,14 @@ void v2_fast_free(struct v2_fast *f);
  * Inference-Header-Content-Length); else 0. */
 size_t v2_json_end(const char *s, size_t len);
 
-/* The request's options, resolved: request parameter, else the model's
- * default, else PyTorch's default. */
+/* The request's options, resolved (codec/resolve.h: request parameter,
+ * else the model's default, else PyTorch's default), and v2's own. */
 struct v2_options {
-    int need, avg, causal, pe, has_scale, binary_out;
+    struct codec_options c;   /* is_causal and causal_alignment over c.causal, c.lower_right */
+    int binary_out;           /* binary_data_output */
     int need_asked;   /* need_weights came from the request, not a default */
     int causal_asked; /* is_causal came from the request */
-    int lower_right;  /* causal_alignment "lower_right" */
-    float scale;
-    long long heads;  /* the model's when the request does not say */
-    json_t *top_k, *pool; /* parameters.weights_top_k, weights_pool (borrowed), or NULL */
-    struct codec_variants cv; /* the variants' values, checked by v2_set_tensors */
+    struct codec_variants cv; /* the values, the variants checked by v2_set_tensors */
 };
 
 /* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */

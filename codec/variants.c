@@ -346,24 +346,6 @@ int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long 
     return api_fail(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
 }
 
-int codec_model_mismatch(const struct att_params *p, const struct model *m, int *got,
-                         int *want)
-{
-    const int g[3] = {p->E, p->kdim, p->vdim}, w[3] = {m->E, m->kdim, m->vdim};
-    for (int i = 0; i < 3; i++)
-        if (g[i] != w[i]) {
-            *got = g[i], *want = w[i];
-            return i;
-        }
-    return -1;
-}
-
-void codec_model_weights(struct att_params *p, const struct model *m)
-{
-    for (int i = 0; i < ATT_NWEIGHTS; i++)
-        codec_set_weight(p, i, m->w[i], m->w_len[i]);
-}
-
 int codec_identity_check(const struct att_params *p, const char *prefix,
                          struct api_error *err)
 {
@@ -416,18 +398,6 @@ int codec_check_dim(long long v, int max, const char *what, const char *key,
     if (v > max)
         return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what, v,
                         max, key);
-    return 0;
-}
-
-int codec_num_heads(long long *heads, json_t *v, const char *name,
-                    const struct codec_limits *lim, struct api_error *err)
-{
-    const enum json_int hk = json_int_value(v, heads);
-    if (hk == JSON_INT_HUGE)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s is beyond 2^63; the limit is %d "
-                        "(max_heads)", name, lim->max_heads);
-    if (hk != JSON_INT_OK || *heads < 1)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an integer >= 1", name);
     return 0;
 }
 
@@ -495,43 +465,5 @@ int codec_set_key_padding_mask(struct att_params *p, int batched, const struct t
                 : codec_expect_shape(t, name, 1, p->S, 0, err))
         return -1;
     p->key_padding_mask = t->u8;
-    return 0;
-}
-
-int codec_option_bool(const struct codec_variants *cv, int i, int *out,
-                      struct api_error *err)
-{
-    json_t *v = cv->v[i];
-    if (v && !json_is_boolean(v))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false", cv->name[i]);
-    if (v)
-        *out = json_is_true(v);
-    return 0;
-}
-
-int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
-                       struct api_error *err)
-{
-    json_t *v = cv->v[OPT_SCALE];
-    if (!v)
-        return 0;
-    const double s = json_number_value(v);
-    if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0",
-                        cv->name[OPT_SCALE]);
-    *has = 1, *scale = (float)s;
-    return 0;
-}
-
-int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err)
-{
-    json_t *v = cv->v[OPT_POSITIONAL_ENCODING];
-    if (!v)
-        return 0;
-    if (opt_choice_index(OPT_POSITIONAL_ENCODING, json_string_value(v)) < 0)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\"",
-                        cv->name[OPT_POSITIONAL_ENCODING],
-                        opt_choice(OPT_POSITIONAL_ENCODING, 0));
-    *pe = 1;
     return 0;
 }

@@ -118,15 +118,6 @@ void codec_set_weight(struct att_params *p, int i, const float *w, size_t len);
 int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
                        long long d1, struct api_error *err);
 
-struct model;
-/* A server-held model's dimensions against the request's: the first that
- * differs, 0 (E), 1 (kdim) or 2 (vdim), its values in *got and *want; or
- * -1 when they agree. Each protocol words the refusal itself. */
-int codec_model_mismatch(const struct att_params *p, const struct model *m, int *got,
-                         int *want);
-/* The model's weights into p (after codec_model_mismatch() found none). */
-void codec_model_weights(struct att_params *p, const struct model *m);
-
 /* An absent matrix is the identity only where its dimensions allow it:
  * shape_mismatch naming it (prefix + its name) otherwise. The cases
  * without num_kv_heads or head_dim are left to att_check(). */
@@ -145,10 +136,6 @@ int codec_model_dim(const struct model *m, enum opt_id id, json_t *given, const 
 /* v (called what) over max: payload_too_large naming the setting key. */
 int codec_check_dim(long long v, int max, const char *what, const char *key,
                     struct api_error *err);
-/* num_heads (called name) as an integer >= 1 into *heads; beyond 2^63:
- * payload_too_large. The limit and a model's own H are the caller's. */
-int codec_num_heads(long long *heads, json_t *v, const char *name,
-                    const struct codec_limits *lim, struct api_error *err);
 /* query's rank: 2 (L, E) or 3 (N, L, E). */
 int codec_query_rank(const struct tensor *q, struct api_error *err);
 /* query, key and value (key: query when not given, value: key) against
@@ -162,13 +149,5 @@ int codec_set_mask(struct att_params *p, const struct tensor *t, struct api_erro
 /* key_padding_mask (S) or, batched, (N, S) into p (p->N and S set). */
 int codec_set_key_padding_mask(struct att_params *p, int batched, const struct tensor *t,
                                struct api_error *err);
-/* Part i (a boolean option) into *out when given (else *out is kept). */
-int codec_option_bool(const struct codec_variants *cv, int i, int *out,
-                      struct api_error *err);
-/* scale, when given, into *has and *scale. */
-int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
-                       struct api_error *err);
-/* positional_encoding, when given, into *pe. */
-int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err);
 
 #endif
