@@ -10,6 +10,8 @@
 #include "options/options.h"
 #include "codec/variants.h"
 #include "codec/resolve.h"
+#include "codec/reduce.h"
+#include "codec/status.h"
 #include "core/kvcache.h"
 
 /* What a start fixes, in a refusal's words (struct seq_fixed's v[]). */

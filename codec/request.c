@@ -2,10 +2,12 @@
  * shapes against each other, limits; see codec.h. Tensors come from
  * tensor.c (jansson) or scan.c (the fast decoder), and every one goes
  * through tensor_check() here, whichever read it. */
-#include "codec/codec.h"
+#include "codec/request.h"
 #include "options/options.h"
 #include "codec/variants.h"
 #include "codec/resolve.h"
+#include "codec/reduce.h"
+#include "codec/status.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -5,6 +5,9 @@
  * codec/v2.h. Parameters, outputs and the shape
  * rules are in codec/v2_params.c, the answer in codec/v2_response.c. */
 #include "codec/v2_internal.h"
+#include "codec/v2_inputs.h"
+#include "codec/v2_params.h"
+#include "codec/v2_scan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +17,10 @@
 #include "model/model.h"
 #include "lib/jsonnum.h"
 #include "codec/scan.h"
+#include "codec/request.h"
+#include "codec/reduce.h"
+#include "codec/status.h"
 #include "lib/suggest.h"
-
-/* The tensor inputs, in their enum order: options of the table. */
-static const enum opt_id tensor_inputs[IN_WEIGHT] = {OPT_QUERY, OPT_KEY, OPT_VALUE,
-                                                     OPT_ATTN_MASK, OPT_KEY_PADDING_MASK};
 
 /* The bytes after the JSON part, taken in the order of "inputs". */
 struct binpart {
@@ -27,61 +29,11 @@ struct binpart {
     int present; /* Inference-Header-Content-Length was given */
 };
 
-const char *v2_input_name(int idx)
-{
-    return idx < IN_WEIGHT ? opt_name(tensor_inputs[idx]) : att_weight_name((enum att_weight)(idx - IN_WEIGHT));
-}
-
-int v2_input_index(const char *name)
-{
-    for (int i = 0; i < IN_WEIGHT; i++)
-        if (strcmp(name, opt_name(tensor_inputs[i])) == 0)
-            return i;
-    const int w = scan_weight_index(name);
-    return w < 0 ? -1 : IN_WEIGHT + w;
-}
-
 /* What an input may hold: attn_mask BOOL or FP32 (then -inf too),
  * key_padding_mask BOOL, the rest FP32. */
 static enum tensor_kind input_kind(int idx)
 {
     return idx == IN_ATTN_MASK ? TENSOR_MASK : idx == IN_KPM ? TENSOR_BOOL : TENSOR_FLOAT;
-}
-
-const char *v2_named_item(json_t *list, size_t i, const char *what, json_t **x,
-                          struct api_error *err)
-{
-    *x = json_array_get(list, i);
-    const char *name = json_string_value(json_object_get(*x, "name"));
-    if (!json_is_object(*x) || !name)
-        api_fail(err, ERR_INVALID_PARAMETER, "%s[%zu] must be an object with a string name",
-                 what, i);
-    return json_is_object(*x) ? name : NULL;
-}
-
-/* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */
-int v2_known_fields(json_t *obj, const char *const *list, const char *what,
-                    struct api_error *err)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach(obj, k, v) {
-        int i = 0;
-        while (list[i] && strcmp(k, list[i]))
-            i++;
-        if (!list[i]) {
-            char all[96] = "", hint[96];
-            for (i = 0; list[i]; i++)
-                snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? ", " : "",
-                         list[i]);
-            const char *near = suggest_nearest(k, list, (size_t)i);
-            if (near)
-                snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s' (%sits "
-                            "fields are %s)", what, k, near ? hint : "", all);
-        }
-    }
-    return 0;
 }
 
 /* ---------------------------------------------------------------------- */

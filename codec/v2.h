@@ -44,7 +44,7 @@
  *   With the parameter weights_top_k (integer >= 1) instead
  *   "attention_weights_top_k_values" FP32 and "..._indices" INT32, both
  *   (N, H, L, min(k, S)); with weights_pool, "attention_weights_pooled"
- *   FP32 (N, H, ⌈L/p⌉, ⌈S/p⌉) (codec.h: codec_weights_reduce); the full
+ *   FP32 (N, H, ⌈L/p⌉, ⌈S/p⌉) (codec/reduce.h: codec_weights_reduce); the full
  *   weights are then never made, nor may be asked for.
  *   "outputs" given: only those, in that order (unknown or duplicate names,
  *   or a weights output the parameters do not make, are 400); attention

@@ -2,7 +2,9 @@
  * names, options/options.h) over a model's defaults, its outputs, and its
  * inputs put together into struct att_params with the rules POST
  * /attention uses too (codec/variants.h); see v2_internal.h. */
-#include "codec/v2_internal.h"
+#include "codec/v2_params.h"
+#include "codec/v2_inputs.h"
+#include "codec/reduce.h"
 
 #include <math.h>
 #include <stdio.h>

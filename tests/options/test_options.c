@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "options/options.h"
-#include "codec/v2_internal.h"
+#include "codec/v2_params.h"
 #include "codec/variants.h"
 #include "model/model.h"
 
