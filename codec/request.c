@@ -60,7 +60,7 @@ static int get_tokens(json_t *root, const char *key, int want, const char *what,
 }
 
 /* model: hold it (r->model); its defaults go under the request's options
- * (codec_variants_defaults, in decode_fields). */
+ * (codec_values_defaults, in decode_fields). */
 static int use_model(struct codec_request *r, json_t *root, json_t *v, const struct model **m,
                      struct api_error *err)
 {
@@ -86,21 +86,21 @@ static int use_model(struct codec_request *r, json_t *root, json_t *v, const str
 
 /* The request's options over the model's defaults (cv holds those), the
  * variants checked and set. */
-static int variants(struct att_params *p, struct codec_variants *cv, json_t *root,
+static int variants(struct att_params *p, struct codec_values *cv, json_t *root,
                     const struct codec_limits *lim, struct tensor_arena *a,
                     struct api_error *err)
 {
     const char *rn = opt_name(OPT_ROPE), *wn = opt_name(OPT_WINDOW);
     json_t *rope = json_object_get(root, rn), *window = json_object_get(root, wn);
-    return (rope && codec_variants_rope(cv, rope, rn, err)) ||
-                   (window && codec_variants_window(cv, window, wn, err)) ||
-                   codec_variants_apply(p, cv, lim, a, err)
+    return (rope && codec_values_rope(cv, rope, rn, err)) ||
+                   (window && codec_values_window(cv, window, wn, err)) ||
+                   codec_values_apply(p, cv, lim, a, err)
                ? -1
                : 0;
 }
 
 static int decode_fields(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
-                         struct codec_variants *cv, const struct codec_limits *lim,
+                         struct codec_values *cv, const struct codec_limits *lim,
                          struct api_error *err)
 {
     struct att_params *p = &r->p;
@@ -117,8 +117,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     const struct model *m = NULL;
     if ((v = json_object_get(root, opt_name(OPT_MODEL))) && use_model(r, root, v, &m, err))
         return -1;
-    codec_variants_defaults(cv, m, 0);
-    codec_variants_over(cv, root, 0);
+    codec_values_defaults(cv, m, 0);
+    codec_values_over(cv, root, 0);
 
     /* 1c. a step of a sequence (codec/sequence.c); sequence_end without a
      *     query ends one without a step */
@@ -159,7 +159,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     if ((v = json_object_get(root, vn)) &&
         decode_tensor(r, fast, &vt, v, TENSOR_FLOAT, vn, lim, err))
         return -1;
-    if (codec_set_sequences(p, &r->batched, &q, &kt, &vt, lim, err))
+    if (codec_set_qkv(p, &r->batched, &q, &kt, &vt, lim, err))
         return -1;
 
     /* 3b. the variants (codec/variants.h): heads, head_dim, RoPE, ALiBi, ... */
@@ -243,10 +243,10 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
 static int decode_root(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
                        const struct codec_limits *lim, struct api_error *err)
 {
-    struct codec_variants cv;
-    codec_variants_init(&cv);
+    struct codec_values cv;
+    codec_values_init(&cv);
     const int rc = decode_fields(r, root, fast, &cv, lim, err);
-    codec_variants_deinit(&cv);
+    codec_values_deinit(&cv);
     return rc;
 }
 

@@ -35,7 +35,7 @@ int codec_heads(long long *heads, json_t *v, const char *name, const struct mode
 }
 
 /* Part i (a boolean option) into *out when given (else *out is kept). */
-static int option_bool(const struct codec_variants *cv, int i, int *out,
+static int option_bool(const struct codec_values *cv, int i, int *out,
                        struct api_error *err)
 {
     json_t *v = cv->v[i];
@@ -47,7 +47,7 @@ static int option_bool(const struct codec_variants *cv, int i, int *out,
 }
 
 /* scale, when given, into *has and *scale. */
-static int option_scale(const struct codec_variants *cv, int *has, float *scale,
+static int option_scale(const struct codec_values *cv, int *has, float *scale,
                         struct api_error *err)
 {
     json_t *v = cv->v[OPT_SCALE];
@@ -62,7 +62,7 @@ static int option_scale(const struct codec_variants *cv, int *has, float *scale,
 }
 
 /* positional_encoding, when given, into *pe. */
-static int option_pe(const struct codec_variants *cv, int *pe, struct api_error *err)
+static int option_pe(const struct codec_values *cv, int *pe, struct api_error *err)
 {
     json_t *v = cv->v[OPT_POSITIONAL_ENCODING];
     if (!v)
@@ -76,7 +76,7 @@ static int option_pe(const struct codec_variants *cv, int *pe, struct api_error 
 }
 
 /* attn_mask as one of its strings (a tensor is the protocol's to read). */
-static int option_causal(const struct codec_variants *cv, struct codec_options *o,
+static int option_causal(const struct codec_values *cv, struct codec_options *o,
                          struct api_error *err)
 {
     json_t *v = cv->v[OPT_ATTN_MASK];
@@ -91,7 +91,7 @@ static int option_causal(const struct codec_variants *cv, struct codec_options *
     return 0;
 }
 
-int codec_options_resolve(struct codec_options *o, const struct codec_variants *cv,
+int codec_options_resolve(struct codec_options *o, const struct codec_values *cv,
                           const struct model *m, const struct codec_limits *lim,
                           struct api_error *err)
 {

@@ -43,7 +43,7 @@ int codec_heads(long long *heads, json_t *v, const char *name, const struct mode
 
 /* The options shared by both protocols from cv (the request's values over
  * the model's defaults), checked, into o. 0, or -1 with err. */
-int codec_options_resolve(struct codec_options *o, const struct codec_variants *cv,
+int codec_options_resolve(struct codec_options *o, const struct codec_values *cv,
                           const struct model *m, const struct codec_limits *lim,
                           struct api_error *err);
 

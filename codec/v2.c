@@ -287,13 +287,13 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     if (!json_object_get(root, "inputs") && json_is_object(params)) {
         /* sequence_end without a step (no inputs): end it, nothing else */
         const struct codec_sequence before = *seq; /* its inputs */
-        struct codec_variants cv;
-        codec_variants_init(&cv);
-        codec_variants_over(&cv, params, 1);
+        struct codec_values cv;
+        codec_values_init(&cv);
+        codec_values_over(&cv, params, 1);
         const int ended = v2_check_parameters(params, V2_PARAMS_REQUEST, "", err) == 0 &&
                           codec_sequence_read(seq, &cv, params, err) == 0 &&
                           codec_sequence_end_only(seq, 0);
-        codec_variants_deinit(&cv);
+        codec_values_deinit(&cv);
         if (ended)
             return r->n_outputs = 0, 0; /* the answer: no outputs, cache_length 0 */
         *seq = before;

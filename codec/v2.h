@@ -36,7 +36,7 @@
  *   "model_name" (KServe's client) must be the model's.
  *   The names are the options table's (options/options.h). A server-held
  *   model's "defaults" (model.h) fill what a request does not set, member
- *   by member (codec_variants_defaults, the rule POST /attention follows
+ *   by member (codec_values_defaults, the rule POST /attention follows
  *   too; attn_mask causal there means is_causal, causal_lower_right
  *   is_causal with causal_alignment "lower_right").
  * Outputs: "output" FP32 (shape of query), "attention_weights" FP32

@@ -50,7 +50,7 @@ struct v2_options {
     int binary_out;           /* binary_data_output */
     int need_asked;   /* need_weights came from the request, not a default */
     int causal_asked; /* is_causal came from the request */
-    struct codec_variants cv; /* the values, the variants checked by v2_set_tensors */
+    struct codec_values cv; /* the values, the variants checked by v2_set_tensors */
 };
 
 /* The three levels of "parameters": the request's, an input's, an output's. */

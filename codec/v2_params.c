@@ -158,7 +158,7 @@ int v2_check_parameters(json_t *params, enum v2_param_level level, const char *w
  * names; rope is a JSON string (or an object) or the flat rope_style,
  * rope_theta, rope_rotary_dim; window is window_left and window_right;
  * alibi_slopes is JSON text. */
-static int read_variants(struct codec_variants *cv, json_t *params, const struct model *m,
+static int read_variants(struct codec_values *cv, json_t *params, const struct model *m,
                          struct api_error *err)
 {
     char from[192];
@@ -170,7 +170,7 @@ static int read_variants(struct codec_variants *cv, json_t *params, const struct
             return -1;
     }
     if (json_is_string(v = json_object_get(params, opt_name(OPT_ALIBI_SLOPES))) &&
-        !(v = codec_variants_parse(cv, v, cv->name[OPT_ALIBI_SLOPES], err)))
+        !(v = codec_values_parse(cv, v, cv->name[OPT_ALIBI_SLOPES], err)))
         return -1;
     if (v)
         cv->v[OPT_ALIBI_SLOPES] = v;
@@ -183,21 +183,21 @@ static int read_variants(struct codec_variants *cv, json_t *params, const struct
             return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s and %s cannot be used "
                             "together: give the %s object or the flat parameters", rn, from, rn);
         if (!cv->name[CV_ROPE_STYLE + k][0]) /* a default's keeps its name */
-            codec_variants_set(cv, CV_ROPE_STYLE + k, NULL, from);
+            codec_values_set(cv, CV_ROPE_STYLE + k, NULL, from);
     }
     snprintf(from, sizeof from, "parameters.%s", rn);
-    if (rope && ((json_is_string(rope) && !(rope = codec_variants_parse(cv, rope, from, err))) ||
-                 codec_variants_rope(cv, rope, from, err)))
+    if (rope && ((json_is_string(rope) && !(rope = codec_values_parse(cv, rope, from, err))) ||
+                 codec_values_rope(cv, rope, from, err)))
         return -1;
     for (int k = 0; k < 3; k++)
         if ((v = json_object_get(params, opt_v2(OPT_ROPE, k + 1)))) {
             snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_ROPE, k + 1));
-            codec_variants_set(cv, CV_ROPE_STYLE + k, v, from);
+            codec_values_set(cv, CV_ROPE_STYLE + k, v, from);
         }
     for (int k = 0; k < 2; k++)
         if ((v = json_object_get(params, opt_v2(OPT_WINDOW, k)))) {
             snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_WINDOW, k));
-            codec_variants_set(cv, CV_WINDOW_LEFT + k, v, from);
+            codec_values_set(cv, CV_WINDOW_LEFT + k, v, from);
         }
     return 0;
 }
@@ -226,7 +226,7 @@ static int read_causal(struct v2_options *o, json_t *params, struct api_error *e
 
 void v2_options_deinit(struct v2_options *o)
 {
-    codec_variants_deinit(&o->cv);
+    codec_values_deinit(&o->cv);
 }
 
 int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
@@ -239,9 +239,9 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters must be an object");
     if (v2_check_parameters(params, V2_PARAMS_REQUEST, "", err))
         return -1;
-    /* the one rule of defaults (codec_variants_defaults), then the request's */
-    codec_variants_defaults(&o->cv, m, 1);
-    codec_variants_over(&o->cv, params, 1);
+    /* the one rule of defaults (codec_values_defaults), then the request's */
+    codec_values_defaults(&o->cv, m, 1);
+    codec_values_over(&o->cv, params, 1);
     o->need_asked = json_object_get(params, opt_name(OPT_NEED_WEIGHTS)) != NULL;
     o->causal_asked = json_object_get(params, opt_v2(OPT_ATTN_MASK, 0)) != NULL;
     if (codec_options_resolve(&o->c, &o->cv, m, lim, err))
@@ -301,8 +301,8 @@ int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struc
     const struct tensor *q = &in->t[IN_QUERY];
     const struct tensor *kt = in->name[IN_KEY] ? &in->t[IN_KEY] : q;
     const struct tensor *vt = in->name[IN_VALUE] ? &in->t[IN_VALUE] : kt;
-    if (codec_set_sequences(&r->c.p, &r->c.batched, q, kt, vt, lim, err) ||
-        codec_variants_apply(&r->c.p, &o->cv, lim, &r->c.arena, err) ||
+    if (codec_set_qkv(&r->c.p, &r->c.batched, q, kt, vt, lim, err) ||
+        codec_values_apply(&r->c.p, &o->cv, lim, &r->c.arena, err) ||
         set_weights(&r->c.p, in, m, err))
         return -1;
     return set_masks(r, in, err);
