@@ -64,8 +64,8 @@ OPTIONS_SRC := options/options.c
 MODEL_SRC  := model/model.c model/hf.c model/defaults.c model/load.c model/safetensors.c model/repo.c
 # what model/ calls of core/ (the weights' names and shapes, check.c) and what that calls
 MODEL_CORE_SRC := core/check.c core/variants.c core/posenc.c
-CODEC_SRC  := codec/errors.c codec/request.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
-              codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_params.c codec/v2_scan.c \
+CODEC_SRC  := codec/status.c codec/request.c codec/resolve.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
+              codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_inputs.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c codec/stream.c codec/sequence.c
 API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c api/sequence.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c

@@ -9,6 +9,9 @@
 #include "api/sequence_store.h"
 #include "options/options.h"
 #include "codec/variants.h"
+#include "codec/resolve.h"
+#include "codec/reduce.h"
+#include "codec/status.h"
 #include "core/kvcache.h"
 
 /* What a start fixes, in a refusal's words (struct seq_fixed's v[]). */
@@ -18,9 +21,9 @@ static const char *fixed_name(enum seq_fix f)
         [SEQ_FIX_H] = OPT_NUM_HEADS, [SEQ_FIX_HKV] = OPT_NUM_KV_HEADS,
         [SEQ_FIX_HEAD_DIM] = OPT_HEAD_DIM, [SEQ_FIX_ROPE_STYLE] = OPT_ROPE,
         [SEQ_FIX_ROPE_DIM] = OPT_ROPE};
-    return f == SEQ_FIX_E      ? "embed_dim (query's last dimension)"
-           : f == SEQ_FIX_KDIM ? "kdim (key's last dimension)"
-           : f == SEQ_FIX_VDIM ? "vdim (value's last dimension)"
+    return f == SEQ_FIX_E      ? codec_dim_label(CODEC_DIM_E)
+           : f == SEQ_FIX_KDIM ? codec_dim_label(CODEC_DIM_KDIM)
+           : f == SEQ_FIX_VDIM ? codec_dim_label(CODEC_DIM_VDIM)
                                : opt_name(opts[f]);
 }
 

@@ -13,6 +13,10 @@
 #include "options/options.h"
 #include "codec/v2.h"
 #include "codec/variants.h"
+#include "codec/request.h"
+#include "codec/response.h"
+#include "codec/reduce.h"
+#include "codec/status.h"
 
 double service_now(void)
 {

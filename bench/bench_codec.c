@@ -19,6 +19,8 @@
 #include "bench/timing.h"
 #include "lib/base64.h"
 #include "codec/codec.h"
+#include "codec/request.h"
+#include "codec/response.h"
 
 #define ROWS 512
 #define COLS 768

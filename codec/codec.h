@@ -61,10 +61,14 @@
  * by codec/variants.c, which v2 shares; the weights' shapes follow from H,
  * num_kv_heads and head_dim there.
  *
- * Files: codec/request.c (the request schema and limits), codec/response.c
- * (the answer, buffered or streamed through stream.c, the stream v2 sends
- * too), scan.c and scan_json.c (the fast decoder), tensor.c (tensors),
- * base64.c. */
+ * This header holds the types the codec's files share (types and
+ * constants only); each file's functions are in its own header:
+ * codec/request.h (request.c: the request schema and limits), resolve.h
+ * (the options both protocols share, resolved), response.h (the answer,
+ * buffered or streamed through stream.c, the stream v2 sends too),
+ * reduce.h (the reduced weights and the weights limit, shared with v2),
+ * status.h (the core's statuses as errors), scan.h and scan_json.h (the
+ * fast decoder), tensor.h (tensors). */
 #ifndef CODEC_CODEC_H
 #define CODEC_CODEC_H
 
@@ -75,11 +79,6 @@
 #include "codec/sequence.h"
 #include "codec/stream.h"
 #include "codec/tensor.h"
-
-/* The error that answers a core status (enum att_status, core/attention.h):
- * ATT_ERANGE, finite inputs whose result overflows, is invalid_parameter
- * (codec/errors.c). */
-enum http_error http_error_from_att(int att_status);
 
 /* Bodies above this many bytes get their errors from the fast decoder. */
 #define CODEC_FAST_ERRORS_FROM (64 * 1024)
@@ -127,65 +126,5 @@ struct codec_models {
     void (*release)(void *ctx, void *ref);
     void *ctx;
 };
-
-/* Decode body (len bytes, not NUL-terminated) into r (caller storage).
- * models: where "model" is looked up (NULL: no server-held models, any
- * "model" is 404 not_found). Returns 0, or -1 with err filled. r must be
- * deinit'ed either way. */
-int codec_decode_request(struct codec_request *r, const char *body, size_t len,
-                         const struct codec_limits *lim, const struct codec_models *models,
-                         struct api_error *err);
-void codec_request_deinit(struct codec_request *r);
-
-/* codec_decode_request() with the X-Sequence-Id header (NULL: none). */
-int codec_decode_request_seq(struct codec_request *r, const char *body, size_t len,
-                             const struct codec_limits *lim, const struct codec_models *models,
-                             const char *sequence_header, struct api_error *err);
-
-/* The same decoding through jansson alone, without the fast decoder: the
- * reference the fast decoder is tested against (same contract). */
-int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
-                                   const struct codec_limits *lim,
-                                   const struct codec_models *models, struct api_error *err);
-
-/* The 200 body for r's results. out: (N, L, E); weights as r->p.weights_mode
- * says, or NULL. Returns a malloc'd NUL-terminated buffer (caller frees) and
- * its length in *len, or NULL when out of memory. */
-char *codec_encode_response(const struct codec_request *r, const float *out,
-                            const float *weights, size_t *len);
-
-/* The same 200 body for a request with output_encoding "base64", produced
- * piece by piece as it is sent (codec/stream.h, the stream both protocols
- * use), so the big payloads are never encoded into one buffer: the JSON
- * text is written now, the base64 when read. Takes ownership of out and
- * weights (malloc'd; freed by stream_free, also on failure). Returns NULL
- * when out of memory. */
-struct stream *codec_stream_new(const struct codec_request *r, float *out, float *weights);
-
-/* The reduced weights (codec/reduce.c, shared with v2). */
-
-/* weights_top_k and weights_pool (the JSON values, NULL when absent) into
- * p: integers >= 1 (one beyond int means INT_MAX: k beyond S is S), at
- * most one, and only when need (the weights are asked for). prefix goes
- * before the names in messages ("" or "parameters."). 0, or -1 with err. */
-int codec_weights_reduce(struct att_params *p, json_t *top_k, json_t *pool, int need,
-                         const char *prefix, struct api_error *err);
-
-/* The shape of the weights output as r asks for it: [N,] [H,] then (L, S),
- * (L, k) for top-k (values; the indices have the same shape) or
- * (⌈L/p⌉, ⌈S/p⌉) pooled; *count its elements. Returns the rank. */
-int codec_weights_shape(const struct codec_request *r, long long shape[4], size_t *count);
-
-/* What the weights limit's message suggests, per protocol (full_hint below). */
-#define CODEC_WEIGHTS_HINT \
-    "ask for need_weights false, average_attn_weights true, weights_top_k or weights_pool"
-#define CODEC_V2_WEIGHTS_HINT                                                               \
-    "leave attention_weights out of outputs, or set need_weights false or "                \
-    "average_attn_weights true, or ask for weights_top_k or weights_pool"
-
-/* max_weights_elements against the weights output r asks for (full: N·H·L·S,
- * or the reduced count). full_hint ends the message for full weights. */
-int codec_weights_limit(const struct codec_request *r, const struct codec_limits *lim,
-                        const char *full_hint, struct api_error *err);
 
 #endif

@@ -1,8 +1,8 @@
 /* reduce.c -- the reduced weights options (weights_top_k,
  * weights_pool) and the weights output's shape and limit, which POST
  * /attention (codec/request.c, codec/response.c) and v2 (codec/v2*.c)
- * share; see codec.h. */
-#include "codec/codec.h"
+ * share; see codec/reduce.h. */
+#include "codec/reduce.h"
 
 #include <limits.h>
 #include <stdio.h>

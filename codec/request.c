@@ -2,9 +2,12 @@
  * shapes against each other, limits; see codec.h. Tensors come from
  * tensor.c (jansson) or scan.c (the fast decoder), and every one goes
  * through tensor_check() here, whichever read it. */
-#include "codec/codec.h"
+#include "codec/request.h"
 #include "options/options.h"
 #include "codec/variants.h"
+#include "codec/resolve.h"
+#include "codec/reduce.h"
+#include "codec/status.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,24 +59,8 @@ static int get_tokens(json_t *root, const char *key, int want, const char *what,
     return *out ? 0 : api_fail(err, ERR_INTERNAL, "out of memory copying %s", key);
 }
 
-static int num_heads(struct att_params *p, json_t *v, const struct model *m,
-                     const struct codec_limits *lim, struct api_error *err)
-{
-    const char *name = opt_name(OPT_NUM_HEADS);
-    long long heads = 0;
-    if (codec_num_heads(&heads, v, name, lim, err) ||
-        codec_check_dim(heads, lim->max_heads, name, "max_heads", err))
-        return -1;
-    if (m && heads != m->H)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld but model '%s' has %d "
-                        "heads; leave %s out or give %d", name, heads, m->name, m->H, name,
-                        m->H);
-    p->H = (int)heads;
-    return 0;
-}
-
 /* model: hold it (r->model); its defaults go under the request's options
- * (codec_variants_defaults, in decode_fields). */
+ * (codec_values_defaults, in decode_fields). */
 static int use_model(struct codec_request *r, json_t *root, json_t *v, const struct model **m,
                      struct api_error *err)
 {
@@ -97,38 +84,23 @@ static int use_model(struct codec_request *r, json_t *root, json_t *v, const str
                : 0;
 }
 
-/* The model's weights, after its dimensions are checked against the request's. */
-static int model_weights(struct att_params *p, const struct model *m, struct api_error *err)
-{
-    static const char *const what[3] = {"embed_dim (query's last dimension)",
-                                        "kdim (key's last dimension)",
-                                        "vdim (value's last dimension)"};
-    int got, want;
-    const int i = codec_model_mismatch(p, m, &got, &want);
-    if (i >= 0)
-        return api_fail(err, ERR_SHAPE_MISMATCH, "%s is %d but model '%s' takes %d", what[i],
-                        got, m->name, want);
-    codec_model_weights(p, m);
-    return 0;
-}
-
 /* The request's options over the model's defaults (cv holds those), the
  * variants checked and set. */
-static int variants(struct att_params *p, struct codec_variants *cv, json_t *root,
+static int variants(struct att_params *p, struct codec_values *cv, json_t *root,
                     const struct codec_limits *lim, struct tensor_arena *a,
                     struct api_error *err)
 {
     const char *rn = opt_name(OPT_ROPE), *wn = opt_name(OPT_WINDOW);
     json_t *rope = json_object_get(root, rn), *window = json_object_get(root, wn);
-    return (rope && codec_variants_rope(cv, rope, rn, err)) ||
-                   (window && codec_variants_window(cv, window, wn, err)) ||
-                   codec_variants_apply(p, cv, lim, a, err)
+    return (rope && codec_values_rope(cv, rope, rn, err)) ||
+                   (window && codec_values_window(cv, window, wn, err)) ||
+                   codec_values_apply(p, cv, lim, a, err)
                ? -1
                : 0;
 }
 
 static int decode_fields(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
-                         struct codec_variants *cv, const struct codec_limits *lim,
+                         struct codec_values *cv, const struct codec_limits *lim,
                          struct api_error *err)
 {
     struct att_params *p = &r->p;
@@ -145,8 +117,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     const struct model *m = NULL;
     if ((v = json_object_get(root, opt_name(OPT_MODEL))) && use_model(r, root, v, &m, err))
         return -1;
-    codec_variants_defaults(cv, m, 0);
-    codec_variants_over(cv, root, 0);
+    codec_values_defaults(cv, m, 0);
+    codec_values_over(cv, root, 0);
 
     /* 1c. a step of a sequence (codec/sequence.c); sequence_end without a
      *     query ends one without a step */
@@ -156,14 +128,19 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     if (codec_sequence_end_only(seq, json_object_get(root, opt_name(OPT_QUERY)) != NULL))
         return 0;
 
-    /* 2. num_heads */
-    v = json_object_get(root, opt_name(OPT_NUM_HEADS));
-    if (!v && m)
-        p->H = m->H;
-    else if (!v)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s is required", opt_name(OPT_NUM_HEADS));
-    else if (num_heads(p, v, m, lim, err))
+    /* 2. the options both protocols share (codec/resolve.h): num_heads,
+     *    need_weights, average_attn_weights, attn_mask's strings, scale,
+     *    positional_encoding */
+    struct codec_options o;
+    if (codec_options_resolve(&o, cv, m, lim, err))
         return -1;
+    p->H = (int)o.heads;
+    p->weights_mode = !o.need ? ATT_WEIGHTS_NONE
+                      : o.avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
+    p->has_scale = o.has_scale, p->scale = o.scale;
+    p->positional_encoding = o.pe;
+    if (o.causal)
+        p->mask_kind = o.lower_right ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
 
     /* 3. query, key, value: same rank, same batch */
     struct tensor q, kt, vt;
@@ -182,11 +159,11 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     if ((v = json_object_get(root, vn)) &&
         decode_tensor(r, fast, &vt, v, TENSOR_FLOAT, vn, lim, err))
         return -1;
-    if (codec_set_sequences(p, &r->batched, &q, &kt, &vt, lim, err))
+    if (codec_set_qkv(p, &r->batched, &q, &kt, &vt, lim, err))
         return -1;
 
     /* 3b. the variants (codec/variants.h): heads, head_dim, RoPE, ALiBi, ... */
-    if (variants(p, cv, root, lim, &r->arena, err) || (m && model_weights(p, m, err)))
+    if (variants(p, cv, root, lim, &r->arena, err) || (m && codec_model_check(p, m, err)))
         return -1;
 
     /* 4. weights, each with its exact PyTorch shape (for H, Hkv and d) */
@@ -215,22 +192,12 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     if ((m || !seq->id[0]) && codec_identity_check(p, m ? "the model's " : "weights.", err))
         return -1;
 
-    /* 5. masks: attn_mask, the request's or the model's */
-    if ((v = cv->v[OPT_ATTN_MASK])) {
-        const char *an = opt_name(OPT_ATTN_MASK);
-        if (json_is_string(v)) {
-            const int c = opt_choice_index(OPT_ATTN_MASK, json_string_value(v));
-            if (c < 0)
-                return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\", \"%s\" or a "
-                                "tensor, not \"%.64s\"", an, opt_choice(OPT_ATTN_MASK, 0),
-                                opt_choice(OPT_ATTN_MASK, 1), json_string_value(v));
-            p->mask_kind = c ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
-        } else {
-            struct tensor t;
-            if (decode_tensor(r, fast, &t, v, TENSOR_MASK, an, lim, err) ||
-                codec_set_mask(p, &t, err))
-                return -1;
-        }
+    /* 5. masks: attn_mask, the request's or the model's (its strings in step 2) */
+    if ((v = cv->v[OPT_ATTN_MASK]) && !json_is_string(v)) {
+        struct tensor t;
+        if (decode_tensor(r, fast, &t, v, TENSOR_MASK, opt_name(OPT_ATTN_MASK), lim, err) ||
+            codec_set_mask(p, &t, err))
+            return -1;
     }
     if ((v = json_object_get(root, opt_name(OPT_KEY_PADDING_MASK)))) {
         struct tensor t;
@@ -241,16 +208,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
             return -1;
     }
 
-    /* 6. options, the request's or the model's */
-    int need = 1, avg = 0;
-    if (codec_option_bool(cv, OPT_NEED_WEIGHTS, &need, err) ||
-        codec_option_bool(cv, OPT_AVERAGE_ATTN_WEIGHTS, &avg, err))
-        return -1;
-    p->weights_mode = !need ? ATT_WEIGHTS_NONE : avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
-    if (codec_weights_reduce(p, json_object_get(root, opt_name(OPT_WEIGHTS_TOP_K)),
-                             json_object_get(root, opt_name(OPT_WEIGHTS_POOL)), need, "", err) ||
-        codec_option_scale(cv, &p->has_scale, &p->scale, err) ||
-        codec_option_pe(cv, &p->positional_encoding, err))
+    /* 6. the reductions (options in step 2); output_encoding, labels */
+    if (codec_weights_reduce(p, o.top_k, o.pool, o.need, "", err))
         return -1;
     if ((v = cv->v[OPT_OUTPUT_ENCODING])) {
         const int c = opt_choice_index(OPT_OUTPUT_ENCODING, json_string_value(v));
@@ -284,10 +243,10 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
 static int decode_root(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
                        const struct codec_limits *lim, struct api_error *err)
 {
-    struct codec_variants cv;
-    codec_variants_init(&cv);
+    struct codec_values cv;
+    codec_values_init(&cv);
     const int rc = decode_fields(r, root, fast, &cv, lim, err);
-    codec_variants_deinit(&cv);
+    codec_values_deinit(&cv);
     return rc;
 }
 

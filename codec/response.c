@@ -1,6 +1,6 @@
 /* response.c -- the 200 body of POST /attention, written in one
- * buffer or, for base64 answers, as it is sent; see codec.h. */
-#include "codec/codec.h"
+ * buffer or, for base64 answers, as it is sent; see codec/response.h. */
+#include "codec/response.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include "lib/base64.h"
 #include "lib/jsonnum.h"
 #include "codec/stream.h"
+#include "codec/reduce.h"
 
 struct buf {
     char *p;

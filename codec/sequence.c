@@ -88,7 +88,7 @@ static int read_id(struct codec_sequence *s, json_t *v, const char *name,
     return 0;
 }
 
-int codec_sequence_read(struct codec_sequence *s, const struct codec_variants *cv,
+int codec_sequence_read(struct codec_sequence *s, const struct codec_values *cv,
                         json_t *own, struct api_error *err)
 {
     const int ids[3] = {OPT_SEQUENCE_ID, OPT_SEQUENCE_START, OPT_SEQUENCE_END};

@@ -15,7 +15,7 @@
 #include "core/kvcache.h"
 #include "lib/errors.h"
 
-struct codec_variants;
+struct codec_values;
 struct tensor;
 
 /* A request's place in a sequence (Triton's sequence
@@ -45,7 +45,7 @@ struct codec_sequence {
  * request's object (its fields, or v2's parameters) for what the request
  * gave itself. X-Sequence-Id, when given, must equal sequence_id when both
  * are. 0, or -1 with err (400). */
-int codec_sequence_read(struct codec_sequence *s, const struct codec_variants *cv,
+int codec_sequence_read(struct codec_sequence *s, const struct codec_values *cv,
                         json_t *own, struct api_error *err);
 
 /* A step's own rules (s in a sequence, p's shapes and mask set): N = 1,

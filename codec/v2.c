@@ -5,6 +5,9 @@
  * codec/v2.h. Parameters, outputs and the shape
  * rules are in codec/v2_params.c, the answer in codec/v2_response.c. */
 #include "codec/v2_internal.h"
+#include "codec/v2_inputs.h"
+#include "codec/v2_params.h"
+#include "codec/v2_scan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +17,10 @@
 #include "model/model.h"
 #include "lib/jsonnum.h"
 #include "codec/scan.h"
+#include "codec/request.h"
+#include "codec/reduce.h"
+#include "codec/status.h"
 #include "lib/suggest.h"
-
-/* The tensor inputs, in their enum order: options of the table. */
-static const enum opt_id tensor_inputs[IN_WEIGHT] = {OPT_QUERY, OPT_KEY, OPT_VALUE,
-                                                     OPT_ATTN_MASK, OPT_KEY_PADDING_MASK};
 
 /* The bytes after the JSON part, taken in the order of "inputs". */
 struct binpart {
@@ -27,61 +29,11 @@ struct binpart {
     int present; /* Inference-Header-Content-Length was given */
 };
 
-const char *v2_input_name(int idx)
-{
-    return idx < IN_WEIGHT ? opt_name(tensor_inputs[idx]) : att_weight_name((enum att_weight)(idx - IN_WEIGHT));
-}
-
-int v2_input_index(const char *name)
-{
-    for (int i = 0; i < IN_WEIGHT; i++)
-        if (strcmp(name, opt_name(tensor_inputs[i])) == 0)
-            return i;
-    const int w = scan_weight_index(name);
-    return w < 0 ? -1 : IN_WEIGHT + w;
-}
-
 /* What an input may hold: attn_mask BOOL or FP32 (then -inf too),
  * key_padding_mask BOOL, the rest FP32. */
 static enum tensor_kind input_kind(int idx)
 {
     return idx == IN_ATTN_MASK ? TENSOR_MASK : idx == IN_KPM ? TENSOR_BOOL : TENSOR_FLOAT;
-}
-
-const char *v2_named_item(json_t *list, size_t i, const char *what, json_t **x,
-                          struct api_error *err)
-{
-    *x = json_array_get(list, i);
-    const char *name = json_string_value(json_object_get(*x, "name"));
-    if (!json_is_object(*x) || !name)
-        api_fail(err, ERR_INVALID_PARAMETER, "%s[%zu] must be an object with a string name",
-                 what, i);
-    return json_is_object(*x) ? name : NULL;
-}
-
-/* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */
-int v2_known_fields(json_t *obj, const char *const *list, const char *what,
-                    struct api_error *err)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach(obj, k, v) {
-        int i = 0;
-        while (list[i] && strcmp(k, list[i]))
-            i++;
-        if (!list[i]) {
-            char all[96] = "", hint[96];
-            for (i = 0; list[i]; i++)
-                snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? ", " : "",
-                         list[i]);
-            const char *near = suggest_nearest(k, list, (size_t)i);
-            if (near)
-                snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s' (%sits "
-                            "fields are %s)", what, k, near ? hint : "", all);
-        }
-    }
-    return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -335,13 +287,13 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     if (!json_object_get(root, "inputs") && json_is_object(params)) {
         /* sequence_end without a step (no inputs): end it, nothing else */
         const struct codec_sequence before = *seq; /* its inputs */
-        struct codec_variants cv;
-        codec_variants_init(&cv);
-        codec_variants_over(&cv, params, 1);
+        struct codec_values cv;
+        codec_values_init(&cv);
+        codec_values_over(&cv, params, 1);
         const int ended = v2_check_parameters(params, V2_PARAMS_REQUEST, "", err) == 0 &&
                           codec_sequence_read(seq, &cv, params, err) == 0 &&
                           codec_sequence_end_only(seq, 0);
-        codec_variants_deinit(&cv);
+        codec_values_deinit(&cv);
         if (ended)
             return r->n_outputs = 0, 0; /* the answer: no outputs, cache_length 0 */
         *seq = before;
@@ -350,7 +302,7 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
              codec_sequence_read(seq, &o.cv, params, err);
     rc = rc || read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, f,
                            err);
-    p->H = (int)o.heads;
+    p->H = (int)o.c.heads;
 
     /* 3. shapes against each other, variants, weights, masks, outputs */
     in.seq = seq->id[0] != 0;
@@ -360,19 +312,19 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
         return -1;
     }
     v2_options_deinit(&o);
-    if (o.causal) {
+    if (o.c.causal) {
         if (in.name[IN_ATTN_MASK] && o.causal_asked)
             return api_fail(err, ERR_INVALID_PARAMETER, "parameters.is_causal is true and the "
                             "request has an attn_mask input: give one or the other");
         if (!in.name[IN_ATTN_MASK]) /* an attn_mask input overrides a default */
-            p->mask_kind = o.lower_right ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
+            p->mask_kind = o.c.lower_right ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
     }
-    p->has_scale = o.has_scale, p->scale = o.scale;
-    p->positional_encoding = o.pe;
+    p->has_scale = o.c.has_scale, p->scale = o.c.scale;
+    p->positional_encoding = o.c.pe;
 
     /* 3b. a step: its own rules; the whole (the cache's) is the caller's */
     if (seq->id[0])
-        return codec_sequence_rules(p, params, o.causal_asked && !o.causal,
+        return codec_sequence_rules(p, params, o.causal_asked && !o.c.causal,
                                     "parameters.", err);
 
     /* 4. the whole, as the core sees it, once; then the weights limit */

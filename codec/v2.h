@@ -36,7 +36,7 @@
  *   "model_name" (KServe's client) must be the model's.
  *   The names are the options table's (options/options.h). A server-held
  *   model's "defaults" (model.h) fill what a request does not set, member
- *   by member (codec_variants_defaults, the rule POST /attention follows
+ *   by member (codec_values_defaults, the rule POST /attention follows
  *   too; attn_mask causal there means is_causal, causal_lower_right
  *   is_causal with causal_alignment "lower_right").
  * Outputs: "output" FP32 (shape of query), "attention_weights" FP32
@@ -44,7 +44,7 @@
  *   With the parameter weights_top_k (integer >= 1) instead
  *   "attention_weights_top_k_values" FP32 and "..._indices" INT32, both
  *   (N, H, L, min(k, S)); with weights_pool, "attention_weights_pooled"
- *   FP32 (N, H, ⌈L/p⌉, ⌈S/p⌉) (codec.h: codec_weights_reduce); the full
+ *   FP32 (N, H, ⌈L/p⌉, ⌈S/p⌉) (codec/reduce.h: codec_weights_reduce); the full
  *   weights are then never made, nor may be asked for.
  *   "outputs" given: only those, in that order (unknown or duplicate names,
  *   or a weights output the parameters do not make, are 400); attention

@@ -2,7 +2,9 @@
  * names, options/options.h) over a model's defaults, its outputs, and its
  * inputs put together into struct att_params with the rules POST
  * /attention uses too (codec/variants.h); see v2_internal.h. */
-#include "codec/v2_internal.h"
+#include "codec/v2_params.h"
+#include "codec/v2_inputs.h"
+#include "codec/reduce.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -156,7 +158,7 @@ int v2_check_parameters(json_t *params, enum v2_param_level level, const char *w
  * names; rope is a JSON string (or an object) or the flat rope_style,
  * rope_theta, rope_rotary_dim; window is window_left and window_right;
  * alibi_slopes is JSON text. */
-static int read_variants(struct codec_variants *cv, json_t *params, const struct model *m,
+static int read_variants(struct codec_values *cv, json_t *params, const struct model *m,
                          struct api_error *err)
 {
     char from[192];
@@ -168,7 +170,7 @@ static int read_variants(struct codec_variants *cv, json_t *params, const struct
             return -1;
     }
     if (json_is_string(v = json_object_get(params, opt_name(OPT_ALIBI_SLOPES))) &&
-        !(v = codec_variants_parse(cv, v, cv->name[OPT_ALIBI_SLOPES], err)))
+        !(v = codec_values_parse(cv, v, cv->name[OPT_ALIBI_SLOPES], err)))
         return -1;
     if (v)
         cv->v[OPT_ALIBI_SLOPES] = v;
@@ -181,104 +183,75 @@ static int read_variants(struct codec_variants *cv, json_t *params, const struct
             return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s and %s cannot be used "
                             "together: give the %s object or the flat parameters", rn, from, rn);
         if (!cv->name[CV_ROPE_STYLE + k][0]) /* a default's keeps its name */
-            codec_variants_set(cv, CV_ROPE_STYLE + k, NULL, from);
+            codec_values_set(cv, CV_ROPE_STYLE + k, NULL, from);
     }
     snprintf(from, sizeof from, "parameters.%s", rn);
-    if (rope && ((json_is_string(rope) && !(rope = codec_variants_parse(cv, rope, from, err))) ||
-                 codec_variants_rope(cv, rope, from, err)))
+    if (rope && ((json_is_string(rope) && !(rope = codec_values_parse(cv, rope, from, err))) ||
+                 codec_values_rope(cv, rope, from, err)))
         return -1;
     for (int k = 0; k < 3; k++)
         if ((v = json_object_get(params, opt_v2(OPT_ROPE, k + 1)))) {
             snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_ROPE, k + 1));
-            codec_variants_set(cv, CV_ROPE_STYLE + k, v, from);
+            codec_values_set(cv, CV_ROPE_STYLE + k, v, from);
         }
     for (int k = 0; k < 2; k++)
         if ((v = json_object_get(params, opt_v2(OPT_WINDOW, k)))) {
             snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_WINDOW, k));
-            codec_variants_set(cv, CV_WINDOW_LEFT + k, v, from);
+            codec_values_set(cv, CV_WINDOW_LEFT + k, v, from);
         }
     return 0;
 }
 
-/* is_causal over the model's attn_mask causal or causal_lower_right,
- * and causal_alignment (opt_v2(OPT_ATTN_MASK, 0 and 1)). */
+/* is_causal over the model's attn_mask causal or causal_lower_right (in
+ * o->c already), and causal_alignment (opt_v2(OPT_ATTN_MASK, 0 and 1)). */
 static int read_causal(struct v2_options *o, json_t *params, struct api_error *err)
 {
     const char *ic = opt_v2(OPT_ATTN_MASK, 0), *ca = opt_v2(OPT_ATTN_MASK, 1);
     json_t *v = json_object_get(params, ic);
     if (v && !json_is_boolean(v))
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false", ic);
-    o->causal = json_is_true(v);
-    /* a model's default attn_mask causal is is_causal's default */
-    if ((v = o->cv.v[OPT_ATTN_MASK])) {
-        const int c = opt_choice_index(OPT_ATTN_MASK, json_string_value(v));
-        if (c < 0)
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" or \"%s\"",
-                            o->cv.name[OPT_ATTN_MASK], opt_choice(OPT_ATTN_MASK, 0),
-                            opt_choice(OPT_ATTN_MASK, 1));
-        if (!o->causal_asked)
-            o->causal = 1;
-        o->lower_right = c == 1;
-    }
+    if (v)
+        o->c.causal = json_is_true(v);
     if ((v = json_object_get(params, ca))) {
         const char *s = json_string_value(v);
         if (!s || (strcmp(s, "upper_left") && strcmp(s, "lower_right")))
             return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be "
                             "\"upper_left\" or \"lower_right\"", ca);
-        if (!o->causal)
+        if (!o->c.causal)
             return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s needs %s true", ca, ic);
-        o->lower_right = strcmp(s, "lower_right") == 0;
+        o->c.lower_right = strcmp(s, "lower_right") == 0;
     }
     return 0;
 }
 
 void v2_options_deinit(struct v2_options *o)
 {
-    codec_variants_deinit(&o->cv);
+    codec_values_deinit(&o->cv);
 }
 
 int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
                     const struct codec_limits *lim, struct api_error *err)
 {
     json_t *v;
-    *o = (struct v2_options){.need = 1};
+    memset(o, 0, sizeof *o);
+    o->c.need = 1;
     if (params && !json_is_object(params))
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters must be an object");
     if (v2_check_parameters(params, V2_PARAMS_REQUEST, "", err))
         return -1;
-    /* the one rule of defaults (codec_variants_defaults), then the request's */
-    codec_variants_defaults(&o->cv, m, 1);
-    codec_variants_over(&o->cv, params, 1);
+    /* the one rule of defaults (codec_values_defaults), then the request's */
+    codec_values_defaults(&o->cv, m, 1);
+    codec_values_over(&o->cv, params, 1);
     o->need_asked = json_object_get(params, opt_name(OPT_NEED_WEIGHTS)) != NULL;
-    o->top_k = json_object_get(params, opt_name(OPT_WEIGHTS_TOP_K));
-    o->pool = json_object_get(params, opt_name(OPT_WEIGHTS_POOL));
     o->causal_asked = json_object_get(params, opt_v2(OPT_ATTN_MASK, 0)) != NULL;
-    v = json_object_get(params, opt_name(OPT_BINARY_DATA_OUTPUT));
-    if (codec_option_bool(&o->cv, OPT_NEED_WEIGHTS, &o->need, err) ||
-        codec_option_bool(&o->cv, OPT_AVERAGE_ATTN_WEIGHTS, &o->avg, err))
+    if (codec_options_resolve(&o->c, &o->cv, m, lim, err))
         return -1;
+    v = json_object_get(params, opt_name(OPT_BINARY_DATA_OUTPUT));
     if (v && !json_is_boolean(v))
         return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false",
                         opt_name(OPT_BINARY_DATA_OUTPUT));
     o->binary_out = json_is_true(v);
-    if (read_causal(o, params, err) || read_variants(&o->cv, params, m, err) ||
-        codec_option_scale(&o->cv, &o->has_scale, &o->scale, err) ||
-        codec_option_pe(&o->cv, &o->pe, err))
-        return -1;
-    const char *hn = opt_name(OPT_NUM_HEADS);
-    char from[64];
-    snprintf(from, sizeof from, "parameters.%s", hn);
-    if ((v = json_object_get(params, hn)) && codec_num_heads(&o->heads, v, from, lim, err))
-        return -1;
-    if (!m && !o->heads)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s is required by the built-in model "
-                        "'attention'", from);
-    if (m && o->heads && o->heads != m->H)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld but model '%s' has %s %d",
-                        from, o->heads, m->name, hn, m->H);
-    if (m && !o->heads)
-        o->heads = m->H;
-    return codec_check_dim(o->heads, lim->max_heads, hn, "max_heads", err);
+    return read_causal(o, params, err) || read_variants(&o->cv, params, m, err) ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -290,17 +263,10 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
 static int set_weights(struct att_params *p, const struct v2_inputs *in, const struct model *m,
                        struct api_error *err)
 {
-    if (m) {
-        static const char *const what[3] = {"query (embed_dim)", "key (kdim)",
-                                            "value (vdim)"};
-        int got, want;
-        const int i = codec_model_mismatch(p, m, &got, &want);
-        if (i >= 0)
-            return api_fail(err, ERR_SHAPE_MISMATCH, "%s has %d features but model '%s' "
-                            "takes %d", what[i], got, m->name, want);
-        codec_model_weights(p, m);
-        return codec_identity_check(p, "the model's ", err);
-    }
+    if (m)
+        return codec_model_check(p, m, err) || codec_identity_check(p, "the model's ", err)
+                   ? -1
+                   : 0;
     struct att_weight_shape ws[ATT_NWEIGHTS];
     att_weight_shapes(ws, p);
     for (int i = 0; i < ATT_NWEIGHTS; i++) {
@@ -335,8 +301,8 @@ int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struc
     const struct tensor *q = &in->t[IN_QUERY];
     const struct tensor *kt = in->name[IN_KEY] ? &in->t[IN_KEY] : q;
     const struct tensor *vt = in->name[IN_VALUE] ? &in->t[IN_VALUE] : kt;
-    if (codec_set_sequences(&r->c.p, &r->c.batched, q, kt, vt, lim, err) ||
-        codec_variants_apply(&r->c.p, &o->cv, lim, &r->c.arena, err) ||
+    if (codec_set_qkv(&r->c.p, &r->c.batched, q, kt, vt, lim, err) ||
+        codec_values_apply(&r->c.p, &o->cv, lim, &r->c.arena, err) ||
         set_weights(&r->c.p, in, m, err))
         return -1;
     return set_masks(r, in, err);
@@ -365,8 +331,8 @@ static int output_index(const char *name)
 /* The weights output(s) o's parameters make: first and one past the last. */
 static void weights_outputs(const struct v2_options *o, int *lo, int *hi)
 {
-    *lo = o->top_k ? V2_OUT_TOPK_VALUES : o->pool ? V2_OUT_POOLED : V2_OUT_WEIGHTS;
-    *hi = o->top_k ? V2_OUT_POOLED : *lo + 1;
+    *lo = o->c.top_k ? V2_OUT_TOPK_VALUES : o->c.pool ? V2_OUT_POOLED : V2_OUT_WEIGHTS;
+    *hi = o->c.top_k ? V2_OUT_POOLED : *lo + 1;
 }
 
 /* r's outputs, their binary flags and the weights mode. Without "outputs"
@@ -375,9 +341,9 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
                     struct api_error *err)
 {
     struct att_params *p = &r->c.p;
-    int need = o->need, wlo, whi;
-    if (o->top_k && o->pool) /* refused, with the message both endpoints give */
-        return codec_weights_reduce(p, o->top_k, o->pool, 1, "parameters.", err);
+    int need = o->c.need, wlo, whi;
+    if (o->c.top_k && o->c.pool) /* refused, with the message both endpoints give */
+        return codec_weights_reduce(p, o->c.top_k, o->c.pool, 1, "parameters.", err);
     weights_outputs(o, &wlo, &whi);
     for (int k = 0; k < V2_OUT_COUNT; k++)
         r->binary[k] = o->binary_out;
@@ -441,16 +407,16 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
         int any = 0;
         for (int k = wlo; k < whi; k++)
             any |= asked[k];
-        if (any && o->need_asked && !o->need)
+        if (any && o->need_asked && !o->c.need)
             return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is requested but "
                             "parameters.%s is false", output_names[wlo],
                             opt_name(OPT_NEED_WEIGHTS));
         need = any;
     }
     p->weights_mode = !need ? ATT_WEIGHTS_NONE
-                      : o->avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
+                      : o->c.avg ? ATT_WEIGHTS_AVERAGE : ATT_WEIGHTS_PER_HEAD;
     /* the reductions' own rules; not asked for through outputs, none is made */
-    if (codec_weights_reduce(p, o->top_k, o->pool, need || !(o->need_asked && !o->need),
+    if (codec_weights_reduce(p, o->c.top_k, o->c.pool, need || !(o->need_asked && !o->c.need),
                              "parameters.", err))
         return -1;
     if (!need)

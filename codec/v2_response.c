@@ -12,6 +12,7 @@
 
 #include "lib/jsonnum.h"
 #include "codec/stream.h"
+#include "codec/reduce.h"
 
 /* The answer is a stream (stream.h): the JSON part, then the binary
  * outputs' bytes (the floats', little-endian on x86-64) raw, in the order

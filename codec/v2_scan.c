@@ -13,7 +13,9 @@
  * says what is wrong; only in a large body (errors) is one of more than
  * SCAN_SMALL bytes replaced too, its refusal kept for when the schema
  * reaches it, and so is a large value the schema ignores (skip_value). */
-#include "codec/v2_internal.h"
+#include "codec/v2_scan.h"
+#include "codec/v2_inputs.h"
+#include "codec/v2_params.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -12,30 +12,30 @@
 #include "model/model.h"
 #include "lib/suggest.h"
 
-void codec_variants_init(struct codec_variants *cv)
+void codec_values_init(struct codec_values *cv)
 {
     memset(cv, 0, sizeof *cv);
 }
 
-void codec_variants_deinit(struct codec_variants *cv)
+void codec_values_deinit(struct codec_values *cv)
 {
     for (int i = 0; i < cv->n_own; i++)
         json_decref(cv->own[i]);
     cv->n_own = 0;
 }
 
-void codec_variants_set(struct codec_variants *cv, int i, json_t *v,
-                        const char *name)
+void codec_values_set(struct codec_values *cv, int i, json_t *v,
+                      const char *name)
 {
     cv->v[i] = v;
     snprintf(cv->name[i], sizeof cv->name[i], "%s", name);
 }
 
-void codec_variants_merge(struct codec_variants *cv, int i, json_t *v,
-                          const char *name)
+void codec_values_merge(struct codec_values *cv, int i, json_t *v,
+                        const char *name)
 {
     if (v || !cv->v[i])
-        codec_variants_set(cv, i, v, name);
+        codec_values_set(cv, i, v, name);
 }
 
 /* Part i's option and its member (rope's, window's end), or -1: the whole
@@ -46,7 +46,7 @@ static enum opt_id part_option(int i, int *member)
     return i < CV_ROPE_STYLE ? (enum opt_id)i : i < CV_WINDOW_LEFT ? OPT_ROPE : OPT_WINDOW;
 }
 
-void codec_variants_defaults(struct codec_variants *cv, const struct model *m, int say_model)
+void codec_values_defaults(struct codec_values *cv, const struct model *m, int say_model)
 {
     if (!m)
         return;
@@ -68,11 +68,11 @@ void codec_variants_defaults(struct codec_variants *cv, const struct model *m, i
             snprintf(from + n, sizeof from - n, ".%s", opt_member(o, k));
             v = json_object_get(v, opt_member(o, k));
         }
-        codec_variants_set(cv, i, v, from);
+        codec_values_set(cv, i, v, from);
     }
 }
 
-void codec_variants_over(struct codec_variants *cv, json_t *obj, int v2)
+void codec_values_over(struct codec_values *cv, json_t *obj, int v2)
 {
     const unsigned flag = v2 ? OPT_V2_PARAM : OPT_ATTENTION;
     const int alibi = json_object_get(obj, opt_name(OPT_ALIBI)) ||
@@ -81,22 +81,22 @@ void codec_variants_over(struct codec_variants *cv, json_t *obj, int v2)
     for (int i = 0; i < OPT_COUNT; i++) {
         const enum opt_id o = (enum opt_id)i;
         if (o == OPT_ROPE || o == OPT_WINDOW || !(opt_get(o)->flags & flag))
-            continue; /* those two in members (codec_variants_rope, _window) */
+            continue; /* those two in members (codec_values_rope, _window) */
         snprintf(from, sizeof from, "%s%s", v2 ? "parameters." : "", opt_name(o));
         json_t *v = json_object_get(obj, opt_name(o));
         if (o == OPT_ALIBI || o == OPT_ALIBI_SLOPES) {
             if (alibi) /* one option: the request's either replaces both */
-                codec_variants_set(cv, i, v, from);
+                codec_values_set(cv, i, v, from);
             else if (!cv->v[i])
-                codec_variants_set(cv, i, NULL, from);
+                codec_values_set(cv, i, NULL, from);
         } else {
-            codec_variants_merge(cv, i, v, from);
+            codec_values_merge(cv, i, v, from);
         }
     }
 }
 
-int codec_variants_rope(struct codec_variants *cv, json_t *rope, const char *name,
-                        struct api_error *err)
+int codec_values_rope(struct codec_values *cv, json_t *rope, const char *name,
+                      struct api_error *err)
 {
     const char *members[3] = {opt_member(OPT_ROPE, 0), opt_member(OPT_ROPE, 1),
                               opt_member(OPT_ROPE, 2)};
@@ -119,28 +119,28 @@ int codec_variants_rope(struct codec_variants *cv, json_t *rope, const char *nam
     for (int i = 0; i < 3; i++) {
         char full[192];
         snprintf(full, sizeof full, "%s.%s", name, members[i]);
-        codec_variants_merge(cv, CV_ROPE_STYLE + i,
-                             json_object_get(rope, members[i]), full);
+        codec_values_merge(cv, CV_ROPE_STYLE + i,
+                           json_object_get(rope, members[i]), full);
     }
     return 0;
 }
 
-int codec_variants_window(struct codec_variants *cv, json_t *w, const char *name,
-                          struct api_error *err)
+int codec_values_window(struct codec_values *cv, json_t *w, const char *name,
+                        struct api_error *err)
 {
     if (!json_is_array(w) || json_array_size(w) != 2)
         return api_fail(err, ERR_INVALID_PARAMETER, "%s must be [left, right]: two integers "
                         ">= -1 (-1: unlimited)", name);
     char full[192];
     snprintf(full, sizeof full, "%s[0] (left)", name);
-    codec_variants_set(cv, CV_WINDOW_LEFT, json_array_get(w, 0), full);
+    codec_values_set(cv, CV_WINDOW_LEFT, json_array_get(w, 0), full);
     snprintf(full, sizeof full, "%s[1] (right)", name);
-    codec_variants_set(cv, CV_WINDOW_RIGHT, json_array_get(w, 1), full);
+    codec_values_set(cv, CV_WINDOW_RIGHT, json_array_get(w, 1), full);
     return 0;
 }
 
-json_t *codec_variants_parse(struct codec_variants *cv, json_t *s, const char *name,
-                             struct api_error *err)
+json_t *codec_values_parse(struct codec_values *cv, json_t *s, const char *name,
+                           struct api_error *err)
 {
     if (!json_is_string(s)) {
         api_fail(err, ERR_INVALID_PARAMETER, "%s must be a string of JSON", name);
@@ -177,7 +177,7 @@ static int get_int(json_t *v, const char *name, long long min, long long max,
 }
 
 /* num_kv_heads and head_dim: Hkv divides H; d given, or E / H. */
-static int set_heads(struct att_params *p, const struct codec_variants *cv,
+static int set_heads(struct att_params *p, const struct codec_values *cv,
                      const struct codec_limits *lim, struct api_error *err)
 {
     long long x = 0;
@@ -208,7 +208,7 @@ static int set_heads(struct att_params *p, const struct codec_variants *cv,
     return 0;
 }
 
-static int set_rope(struct att_params *p, const struct codec_variants *cv,
+static int set_rope(struct att_params *p, const struct codec_values *cv,
                     struct api_error *err)
 {
     json_t *const *v = cv->v;
@@ -254,7 +254,7 @@ static int set_rope(struct att_params *p, const struct codec_variants *cv,
 }
 
 /* alibi true (the paper's slopes) or alibi_slopes (H numbers), into a. */
-static int set_alibi(struct att_params *p, const struct codec_variants *cv,
+static int set_alibi(struct att_params *p, const struct codec_values *cv,
                      const struct codec_limits *lim, struct tensor_arena *a,
                      struct api_error *err)
 {
@@ -284,9 +284,9 @@ static int set_alibi(struct att_params *p, const struct codec_variants *cv,
     return 0;
 }
 
-int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
-                         const struct codec_limits *lim, struct tensor_arena *a,
-                         struct api_error *err)
+int codec_values_apply(struct att_params *p, const struct codec_values *cv,
+                       const struct codec_limits *lim, struct tensor_arena *a,
+                       struct api_error *err)
 {
     json_t *const *v = cv->v;
     long long x = 0;
@@ -346,24 +346,6 @@ int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long 
     return api_fail(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
 }
 
-int codec_model_mismatch(const struct att_params *p, const struct model *m, int *got,
-                         int *want)
-{
-    const int g[3] = {p->E, p->kdim, p->vdim}, w[3] = {m->E, m->kdim, m->vdim};
-    for (int i = 0; i < 3; i++)
-        if (g[i] != w[i]) {
-            *got = g[i], *want = w[i];
-            return i;
-        }
-    return -1;
-}
-
-void codec_model_weights(struct att_params *p, const struct model *m)
-{
-    for (int i = 0; i < ATT_NWEIGHTS; i++)
-        codec_set_weight(p, i, m->w[i], m->w_len[i]);
-}
-
 int codec_identity_check(const struct att_params *p, const char *prefix,
                          struct api_error *err)
 {
@@ -419,18 +401,6 @@ int codec_check_dim(long long v, int max, const char *what, const char *key,
     return 0;
 }
 
-int codec_num_heads(long long *heads, json_t *v, const char *name,
-                    const struct codec_limits *lim, struct api_error *err)
-{
-    const enum json_int hk = json_int_value(v, heads);
-    if (hk == JSON_INT_HUGE)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s is beyond 2^63; the limit is %d "
-                        "(max_heads)", name, lim->max_heads);
-    if (hk != JSON_INT_OK || *heads < 1)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an integer >= 1", name);
-    return 0;
-}
-
 int codec_query_rank(const struct tensor *q, struct api_error *err)
 {
     if (q->ndim != 2 && q->ndim != 3)
@@ -439,9 +409,9 @@ int codec_query_rank(const struct tensor *q, struct api_error *err)
     return 0;
 }
 
-int codec_set_sequences(struct att_params *p, int *batched, const struct tensor *q,
-                        const struct tensor *kt, const struct tensor *vt,
-                        const struct codec_limits *lim, struct api_error *err)
+int codec_set_qkv(struct att_params *p, int *batched, const struct tensor *q,
+                  const struct tensor *kt, const struct tensor *vt,
+                  const struct codec_limits *lim, struct api_error *err)
 {
     if (codec_query_rank(q, err))
         return -1;
@@ -495,43 +465,5 @@ int codec_set_key_padding_mask(struct att_params *p, int batched, const struct t
                 : codec_expect_shape(t, name, 1, p->S, 0, err))
         return -1;
     p->key_padding_mask = t->u8;
-    return 0;
-}
-
-int codec_option_bool(const struct codec_variants *cv, int i, int *out,
-                      struct api_error *err)
-{
-    json_t *v = cv->v[i];
-    if (v && !json_is_boolean(v))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false", cv->name[i]);
-    if (v)
-        *out = json_is_true(v);
-    return 0;
-}
-
-int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
-                       struct api_error *err)
-{
-    json_t *v = cv->v[OPT_SCALE];
-    if (!v)
-        return 0;
-    const double s = json_number_value(v);
-    if (!json_is_number(v) || !(s > 0) || !isfinite((float)s))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0",
-                        cv->name[OPT_SCALE]);
-    *has = 1, *scale = (float)s;
-    return 0;
-}
-
-int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err)
-{
-    json_t *v = cv->v[OPT_POSITIONAL_ENCODING];
-    if (!v)
-        return 0;
-    if (opt_choice_index(OPT_POSITIONAL_ENCODING, json_string_value(v)) < 0)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\"",
-                        cv->name[OPT_POSITIONAL_ENCODING],
-                        opt_choice(OPT_POSITIONAL_ENCODING, 0));
-    *pe = 1;
     return 0;
 }

@@ -5,21 +5,21 @@
  * (codec/v2_params.c).
  *
  * A protocol gathers each value with the name its messages should blame
- * (codec_variants_set), reading a rope object or a window array whole
- * with codec_variants_rope() / codec_variants_window(), and a v2 parameter
- * that holds JSON text with codec_variants_parse(). codec_variants_apply()
+ * (codec_values_set), reading a rope object or a window array whole
+ * with codec_values_rope() / codec_values_window(), and a v2 parameter
+ * that holds JSON text with codec_values_parse(). codec_values_apply()
  * then checks every value, and the values against each other and against
  * H and E, and sets struct att_params; every refusal is a 400 naming the
  * field (413 for a limit).
  *
- *     struct codec_variants cv;
- *     codec_variants_init(&cv);
- *     codec_variants_defaults(&cv, model, 0);   (a server-held model's, if any)
- *     codec_variants_over(&cv, root, 0);         (the request's, over them)
- *     ...                                  (p->H and p->E set before)
- *     if (codec_variants_apply(p, &cv, lim, &arena, &err) == 0)
+ *     struct codec_values cv;
+ *     codec_values_init(&cv);
+ *     codec_values_defaults(&cv, model, 0);  (a server-held model's, if any)
+ *     codec_values_over(&cv, root, 0);       (the request's, over them)
+ *     ...                                    (p->H and p->E set before)
+ *     if (codec_values_apply(p, &cv, lim, &arena, &err) == 0)
  *         ... att_weight_shapes(ws, p) ... codec_identity_check(p, "weights.", &err) ...
- *     codec_variants_deinit(&cv);          (always)
+ *     codec_values_deinit(&cv);              (always)
  *
  * The projections' shapes follow from H, Hkv = num_kv_heads and
  * d = head_dim: with Dq = H·d and Dkv = Hkv·d, q (Dq, E), k (Dkv, kdim),
@@ -41,7 +41,7 @@
 
 /* The parts of a request's options a protocol gathers: each option's
  * value at its id (enum opt_id: OPT_SOFTCAP, ...), but rope's and window's,
- * which come in members, after them. codec_variants_apply() checks the
+ * which come in members, after them. codec_values_apply() checks the
  * variants; each protocol reads the rest itself. */
 enum {
     CV_ROPE_STYLE = OPT_COUNT,
@@ -52,63 +52,65 @@ enum {
     CV_COUNT
 };
 
-struct codec_variants {
+/* Every option's value of a request (the request's over the model's
+ * defaults), each with the name a message calls it. */
+struct codec_values {
     json_t *v[CV_COUNT];      /* borrowed (or in own[]); NULL: not given */
     char name[CV_COUNT][192]; /* what a message calls each value */
     json_t *own[4];           /* values parsed from JSON text (owned) */
     int n_own;
 };
 
-void codec_variants_init(struct codec_variants *cv);
-void codec_variants_deinit(struct codec_variants *cv);
+void codec_values_init(struct codec_values *cv);
+void codec_values_deinit(struct codec_values *cv);
 
 /* Value i is v (borrowed; NULL: not given, the name is kept for messages). */
-void codec_variants_set(struct codec_variants *cv, int i, json_t *v,
-                        const char *name);
+void codec_values_set(struct codec_values *cv, int i, json_t *v,
+                      const char *name);
 
 /* The request's value of part i over what is there (a model's default):
  * v given replaces it; NULL keeps it (naming the part name when there is
  * none, for messages). */
-void codec_variants_merge(struct codec_variants *cv, int i, json_t *v,
-                          const char *name);
+void codec_values_merge(struct codec_values *cv, int i, json_t *v,
+                        const char *name);
 
 struct model;
 /* The one rule of a model's defaults, for both protocols (README
  * "Model defaults"): called first, it puts each default of m (NULL: none)
  * into its parts; the request's values then go over them with
- * codec_variants_merge() member by member (rope's members, window's ends,
+ * codec_values_merge() member by member (rope's members, window's ends,
  * each whole option), except alibi and alibi_slopes, one option whose
- * either, given, replaces both (codec_variants_over). say_model: messages
+ * either, given, replaces both (codec_values_over). say_model: messages
  * call a default "model 'x' defaults.name" (v2) rather than by the field's
  * own name (POST /attention, as when defaults were merged into its body). */
-void codec_variants_defaults(struct codec_variants *cv, const struct model *m, int say_model);
+void codec_values_defaults(struct codec_values *cv, const struct model *m, int say_model);
 
-/* The whole options of obj over cv (codec_variants_merge; alibi and
+/* The whole options of obj over cv (codec_values_merge; alibi and
  * alibi_slopes: both set when obj has either), by their names: POST
  * /attention's fields (v2 0, names as they are), or a v2 request's
  * parameters of the same name (v2 1, named "parameters.name"; alibi_slopes
  * is then its JSON text, for the caller to parse). */
-void codec_variants_over(struct codec_variants *cv, json_t *obj, int v2);
+void codec_values_over(struct codec_values *cv, json_t *obj, int v2);
 
 /* A rope object {style, theta?, rotary_dim?} (name: what it is called,
- * rope): its members go over the three rope values (codec_variants_merge). */
-int codec_variants_rope(struct codec_variants *cv, json_t *rope, const char *name,
-                        struct api_error *err);
+ * rope): its members go over the three rope values (codec_values_merge). */
+int codec_values_rope(struct codec_values *cv, json_t *rope, const char *name,
+                      struct api_error *err);
 
 /* A window [left, right] (name: what it is called, window). */
-int codec_variants_window(struct codec_variants *cv, json_t *w, const char *name,
-                          struct api_error *err);
+int codec_values_window(struct codec_values *cv, json_t *w, const char *name,
+                        struct api_error *err);
 
 /* The JSON text of string s, parsed; held by cv. NULL with err filled when
  * s is not a string of JSON (name: what it is called). */
-json_t *codec_variants_parse(struct codec_variants *cv, json_t *s, const char *name,
-                             struct api_error *err);
+json_t *codec_values_parse(struct codec_values *cv, json_t *s, const char *name,
+                           struct api_error *err);
 
 /* Check the values and set p's variant fields (p->H, E, kdim, vdim set).
  * ALiBi slopes (alibi true, or alibi_slopes) go into a. */
-int codec_variants_apply(struct att_params *p, const struct codec_variants *cv,
-                         const struct codec_limits *lim, struct tensor_arena *a,
-                         struct api_error *err);
+int codec_values_apply(struct att_params *p, const struct codec_values *cv,
+                       const struct codec_limits *lim, struct tensor_arena *a,
+                       struct api_error *err);
 
 /* Set weight i (enum att_weight) of p; w holds len floats (borrowed). */
 void codec_set_weight(struct att_params *p, int i, const float *w, size_t len);
@@ -117,15 +119,6 @@ void codec_set_weight(struct att_params *p, int i, const float *w, size_t len);
  * shape_mismatch saying both shapes. */
 int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
                        long long d1, struct api_error *err);
-
-struct model;
-/* A server-held model's dimensions against the request's: the first that
- * differs, 0 (E), 1 (kdim) or 2 (vdim), its values in *got and *want; or
- * -1 when they agree. Each protocol words the refusal itself. */
-int codec_model_mismatch(const struct att_params *p, const struct model *m, int *got,
-                         int *want);
-/* The model's weights into p (after codec_model_mismatch() found none). */
-void codec_model_weights(struct att_params *p, const struct model *m);
 
 /* An absent matrix is the identity only where its dimensions allow it:
  * shape_mismatch naming it (prefix + its name) otherwise. The cases
@@ -145,30 +138,18 @@ int codec_model_dim(const struct model *m, enum opt_id id, json_t *given, const 
 /* v (called what) over max: payload_too_large naming the setting key. */
 int codec_check_dim(long long v, int max, const char *what, const char *key,
                     struct api_error *err);
-/* num_heads (called name) as an integer >= 1 into *heads; beyond 2^63:
- * payload_too_large. The limit and a model's own H are the caller's. */
-int codec_num_heads(long long *heads, json_t *v, const char *name,
-                    const struct codec_limits *lim, struct api_error *err);
 /* query's rank: 2 (L, E) or 3 (N, L, E). */
 int codec_query_rank(const struct tensor *q, struct api_error *err);
 /* query, key and value (key: query when not given, value: key) against
  * each other and the limits, into p (N, L, E, S, kdim, vdim, the data);
  * *batched: query has rank 3. */
-int codec_set_sequences(struct att_params *p, int *batched, const struct tensor *q,
-                        const struct tensor *kt, const struct tensor *vt,
-                        const struct codec_limits *lim, struct api_error *err);
+int codec_set_qkv(struct att_params *p, int *batched, const struct tensor *q,
+                  const struct tensor *kt, const struct tensor *vt,
+                  const struct codec_limits *lim, struct api_error *err);
 /* A mask tensor (L, S) or (N*H, L, S) into p. */
 int codec_set_mask(struct att_params *p, const struct tensor *t, struct api_error *err);
 /* key_padding_mask (S) or, batched, (N, S) into p (p->N and S set). */
 int codec_set_key_padding_mask(struct att_params *p, int batched, const struct tensor *t,
                                struct api_error *err);
-/* Part i (a boolean option) into *out when given (else *out is kept). */
-int codec_option_bool(const struct codec_variants *cv, int i, int *out,
-                      struct api_error *err);
-/* scale, when given, into *has and *scale. */
-int codec_option_scale(const struct codec_variants *cv, int *has, float *scale,
-                       struct api_error *err);
-/* positional_encoding, when given, into *pe. */
-int codec_option_pe(const struct codec_variants *cv, int *pe, struct api_error *err);
 
 #endif

@@ -7,7 +7,7 @@
  * (tests/api/test_spec.c) checks that the two agree. A module that refuses
  * input fills a struct api_error (an enum http_error and a message naming
  * the field); the HTTP layer turns it into the answer. The core's statuses
- * map onto the table in codec/ (http_error_from_att, codec/codec.h). */
+ * map onto the table in codec/ (http_error_from_att, codec/status.h). */
 #ifndef LIB_ERRORS_H
 #define LIB_ERRORS_H
 

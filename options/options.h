@@ -24,7 +24,7 @@
  * Adding an option: an id here, its row in options.c and its semantics in
  * the core (struct att_params); a number the core takes as it is
  * (OPT_CORE_FLOAT) needs nothing else: both protocols read it, a model's
- * defaults may set it (OPT_DEFAULT), and codec_variants_apply() checks and
+ * defaults may set it (OPT_DEFAULT), and codec_values_apply() checks and
  * sets it. Any other needs its reading in codec/variants.c.
  *
  * The table is a layer of its own, below model/, codec/ and api/, which all
@@ -96,7 +96,7 @@ enum opt_type {
 #define OPT_FIXED 8u      /* ... only to its weights' own value */
 #define OPT_V2_PARAM 16u  /* a v2 request parameter of the same name */
 #define OPT_CORE_FLOAT 32u /* a number > 0 (finite in float32) the core takes as it is:
-                              codec_variants_apply sets struct att_params' float at field */
+                              codec_values_apply sets struct att_params' float at field */
 
 #define OPT_MAX_V2 4
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api/models.h"
+#include "codec/request.h"
 
 /* An unknown model names the nearest and lists the served models: the
  * built-in one without a repository; at most MODELS_MAX_LISTED and within

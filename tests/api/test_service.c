@@ -10,6 +10,8 @@
 #include "api/metrics.h"
 #include "api/service.h"
 #include "tests/support/limits.h"
+#include "codec/request.h"
+#include "codec/response.h"
 
 static void run(const char *body, struct route_response *a)
 {

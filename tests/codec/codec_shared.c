@@ -6,6 +6,7 @@
 #include "lib/errors.h"
 #include "tests/support/limits.h"
 #include "tests/codec/codec_shared.h"
+#include "codec/request.h"
 
 int codect_decode(struct codec_request *r, const char *body, struct api_error *e)
 {

@@ -22,6 +22,8 @@
 #include "tests/support/fixture.h"
 #include "tests/support/testdata.h"
 #include "tests/codec/codec_shared.h"
+#include "codec/request.h"
+#include "codec/response.h"
 
 Test(codec, three_tensor_forms_decode_to_the_same_floats)
 {

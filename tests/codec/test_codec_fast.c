@@ -22,6 +22,8 @@
 #include "tests/support/limits.h"
 #include "tests/support/testdata.h"
 #include "tests/codec/codec_shared.h"
+#include "codec/request.h"
+#include "codec/response.h"
 
 /* ---------------------------------------------------------------------- */
 /* The fast decoder against the jansson reference: the same answer, bit for

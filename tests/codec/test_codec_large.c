@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "lib/base64.h"
 #include "codec/codec.h"
+#include "codec/request.h"
 #include "lib/errors.h"
 #include "api/service.h"
 #include "tests/support/check.h"

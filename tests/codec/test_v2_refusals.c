@@ -203,12 +203,13 @@ static const struct refusal refusals[] = {
     {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1e30}}", 0, NULL, 0, -1,
      ERR_PAYLOAD_TOO_LARGE, "parameters.num_heads is beyond 2^63"},
     {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 1000}}", 0, NULL, 0, -1,
-     ERR_PAYLOAD_TOO_LARGE, "num_heads 1000 exceeds the limit 256 (max_heads)"},
+     ERR_PAYLOAD_TOO_LARGE, "parameters.num_heads 1000 exceeds the limit 256 (max_heads)"},
     {"{'inputs': [" Q22 "], 'parameters': {'num_heads': 3}}", 0, NULL, 0, -1,
      ERR_INVALID_PARAMETER, "embed_dim 2 is not divisible by num_heads 3"},
     {"{'inputs': [{'name': 'query', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, "
      "4]}], 'parameters': {'num_heads': 4}}", 1, NULL, 0, -1, ERR_INVALID_PARAMETER,
-     "parameters.num_heads is 4 but model 'tiny' has num_heads 2"},
+     "parameters.num_heads is 4 but model 'tiny' has 2 heads; "
+     "leave parameters.num_heads out or give 2"},
     {"{'inputs': [" Q22 ", {'name': 'attn_mask', 'shape': [2, 2], 'datatype': 'BOOL', "
      "'data': [false, false, false, false]}], 'parameters': {'num_heads': 1, 'is_causal': "
      "true}}", 0, NULL, 0, -1, ERR_INVALID_PARAMETER, "parameters.is_causal is true and the "
@@ -218,13 +219,15 @@ static const struct refusal refusals[] = {
      "be true or false"},
     /* shapes against each other, and against a model */
     {"{'inputs': [" Q22 "]}", 1, NULL, 0, -1, ERR_SHAPE_MISMATCH,
-     "query (embed_dim) has 2 features but model 'tiny' takes 4"},
+     "embed_dim (query's last dimension) is 2 but model 'tiny' takes 4"},
     {"{'inputs': [{'name': 'query', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, "
      "4]}, {'name': 'key', 'shape': [1, 2], 'datatype': 'FP32', 'data': [1, 2]}]}", 1, NULL, 0,
-     -1, ERR_SHAPE_MISMATCH, "key (kdim) has 2 features but model 'tiny' takes 4"},
+     -1, ERR_SHAPE_MISMATCH, "kdim (key's last dimension) is 2 but model 'tiny' "
+     "takes 4"},
     {"{'inputs': [{'name': 'query', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, "
      "4]}, {'name': 'value', 'shape': [1, 3], 'datatype': 'FP32', 'data': [1, 2, 3]}]}", 1,
-     NULL, 0, -1, ERR_SHAPE_MISMATCH, "value (vdim) has 3 features but model 'tiny' takes 4"},
+     NULL, 0, -1, ERR_SHAPE_MISMATCH, "vdim (value's last dimension) is 3 but model "
+     "'tiny' takes 4"},
     {"{'inputs': [" Q22 ", {'name': 'in_proj_weight', 'shape': [2, 2], 'datatype': 'FP32', "
      "'data': [1, 0, 0, 1]}], " P1 "}", 0, NULL, 0, -1, ERR_SHAPE_MISMATCH,
      "in_proj_weight has shape (2, 2), expected (6, 2)"},

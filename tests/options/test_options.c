@@ -3,7 +3,7 @@
  * AttentionRequest (POST /attention) and its v2 parameters are properties
  * of InferParameters and accepted by the v2 parameter reader (and no other
  * option name is); a model default of an option the weights fix is
- * refused; the one rule of defaults (codec_variants_defaults) merges rope
+ * refused; the one rule of defaults (codec_values_defaults) merges rope
  * member by member for both protocols. */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "options/options.h"
-#include "codec/v2_internal.h"
+#include "codec/v2_params.h"
 #include "codec/variants.h"
 #include "model/model.h"
 #include "tests/support/fixture.h"
@@ -318,14 +318,14 @@ Test(options, rope_defaults_merge_member_by_member)
                            &m, err, sizeof err),
                  0, "%s", err);
     for (int v2 = 0; v2 < 2; v2++) {
-        struct codec_variants cv;
-        codec_variants_init(&cv);
-        codec_variants_defaults(&cv, m, v2);
+        struct codec_values cv;
+        codec_values_init(&cv);
+        codec_values_defaults(&cv, m, v2);
         json_t *rope = json_pack("{s:f}", opt_member(OPT_ROPE, 1), 1e6);
         json_t *req = json_pack("{s:O}", opt_name(OPT_ROPE), rope);
-        codec_variants_over(&cv, req, v2);
+        codec_values_over(&cv, req, v2);
         struct api_error e;
-        cr_assert_eq(codec_variants_rope(&cv, rope, opt_name(OPT_ROPE), &e), 0, "%s", e.msg);
+        cr_assert_eq(codec_values_rope(&cv, rope, opt_name(OPT_ROPE), &e), 0, "%s", e.msg);
         cr_assert_str_eq(json_string_value(cv.v[CV_ROPE_STYLE]), "interleaved");
         cr_assert_eq(json_number_value(cv.v[CV_ROPE_THETA]), 1e6);
         cr_assert_eq(json_integer_value(cv.v[CV_ROPE_ROTARY_DIM]), 4);
@@ -333,7 +333,7 @@ Test(options, rope_defaults_merge_member_by_member)
                                                     : "rope.style");
         json_decref(req);
         json_decref(rope);
-        codec_variants_deinit(&cv);
+        codec_values_deinit(&cv);
     }
     model_free(m);
 }

@@ -1,6 +1,7 @@
 #include "tests/support/codec_compare.h"
 
 #include "codec/variants.h"
+#include "codec/request.h"
 
 #include <string.h>
 

@@ -1,6 +1,8 @@
-/* errors.c -- the core's status codes (core/attention.h) as the API's
- * errors (lib/errors.h); see codec.h. */
-#include "codec/codec.h"
+/* status.c -- the core's status codes (core/attention.h) as the API's
+ * errors (lib/errors.h); see codec/status.h. */
+#include "codec/status.h"
+
+#include "core/attention.h"
 
 enum http_error http_error_from_att(int att_status)
 {
