@@ -130,14 +130,14 @@ int models_acquire(struct repo_ref **ref, const char *name, const char *version,
 }
 
 static int codec_acquire(void *ctx, const char *name, const struct model **m, void **ref,
-                         struct api_error *err)
+                         struct failure *err)
 {
     (void)ctx;
     struct repo_ref *r;
     int code;
     char why[sizeof err->msg];
     if (models_acquire(&r, name, NULL, &code, why, sizeof why))
-        return api_fail(err, code, "%s", why);
+        return fail_with(err, code, "%s", why);
     *m = repo_model(r); /* NULL: the built-in model, weights inline */
     *ref = r;
     return 0;

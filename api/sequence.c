@@ -47,12 +47,12 @@ static void fixed_of(struct seq_fixed *f, const struct codec_request *r, const c
 
 /* A later step against what the start fixed: 0, or -1 with err. */
 static int same_fixed(const struct seq_fixed *a, const struct seq_fixed *b, int dtype_asked,
-                      const char *id, struct api_error *err)
+                      const char *id, struct failure *err)
 {
     if (strcmp(a->model, b->model))
-        return api_fail(err, ERR_INVALID_PARAMETER, "sequence '%.64s' belongs to model "
-                        "'%.64s', not '%.64s': a sequence keeps the model it started with",
-                        id, a->model, b->model);
+        return fail_with(err, ERR_INVALID_PARAMETER, "sequence '%.64s' belongs to model "
+                         "'%.64s', not '%.64s': a sequence keeps the model it started with",
+                         id, a->model, b->model);
     const char *what = NULL;
     for (int f = 0; f < SEQ_NFIX && !what; f++)
         if (a->v[f] != b->v[f] || (f == SEQ_FIX_ROPE_STYLE && a->rope_theta != b->rope_theta))
@@ -60,9 +60,9 @@ static int same_fixed(const struct seq_fixed *a, const struct seq_fixed *b, int 
     if (!what && dtype_asked && a->dtype != b->dtype)
         what = opt_name(OPT_KV_CACHE_DTYPE);
     if (what)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s differs from what sequence '%.64s' "
-                        "started with: it is fixed at %s", what, id,
-                        opt_name(OPT_SEQUENCE_START));
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s differs from what sequence '%.64s' "
+                         "started with: it is fixed at %s", what, id,
+                         opt_name(OPT_SEQUENCE_START));
     return 0;
 }
 
@@ -84,14 +84,14 @@ static int inherit(struct att_params *p, const struct seq_fixed *f)
 
 int sequence_step(struct codec_request *r, const char *model, const void *model_id,
                   const struct codec_limits *lim, const char *weights_hint, float **out,
-                  float **w, struct seq **held, struct api_error *err)
+                  float **w, struct seq **held, struct failure *err)
 {
     struct codec_sequence *q = &r->seq;
     *held = NULL;
     if (q->end_only) {
         if (seq_end(q->id))
-            return api_fail(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' does not exist: "
-                            "nothing to end", q->id);
+            return fail_with(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' does not exist: "
+                             "nothing to end", q->id);
         return 0;
     }
     struct seq_fixed fix;
@@ -103,9 +103,9 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
     struct att_step *as = NULL;
     if (!q->start && st.fixed->model_id != model_id && !strcmp(st.fixed->model, model)) {
         drop = 1; /* the model was reloaded under it */
-        api_fail(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' was dropped: its model "
-                 "'%.64s' was reloaded; start it again with %s true", q->id, model,
-                 opt_name(OPT_SEQUENCE_START));
+        fail_with(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' was dropped: its model "
+                  "'%.64s' was reloaded; start it again with %s true", q->id, model,
+                  opt_name(OPT_SEQUENCE_START));
         goto done;
     }
     if (!q->start && inherit(&r->p, st.fixed))
@@ -117,21 +117,21 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
         goto done;
     const long long len = att_kv_len(st.kv), total = len + r->p.S;
     if (q->kpm_count && (long long)q->kpm_count != total) {
-        api_fail(err, ERR_SHAPE_MISMATCH, "%s has %zu entries but the cache will hold %lld "
-                 "rows after this step (%lld + S = %d)", opt_name(OPT_KEY_PADDING_MASK),
-                 q->kpm_count, total, len, r->p.S);
+        fail_with(err, ERR_SHAPE_MISMATCH, "%s has %zu entries but the cache will hold %lld "
+                  "rows after this step (%lld + S = %d)", opt_name(OPT_KEY_PADDING_MASK),
+                  q->kpm_count, total, len, r->p.S);
         goto done;
     }
     if (total > lim->max_source_len) {
-        api_fail(err, ERR_INVALID_PARAMETER, "sequence '%.64s' would hold %lld tokens, more "
-                 "than max_source_len (%d): end it and start another", q->id, total,
-                 lim->max_source_len);
+        fail_with(err, ERR_INVALID_PARAMETER, "sequence '%.64s' would hold %lld tokens, more "
+                  "than max_source_len (%d): end it and start another", q->id, total,
+                  lim->max_source_len);
         goto done;
     }
     struct att_error ae;
     int st_rc = att_step_check(&r->p, st.kv, &r->out_len, &r->weights_len, &ae);
     if (st_rc != ATT_OK) {
-        api_fail(err, http_error_from_att(st_rc), "%s", ae.msg);
+        fail_with(err, http_error_from_att(st_rc), "%s", ae.msg);
         goto done;
     }
     const struct att_params one = r->p; /* this step's S rows */
@@ -141,12 +141,12 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
     *out = malloc(r->out_len * sizeof **out);
     *w = r->weights_len ? malloc(r->weights_len * sizeof **w) : NULL;
     if (!*out || (r->weights_len && !*w)) {
-        api_fail(err, ERR_INTERNAL, "out of memory for the output");
+        fail_with(err, ERR_INTERNAL, "out of memory for the output");
         goto restore;
     }
     /* the rows projected and in the cache's range: only then the budget */
     if ((st_rc = att_step_begin(&as, &one, st.kv, &ae)) != ATT_OK) {
-        api_fail(err, http_error_from_att(st_rc), "%s", ae.msg);
+        fail_with(err, http_error_from_att(st_rc), "%s", ae.msg);
         goto restore;
     }
     if (seq_reserve(&st, total, err))
@@ -154,7 +154,7 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
     st_rc = att_step_finish(*out, *w, as, st.kv, &ae);
     as = NULL;
     if (st_rc != ATT_OK) {
-        api_fail(err, http_error_from_att(st_rc), "%s", ae.msg);
+        fail_with(err, http_error_from_att(st_rc), "%s", ae.msg);
         goto restore;
     }
     q->length = att_kv_len(st.kv);

@@ -280,27 +280,27 @@ void seq_shutdown(void)
     unlock();
 }
 
-static int not_found(struct api_error *err, const char *id)
+static int not_found(struct failure *err, const char *id)
 {
-    return api_fail(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.*s' does not exist (never "
-                    "started, ended, evicted, idle too long, dropped with its model, or lost "
-                    "in a restart): start it again with %s true", 64, id,
-                    opt_name(OPT_SEQUENCE_START));
+    return fail_with(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.*s' does not exist (never "
+                     "started, ended, evicted, idle too long, dropped with its model, or lost "
+                     "in a restart): start it again with %s true", 64, id,
+                     opt_name(OPT_SEQUENCE_START));
 }
 
 /* 503: max_sequences reached and none idle to evict (under mu). */
-static int no_place(struct api_error *err)
+static int no_place(struct failure *err)
 {
-    return api_fail(err, ERR_OVERLOADED, "%d sequences are live and none is idle "
-                    "(max_sequences): retry later, or end sequences", limits.max_sequences);
+    return fail_with(err, ERR_OVERLOADED, "%d sequences are live and none is idle "
+                     "(max_sequences): retry later, or end sequences", limits.max_sequences);
 }
 
 /* A fresh cache for s (empty) as fix says. */
-static int start_cache(struct seq *s, const struct seq_fixed *fix, struct api_error *err)
+static int start_cache(struct seq *s, const struct seq_fixed *fix, struct failure *err)
 {
     s->fix = *fix;
     s->kv = att_kv_new(fix->v[SEQ_FIX_HKV], fix->v[SEQ_FIX_HEAD_DIM], fix->dtype);
-    return s->kv ? 0 : api_fail(err, ERR_INTERNAL, "out of memory for a sequence's cache");
+    return s->kv ? 0 : fail_with(err, ERR_INTERNAL, "out of memory for a sequence's cache");
 }
 
 /* What a step of s writes to: a restart's pending sequence, or s. */
@@ -321,7 +321,7 @@ static void pass_turn(struct seq *s)
 }
 
 int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fixed *fix,
-              struct api_error *err)
+              struct failure *err)
 {
     memset(st, 0, sizeof *st);
     lock();
@@ -340,7 +340,7 @@ int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fi
             }
             if (table_grow() || !(s = calloc(1, sizeof *s))) {
                 unlock();
-                return api_fail(err, ERR_INTERNAL, "out of memory for a sequence");
+                return fail_with(err, ERR_INTERNAL, "out of memory for a sequence");
             }
             snprintf(s->id, sizeof s->id, "%s", id);
             s->last_used = route_now();
@@ -368,7 +368,7 @@ int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fi
     if (start && !st->created && !(t = st->pending = calloc(1, sizeof *t))) {
         unlock();
         seq_close(st, 0, 0);
-        return api_fail(err, ERR_INTERNAL, "out of memory for a sequence");
+        return fail_with(err, ERR_INTERNAL, "out of memory for a sequence");
     }
     if (start && start_cache(t, fix, err)) {
         unlock();
@@ -380,14 +380,14 @@ int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fi
     return 0;
 }
 
-static int weights_differ(struct api_error *err)
+static int weights_differ(struct failure *err)
 {
-    return api_fail(err, ERR_INVALID_PARAMETER, "the weights differ from those the sequence "
-                    "started with: a step of a sequence keeps its start's weights (leave them "
-                    "out)");
+    return fail_with(err, ERR_INVALID_PARAMETER, "the weights differ from those the sequence "
+                     "started with: a step of a sequence keeps its start's weights (leave them "
+                     "out)");
 }
 
-int seq_weights(struct seq_step *st, struct att_params *p, struct api_error *err)
+int seq_weights(struct seq_step *st, struct att_params *p, struct failure *err)
 {
     struct seq *s = target(st);
     if (st->started) { /* kept: counted in the budget by seq_reserve */
@@ -396,7 +396,7 @@ int seq_weights(struct seq_step *st, struct att_params *p, struct api_error *err
             if (!p->w[i])
                 continue;
             if (!(s->w[i] = malloc(p->w_len[i] * sizeof(float))))
-                return api_fail(err, ERR_INTERNAL, "out of memory keeping the weights");
+                return fail_with(err, ERR_INTERNAL, "out of memory keeping the weights");
             memcpy(s->w[i], p->w[i], p->w_len[i] * sizeof(float));
             s->wlen[i] = p->w_len[i];
             st->weight_bytes += p->w_len[i] * sizeof(float);
@@ -413,7 +413,7 @@ int seq_weights(struct seq_step *st, struct att_params *p, struct api_error *err
     return 0;
 }
 
-int seq_reserve(struct seq_step *st, long long tokens, struct api_error *err)
+int seq_reserve(struct seq_step *st, long long tokens, struct failure *err)
 {
     struct seq *s = st->s, *t = target(st);
     const size_t at = att_kv_bytes_at(t->kv, tokens), have = att_kv_bytes(t->kv);
@@ -423,10 +423,10 @@ int seq_reserve(struct seq_step *st, long long tokens, struct api_error *err)
     const long long own = (long long)(t->bytes + t->wbytes + t->reserved) + need;
     if (own > limits.max_bytes) {
         unlock();
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "sequence '%.64s' would hold %lld bytes "
-                        "after this step, more than max_sequence_bytes (%lld) on its own: it "
-                        "can never fit; end it, or start one that holds less (this step was "
-                        "not applied)", s->id, own, limits.max_bytes);
+        return fail_with(err, ERR_PAYLOAD_TOO_LARGE, "sequence '%.64s' would hold %lld bytes "
+                         "after this step, more than max_sequence_bytes (%lld) on its own: it "
+                         "can never fit; end it, or start one that holds less (this step was "
+                         "not applied)", s->id, own, limits.max_bytes);
     }
     /* 2. can it fit now, if every evictable sequence went? (busy ones stay) */
     /* a new sequence past max_sequences needs its own place, no more */
@@ -435,10 +435,10 @@ int seq_reserve(struct seq_step *st, long long tokens, struct api_error *err)
         unlock();
         if (extra > evictable_n)
             return no_place(err);
-        return api_fail(err, ERR_OVERLOADED, "the sequences' caches would pass "
-                        "max_sequence_bytes (%lld bytes) and the rest is held by sequences "
-                        "in use: retry later, or end sequences (this step was not applied; "
-                        "nothing was evicted)", limits.max_bytes);
+        return fail_with(err, ERR_OVERLOADED, "the sequences' caches would pass "
+                         "max_sequence_bytes (%lld bytes) and the rest is held by sequences "
+                         "in use: retry later, or end sequences (this step was not applied; "
+                         "nothing was evicted)", limits.max_bytes);
     }
     /* 3. only now make room: least recently used first */
     long long evict_for_count = extra;

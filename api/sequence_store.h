@@ -103,19 +103,19 @@ struct seq_step {
  * while it waited starts it afresh. Evicts nobody (seq_reserve does). 0
  * and st open, or -1 with err. */
 int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fixed *fix,
-              struct api_error *err);
+              struct failure *err);
 /* The weights kept for the built-in model: at the start, copy p's (they
  * count in max_bytes as the caches do, from seq_reserve on); later, fill
  * p's absent ones from those kept, and refuse (400) one that differs. 0,
  * or -1 with err. */
-int seq_weights(struct seq_step *st, struct att_params *p, struct api_error *err);
+int seq_weights(struct seq_step *st, struct att_params *p, struct failure *err);
 /* Call once the whole step is checked: the budget for the cache to hold
  * tokens (att_kv_bytes_at) and for a start's kept weights, and a new
  * sequence's place. Refused (413: can never fit; 503: not while others
  * are busy) before anyone is evicted; else evicts the least recently used
  * idle sequences it needs. The bytes are counted from now on; seq_close()
  * settles them with the cache's. */
-int seq_reserve(struct seq_step *st, long long tokens, struct api_error *err);
+int seq_reserve(struct seq_step *st, long long tokens, struct failure *err);
 /* Done with this step, which succeeded (ok) or changed nothing: end frees
  * the sequence, and so does a failed start of one that did not exist (a
  * failed restart leaves the live one as it was). A step that succeeded

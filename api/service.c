@@ -41,7 +41,7 @@ void service_error(struct route_response *a, int code, const char *msg)
     route_response_free(a);
     a->status = http_error_status(code);
     a->content_type = "application/json";
-    a->body = api_error_body(code, msg, &a->len);
+    a->body = codec_error_body(code, msg, &a->len);
     if (!a->body)
         a->len = 0; /* the sender answers 500 with an empty body */
 }
@@ -51,7 +51,7 @@ void service_v2_error(struct route_response *a, int code, const char *msg)
     route_response_free(a);
     a->status = http_error_status(code);
     a->content_type = "application/json";
-    a->body = api_v2_error_body(msg ? msg : http_error_message(code), &a->len);
+    a->body = v2_error_body(msg ? msg : http_error_message(code), &a->len);
     if (!a->body)
         a->len = 0; /* the sender answers 500 with an empty body */
 }
@@ -73,7 +73,7 @@ static void answer_free(void *cls)
  * name and the loaded model, NULL for the built-in one. 0, or -1 with e. */
 static int compute(struct codec_request *r, const char *model, const void *model_id,
                    const struct codec_limits *lim, const char *weights_hint, float **out,
-                   float **w, struct route_response *a, struct api_error *e)
+                   float **w, struct route_response *a, struct failure *e)
 {
     if (r->seq.id[0]) {
         struct seq *held;
@@ -85,10 +85,10 @@ static int compute(struct codec_request *r, const char *model, const void *model
     *out = malloc(r->out_len * sizeof **out);
     *w = r->weights_len ? malloc(r->weights_len * sizeof **w) : NULL;
     if (!*out || (r->weights_len && !*w))
-        return api_fail(e, ERR_INTERNAL, "out of memory for the output");
+        return fail_with(e, ERR_INTERNAL, "out of memory for the output");
     struct att_error ae;
     if (att_forward_checked(*out, *w, &r->p, &ae) != ATT_OK)
-        return api_fail(e, http_error_from_att(ae.code), "%s", ae.msg);
+        return fail_with(e, http_error_from_att(ae.code), "%s", ae.msg);
     return 0;
 }
 
@@ -151,7 +151,7 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
     d[STAGE_RECEIVE] = t->body_done - t->first_byte;
     d[STAGE_QUEUE] = lap(&mark);
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     float *out = NULL, *w = NULL;
     int ok = 0;
 
@@ -200,7 +200,7 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
     d[STAGE_QUEUE] = lap(&mark);
     struct v2_request r;
     memset(&r, 0, sizeof r);
-    struct api_error e;
+    struct failure e;
     float *out = NULL, *w = NULL;
     int ok = 0, counted = 0;
 

@@ -142,7 +142,7 @@ int main(int argc, char **argv)
             texts[0].len / 1048576.0 / base_ms * 1e3, base_ms, base_peak);
     for (int f = 0; f < 3; f++) {
         struct codec_request req;
-        struct api_error err;
+        struct failure err;
         for (int r = 0; r < REPS; r++) {
             double t0 = now_ms();
             if (codec_decode_request(&req, texts[f].s, texts[f].len, &lim, NULL, &err) != 0) {
@@ -194,7 +194,7 @@ int main(int argc, char **argv)
             base_len / 1048576.0 / enc_base * 1e3, enc_base);
     for (int f = 0; f < 2; f++) {
         struct codec_request req;
-        struct api_error err;
+        struct failure err;
         const char *b = f ? "{\"query\":[[1]],\"num_heads\":1,\"output_encoding\":\"base64\","
                             "\"need_weights\":false}"
                           : "{\"query\":[[1]],\"num_heads\":1,\"need_weights\":false}";

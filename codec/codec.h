@@ -13,10 +13,10 @@
  * (tensor.h: three forms, one check) and every limit, and att_check() once,
  * whose sizes it carries (out_len, weights_len) so nobody checks again.
  * codec_encode_response() writes the answer, or codec_stream_new() writes it
- * as it is sent. Errors come back as a struct api_error (lib/errors.h).
+ * as it is sent. Errors come back as a struct failure (lib/errors.h).
  *
  *     struct codec_request r;
- *     struct api_error e;
+ *     struct failure e;
  *     if (codec_decode_request(&r, body, len, &limits, &e) == 0) {
  *         ... att_forward_checked(out, weights, &r.p, ...) ...
  *         char *json = codec_encode_response(&r, out, weights, &json_len);
@@ -32,7 +32,7 @@
  * DOM costs 20-30x the body): the fast decoder gives the answer, the same
  * status and slug, and a message naming the field and the problem (the
  * reference's own when the value at fault is small). Decoding then holds
- * at most 3x the body size beyond the body itself (README, Request).
+ * at most 3x the body size beyond the body itself (docs/api.md, "Request").
  * r.path says which decoder answered. Call it on a thread with >= 1 MiB of
  * stack (jansson recurses up to its 2048-deep limit).
  *
@@ -122,7 +122,7 @@ struct codec_request {
 struct model;
 struct codec_models {
     int (*acquire)(void *ctx, const char *name, const struct model **m, void **ref,
-                   struct api_error *err);
+                   struct failure *err);
     void (*release)(void *ctx, void *ref);
     void *ctx;
 };

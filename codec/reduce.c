@@ -9,30 +9,30 @@
 
 /* One option: an integer >= 1 (2.0 refused); beyond int it means the same
  * as INT_MAX (k beyond S is S, a tile beyond L and S is one tile). */
-static int reduce_int(json_t *v, const char *name, int *out, struct api_error *err)
+static int reduce_int(json_t *v, const char *name, int *out, struct failure *err)
 {
     long long x = 0;
     const enum json_int k = json_int_value(v, &x);
     if (k == JSON_INT_HUGE)
         x = INT_MAX;
     else if (k != JSON_INT_OK || x < 1)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an integer >= 1", name);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s must be an integer >= 1", name);
     *out = x > INT_MAX ? INT_MAX : (int)x;
     return 0;
 }
 
 int codec_weights_reduce(struct att_params *p, json_t *top_k, json_t *pool, int need,
-                         const char *prefix, struct api_error *err)
+                         const char *prefix, struct failure *err)
 {
     char tn[64], pn[64];
     snprintf(tn, sizeof tn, "%sweights_top_k", prefix);
     snprintf(pn, sizeof pn, "%sweights_pool", prefix);
     if (top_k && pool)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s and %s cannot be used together: ask "
-                        "for one reduction of the weights", tn, pn);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s and %s cannot be used together: ask "
+                         "for one reduction of the weights", tn, pn);
     if ((top_k || pool) && !need)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s reduces the attention weights, but "
-                        "%sneed_weights is false: leave one out", top_k ? tn : pn, prefix);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s reduces the attention weights, but "
+                         "%sneed_weights is false: leave one out", top_k ? tn : pn, prefix);
     if (top_k)
         return reduce_int(top_k, tn, &p->weights_top_k, err);
     if (pool)
@@ -62,7 +62,7 @@ int codec_weights_shape(const struct codec_request *r, long long shape[4], size_
 }
 
 int codec_weights_limit(const struct codec_request *r, const struct codec_limits *lim,
-                        const char *full_hint, struct api_error *err)
+                        const char *full_hint, struct failure *err)
 {
     long long shape[4];
     size_t count;
@@ -70,13 +70,13 @@ int codec_weights_limit(const struct codec_request *r, const struct codec_limits
     if (count <= (unsigned long long)lim->max_weights_elements)
         return 0;
     if (r->p.weights_top_k > 0 || r->p.weights_pool > 0)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s attention weights would have %zu "
-                        "elements, more than %lld (max_weights_elements); ask for a %s",
-                        r->p.weights_top_k > 0 ? "top-k" : "pooled", count,
-                        lim->max_weights_elements,
-                        r->p.weights_top_k > 0 ? "smaller weights_top_k"
+        return fail_with(err, ERR_PAYLOAD_TOO_LARGE, "%s attention weights would have %zu "
+                         "elements, more than %lld (max_weights_elements); ask for a %s",
+                         r->p.weights_top_k > 0 ? "top-k" : "pooled", count,
+                         lim->max_weights_elements,
+                         r->p.weights_top_k > 0 ? "smaller weights_top_k"
                                                : "larger weights_pool");
-    return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "attention weights would have %zu elements, "
-                    "more than %lld (max_weights_elements); %s", count,
-                    lim->max_weights_elements, full_hint);
+    return fail_with(err, ERR_PAYLOAD_TOO_LARGE, "attention weights would have %zu elements, "
+                     "more than %lld (max_weights_elements); %s", count,
+                     lim->max_weights_elements, full_hint);
 }

@@ -15,7 +15,7 @@
  * most one, and only when need (the weights are asked for). prefix goes
  * before the names in messages ("" or "parameters."). 0, or -1 with err. */
 int codec_weights_reduce(struct att_params *p, json_t *top_k, json_t *pool, int need,
-                         const char *prefix, struct api_error *err);
+                         const char *prefix, struct failure *err);
 
 /* The shape of the weights output as r asks for it: [N,] [H,] then (L, S),
  * (L, k) for top-k (values; the indices have the same shape) or
@@ -32,6 +32,6 @@ int codec_weights_shape(const struct codec_request *r, long long shape[4], size_
 /* max_weights_elements against the weights output r asks for (full: N·H·L·S,
  * or the reduced count). full_hint ends the message for full weights. */
 int codec_weights_limit(const struct codec_request *r, const struct codec_limits *lim,
-                        const char *full_hint, struct api_error *err);
+                        const char *full_hint, struct failure *err);
 
 #endif

@@ -23,9 +23,9 @@
  * to jansson alone); then the one check. */
 static int decode_tensor(struct codec_request *r, const struct scan_tensors *fast,
                          struct tensor *t, json_t *v, enum tensor_kind k, const char *name,
-                         const struct codec_limits *lim, struct api_error *err)
+                         const struct codec_limits *lim, struct failure *err)
 {
-    const struct api_error *refused = NULL;
+    const struct failure *refused = NULL;
     const struct tensor *scanned = fast ? scan_tensor_of(fast, v, &refused) : NULL;
     if (refused) {
         *err = *refused;
@@ -42,36 +42,36 @@ static int decode_tensor(struct codec_request *r, const struct scan_tensors *fas
 /* Labels: an array of strings, exactly one per position (want: L or S;
  * the same labels serve every batch item). */
 static int get_tokens(json_t *root, const char *key, int want, const char *what, char **out,
-                      struct api_error *err)
+                      struct failure *err)
 {
     json_t *v = json_object_get(root, key);
     if (!v)
         return 0;
     if (!json_is_array(v))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an array of strings", key);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s must be an array of strings", key);
     for (size_t i = 0; i < json_array_size(v); i++)
         if (!json_is_string(json_array_get(v, i)))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, i);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s[%zu] is not a string", key, i);
     if (json_array_size(v) != (size_t)want)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s has %zu entries but %s; it needs "
-                        "exactly one per position", key, json_array_size(v), what);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s has %zu entries but %s; it needs "
+                         "exactly one per position", key, json_array_size(v), what);
     *out = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII);
-    return *out ? 0 : api_fail(err, ERR_INTERNAL, "out of memory copying %s", key);
+    return *out ? 0 : fail_with(err, ERR_INTERNAL, "out of memory copying %s", key);
 }
 
 /* model: hold it (r->model); its defaults go under the request's options
  * (codec_values_defaults, in decode_fields). */
 static int use_model(struct codec_request *r, json_t *root, json_t *v, const struct model **m,
-                     struct api_error *err)
+                     struct failure *err)
 {
     if (!json_is_string(v))
-        return api_fail(err, ERR_INVALID_PARAMETER, "model must be a string: the name of a "
-                        "server-held model");
+        return fail_with(err, ERR_INVALID_PARAMETER, "model must be a string: the name of a "
+                         "server-held model");
     if (json_object_get(root, opt_name(OPT_WEIGHTS)))
-        return api_fail(err, ERR_INVALID_PARAMETER, "model and weights cannot be used together: "
-                        "the model '%.100s' holds its weights", json_string_value(v));
+        return fail_with(err, ERR_INVALID_PARAMETER, "model and weights cannot be used together: "
+                         "the model '%.100s' holds its weights", json_string_value(v));
     if (!r->models)
-        return api_fail(err, ERR_NOT_FOUND, "unknown model '%.64s'", json_string_value(v));
+        return fail_with(err, ERR_NOT_FOUND, "unknown model '%.64s'", json_string_value(v));
     if (r->models->acquire(r->models->ctx, json_string_value(v), m, &r->model_ref, err))
         return -1;
     if (!*m) /* the built-in model, weights inline */
@@ -88,7 +88,7 @@ static int use_model(struct codec_request *r, json_t *root, json_t *v, const str
  * variants checked and set. */
 static int variants(struct att_params *p, struct codec_values *cv, json_t *root,
                     const struct codec_limits *lim, struct tensor_arena *a,
-                    struct api_error *err)
+                    struct failure *err)
 {
     const char *rn = opt_name(OPT_ROPE), *wn = opt_name(OPT_WINDOW);
     json_t *rope = json_object_get(root, rn), *window = json_object_get(root, wn);
@@ -101,7 +101,7 @@ static int variants(struct att_params *p, struct codec_values *cv, json_t *root,
 
 static int decode_fields(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
                          struct codec_values *cv, const struct codec_limits *lim,
-                         struct api_error *err)
+                         struct failure *err)
 {
     struct att_params *p = &r->p;
     const char *k;
@@ -147,7 +147,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     const char *qn = opt_name(OPT_QUERY), *kn = opt_name(OPT_KEY), *vn = opt_name(OPT_VALUE);
     v = json_object_get(root, qn);
     if (!v)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s is required", qn);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s is required", qn);
     if (decode_tensor(r, fast, &q, v, TENSOR_FLOAT, qn, lim, err) || codec_query_rank(&q, err))
         return -1;
     kt = q, vt = q;
@@ -169,8 +169,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     /* 4. weights, each with its exact PyTorch shape (for H, Hkv and d) */
     json_t *w = json_object_get(root, opt_name(OPT_WEIGHTS));
     if (w && !json_is_object(w))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an object",
-                        opt_name(OPT_WEIGHTS));
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s must be an object",
+                         opt_name(OPT_WEIGHTS));
     if (w) {
         struct att_weight_shape ws[ATT_NWEIGHTS];
         att_weight_shapes(ws, p);
@@ -214,9 +214,9 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     if ((v = cv->v[OPT_OUTPUT_ENCODING])) {
         const int c = opt_choice_index(OPT_OUTPUT_ENCODING, json_string_value(v));
         if (c < 0)
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" or \"%s\"",
-                            opt_name(OPT_OUTPUT_ENCODING), opt_choice(OPT_OUTPUT_ENCODING, 0),
-                            opt_choice(OPT_OUTPUT_ENCODING, 1));
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" or \"%s\"",
+                             opt_name(OPT_OUTPUT_ENCODING), opt_choice(OPT_OUTPUT_ENCODING, 0),
+                             opt_choice(OPT_OUTPUT_ENCODING, 1));
         r->base64_out = c == 1;
     }
     char lw[48], sw[48];
@@ -235,13 +235,13 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     struct att_error ae;
     int st = att_check(p, &r->out_len, &r->weights_len, &ae);
     if (st != ATT_OK)
-        return api_fail(err, http_error_from_att(st), "%s", ae.msg);
+        return fail_with(err, http_error_from_att(st), "%s", ae.msg);
     return codec_weights_limit(r, lim, CODEC_WEIGHTS_HINT, err);
 }
 
 /* decode_fields with the request's option values (cv) around it. */
 static int decode_root(struct codec_request *r, json_t *root, const struct scan_tensors *fast,
-                       const struct codec_limits *lim, struct api_error *err)
+                       const struct codec_limits *lim, struct failure *err)
 {
     struct codec_values cv;
     codec_values_init(&cv);
@@ -263,12 +263,12 @@ static void request_begin(struct codec_request *r, const char *body, size_t len,
 
 static int reference(struct codec_request *r, const char *body, size_t len,
                      const struct codec_limits *lim, const struct codec_models *models,
-                     const char *header, struct api_error *err)
+                     const char *header, struct failure *err)
 {
     request_begin(r, body, len, models, header);
     r->path = CODEC_PATH_JANSSON;
     if (len == 0)
-        return api_fail(err, ERR_INVALID_JSON, "the request body is empty");
+        return fail_with(err, ERR_INVALID_JSON, "the request body is empty");
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root && json_error_code(&je) == json_error_numeric_overflow) {
@@ -280,7 +280,7 @@ static int reference(struct codec_request *r, const char *body, size_t len,
          * second parse and a copy of the body are fine. */
         char *copy = malloc(len + 1);
         if (!copy)
-            return api_fail(err, ERR_INTERNAL, "out of memory for a copy of the body");
+            return fail_with(err, ERR_INTERNAL, "out of memory for a copy of the body");
         memcpy(copy, body, len);
         copy[len] = '\0';
         jsonnum_standin(copy, len);
@@ -288,32 +288,32 @@ static int reference(struct codec_request *r, const char *body, size_t len,
         free(copy);
     }
     if (!root)
-        return api_fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
+        return fail_with(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s", je.line,
                     je.column, je.text);
     int rc = json_is_object(root)
                  ? decode_root(r, root, NULL, lim, err)
-                 : api_fail(err, ERR_INVALID_JSON, "the request body must be a JSON object");
+                 : fail_with(err, ERR_INVALID_JSON, "the request body must be a JSON object");
     json_decref(root);
     return rc;
 }
 
 int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
                                    const struct codec_limits *lim,
-                                   const struct codec_models *models, struct api_error *err)
+                                   const struct codec_models *models, struct failure *err)
 {
     return reference(r, body, len, lim, models, NULL, err);
 }
 
 int codec_decode_request(struct codec_request *r, const char *body, size_t len,
                          const struct codec_limits *lim, const struct codec_models *models,
-                         struct api_error *err)
+                         struct failure *err)
 {
     return codec_decode_request_seq(r, body, len, lim, models, NULL, err);
 }
 
 int codec_decode_request_seq(struct codec_request *r, const char *body, size_t len,
                              const struct codec_limits *lim, const struct codec_models *models,
-                             const char *header, struct api_error *err)
+                             const char *header, struct failure *err)
 {
     request_begin(r, body, len, models, header);
 

@@ -14,18 +14,18 @@
  * deinit'ed either way. */
 int codec_decode_request(struct codec_request *r, const char *body, size_t len,
                          const struct codec_limits *lim, const struct codec_models *models,
-                         struct api_error *err);
+                         struct failure *err);
 void codec_request_deinit(struct codec_request *r);
 
 /* codec_decode_request() with the X-Sequence-Id header (NULL: none). */
 int codec_decode_request_seq(struct codec_request *r, const char *body, size_t len,
                              const struct codec_limits *lim, const struct codec_models *models,
-                             const char *sequence_header, struct api_error *err);
+                             const char *sequence_header, struct failure *err);
 
 /* The same decoding through jansson alone, without the fast decoder: the
  * reference the fast decoder is tested against (same contract). */
 int codec_decode_request_reference(struct codec_request *r, const char *body, size_t len,
                                    const struct codec_limits *lim,
-                                   const struct codec_models *models, struct api_error *err);
+                                   const struct codec_models *models, struct failure *err);
 
 #endif

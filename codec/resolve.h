@@ -39,13 +39,13 @@ struct model;
  * *heads (m's H when v is NULL). 0, or -1 with err (400, or 413 for the
  * limit). */
 int codec_heads(long long *heads, json_t *v, const char *name, const struct model *m,
-                const struct codec_limits *lim, struct api_error *err);
+                const struct codec_limits *lim, struct failure *err);
 
 /* The options shared by both protocols from cv (the request's values over
  * the model's defaults), checked, into o. 0, or -1 with err. */
 int codec_options_resolve(struct codec_options *o, const struct codec_values *cv,
                           const struct model *m, const struct codec_limits *lim,
-                          struct api_error *err);
+                          struct failure *err);
 
 /* The input dimensions a model fixes, in this order: embed_dim, kdim, vdim. */
 enum codec_dim { CODEC_DIM_E, CODEC_DIM_KDIM, CODEC_DIM_VDIM, CODEC_NDIM };
@@ -57,6 +57,6 @@ const char *codec_dim_label(enum codec_dim d);
 /* A server-held model's dimensions against the request's (p's E, kdim,
  * vdim): shape_mismatch naming the first that differs, else the model's
  * weights into p. 0, or -1 with err. */
-int codec_model_check(struct att_params *p, const struct model *m, struct api_error *err);
+int codec_model_check(struct att_params *p, const struct model *m, struct failure *err);
 
 #endif

@@ -14,7 +14,7 @@
 #include "lib/suggest.h"
 
 const struct tensor *scan_tensor_of(const struct scan_tensors *st, const json_t *v,
-                                    const struct api_error **err)
+                                    const struct failure **err)
 {
     for (int i = 0; st && v && i < st->n; i++)
         if (st->placeholder[i] == v) {
@@ -44,22 +44,22 @@ int scan_is_weight(const char *key)
     return scan_weight_index(key) >= 0;
 }
 
-int scan_unknown_field(struct api_error *err, int in_weights, const char *key)
+int scan_unknown_field(struct failure *err, int in_weights, const char *key)
 {
     char hint[96];
     if (in_weights) {
         const char *names[ATT_NWEIGHTS];
         for (int i = 0; i < ATT_NWEIGHTS; i++)
             names[i] = att_weight_name((enum att_weight)i);
-        return api_fail(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'%s", key,
-                        suggest_hint(hint, sizeof hint, key, names, ATT_NWEIGHTS));
+        return fail_with(err, ERR_INVALID_PARAMETER, "weights has an unknown field '%s'%s", key,
+                         suggest_hint(hint, sizeof hint, key, names, ATT_NWEIGHTS));
     }
     const char *fields[OPT_COUNT];
     for (int i = 0; i < OPT_COUNT; i++)
         fields[i] = opt_get((enum opt_id)i)->flags & OPT_ATTENTION ? opt_name((enum opt_id)i)
                                                                   : NULL;
-    return api_fail(err, ERR_INVALID_PARAMETER, "unknown field '%s'%s", key,
-                    suggest_hint(hint, sizeof hint, key, fields, OPT_COUNT));
+    return fail_with(err, ERR_INVALID_PARAMETER, "unknown field '%s'%s", key,
+                     suggest_hint(hint, sizeof hint, key, fields, OPT_COUNT));
 }
 
 /* The answer for a numeric array the fast reader stopped in; 1 (doubt)
@@ -144,7 +144,7 @@ static size_t read_sized(struct scan *sc, struct tensor *t, json_t *shape, json_
 {
     const char *dt = json_string_value(dtype);
     struct tensor s = {0};
-    struct api_error e;
+    struct failure e;
     if (!dt || (strcmp(dt, "float32") && strcmp(dt, "bool")) ||
         tensor_shape_from_json(&s, shape, name, sc->max, &e))
         return 0;
@@ -226,7 +226,7 @@ static int scan_object(struct scan *sc, struct tensor *t, enum tensor_kind kind,
                 break;
             }
         }
-    struct api_error e;
+    struct failure e;
     if (rc == 0 && tensor_shape_from_json(t, shape, name, sc->max, &e))
         rc = scan_refuse(sc, e.code, "%s", e.msg);
     if (rc == 0 && have_data == (b64 != NULL))
@@ -458,8 +458,8 @@ static json_t *load(struct scan *sc)
         /* every value was checked alone: what jansson still finds in the
          * whole (a depth past its limit) is the syntax check's to say */
         if (sc->errors && !nomem && scan_json_check(sc->s, sc->len, sc->err) == 0)
-            api_fail(sc->err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s",
-                     je.line, je.column, je.text);
+            fail_with(sc->err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s",
+                      je.line, je.column, je.text);
         if (sc->errors && !nomem)
             sc->refused = 1;
         return NULL;
@@ -478,7 +478,7 @@ static json_t *load(struct scan *sc)
 
 int scan_request(json_t **out, const char *body, size_t len, const struct codec_limits *lim,
                  int errors, struct scan_tensors *st, struct tensor_arena *a,
-                 struct api_error *err)
+                 struct failure *err)
 {
     struct scan_blanks blanks = {0};
     struct scan sc = {body, len, 0, lim->max_tensor_elements, errors, st, a, err, 0, &blanks};

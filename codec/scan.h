@@ -49,7 +49,7 @@
 struct scan_tensors {
     struct tensor t[SCAN_MAX_TENSORS];
     int bad[SCAN_MAX_TENSORS];              /* refused (large bodies): ... */
-    struct api_error err[SCAN_MAX_TENSORS]; /* ... with this answer */
+    struct failure err[SCAN_MAX_TENSORS]; /* ... with this answer */
     json_t *placeholder[SCAN_MAX_TENSORS];  /* borrowed: the root owns them */
     char key[SCAN_MAX_TENSORS][32];         /* the field it was read for, ... */
     int in_weights[SCAN_MAX_TENSORS];       /* ... of the request or of "weights" */
@@ -61,19 +61,19 @@ struct scan_tensors {
  * leave the body to jansson, or -1: refused, err says why (errors only). */
 int scan_request(json_t **root, const char *body, size_t len, const struct codec_limits *lim,
                  int errors, struct scan_tensors *st, struct tensor_arena *a,
-                 struct api_error *err);
+                 struct failure *err);
 
 /* The tensor v stands for, when v is one of st's placeholders (the "0" a
  * tensor read became in the DOM, known by its address); else NULL.
  * *err: the fast reader's refusal of it (a large body), or NULL. */
 const struct tensor *scan_tensor_of(const struct scan_tensors *st, const json_t *v,
-                                    const struct api_error **err);
+                                    const struct failure **err);
 
 /* Is body one JSON text, as jansson reads it (duplicate keys aside)? 0, or
  * -1 with err an invalid_json naming line and column. No DOM, no
  * allocation: a large body's refusal is checked against it, so that invalid
  * JSON anywhere is the answer, as it is for the reference. */
-int scan_json_check(const char *body, size_t len, struct api_error *err);
+int scan_json_check(const char *body, size_t len, struct failure *err);
 
 /* Is key a field of a request, of weights? (the one list of each) */
 int scan_is_field(const char *key);
@@ -82,6 +82,6 @@ int scan_is_weight(const char *key);
 int scan_weight_index(const char *key);
 /* The refusal of an unknown field key of the request (in_weights: of
  * weights), naming the nearest field (suggest.h). Returns -1. */
-int scan_unknown_field(struct api_error *err, int in_weights, const char *key);
+int scan_unknown_field(struct failure *err, int in_weights, const char *key);
 
 #endif

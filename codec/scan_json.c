@@ -280,7 +280,7 @@ static int check_number(const char *s, size_t len, size_t *i)
     return 0;
 }
 
-int scan_json_check(const char *s, size_t len, struct api_error *err)
+int scan_json_check(const char *s, size_t len, struct failure *err)
 {
     enum { VALUE, VALUE_OR_END, KEY, KEY_OR_END, AFTER } state = VALUE;
     char open[2049];

@@ -48,7 +48,7 @@ struct scan {
     int errors;               /* large body: say what is wrong, never hand over */
     struct scan_tensors *st;
     struct tensor_arena *a;
-    struct api_error *err;
+    struct failure *err;
     int refused;              /* err holds the answer */
     struct scan_blanks *blanks; /* the values read here, for jansson to skip (or NULL) */
 };

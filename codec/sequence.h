@@ -46,7 +46,7 @@ struct codec_sequence {
  * gave itself. X-Sequence-Id, when given, must equal sequence_id when both
  * are. 0, or -1 with err (400). */
 int codec_sequence_read(struct codec_sequence *s, const struct codec_values *cv,
-                        json_t *own, struct api_error *err);
+                        json_t *own, struct failure *err);
 
 /* A step's own rules (s in a sequence, p's shapes and mask set): N = 1,
  * S >= L >= 1, no query_position_offset of the request's own (a model
@@ -54,13 +54,13 @@ int codec_sequence_read(struct codec_sequence *s, const struct codec_values *cv,
  * causal means lower-right, the default without a mask (v2's is_causal
  * false: none). prefix: "" or "parameters.". 0, or -1 with err. */
 int codec_sequence_rules(struct att_params *p, json_t *own, int no_mask_asked, const char *prefix,
-                         struct api_error *err);
+                         struct failure *err);
 
 /* A step's key_padding_mask t (it spans the whole cache after the append,
  * which only the caller knows): (len + S) or (1, len + S) for a batched
  * query; its count goes into s, p points at it. */
 int codec_sequence_kpm(struct codec_sequence *s, struct att_params *p, int batched,
-                       const struct tensor *t, struct api_error *err);
+                       const struct tensor *t, struct failure *err);
 
 /* Whether s, read, is sequence_end without a step (has_step: the request
  * carries a query; v2: inputs): then s->end_only is set, and the request

@@ -123,18 +123,18 @@ void tensor_shape_str(char *dst, size_t n, const long long *shape, int ndim)
         snprintf(dst + o, n - o, ndim == 1 ? ",)" : ")");
 }
 
-int tensor_count(struct tensor *t, const char *name, long long max, struct api_error *err)
+int tensor_count(struct tensor *t, const char *name, long long max, struct failure *err)
 {
     long long c = 1;
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] < 1)
-            return api_fail(err, ERR_INVALID_TENSOR, "%s: dimension %d is %lld; every "
-                            "dimension must be >= 1", name, i, t->shape[i]);
+            return fail_with(err, ERR_INVALID_TENSOR, "%s: dimension %d is %lld; every "
+                             "dimension must be >= 1", name, i, t->shape[i]);
         if (t->shape[i] > max || c > max / t->shape[i]) {
             char s[96];
             tensor_shape_str(s, sizeof s, t->shape, t->ndim);
-            return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s: shape %s has more than %lld "
-                            "elements (max_tensor_elements)", name, s, max);
+            return fail_with(err, ERR_PAYLOAD_TOO_LARGE, "%s: shape %s has more than %lld "
+                             "elements (max_tensor_elements)", name, s, max);
         }
         c *= t->shape[i];
     }
@@ -143,13 +143,13 @@ int tensor_count(struct tensor *t, const char *name, long long max, struct api_e
 }
 
 static int check_kind(const struct tensor *t, enum tensor_kind kind, const char *name,
-                      struct api_error *err)
+                      struct failure *err)
 {
     if (t->is_bool && kind == TENSOR_FLOAT)
-        return api_fail(err, ERR_INVALID_TENSOR, "%s must be float32, not bool", name);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s must be float32, not bool", name);
     if (!t->is_bool && kind == TENSOR_BOOL)
-        return api_fail(err, ERR_INVALID_TENSOR, "%s must hold booleans (dtype \"bool\")",
-                        name);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s must hold booleans (dtype \"bool\")",
+                         name);
     return 0;
 }
 
@@ -175,23 +175,23 @@ static size_t first_nonfinite(const float *x, size_t n, int neg_inf_ok)
 }
 
 int tensor_check(const struct tensor *t, enum tensor_kind kind, const char *name,
-                 struct api_error *err)
+                 struct failure *err)
 {
     if (check_kind(t, kind, name, err))
         return -1;
     if (t->is_bool) {
         for (size_t i = 0; i < t->count; i++)
             if (t->u8[i] > 1)
-                return api_fail(err, ERR_INVALID_TENSOR, "%s: bool byte %zu is %u, not 0 "
-                                "or 1", name, i, t->u8[i]);
+                return fail_with(err, ERR_INVALID_TENSOR, "%s: bool byte %zu is %u, not 0 "
+                                 "or 1", name, i, t->u8[i]);
         return 0;
     }
     const size_t i = first_nonfinite(t->f, t->count, kind == TENSOR_MASK);
     if (i < t->count)
-        return api_fail(err, ERR_INVALID_TENSOR, kind == TENSOR_MASK
-                        ? "%s element %zu is NaN or +inf (of the non-finite values, a float "
+        return fail_with(err, ERR_INVALID_TENSOR, kind == TENSOR_MASK
+                         ? "%s element %zu is NaN or +inf (of the non-finite values, a float "
                           "mask takes -inf only)"
-                        : "%s element %zu is not finite", name, i);
+                         : "%s element %zu is not finite", name, i);
     return 0;
 }
 
@@ -205,22 +205,22 @@ static void set_data(struct tensor *t, unsigned char *bytes)
 }
 
 int tensor_read_b64(struct tensor *t, const char *b64, size_t n, struct tensor_arena *a,
-                    const char *name, struct api_error *err)
+                    const char *name, struct failure *err)
 {
     size_t want = t->count * (t->is_bool ? 1 : 4), bad;
     if (n / 4 * 3 < want || n / 4 * 3 > want + 2)
-        return api_fail(err, ERR_INVALID_TENSOR, "%s.b64 has %zu characters; shape needs %zu "
-                        "bytes (%zu characters)", name, n, want, BASE64_LEN(want));
+        return fail_with(err, ERR_INVALID_TENSOR, "%s.b64 has %zu characters; shape needs %zu "
+                         "bytes (%zu characters)", name, n, want, BASE64_LEN(want));
     unsigned char *bytes = tensor_arena_keep(a, buffer_new(n / 4 * 3 + 1));
     if (!bytes)
-        return api_fail(err, ERR_INTERNAL, "out of memory decoding %s", name);
+        return fail_with(err, ERR_INTERNAL, "out of memory decoding %s", name);
     long long got = base64_decode(bytes, b64, n, &bad);
     if (got < 0)
-        return api_fail(err, ERR_INVALID_TENSOR, "%s.b64 is not valid base64 (at character "
-                        "%zu)", name, bad);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s.b64 is not valid base64 (at character "
+                         "%zu)", name, bad);
     if ((size_t)got != want)
-        return api_fail(err, ERR_INVALID_TENSOR, "%s.b64 decodes to %lld bytes; shape needs "
-                        "%zu", name, got, want);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s.b64 decodes to %lld bytes; shape needs "
+                         "%zu", name, got, want);
     set_data(t, bytes);
     return 0;
 }
@@ -246,15 +246,15 @@ size_t tensor_read_b64_sized(struct tensor *t, const char *s, size_t avail,
 /* ---------------------------------------------------------------------- */
 /* The JSON forms, through jansson                                         */
 
-static int alloc_data(struct tensor *t, struct tensor_arena *a, struct api_error *err)
+static int alloc_data(struct tensor *t, struct tensor_arena *a, struct failure *err)
 {
     if (t->is_bool)
         t->u8 = tensor_arena_keep(a, malloc(t->count));
     else
         t->f = tensor_arena_keep(a, malloc(t->count * sizeof(float)));
     if (!t->f && !t->u8)
-        return api_fail(err, ERR_INTERNAL, "out of memory for a tensor of %zu elements",
-                        t->count);
+        return fail_with(err, ERR_INTERNAL, "out of memory for a tensor of %zu elements",
+                         t->count);
     return 0;
 }
 
@@ -262,13 +262,13 @@ static int alloc_data(struct tensor *t, struct tensor_arena *a, struct api_error
  * is not printed: a number beyond double reaches here as its stand-in
  * (jsonnum_standin), not as written. */
 static int to_float(float *dst, json_t *v, const char *name, const char *where,
-                    struct api_error *err)
+                    struct failure *err)
 {
     double d = json_number_value(v);
     float f = (float)d;
     if (!isfinite(d) || !isfinite(f))
-        return api_fail(err, ERR_INVALID_TENSOR, "%s%s is out of float32 range (beyond "
-                        "3.4028235e38 in magnitude)", name, where);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s%s is out of float32 range (beyond "
+                         "3.4028235e38 in magnitude)", name, where);
     *dst = f;
     return 0;
 }
@@ -302,15 +302,15 @@ static const char *kind_words(enum tensor_kind k, int is_bool)
 }
 
 static int store_leaf(struct tensor *t, size_t at, json_t *v, enum tensor_kind k,
-                      const char *name, const char *where, struct api_error *err)
+                      const char *name, const char *where, struct failure *err)
 {
     if (!leaf_ok(v, k, t->is_bool)) {
         if (k == TENSOR_MASK && !t->is_bool && json_is_null(v))
-            return api_fail(err, ERR_INVALID_TENSOR, "%s%s is null; JavaScript's "
-                            "JSON.stringify writes -Infinity so: send the string \"-inf\"",
-                            name, where);
-        return api_fail(err, ERR_INVALID_TENSOR, "%s%s is not %s", name, where,
-                        kind_words(k, t->is_bool));
+            return fail_with(err, ERR_INVALID_TENSOR, "%s%s is null; JavaScript's "
+                             "JSON.stringify writes -Infinity so: send the string \"-inf\"",
+                             name, where);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s%s is not %s", name, where,
+                         kind_words(k, t->is_bool));
     }
     if (t->is_bool) {
         t->u8[at] = json_is_true(v);
@@ -326,15 +326,15 @@ static int store_leaf(struct tensor *t, size_t at, json_t *v, enum tensor_kind k
 /* Nested arrays: walk depth d of array a, writing leaves from *at.
  * path (64 bytes) holds the index path so far, e.g. "[1][0]". */
 static int fill_nested(struct tensor *t, json_t *a, int d, size_t *at, enum tensor_kind k,
-                       const char *name, char *path, size_t plen, struct api_error *err)
+                       const char *name, char *path, size_t plen, struct failure *err)
 {
     if (!json_is_array(a))
-        return api_fail(err, ERR_INVALID_TENSOR, "%s%s: ragged array, expected an array of "
-                        "length %lld", name, path, t->shape[d]);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s%s: ragged array, expected an array of "
+                         "length %lld", name, path, t->shape[d]);
     size_t n = json_array_size(a);
     if (n != (size_t)t->shape[d])
-        return api_fail(err, ERR_INVALID_TENSOR, "%s%s: ragged array, length %zu where "
-                        "%lld expected", name, path, n, t->shape[d]);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s%s: ragged array, length %zu where "
+                         "%lld expected", name, path, n, t->shape[d]);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(a, i);
         size_t pl = plen;
@@ -344,8 +344,8 @@ static int fill_nested(struct tensor *t, json_t *a, int d, size_t *at, enum tens
         if (d + 1 < t->ndim)
             rc = fill_nested(t, v, d + 1, at, k, name, path, pl, err);
         else if (json_is_array(v))
-            rc = api_fail(err, ERR_INVALID_TENSOR, "%s%s: ragged array, nested deeper than "
-                          "the first element", name, path);
+            rc = fail_with(err, ERR_INVALID_TENSOR, "%s%s: ragged array, nested deeper than "
+                           "the first element", name, path);
         else
             rc = store_leaf(t, (*at)++, v, k, name, path, err);
         path[plen] = '\0';
@@ -356,17 +356,17 @@ static int fill_nested(struct tensor *t, json_t *a, int d, size_t *at, enum tens
 }
 
 static int from_nested(struct tensor *t, json_t *a, enum tensor_kind k, const char *name,
-                       long long max, struct tensor_arena *ar, struct api_error *err)
+                       long long max, struct tensor_arena *ar, struct failure *err)
 {
     json_t *x = a;
     t->ndim = 0;
     while (json_is_array(x)) {
         if (t->ndim == TENSOR_MAX_RANK)
-            return api_fail(err, ERR_INVALID_TENSOR, "%s has more than %d dimensions", name,
-                            TENSOR_MAX_RANK);
+            return fail_with(err, ERR_INVALID_TENSOR, "%s has more than %d dimensions", name,
+                             TENSOR_MAX_RANK);
         t->shape[t->ndim++] = (long long)json_array_size(x);
         if (json_array_size(x) == 0)
-            return api_fail(err, ERR_INVALID_TENSOR, "%s has an empty dimension", name);
+            return fail_with(err, ERR_INVALID_TENSOR, "%s has an empty dimension", name);
         x = json_array_get(x, 0);
     }
     t->is_bool = k == TENSOR_BOOL || (k == TENSOR_MASK && json_is_boolean(x));
@@ -390,41 +390,41 @@ enum json_int json_int_value(json_t *v, long long *out)
 }
 
 int tensor_shape_from_json(struct tensor *t, json_t *sh, const char *name, long long max,
-                           struct api_error *err)
+                           struct failure *err)
 {
     if (!json_is_array(sh) || json_array_size(sh) < 1 || json_array_size(sh) > TENSOR_MAX_RANK)
-        return api_fail(err, ERR_INVALID_TENSOR, "%s.shape must be an array of 1 to %d "
-                        "integers", name, TENSOR_MAX_RANK);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s.shape must be an array of 1 to %d "
+                         "integers", name, TENSOR_MAX_RANK);
     t->ndim = (int)json_array_size(sh);
     for (int i = 0; i < t->ndim; i++) {
         switch (json_int_value(json_array_get(sh, (size_t)i), &t->shape[i])) {
         case JSON_INT_OK:
             break;
         case JSON_INT_HUGE:
-            return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s.shape[%d] is beyond 2^63, more "
-                            "than %lld elements (max_tensor_elements)", name, i, max);
+            return fail_with(err, ERR_PAYLOAD_TOO_LARGE, "%s.shape[%d] is beyond 2^63, more "
+                             "than %lld elements (max_tensor_elements)", name, i, max);
         case JSON_INT_NEG_HUGE:
-            return api_fail(err, ERR_INVALID_TENSOR, "%s: dimension %d is below -2^63; every "
-                            "dimension must be >= 1", name, i);
+            return fail_with(err, ERR_INVALID_TENSOR, "%s: dimension %d is below -2^63; every "
+                             "dimension must be >= 1", name, i);
         default:
-            return api_fail(err, ERR_INVALID_TENSOR, "%s.shape[%d] is not an integer", name, i);
+            return fail_with(err, ERR_INVALID_TENSOR, "%s.shape[%d] is not an integer", name, i);
         }
     }
     return tensor_count(t, name, max, err);
 }
 
-int tensor_unknown_field(struct api_error *err, const char *name, const char *key)
+int tensor_unknown_field(struct failure *err, const char *name, const char *key)
 {
     static const char *const fields[] = {"shape", "data", "dtype", "b64"};
     char hint[96];
-    return api_fail(err, ERR_INVALID_TENSOR, "%s has an unknown field '%s'%s (a tensor is "
-                    "nested arrays, {shape, data} or {shape, dtype, b64})", name, key,
-                    suggest_hint(hint, sizeof hint, key, fields, 4));
+    return fail_with(err, ERR_INVALID_TENSOR, "%s has an unknown field '%s'%s (a tensor is "
+                     "nested arrays, {shape, data} or {shape, dtype, b64})", name, key,
+                     suggest_hint(hint, sizeof hint, key, fields, 4));
 }
 
 /* {shape, data} or {shape, dtype, b64} */
 static int from_object(struct tensor *t, json_t *obj, enum tensor_kind k, const char *name,
-                       long long max, struct tensor_arena *ar, struct api_error *err)
+                       long long max, struct tensor_arena *ar, struct failure *err)
 {
     const char *key;
     json_t *v;
@@ -438,20 +438,20 @@ static int from_object(struct tensor *t, json_t *obj, enum tensor_kind k, const 
     if (tensor_shape_from_json(t, json_object_get(obj, "shape"), name, max, err))
         return -1;
     if ((data != NULL) == (b64 != NULL))
-        return api_fail(err, ERR_INVALID_TENSOR, "%s needs exactly one of 'data' or 'b64'",
-                        name);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s needs exactly one of 'data' or 'b64'",
+                         name);
 
     if (data) {
         if (dtype)
-            return api_fail(err, ERR_INVALID_TENSOR, "%s: 'dtype' goes with 'b64', not "
-                            "'data'", name);
+            return fail_with(err, ERR_INVALID_TENSOR, "%s: 'dtype' goes with 'b64', not "
+                             "'data'", name);
         if (!json_is_array(data))
-            return api_fail(err, ERR_INVALID_TENSOR, "%s.data must be a flat array", name);
+            return fail_with(err, ERR_INVALID_TENSOR, "%s.data must be a flat array", name);
         if (json_array_size(data) != t->count) {
             char s[96];
             tensor_shape_str(s, sizeof s, t->shape, t->ndim);
-            return api_fail(err, ERR_INVALID_TENSOR, "%s.data has %zu elements but shape %s "
-                            "needs %zu", name, json_array_size(data), s, t->count);
+            return fail_with(err, ERR_INVALID_TENSOR, "%s.data has %zu elements but shape %s "
+                             "needs %zu", name, json_array_size(data), s, t->count);
         }
         t->is_bool = k == TENSOR_BOOL || (k == TENSOR_MASK &&
                                           json_is_boolean(json_array_get(data, 0)));
@@ -468,24 +468,24 @@ static int from_object(struct tensor *t, json_t *obj, enum tensor_kind k, const 
 
     const char *dt = json_string_value(dtype);
     if (!dt || (strcmp(dt, "float32") && strcmp(dt, "bool")))
-        return api_fail(err, ERR_INVALID_TENSOR, "%s.dtype must be \"float32\" (or \"bool\" "
-                        "for masks) with 'b64'", name);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s.dtype must be \"float32\" (or \"bool\" "
+                         "for masks) with 'b64'", name);
     t->is_bool = strcmp(dt, "bool") == 0;
     if (check_kind(t, k, name, err))
         return -1;
     if (!json_is_string(b64))
-        return api_fail(err, ERR_INVALID_TENSOR, "%s.b64 must be a base64 string", name);
+        return fail_with(err, ERR_INVALID_TENSOR, "%s.b64 must be a base64 string", name);
     return tensor_read_b64(t, json_string_value(b64), json_string_length(b64), ar, name, err);
 }
 
 int tensor_from_json(struct tensor *t, json_t *v, enum tensor_kind kind, const char *name,
-                     long long max_elements, struct tensor_arena *a, struct api_error *err)
+                     long long max_elements, struct tensor_arena *a, struct failure *err)
 {
     memset(t, 0, sizeof *t);
     if (json_is_array(v))
         return from_nested(t, v, kind, name, max_elements, a, err);
     if (json_is_object(v))
         return from_object(t, v, kind, name, max_elements, a, err);
-    return api_fail(err, ERR_INVALID_TENSOR, "%s must be a tensor: nested arrays, {shape, "
-                    "data} or {shape, dtype, b64}", name);
+    return fail_with(err, ERR_INVALID_TENSOR, "%s must be a tensor: nested arrays, {shape, "
+                     "data} or {shape, dtype, b64}", name);
 }

@@ -58,17 +58,17 @@ void tensor_arena_free(struct tensor_arena *a);
 /* t->count from t->shape: every dimension >= 1 (invalid_tensor) and the
  * product at most max_elements (payload_too_large). */
 int tensor_count(struct tensor *t, const char *name, long long max_elements,
-                 struct api_error *err);
+                 struct failure *err);
 
 /* The validation: is_bool against kind, then every value. */
 int tensor_check(const struct tensor *t, enum tensor_kind kind, const char *name,
-                 struct api_error *err);
+                 struct failure *err);
 
 /* The data of t (shape counted, is_bool set) from n characters of base64
  * of its little-endian bytes: length and alphabet checked; values are left
  * to tensor_check(). */
 int tensor_read_b64(struct tensor *t, const char *b64, size_t n, struct tensor_arena *a,
-                    const char *name, struct api_error *err);
+                    const char *name, struct failure *err);
 
 /* The same when the string's end is not known yet: s (avail bytes, a JSON
  * string's text after its opening quote) is read as base64 of exactly t's
@@ -81,16 +81,16 @@ size_t tensor_read_b64_sized(struct tensor *t, const char *s, size_t avail,
 
 /* t->ndim, t->shape and t->count from a JSON "shape" array of integers. */
 int tensor_shape_from_json(struct tensor *t, json_t *shape, const char *name,
-                           long long max_elements, struct api_error *err);
+                           long long max_elements, struct failure *err);
 
 /* The refusal of a tensor object's field key that is none of shape, data,
  * dtype and b64, naming the nearest (suggest.h); both decoders give it.
  * Returns -1. */
-int tensor_unknown_field(struct api_error *err, const char *name, const char *key);
+int tensor_unknown_field(struct failure *err, const char *name, const char *key);
 
 /* A JSON tensor in any of its three forms, through jansson. */
 int tensor_from_json(struct tensor *t, json_t *v, enum tensor_kind kind, const char *name,
-                     long long max_elements, struct tensor_arena *a, struct api_error *err);
+                     long long max_elements, struct tensor_arena *a, struct failure *err);
 
 /* "(2, 3)", "(4,)": a shape as Python prints it. */
 void tensor_shape_str(char *dst, size_t n, const long long *shape, int ndim);

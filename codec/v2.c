@@ -41,32 +41,32 @@ static enum tensor_kind input_kind(int idx)
 
 /* The n bytes of t (shape counted, is_bool set) from the binary part. */
 static int read_binary(struct tensor *t, json_t *size, const char *name, struct binpart *b,
-                       struct tensor_arena *a, struct api_error *err)
+                       struct tensor_arena *a, struct failure *err)
 {
     long long n = 0;
     if (json_int_value(size, &n) != JSON_INT_OK || n < 0)
-        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': binary_data_size must be an "
-                        "integer >= 0", name);
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': binary_data_size must be an "
+                         "integer >= 0", name);
     if (!b->present)
-        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' has binary_data_size but the "
-                        "request has no binary part (Inference-Header-Content-Length)", name);
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has binary_data_size but the "
+                         "request has no binary part (Inference-Header-Content-Length)", name);
     const size_t want = t->count * (t->is_bool ? 1 : sizeof(float));
     if ((unsigned long long)n != want) {
         char s[96];
         tensor_shape_str(s, sizeof s, t->shape, t->ndim);
-        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size is %lld bytes "
-                        "but shape %s of %s needs %zu", name, n, s, t->is_bool ? "BOOL" : "FP32",
-                        want);
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size is %lld bytes "
+                         "but shape %s of %s needs %zu", name, n, s, t->is_bool ? "BOOL" : "FP32",
+                         want);
     }
     if (want > b->len - b->used)
-        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size %zu goes past "
-                        "the end of the body (%zu bytes of binary data left)", name, want,
-                        b->len - b->used);
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size %zu goes past "
+                         "the end of the body (%zu bytes of binary data left)", name, want,
+                         b->len - b->used);
     /* a copy: the body may be released before the computation (service.h),
      * and its bytes need not be aligned for floats */
     void *buf = tensor_arena_keep(a, malloc(want));
     if (!buf)
-        return api_fail(err, ERR_INTERNAL, "out of memory for input '%s'", name);
+        return fail_with(err, ERR_INTERNAL, "out of memory for input '%s'", name);
     memcpy(buf, b->p + b->used, want);
     b->used += want;
     if (t->is_bool)
@@ -82,7 +82,7 @@ static int read_binary(struct tensor *t, json_t *size, const char *name, struct 
  * shape. */
 static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_kind kind,
                      const char *name, const struct codec_limits *lim, struct tensor_arena *a,
-                     const struct v2_fast_slot *fast, struct api_error *err)
+                     const struct v2_fast_slot *fast, struct failure *err)
 {
     char want[96];
     tensor_shape_str(want, sizeof want, t->shape, t->ndim);
@@ -95,27 +95,27 @@ static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_
         d = fast->t;
         if (d.ndim == 1) { /* flat: t's shape */
             if (d.count != t->count)
-                return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match "
-                                "the true shape of data: %zu elements where the shape needs "
-                                "%zu", name, want, d.count, t->count);
+                return fail_with(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match "
+                                 "the true shape of data: %zu elements where the shape needs "
+                                 "%zu", name, want, d.count, t->count);
             d.ndim = t->ndim;
             memcpy(d.shape, t->shape, sizeof d.shape);
         }
     } else if (!json_is_array(data)) {
-        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': data must be an array", name);
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s': data must be an array", name);
     }
     if (fast && d.ndim != t->ndim) {
         char got[96];
         tensor_shape_str(got, sizeof got, d.shape, d.ndim);
-        return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
-                        "true shape %s of its nested data", name, want, got);
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
+                         "true shape %s of its nested data", name, want, got);
     } else if (fast) {
         for (int i = 0; i < d.ndim; i++)
             if (d.shape[i] != t->shape[i]) {
                 char got[96];
                 tensor_shape_str(got, sizeof got, d.shape, d.ndim);
-                return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match "
-                                "the true shape %s of its nested data", name, want, got);
+                return fail_with(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match "
+                                 "the true shape %s of its nested data", name, want, got);
             }
     } else if (json_is_array(json_array_get(data, 0))) { /* nested: its nesting is its shape */
         char dname[64];
@@ -128,33 +128,33 @@ static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_
         if (!same) {
             char got[96];
             tensor_shape_str(got, sizeof got, d.shape, d.ndim);
-            return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
-                            "true shape %s of its nested data", name, want, got);
+            return fail_with(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
+                             "true shape %s of its nested data", name, want, got);
         }
     } else { /* flat: as the {shape, data} form of POST /attention */
         if (json_array_size(data) != t->count)
-            return api_fail(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
-                            "true shape of data: %zu elements where the shape needs %zu", name,
-                            want, json_array_size(data), t->count);
+            return fail_with(err, ERR_INVALID_TENSOR, "input '%s': shape %s does not match the "
+                             "true shape of data: %zu elements where the shape needs %zu", name,
+                             want, json_array_size(data), t->count);
         json_t *o = json_pack("{sOsO}", "shape", shape, "data", data);
         if (!o)
-            return api_fail(err, ERR_INTERNAL, "out of memory reading input '%s'", name);
+            return fail_with(err, ERR_INTERNAL, "out of memory reading input '%s'", name);
         const int rc = tensor_from_json(&d, o, kind, name, lim->max_tensor_elements, a, err);
         json_decref(o);
         if (rc)
             return -1;
     }
     if (d.is_bool != t->is_bool) /* a mask reads either; its datatype says which */
-        return api_fail(err, ERR_INVALID_TENSOR, "input '%s' has datatype %s but its data "
-                        "holds %s", name, t->is_bool ? "BOOL" : "FP32",
-                        d.is_bool ? "booleans" : "numbers");
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s' has datatype %s but its data "
+                         "holds %s", name, t->is_bool ? "BOOL" : "FP32",
+                         d.is_bool ? "booleans" : "numbers");
     *t = d;
     return 0;
 }
 
 static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
                       struct binpart *b, const struct codec_limits *lim, struct tensor_arena *a,
-                      const struct v2_fast_slot *fast, struct api_error *err)
+                      const struct v2_fast_slot *fast, struct failure *err)
 {
     static const char *const fields[] = {"name", "shape", "datatype", "parameters", "data",
                                          NULL};
@@ -166,13 +166,13 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
     const enum tensor_kind kind = input_kind(idx);
     const char *dt = json_string_value(json_object_get(in, "datatype"));
     if (!dt)
-        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': datatype must be a string",
-                        name);
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': datatype must be a string",
+                         name);
     const int is_bool = strcmp(dt, "BOOL") == 0;
     if ((!is_bool && strcmp(dt, "FP32")) || (is_bool && kind == TENSOR_FLOAT) ||
         (!is_bool && kind == TENSOR_BOOL))
-        return api_fail(err, ERR_INVALID_TENSOR, "input '%s' has datatype %s; it takes %s",
-                        name, dt, kind == TENSOR_MASK ? "BOOL or FP32"
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s' has datatype %s; it takes %s",
+                         name, dt, kind == TENSOR_MASK ? "BOOL or FP32"
                                   : kind == TENSOR_BOOL ? "BOOL" : "FP32");
 
     /* 2. shape: dimensions >= 1, the element limit */
@@ -185,19 +185,19 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
     /* 3. data, from the JSON or the binary part */
     json_t *params = json_object_get(in, "parameters");
     if (params && !json_is_object(params))
-        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
-                        name);
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
+                         name);
     snprintf(what, sizeof what, "input '%s': ", name);
     if (v2_check_parameters(params, V2_PARAMS_INPUT, what, err))
         return -1;
     json_t *size = json_object_get(params, "binary_data_size");
     json_t *data = json_object_get(in, "data");
     if (size && data)
-        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' has both data and "
-                        "binary_data_size", name);
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has both data and "
+                         "binary_data_size", name);
     if (!size && !data)
-        return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' has no data (nor "
-                        "parameters.binary_data_size)", name);
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has no data (nor "
+                         "parameters.binary_data_size)", name);
     if (size ? read_binary(t, size, name, b, a, err)
              : read_data(t, shape, data, kind, name, lim, a, fast, err))
         return -1;
@@ -208,10 +208,10 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
 
 static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
                        const struct model *m, const struct codec_limits *lim,
-                       struct tensor_arena *a, const struct v2_fast *f, struct api_error *err)
+                       struct tensor_arena *a, const struct v2_fast *f, struct failure *err)
 {
     if (!json_is_array(list))
-        return api_fail(err, ERR_INVALID_PARAMETER, "inputs must be an array of tensors");
+        return fail_with(err, ERR_INVALID_PARAMETER, "inputs must be an array of tensors");
     for (size_t i = 0; i < json_array_size(list); i++) {
         json_t *x;
         const char *name = v2_named_item(list, i, "inputs", &x, err);
@@ -223,18 +223,18 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
             char hint[96];
             for (int k = 0; k < IN_COUNT; k++)
                 names[k] = k < IN_WEIGHT || !m ? v2_input_name(k) : NULL;
-            return api_fail(err, ERR_INVALID_PARAMETER, "unknown input '%.64s'%s (inputs are "
-                            "query, key, value, attn_mask, key_padding_mask%s)", name,
-                            suggest_hint(hint, sizeof hint, name, names, IN_COUNT),
-                            m ? "" : " and the weights");
+            return fail_with(err, ERR_INVALID_PARAMETER, "unknown input '%.64s'%s (inputs are "
+                             "query, key, value, attn_mask, key_padding_mask%s)", name,
+                             suggest_hint(hint, sizeof hint, name, names, IN_COUNT),
+                             m ? "" : " and the weights");
         }
         if (idx >= IN_WEIGHT && m)
-            return api_fail(err, ERR_INVALID_PARAMETER, "input '%s': model '%s' holds its own "
-                            "weights; only the built-in model 'attention' takes them as inputs",
-                            name, m->name);
+            return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': model '%s' holds its own "
+                             "weights; only the built-in model 'attention' takes them as inputs",
+                             name, m->name);
         if (in->name[idx])
-            return api_fail(err, ERR_INVALID_PARAMETER, "input '%s' already exists in request",
-                            name);
+            return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' already exists in request",
+                             name);
         in->name[idx] = name;
         const struct v2_fast_slot *fast =
             i < IN_COUNT && f->slot[i].state != V2_FAST_NONE ? &f->slot[i] : NULL;
@@ -242,11 +242,11 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
             return -1;
     }
     if (!in->name[IN_QUERY])
-        return api_fail(err, ERR_INVALID_PARAMETER, "input 'query' is required");
+        return fail_with(err, ERR_INVALID_PARAMETER, "input 'query' is required");
     if (b->used != b->len)
-        return api_fail(err, ERR_INVALID_TENSOR, "%zu bytes of binary data after the JSON part "
-                        "belong to no input (the binary_data_size of the inputs add up to %zu)",
-                        b->len - b->used, b->used);
+        return fail_with(err, ERR_INVALID_TENSOR, "%zu bytes of binary data after the JSON part "
+                         "belong to no input (the binary_data_size of the inputs add up to %zu)",
+                         b->len - b->used, b->used);
     return 0;
 }
 
@@ -255,7 +255,7 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
 
 static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
                        const struct model *m, const struct codec_limits *lim,
-                       const struct v2_fast *f, struct api_error *err)
+                       const struct v2_fast *f, struct failure *err)
 {
     /* model_name: KServe's client (InferRequest.to_rest) repeats the path's */
     static const char *const fields[] = {"id", "parameters", "inputs", "outputs", "model_name",
@@ -269,13 +269,13 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     const char *model = m ? m->name : MODEL_BUILTIN;
     if ((v = json_object_get(root, "model_name")) &&
         (!json_is_string(v) || strcmp(json_string_value(v), model)))
-        return api_fail(err, ERR_INVALID_PARAMETER, "model_name must be the name of the model "
-                        "in the path, '%s'", model);
+        return fail_with(err, ERR_INVALID_PARAMETER, "model_name must be the name of the model "
+                         "in the path, '%s'", model);
     if ((v = json_object_get(root, "id"))) {
         if (!json_is_string(v))
-            return api_fail(err, ERR_INVALID_PARAMETER, "id must be a string");
+            return fail_with(err, ERR_INVALID_PARAMETER, "id must be a string");
         if (!(r->id = strdup(json_string_value(v))))
-            return api_fail(err, ERR_INTERNAL, "out of memory copying id");
+            return fail_with(err, ERR_INTERNAL, "out of memory copying id");
     }
 
     /* 2. parameters, then every input and the binary part */
@@ -314,8 +314,8 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     v2_options_deinit(&o);
     if (o.c.causal) {
         if (in.name[IN_ATTN_MASK] && o.causal_asked)
-            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.is_causal is true and the "
-                            "request has an attn_mask input: give one or the other");
+            return fail_with(err, ERR_INVALID_PARAMETER, "parameters.is_causal is true and the "
+                             "request has an attn_mask input: give one or the other");
         if (!in.name[IN_ATTN_MASK]) /* an attn_mask input overrides a default */
             p->mask_kind = o.c.lower_right ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
     }
@@ -331,25 +331,25 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     struct att_error ae;
     const int st = att_check(p, &r->c.out_len, &r->c.weights_len, &ae);
     if (st != ATT_OK)
-        return api_fail(err, http_error_from_att(st), "%s", ae.msg);
+        return fail_with(err, http_error_from_att(st), "%s", ae.msg);
     return codec_weights_limit(&r->c, lim, CODEC_V2_WEIGHTS_HINT, err);
 }
 
 /* Invalid JSON because bytes follow the JSON part: binary data without the
  * header that says where they start. Names the header (and its value). */
-static int missing_header(const char *body, size_t len, struct api_error *err)
+static int missing_header(const char *body, size_t len, struct failure *err)
 {
     const size_t end = err->code == ERR_INVALID_JSON ? v2_json_end(body, len) : 0;
     if (end)
-        api_fail(err, ERR_BAD_REQUEST, "the body has %zu bytes after its JSON part (%zu "
-                 "bytes): a request with binary tensor data needs the header "
-                 "Inference-Header-Content-Length: %zu", len - end, end, end);
+        fail_with(err, ERR_BAD_REQUEST, "the body has %zu bytes after its JSON part (%zu "
+                  "bytes): a request with binary tensor data needs the header "
+                  "Inference-Header-Content-Length: %zu", len - end, end, end);
     return -1;
 }
 
 int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long long header_len,
                     const struct model *m, const struct codec_limits *lim,
-                    struct api_error *err)
+                    struct failure *err)
 {
     return v2_decode_infer_seq(r, body, len, header_len, m, lim, NULL, err);
 }
@@ -357,7 +357,7 @@ int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long lon
 int v2_decode_infer_seq(struct v2_request *r, const char *body, size_t len,
                         long long header_len, const struct model *m,
                         const struct codec_limits *lim, const char *sequence_header,
-                        struct api_error *err)
+                        struct failure *err)
 {
     memset(r, 0, sizeof *r);
     r->c.seq.header = sequence_header;
@@ -367,16 +367,16 @@ int v2_decode_infer_seq(struct v2_request *r, const char *body, size_t len,
     size_t jlen = len;
     if (header_len >= 0) {
         if ((unsigned long long)header_len > len)
-            return api_fail(err, ERR_BAD_REQUEST, "Inference-Header-Content-Length %lld is "
-                            "beyond the body's %zu bytes", header_len, len);
+            return fail_with(err, ERR_BAD_REQUEST, "Inference-Header-Content-Length %lld is "
+                             "beyond the body's %zu bytes", header_len, len);
         if (header_len == 0)
-            return api_fail(err, ERR_BAD_REQUEST, "Inference-Header-Content-Length 0 (a raw "
-                            "binary request) is not supported: send the JSON part first");
+            return fail_with(err, ERR_BAD_REQUEST, "Inference-Header-Content-Length 0 (a raw "
+                             "binary request) is not supported: send the JSON part first");
         jlen = (size_t)header_len;
         b = (struct binpart){.p = body + jlen, .len = len - jlen, .present = 1};
     }
     if (jlen == 0)
-        return api_fail(err, ERR_INVALID_JSON, "the request body is empty");
+        return fail_with(err, ERR_INVALID_JSON, "the request body is empty");
     r->c.seq.text = body, r->c.seq.text_len = jlen;
     /* the big arrays first, without a DOM (v2_scan.c); then jansson over
      * the rest, a number it cannot hold read through its stand-in as POST
@@ -392,13 +392,13 @@ int v2_decode_infer_seq(struct v2_request *r, const char *body, size_t len,
     json_t *root = v2_fast_load(&f, body, jlen, &je, &nomem);
     int rc;
     if (!root)
-        rc = nomem ? api_fail(err, ERR_INTERNAL, "out of memory for a copy of the body")
-                   : api_fail(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s",
-                              je.line, je.column, je.text);
+        rc = nomem ? fail_with(err, ERR_INTERNAL, "out of memory for a copy of the body")
+                   : fail_with(err, ERR_INVALID_JSON, "invalid JSON at line %d, column %d: %s",
+                               je.line, je.column, je.text);
     else
         rc = json_is_object(root)
                  ? decode_root(r, root, &b, m, lim, &f, err)
-                 : api_fail(err, ERR_INVALID_JSON, "the request must be a JSON object");
+                 : fail_with(err, ERR_INVALID_JSON, "the request must be a JSON object");
     json_decref(root);
     /* a large body's arrays jansson did not read: invalid JSON anywhere in
      * them comes first, as it does for the reference */

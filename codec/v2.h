@@ -3,7 +3,7 @@
  * flat "data", row-major) and Triton's binary tensor data extension.
  *
  *     struct v2_request r;
- *     struct api_error e;
+ *     struct failure e;
  *     if (v2_decode_infer(&r, body, len, header_len, model, &lim, &e) == 0) {
  *         ... att_forward_checked(out, w, &r.c.p, ...) ...
  *         struct stream *st = v2_stream_new(&r, "bert", out, w);
@@ -79,7 +79,7 @@
  * whose name is written with an escape, large values of known fields
  * ("id", "shape", "outputs", ...) still go to jansson whole.
  *
- * Every refusal is an api_error (400-class with a message naming the input
+ * Every refusal is a struct failure (400-class with a message naming the input
  * and the problem; 413 for a limit), mapped to {"error": msg} by the
  * caller. Same limits as POST /attention (struct codec_limits), and
  * att_check() is run once, here, whose sizes r.c carries.
@@ -116,13 +116,13 @@ struct v2_request {
  * Returns 0, or -1 with err filled. r must be deinit'ed either way. */
 int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long long header_len,
                     const struct model *m, const struct codec_limits *lim,
-                    struct api_error *err);
+                    struct failure *err);
 /* v2_decode_infer() with the X-Sequence-Id header (NULL: none); a step of
  * a sequence when r->c.seq.id[0] (codec.h). */
 int v2_decode_infer_seq(struct v2_request *r, const char *body, size_t len,
                         long long header_len, const struct model *m,
                         const struct codec_limits *lim, const char *sequence_header,
-                        struct api_error *err);
+                        struct failure *err);
 void v2_request_deinit(struct v2_request *r);
 
 /* The 200 answer: {"model_name", "model_version": "1", "id"?, "outputs": [...]}
@@ -137,5 +137,10 @@ void v2_request_deinit(struct v2_request *r);
  * when out of memory. */
 struct stream *v2_stream_new(const struct v2_request *r, const char *model_name, float *out,
                              float *weights);
+
+/* The Open Inference Protocol's error body, {"error": msg} (msg made
+ * valid UTF-8: it may quote a name the client sent, cut by bytes),
+ * malloc'd, its length in *len; NULL when out of memory. */
+char *v2_error_body(const char *msg, size_t *len);
 
 #endif

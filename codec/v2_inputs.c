@@ -31,18 +31,18 @@ int v2_input_index(const char *name)
 }
 
 const char *v2_named_item(json_t *list, size_t i, const char *what, json_t **x,
-                          struct api_error *err)
+                          struct failure *err)
 {
     *x = json_array_get(list, i);
     const char *name = json_string_value(json_object_get(*x, "name"));
     if (!json_is_object(*x) || !name)
-        api_fail(err, ERR_INVALID_PARAMETER, "%s[%zu] must be an object with a string name",
-                 what, i);
+        fail_with(err, ERR_INVALID_PARAMETER, "%s[%zu] must be an object with a string name",
+                  what, i);
     return json_is_object(*x) ? name : NULL;
 }
 
 int v2_known_fields(json_t *obj, const char *const *list, const char *what,
-                    struct api_error *err)
+                    struct failure *err)
 {
     const char *k;
     json_t *v;
@@ -58,8 +58,8 @@ int v2_known_fields(json_t *obj, const char *const *list, const char *what,
             const char *near = suggest_nearest(k, list, (size_t)i);
             if (near)
                 snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s' (%sits "
-                            "fields are %s)", what, k, near ? hint : "", all);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s' (%sits "
+                             "fields are %s)", what, k, near ? hint : "", all);
         }
     }
     return 0;

@@ -17,9 +17,9 @@ const char *v2_input_name(int idx);
  * "name": the name, *x the item; NULL with err filled when the item is not
  * an object with a string name. */
 const char *v2_named_item(json_t *list, size_t i, const char *what, json_t **x,
-                          struct api_error *err);
+                          struct failure *err);
 /* Refuse a field of obj that list (NULL-terminated) lacks; what names obj. */
 int v2_known_fields(json_t *obj, const char *const *list, const char *what,
-                    struct api_error *err);
+                    struct failure *err);
 
 #endif

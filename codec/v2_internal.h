@@ -36,7 +36,7 @@ enum { V2_FAST_NONE, V2_FAST_READ, V2_FAST_REFUSED };
 struct v2_fast_slot {
     int state;            /* V2_FAST_*: the placeholder stands for t, or err */
     struct tensor t;      /* data in the arena; the shape of the nesting */
-    struct api_error err; /* a large body's refusal, for when the schema reaches it */
+    struct failure err; /* a large body's refusal, for when the schema reaches it */
 };
 struct v2_fast {
     struct v2_fast_slot slot[IN_COUNT];

@@ -114,7 +114,7 @@ static const char *type_str(enum type t)
 }
 
 int v2_check_parameters(json_t *params, enum v2_param_level level, const char *what,
-                        struct api_error *err)
+                        struct failure *err)
 {
     const char *k;
     json_t *v;
@@ -133,19 +133,19 @@ int v2_check_parameters(json_t *params, enum v2_param_level level, const char *w
                 if ((params_known[i].levels & (1u << level)) &&
                     params_known[i].use <= USE_IGNORED)
                     names[n++] = params_known[i].name;
-            return api_fail(err, ERR_INVALID_PARAMETER, "%sunknown parameter '%.64s'%s", what,
-                            k, suggest_hint(hint, sizeof hint, k, names, n));
+            return fail_with(err, ERR_INVALID_PARAMETER, "%sunknown parameter '%.64s'%s", what,
+                             k, suggest_hint(hint, sizeof hint, k, names, n));
         }
         if (p->use == USE_REFUSED)
-            return api_fail(err, ERR_INVALID_PARAMETER, "%sparameters.%s: %s", what, k, p->why);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%sparameters.%s: %s", what, k, p->why);
         if (p->use != USE_READ && !type_ok(v, p->type))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%sparameters.%s must be %s", what, k,
-                            type_str(p->type));
+            return fail_with(err, ERR_INVALID_PARAMETER, "%sparameters.%s must be %s", what, k,
+                             type_str(p->type));
         /* on: not 0, "" nor false */
         if (p->use == USE_OFF &&
             (json_is_true(v) || (json_is_string(v) && json_string_length(v) > 0) ||
              (json_is_integer(v) && json_integer_value(v) != 0)))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%sparameters.%s: %s", what, k, p->why);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%sparameters.%s: %s", what, k, p->why);
     }
     return 0;
 }
@@ -159,7 +159,7 @@ int v2_check_parameters(json_t *params, enum v2_param_level level, const char *w
  * rope_theta, rope_rotary_dim; window is window_left and window_right;
  * alibi_slopes is JSON text. */
 static int read_variants(struct codec_values *cv, json_t *params, const struct model *m,
-                         struct api_error *err)
+                         struct failure *err)
 {
     char from[192];
     json_t *v;
@@ -180,8 +180,8 @@ static int read_variants(struct codec_values *cv, json_t *params, const struct m
     for (int k = 0; k < 3; k++) { /* opt_v2(OPT_ROPE, 1..3): the flat members */
         snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_ROPE, k + 1));
         if (rope && json_object_get(params, opt_v2(OPT_ROPE, k + 1)))
-            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s and %s cannot be used "
-                            "together: give the %s object or the flat parameters", rn, from, rn);
+            return fail_with(err, ERR_INVALID_PARAMETER, "parameters.%s and %s cannot be used "
+                             "together: give the %s object or the flat parameters", rn, from, rn);
         if (!cv->name[CV_ROPE_STYLE + k][0]) /* a default's keeps its name */
             codec_values_set(cv, CV_ROPE_STYLE + k, NULL, from);
     }
@@ -204,21 +204,21 @@ static int read_variants(struct codec_values *cv, json_t *params, const struct m
 
 /* is_causal over the model's attn_mask causal or causal_lower_right (in
  * o->c already), and causal_alignment (opt_v2(OPT_ATTN_MASK, 0 and 1)). */
-static int read_causal(struct v2_options *o, json_t *params, struct api_error *err)
+static int read_causal(struct v2_options *o, json_t *params, struct failure *err)
 {
     const char *ic = opt_v2(OPT_ATTN_MASK, 0), *ca = opt_v2(OPT_ATTN_MASK, 1);
     json_t *v = json_object_get(params, ic);
     if (v && !json_is_boolean(v))
-        return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false", ic);
+        return fail_with(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false", ic);
     if (v)
         o->c.causal = json_is_true(v);
     if ((v = json_object_get(params, ca))) {
         const char *s = json_string_value(v);
         if (!s || (strcmp(s, "upper_left") && strcmp(s, "lower_right")))
-            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be "
-                            "\"upper_left\" or \"lower_right\"", ca);
+            return fail_with(err, ERR_INVALID_PARAMETER, "parameters.%s must be "
+                             "\"upper_left\" or \"lower_right\"", ca);
         if (!o->c.causal)
-            return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s needs %s true", ca, ic);
+            return fail_with(err, ERR_INVALID_PARAMETER, "parameters.%s needs %s true", ca, ic);
         o->c.lower_right = strcmp(s, "lower_right") == 0;
     }
     return 0;
@@ -230,13 +230,13 @@ void v2_options_deinit(struct v2_options *o)
 }
 
 int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
-                    const struct codec_limits *lim, struct api_error *err)
+                    const struct codec_limits *lim, struct failure *err)
 {
     json_t *v;
     memset(o, 0, sizeof *o);
     o->c.need = 1;
     if (params && !json_is_object(params))
-        return api_fail(err, ERR_INVALID_PARAMETER, "parameters must be an object");
+        return fail_with(err, ERR_INVALID_PARAMETER, "parameters must be an object");
     if (v2_check_parameters(params, V2_PARAMS_REQUEST, "", err))
         return -1;
     /* the one rule of defaults (codec_values_defaults), then the request's */
@@ -248,8 +248,8 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
         return -1;
     v = json_object_get(params, opt_name(OPT_BINARY_DATA_OUTPUT));
     if (v && !json_is_boolean(v))
-        return api_fail(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false",
-                        opt_name(OPT_BINARY_DATA_OUTPUT));
+        return fail_with(err, ERR_INVALID_PARAMETER, "parameters.%s must be true or false",
+                         opt_name(OPT_BINARY_DATA_OUTPUT));
     o->binary_out = json_is_true(v);
     return read_causal(o, params, err) || read_variants(&o->cv, params, m, err) ? -1 : 0;
 }
@@ -261,7 +261,7 @@ int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
  * inputs'), or the built-in model's weight inputs with their exact
  * PyTorch shapes. */
 static int set_weights(struct att_params *p, const struct v2_inputs *in, const struct model *m,
-                       struct api_error *err)
+                       struct failure *err)
 {
     if (m)
         return codec_model_check(p, m, err) || codec_identity_check(p, "the model's ", err)
@@ -282,7 +282,7 @@ static int set_weights(struct att_params *p, const struct v2_inputs *in, const s
     return in->seq ? 0 : codec_identity_check(p, "input ", err);
 }
 
-static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct api_error *err)
+static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct failure *err)
 {
     return (in->name[IN_ATTN_MASK] && codec_set_mask(&r->c.p, &in->t[IN_ATTN_MASK], err)) ||
                    (in->name[IN_KPM] &&
@@ -296,7 +296,7 @@ static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct ap
 
 int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struct model *m,
                    const struct v2_options *o, const struct codec_limits *lim,
-                   struct api_error *err)
+                   struct failure *err)
 {
     const struct tensor *q = &in->t[IN_QUERY];
     const struct tensor *kt = in->name[IN_KEY] ? &in->t[IN_KEY] : q;
@@ -338,7 +338,7 @@ static void weights_outputs(const struct v2_options *o, int *lo, int *hi)
 /* r's outputs, their binary flags and the weights mode. Without "outputs"
  * (or with an empty list) every output the options produce. */
 int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options *o,
-                    struct api_error *err)
+                    struct failure *err)
 {
     struct att_params *p = &r->c.p;
     int need = o->c.need, wlo, whi;
@@ -348,7 +348,7 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
     for (int k = 0; k < V2_OUT_COUNT; k++)
         r->binary[k] = o->binary_out;
     if (list && !json_is_array(list))
-        return api_fail(err, ERR_INVALID_PARAMETER, "outputs must be an array");
+        return fail_with(err, ERR_INVALID_PARAMETER, "outputs must be an array");
     if (json_array_size(list) == 0) {
         r->outputs[r->n_outputs++] = V2_OUT_OUTPUT;
         for (int k = wlo; need && k < whi; k++)
@@ -363,22 +363,22 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
         const int idx = output_index(name);
         if (idx < 0) {
             char hint[96];
-            return api_fail(err, ERR_INVALID_PARAMETER, "unknown output '%.64s'%s (outputs are "
-                            "output, attention_weights, attention_weights_top_k_values, "
-                            "attention_weights_top_k_indices and attention_weights_pooled)",
-                            name, suggest_hint(hint, sizeof hint, name, output_names,
+            return fail_with(err, ERR_INVALID_PARAMETER, "unknown output '%.64s'%s (outputs are "
+                             "output, attention_weights, attention_weights_top_k_values, "
+                             "attention_weights_top_k_indices and attention_weights_pooled)",
+                             name, suggest_hint(hint, sizeof hint, name, output_names,
                                                V2_OUT_COUNT));
         }
         if (idx != V2_OUT_OUTPUT && (idx < wlo || idx >= whi))
-            return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is not made by these "
-                            "parameters: %s", name,
-                            idx == V2_OUT_WEIGHTS ? "the full weights are never made with "
+            return fail_with(err, ERR_INVALID_PARAMETER, "output '%s' is not made by these "
+                             "parameters: %s", name,
+                             idx == V2_OUT_WEIGHTS ? "the full weights are never made with "
                                                     "weights_top_k or weights_pool"
-                            : idx == V2_OUT_POOLED ? "it needs parameters.weights_pool"
+                             : idx == V2_OUT_POOLED ? "it needs parameters.weights_pool"
                                                    : "it needs parameters.weights_top_k");
         if (asked[idx])
-            return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' already exists in request",
-                            name);
+            return fail_with(err, ERR_INVALID_PARAMETER, "output '%s' already exists in request",
+                             name);
         static const char *const fields[] = {"name", "parameters", NULL};
         char what[96];
         snprintf(what, sizeof what, "output '%s'", name);
@@ -386,15 +386,15 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
             return -1;
         json_t *params = json_object_get(x, "parameters");
         if (params && !json_is_object(params))
-            return api_fail(err, ERR_INVALID_PARAMETER, "output '%s': parameters must be an "
-                            "object", name);
+            return fail_with(err, ERR_INVALID_PARAMETER, "output '%s': parameters must be an "
+                             "object", name);
         snprintf(what, sizeof what, "output '%s': ", name);
         if (v2_check_parameters(params, V2_PARAMS_OUTPUT, what, err))
             return -1;
         if ((v = json_object_get(params, "binary_data"))) {
             if (!json_is_boolean(v))
-                return api_fail(err, ERR_INVALID_PARAMETER, "output '%s': "
-                                "parameters.binary_data must be true or false", name);
+                return fail_with(err, ERR_INVALID_PARAMETER, "output '%s': "
+                                 "parameters.binary_data must be true or false", name);
             r->binary[idx] = json_is_true(v);
         }
         asked[idx] = 1;
@@ -408,9 +408,9 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
         for (int k = wlo; k < whi; k++)
             any |= asked[k];
         if (any && o->need_asked && !o->c.need)
-            return api_fail(err, ERR_INVALID_PARAMETER, "output '%s' is requested but "
-                            "parameters.%s is false", output_names[wlo],
-                            opt_name(OPT_NEED_WEIGHTS));
+            return fail_with(err, ERR_INVALID_PARAMETER, "output '%s' is requested but "
+                             "parameters.%s is false", output_names[wlo],
+                             opt_name(OPT_NEED_WEIGHTS));
         need = any;
     }
     p->weights_mode = !need ? ATT_WEIGHTS_NONE

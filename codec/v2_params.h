@@ -14,7 +14,7 @@
  * does not have, a reserved one of the wrong type, a sequence's. what
  * prefixes the message ("" or "input 'query': "). 0 or -1. */
 int v2_check_parameters(json_t *params, enum v2_param_level level, const char *what,
-                        struct api_error *err);
+                        struct failure *err);
 /* Whether name is one of that level's parameters (read, or reserved and
  * checked): the fast reader keeps such a value for jansson. */
 int v2_param_known(enum v2_param_level level, const char *name);
@@ -22,7 +22,7 @@ int v2_param_known(enum v2_param_level level, const char *name);
 /* "parameters" (NULL: none) over m's defaults (m NULL: the built-in model).
  * o must be deinit'ed with v2_options_deinit() whatever this returns. */
 int v2_read_options(struct v2_options *o, json_t *params, const struct model *m,
-                    const struct codec_limits *lim, struct api_error *err);
+                    const struct codec_limits *lim, struct failure *err);
 void v2_options_deinit(struct v2_options *o);
 
 /* The inputs into r->c.p: ranks, lengths, limits, the variants of o (and
@@ -30,10 +30,10 @@ void v2_options_deinit(struct v2_options *o);
  * masks (H is set by the caller, the other options after). */
 int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struct model *m,
                    const struct v2_options *o, const struct codec_limits *lim,
-                   struct api_error *err);
+                   struct failure *err);
 
 /* "outputs" (NULL: none): r's outputs, binary flags, and the weights mode. */
 int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options *o,
-                    struct api_error *err);
+                    struct failure *err);
 
 #endif

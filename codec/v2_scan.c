@@ -100,17 +100,17 @@ static void keep_refusal(struct v2_fast_slot *slot, const struct scan *sc,
     int line, col;
     slot->state = V2_FAST_REFUSED;
     if (je->code == JSONNUM_ERR_LIMIT) {
-        api_fail(&slot->err, ERR_PAYLOAD_TOO_LARGE, "input '%s': data has more than %lld "
-                 "elements (max_tensor_elements)", name, sc->max);
+        fail_with(&slot->err, ERR_PAYLOAD_TOO_LARGE, "input '%s': data has more than %lld "
+                  "elements (max_tensor_elements)", name, sc->max);
         return;
     }
     if (je->code == JSONNUM_ERR_NOMEM) {
-        api_fail(&slot->err, ERR_INTERNAL, "out of memory decoding input '%s'", name);
+        fail_with(&slot->err, ERR_INTERNAL, "out of memory decoding input '%s'", name);
         return;
     }
     scan_line_col(sc, at + je->offset, &line, &col);
-    api_fail(&slot->err, ERR_INVALID_TENSOR, "input '%s': data: %s (line %d, column %d)", name,
-             je->msg, line, col);
+    fail_with(&slot->err, ERR_INVALID_TENSOR, "input '%s': data: %s (line %d, column %d)", name,
+              je->msg, line, col);
 }
 
 /* The "data" of input i at the cursor: 0, or -1 (refused: sc->err). */
@@ -251,7 +251,7 @@ static int walk_inputs(struct scan *sc, struct v2_fast *f, const struct model *m
 
 int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
                  const struct model *m, const struct codec_limits *lim,
-                 struct tensor_arena *a, struct api_error *err)
+                 struct tensor_arena *a, struct failure *err)
 {
     memset(f, 0, sizeof *f);
     struct scan sc = {s, len, 0, lim->max_tensor_elements, errors, NULL, a, err, 0, NULL};
@@ -284,7 +284,7 @@ size_t v2_json_end(const char *s, size_t len)
     if (peek(&sc) != '{' || scan_skip_value(&sc))
         return 0;
     const size_t end = sc.pos;
-    struct api_error e;
+    struct failure e;
     return peek(&sc) >= 0 && scan_json_check(s, end, &e) == 0 ? end : 0;
 }
 

@@ -12,7 +12,7 @@
  * (never handed to jansson whole). 0, or -1 refused (err: invalid JSON). */
 int v2_fast_scan(struct v2_fast *f, const char *s, size_t len, int errors,
                  const struct model *m, const struct codec_limits *lim,
-                 struct tensor_arena *a, struct api_error *err);
+                 struct tensor_arena *a, struct failure *err);
 /* jansson over s with f's ranges replaced (a number it cannot hold: again
  * with its stand-in). NULL with je filled, or *nomem set. */
 json_t *v2_fast_load(const struct v2_fast *f, const char *s, size_t n, json_error_t *je,

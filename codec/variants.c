@@ -96,24 +96,24 @@ void codec_values_over(struct codec_values *cv, json_t *obj, int v2)
 }
 
 int codec_values_rope(struct codec_values *cv, json_t *rope, const char *name,
-                      struct api_error *err)
+                      struct failure *err)
 {
     const char *members[3] = {opt_member(OPT_ROPE, 0), opt_member(OPT_ROPE, 1),
                               opt_member(OPT_ROPE, 2)};
     if (!json_is_object(rope))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be an object {\"%s\": \"%s\" "
-                        "or \"%s\", \"%s\", \"%s\"}", name, members[0],
-                        opt_choice(OPT_ROPE, 0), opt_choice(OPT_ROPE, 1), members[1],
-                        members[2]);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s must be an object {\"%s\": \"%s\" "
+                         "or \"%s\", \"%s\", \"%s\"}", name, members[0],
+                         opt_choice(OPT_ROPE, 0), opt_choice(OPT_ROPE, 1), members[1],
+                         members[2]);
     const char *k;
     json_t *v;
     json_object_foreach(rope, k, v) {
         if (strcmp(k, members[0]) && strcmp(k, members[1]) && strcmp(k, members[2])) {
             char hint[96];
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s'%s (its "
-                            "fields are %s, %s and %s)", name, k,
-                            suggest_hint(hint, sizeof hint, k, members, 3), members[0],
-                            members[1], members[2]);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s has an unknown field '%.64s'%s (its "
+                             "fields are %s, %s and %s)", name, k,
+                             suggest_hint(hint, sizeof hint, k, members, 3), members[0],
+                             members[1], members[2]);
         }
     }
     for (int i = 0; i < 3; i++) {
@@ -126,11 +126,11 @@ int codec_values_rope(struct codec_values *cv, json_t *rope, const char *name,
 }
 
 int codec_values_window(struct codec_values *cv, json_t *w, const char *name,
-                        struct api_error *err)
+                        struct failure *err)
 {
     if (!json_is_array(w) || json_array_size(w) != 2)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be [left, right]: two integers "
-                        ">= -1 (-1: unlimited)", name);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s must be [left, right]: two integers "
+                         ">= -1 (-1: unlimited)", name);
     char full[192];
     snprintf(full, sizeof full, "%s[0] (left)", name);
     codec_values_set(cv, CV_WINDOW_LEFT, json_array_get(w, 0), full);
@@ -140,22 +140,22 @@ int codec_values_window(struct codec_values *cv, json_t *w, const char *name,
 }
 
 json_t *codec_values_parse(struct codec_values *cv, json_t *s, const char *name,
-                           struct api_error *err)
+                           struct failure *err)
 {
     if (!json_is_string(s)) {
-        api_fail(err, ERR_INVALID_PARAMETER, "%s must be a string of JSON", name);
+        fail_with(err, ERR_INVALID_PARAMETER, "%s must be a string of JSON", name);
         return NULL;
     }
     if (cv->n_own == (int)(sizeof cv->own / sizeof cv->own[0])) {
-        api_fail(err, ERR_INTERNAL, "too many JSON parameters");
+        fail_with(err, ERR_INTERNAL, "too many JSON parameters");
         return NULL;
     }
     json_error_t je;
     json_t *v = json_loadb(json_string_value(s), json_string_length(s),
                            JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (!v) {
-        api_fail(err, ERR_INVALID_PARAMETER, "%s is not valid JSON (column %d: %s)", name,
-                 je.column, je.text);
+        fail_with(err, ERR_INVALID_PARAMETER, "%s is not valid JSON (column %d: %s)", name,
+                  je.column, je.text);
         return NULL;
     }
     cv->own[cv->n_own++] = v;
@@ -167,18 +167,18 @@ json_t *codec_values_parse(struct codec_values *cv, json_t *s, const char *name,
 
 /* v, called name, as an integer in [min, max]; rule says which, for the message. */
 static int get_int(json_t *v, const char *name, long long min, long long max,
-                   const char *rule, long long *out, struct api_error *err)
+                   const char *rule, long long *out, struct failure *err)
 {
     long long x = 0;
     if (json_int_value(v, &x) != JSON_INT_OK || x < min || x > max)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be %s", name, rule);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s must be %s", name, rule);
     *out = x;
     return 0;
 }
 
 /* num_kv_heads and head_dim: Hkv divides H; d given, or E / H. */
 static int set_heads(struct att_params *p, const struct codec_values *cv,
-                     const struct codec_limits *lim, struct api_error *err)
+                     const struct codec_limits *lim, struct failure *err)
 {
     long long x = 0;
     if (cv->v[OPT_NUM_KV_HEADS]) {
@@ -186,50 +186,50 @@ static int set_heads(struct att_params *p, const struct codec_values *cv,
                     "an integer >= 1", &x, err))
             return -1;
         if (x < 1 || x > p->H || p->H % x)
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld, which does not divide "
-                            "num_heads %d (each KV head serves num_heads / num_kv_heads query "
-                            "heads)", cv->name[OPT_NUM_KV_HEADS], x, p->H);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s is %lld, which does not divide "
+                             "num_heads %d (each KV head serves num_heads / num_kv_heads query "
+                             "heads)", cv->name[OPT_NUM_KV_HEADS], x, p->H);
         p->Hkv = (int)x;
     }
     if (!cv->v[OPT_HEAD_DIM]) {
         if (p->E % p->H)
-            return api_fail(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by "
-                            "num_heads %d", p->E, p->H);
+            return fail_with(err, ERR_INVALID_PARAMETER, "embed_dim %d is not divisible by "
+                             "num_heads %d", p->E, p->H);
         return 0;
     }
     if (get_int(cv->v[OPT_HEAD_DIM], cv->name[OPT_HEAD_DIM], 1, LLONG_MAX, "an integer >= 1", &x,
                 err))
         return -1;
     if (x > lim->max_embed_dim || x * p->H > lim->max_embed_dim)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld times num_heads %d exceeds the "
-                        "limit %d (max_embed_dim)", cv->name[OPT_HEAD_DIM], x, p->H,
-                        lim->max_embed_dim);
+        return fail_with(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld times num_heads %d exceeds the "
+                         "limit %d (max_embed_dim)", cv->name[OPT_HEAD_DIM], x, p->H,
+                         lim->max_embed_dim);
     p->head_dim = (int)x;
     return 0;
 }
 
 static int set_rope(struct att_params *p, const struct codec_values *cv,
-                    struct api_error *err)
+                    struct failure *err)
 {
     json_t *const *v = cv->v;
     if (!v[CV_ROPE_STYLE] && !v[CV_ROPE_THETA] && !v[CV_ROPE_ROTARY_DIM])
         return 0;
     const char *style = json_string_value(v[CV_ROPE_STYLE]);
     if (!v[CV_ROPE_STYLE])
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s is required with %s (\"half\" or "
-                        "\"interleaved\")", cv->name[CV_ROPE_STYLE],
-                        cv->name[v[CV_ROPE_THETA] ? CV_ROPE_THETA : CV_ROPE_ROTARY_DIM]);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s is required with %s (\"half\" or "
+                         "\"interleaved\")", cv->name[CV_ROPE_STYLE],
+                         cv->name[v[CV_ROPE_THETA] ? CV_ROPE_THETA : CV_ROPE_ROTARY_DIM]);
     const int si = opt_choice_index(OPT_ROPE, style);
     if (si < 0)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" (GPT-NeoX, Hugging "
-                        "Face Llama) or \"%s\" (GPT-J, Meta)", cv->name[CV_ROPE_STYLE],
-                        opt_choice(OPT_ROPE, 0), opt_choice(OPT_ROPE, 1));
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s must be \"%s\" (GPT-NeoX, Hugging "
+                         "Face Llama) or \"%s\" (GPT-J, Meta)", cv->name[CV_ROPE_STYLE],
+                         opt_choice(OPT_ROPE, 0), opt_choice(OPT_ROPE, 1));
     p->rope_style = si == 0 ? ATT_ROPE_HALF : ATT_ROPE_INTERLEAVED;
     if (v[CV_ROPE_THETA]) {
         const double t = json_number_value(v[CV_ROPE_THETA]);
         if (!json_is_number(v[CV_ROPE_THETA]) || !(t > 0) || !isfinite(t))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0",
-                            cv->name[CV_ROPE_THETA]);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s must be a number > 0",
+                             cv->name[CV_ROPE_THETA]);
         p->rope_theta = t;
     }
     if (v[CV_ROPE_ROTARY_DIM]) {
@@ -239,16 +239,16 @@ static int set_rope(struct att_params *p, const struct codec_values *cv,
                     "an even integer >= 2", &x, err))
             return -1;
         if (x % 2)
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld: it must be even "
-                            "(dimensions rotate in pairs)", cv->name[CV_ROPE_ROTARY_DIM], x);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s is %lld: it must be even "
+                             "(dimensions rotate in pairs)", cv->name[CV_ROPE_ROTARY_DIM], x);
         if (x > d)
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s is %lld, more than head_dim %lld",
-                            cv->name[CV_ROPE_ROTARY_DIM], x, d);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s is %lld, more than head_dim %lld",
+                             cv->name[CV_ROPE_ROTARY_DIM], x, d);
         p->rope_rotary_dim = (int)x;
     } else if ((p->head_dim ? p->head_dim : p->E / p->H) % 2) {
-        return api_fail(err, ERR_INVALID_PARAMETER, "head_dim %d is odd: RoPE rotates pairs; "
-                        "give %s (even)", p->head_dim ? p->head_dim : p->E / p->H,
-                        cv->name[CV_ROPE_ROTARY_DIM]);
+        return fail_with(err, ERR_INVALID_PARAMETER, "head_dim %d is odd: RoPE rotates pairs; "
+                         "give %s (even)", p->head_dim ? p->head_dim : p->E / p->H,
+                         cv->name[CV_ROPE_ROTARY_DIM]);
     }
     return 0;
 }
@@ -256,16 +256,16 @@ static int set_rope(struct att_params *p, const struct codec_values *cv,
 /* alibi true (the paper's slopes) or alibi_slopes (H numbers), into a. */
 static int set_alibi(struct att_params *p, const struct codec_values *cv,
                      const struct codec_limits *lim, struct tensor_arena *a,
-                     struct api_error *err)
+                     struct failure *err)
 {
     json_t *on = cv->v[OPT_ALIBI], *slopes = cv->v[OPT_ALIBI_SLOPES];
     if (on && !json_is_boolean(on))
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s must be true or false",
-                        cv->name[OPT_ALIBI]);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s must be true or false",
+                         cv->name[OPT_ALIBI]);
     if (on && slopes)
-        return api_fail(err, ERR_INVALID_PARAMETER, "%s and %s cannot be used together: give "
-                        "alibi true for the paper's slopes, or the slopes",
-                        cv->name[OPT_ALIBI], cv->name[OPT_ALIBI_SLOPES]);
+        return fail_with(err, ERR_INVALID_PARAMETER, "%s and %s cannot be used together: give "
+                         "alibi true for the paper's slopes, or the slopes",
+                         cv->name[OPT_ALIBI], cv->name[OPT_ALIBI_SLOPES]);
     if (slopes) {
         struct tensor t;
         if (tensor_from_json(&t, slopes, TENSOR_FLOAT, cv->name[OPT_ALIBI_SLOPES],
@@ -277,7 +277,7 @@ static int set_alibi(struct att_params *p, const struct codec_values *cv,
     } else if (json_is_true(on)) {
         float *s = tensor_arena_keep(a, malloc((size_t)p->H * sizeof *s));
         if (!s)
-            return api_fail(err, ERR_INTERNAL, "out of memory for the ALiBi slopes");
+            return fail_with(err, ERR_INTERNAL, "out of memory for the ALiBi slopes");
         att_alibi_slopes(s, p->H);
         p->alibi_slopes = s;
     }
@@ -286,7 +286,7 @@ static int set_alibi(struct att_params *p, const struct codec_values *cv,
 
 int codec_values_apply(struct att_params *p, const struct codec_values *cv,
                        const struct codec_limits *lim, struct tensor_arena *a,
-                       struct api_error *err)
+                       struct failure *err)
 {
     json_t *const *v = cv->v;
     long long x = 0;
@@ -318,8 +318,8 @@ int codec_values_apply(struct att_params *p, const struct codec_values *cv,
             continue;
         const double c = json_number_value(v[id]);
         if (!json_is_number(v[id]) || !(c > 0) || !isfinite((float)c) || !((float)c > 0))
-            return api_fail(err, ERR_INVALID_PARAMETER, "%s must be a number > 0 (finite in "
-                            "float32)", cv->name[id]);
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s must be a number > 0 (finite in "
+                             "float32)", cv->name[id]);
         *(float *)(void *)((char *)p + o->field) = (float)c;
     }
     return 0;
@@ -335,7 +335,7 @@ void codec_set_weight(struct att_params *p, int i, const float *w, size_t len)
 }
 
 int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
-                       long long d1, struct api_error *err)
+                       long long d1, struct failure *err)
 {
     if (t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1))
         return 0;
@@ -343,11 +343,11 @@ int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long 
     const long long w[2] = {d0, d1};
     tensor_shape_str(got, sizeof got, t->shape, t->ndim);
     tensor_shape_str(want, sizeof want, w, ndim);
-    return api_fail(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
+    return fail_with(err, ERR_SHAPE_MISMATCH, "%s has shape %s, expected %s", name, got, want);
 }
 
 int codec_identity_check(const struct att_params *p, const char *prefix,
-                         struct api_error *err)
+                         struct failure *err)
 {
     const long long d = p->head_dim ? p->head_dim : p->E / p->H;
     const long long dq = p->H * d, dkv = (p->Hkv ? p->Hkv : p->H) * d;
@@ -369,15 +369,15 @@ int codec_identity_check(const struct att_params *p, const char *prefix,
         const char *name = att_weight_name(m[i].w);
         const float *w = packed && m[i].w != ATT_W_OUT ? p->w[ATT_W_IN] : p->w[m[i].w];
         if (!w && m[i].dout != p->E && m[i].dout != m[i].din)
-            return api_fail(err, ERR_SHAPE_MISMATCH, "%s%s is absent, and the identity needs "
-                            "%s x head_dim = %lld to equal %s %d: give %s%s", prefix, name,
-                            m[i].width, m[i].dout, m[i].in, m[i].din, prefix, name);
+            return fail_with(err, ERR_SHAPE_MISMATCH, "%s%s is absent, and the identity needs "
+                             "%s x head_dim = %lld to equal %s %d: give %s%s", prefix, name,
+                             m[i].width, m[i].dout, m[i].in, m[i].din, prefix, name);
     }
     return 0;
 }
 
 int codec_model_dim(const struct model *m, enum opt_id id, json_t *given, const char *name,
-                    struct api_error *err)
+                    struct failure *err)
 {
     /* the weights' own values, never the defaults (model_set_defaults keeps
      * those equal to them) */
@@ -385,49 +385,49 @@ int codec_model_dim(const struct model *m, enum opt_id id, json_t *given, const 
     long long got = 0;
     if (!given || (json_int_value(given, &got) == JSON_INT_OK && got == want))
         return 0;
-    return api_fail(err, ERR_INVALID_PARAMETER, "%s must be %lld for model '%s' (its weights "
-                    "have that shape): leave it out or give %lld", name, want, m->name, want);
+    return fail_with(err, ERR_INVALID_PARAMETER, "%s must be %lld for model '%s' (its weights "
+                     "have that shape): leave it out or give %lld", name, want, m->name, want);
 }
 
 /* ---------------------------------------------------------------------- */
 /* The rest of a request, for both protocols                               */
 
 int codec_check_dim(long long v, int max, const char *what, const char *key,
-                    struct api_error *err)
+                    struct failure *err)
 {
     if (v > max)
-        return api_fail(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what, v,
-                        max, key);
+        return fail_with(err, ERR_PAYLOAD_TOO_LARGE, "%s %lld exceeds the limit %d (%s)", what, v,
+                         max, key);
     return 0;
 }
 
-int codec_query_rank(const struct tensor *q, struct api_error *err)
+int codec_query_rank(const struct tensor *q, struct failure *err)
 {
     if (q->ndim != 2 && q->ndim != 3)
-        return api_fail(err, ERR_SHAPE_MISMATCH, "%s must have rank 2 (L, E) or 3 (N, L, E), "
-                        "got rank %d", opt_name(OPT_QUERY), q->ndim);
+        return fail_with(err, ERR_SHAPE_MISMATCH, "%s must have rank 2 (L, E) or 3 (N, L, E), "
+                         "got rank %d", opt_name(OPT_QUERY), q->ndim);
     return 0;
 }
 
 int codec_set_qkv(struct att_params *p, int *batched, const struct tensor *q,
                   const struct tensor *kt, const struct tensor *vt,
-                  const struct codec_limits *lim, struct api_error *err)
+                  const struct codec_limits *lim, struct failure *err)
 {
     if (codec_query_rank(q, err))
         return -1;
     const int b = *batched = q->ndim == 3;
     const char *key = opt_name(OPT_KEY), *value = opt_name(OPT_VALUE);
     if (kt->ndim != q->ndim || vt->ndim != q->ndim)
-        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has rank %d but query has rank %d",
-                        kt->ndim != q->ndim ? key : value,
-                        kt->ndim != q->ndim ? kt->ndim : vt->ndim, q->ndim);
+        return fail_with(err, ERR_SHAPE_MISMATCH, "%s has rank %d but query has rank %d",
+                         kt->ndim != q->ndim ? key : value,
+                         kt->ndim != q->ndim ? kt->ndim : vt->ndim, q->ndim);
     if (b && (kt->shape[0] != q->shape[0] || vt->shape[0] != q->shape[0]))
-        return api_fail(err, ERR_SHAPE_MISMATCH, "%s has batch size %lld but query has %lld",
-                        kt->shape[0] != q->shape[0] ? key : value,
-                        kt->shape[0] != q->shape[0] ? kt->shape[0] : vt->shape[0], q->shape[0]);
+        return fail_with(err, ERR_SHAPE_MISMATCH, "%s has batch size %lld but query has %lld",
+                         kt->shape[0] != q->shape[0] ? key : value,
+                         kt->shape[0] != q->shape[0] ? kt->shape[0] : vt->shape[0], q->shape[0]);
     if (kt->shape[b] != vt->shape[b])
-        return api_fail(err, ERR_SHAPE_MISMATCH, "key has source length %lld but value has %lld",
-                        kt->shape[b], vt->shape[b]);
+        return fail_with(err, ERR_SHAPE_MISMATCH, "key has source length %lld but value has %lld",
+                         kt->shape[b], vt->shape[b]);
     if (codec_check_dim(b ? q->shape[0] : 1, lim->max_batch, "batch size", "max_batch", err) ||
         codec_check_dim(q->shape[b], lim->max_target_len, "target length", "max_target_len",
                         err) ||
@@ -444,11 +444,11 @@ int codec_set_qkv(struct att_params *p, int *batched, const struct tensor *q,
     return 0;
 }
 
-int codec_set_mask(struct att_params *p, const struct tensor *t, struct api_error *err)
+int codec_set_mask(struct att_params *p, const struct tensor *t, struct failure *err)
 {
     if (t->ndim != 2 && t->ndim != 3)
-        return api_fail(err, ERR_SHAPE_MISMATCH, "%s must have rank 2 (L, S) or 3 "
-                        "(N*num_heads, L, S), got rank %d", opt_name(OPT_ATTN_MASK), t->ndim);
+        return fail_with(err, ERR_SHAPE_MISMATCH, "%s must have rank 2 (L, S) or 3 "
+                         "(N*num_heads, L, S), got rank %d", opt_name(OPT_ATTN_MASK), t->ndim);
     p->mask_kind = t->is_bool ? ATT_MASK_BOOL : ATT_MASK_FLOAT;
     p->bool_mask = t->u8, p->float_mask = t->f;
     p->mask_ndim = t->ndim;
@@ -458,7 +458,7 @@ int codec_set_mask(struct att_params *p, const struct tensor *t, struct api_erro
 }
 
 int codec_set_key_padding_mask(struct att_params *p, int batched, const struct tensor *t,
-                               struct api_error *err)
+                               struct failure *err)
 {
     const char *name = opt_name(OPT_KEY_PADDING_MASK);
     if (batched ? codec_expect_shape(t, name, 2, p->N, p->S, err)

@@ -1,4 +1,4 @@
-/* variants.h -- the attention variants' options (README "Attention
+/* variants.h -- the attention variants' options (docs/variants.md, "Attention
  * variants") and the other options a model's defaults may set, with one
  * set of rules for both protocols: POST /attention's
  * fields (codec/request.c) and the v2 request parameters
@@ -75,7 +75,7 @@ void codec_values_merge(struct codec_values *cv, int i, json_t *v,
                         const char *name);
 
 struct model;
-/* The one rule of a model's defaults, for both protocols (README
+/* The one rule of a model's defaults, for both protocols (docs/models.md,
  * "Model defaults"): called first, it puts each default of m (NULL: none)
  * into its parts; the request's values then go over them with
  * codec_values_merge() member by member (rope's members, window's ends,
@@ -95,22 +95,22 @@ void codec_values_over(struct codec_values *cv, json_t *obj, int v2);
 /* A rope object {style, theta?, rotary_dim?} (name: what it is called,
  * rope): its members go over the three rope values (codec_values_merge). */
 int codec_values_rope(struct codec_values *cv, json_t *rope, const char *name,
-                      struct api_error *err);
+                      struct failure *err);
 
 /* A window [left, right] (name: what it is called, window). */
 int codec_values_window(struct codec_values *cv, json_t *w, const char *name,
-                        struct api_error *err);
+                        struct failure *err);
 
 /* The JSON text of string s, parsed; held by cv. NULL with err filled when
  * s is not a string of JSON (name: what it is called). */
 json_t *codec_values_parse(struct codec_values *cv, json_t *s, const char *name,
-                           struct api_error *err);
+                           struct failure *err);
 
 /* Check the values and set p's variant fields (p->H, E, kdim, vdim set).
  * ALiBi slopes (alibi true, or alibi_slopes) go into a. */
 int codec_values_apply(struct att_params *p, const struct codec_values *cv,
                        const struct codec_limits *lim, struct tensor_arena *a,
-                       struct api_error *err);
+                       struct failure *err);
 
 /* Set weight i (enum att_weight) of p; w holds len floats (borrowed). */
 void codec_set_weight(struct att_params *p, int i, const float *w, size_t len);
@@ -118,38 +118,38 @@ void codec_set_weight(struct att_params *p, int i, const float *w, size_t len);
 /* t (called name) has shape (d0) or (d0, d1) for ndim 1 or 2; else
  * shape_mismatch saying both shapes. */
 int codec_expect_shape(const struct tensor *t, const char *name, int ndim, long long d0,
-                       long long d1, struct api_error *err);
+                       long long d1, struct failure *err);
 
 /* An absent matrix is the identity only where its dimensions allow it:
  * shape_mismatch naming it (prefix + its name) otherwise. The cases
  * without num_kv_heads or head_dim are left to att_check(). */
 int codec_identity_check(const struct att_params *p, const char *prefix,
-                         struct api_error *err);
+                         struct failure *err);
 
 /* A model's value for a dimension it fixes (OPT_NUM_KV_HEADS or
  * OPT_HEAD_DIM: its weights' Hkv or d); a request may repeat it but not
  * change it (the weights' shapes follow from it). given: the request's
  * value (NULL: none), called name. */
 int codec_model_dim(const struct model *m, enum opt_id id, json_t *given, const char *name,
-                    struct api_error *err);
+                    struct failure *err);
 
 /* The rest of a request's rules, for both protocols. */
 
 /* v (called what) over max: payload_too_large naming the setting key. */
 int codec_check_dim(long long v, int max, const char *what, const char *key,
-                    struct api_error *err);
+                    struct failure *err);
 /* query's rank: 2 (L, E) or 3 (N, L, E). */
-int codec_query_rank(const struct tensor *q, struct api_error *err);
+int codec_query_rank(const struct tensor *q, struct failure *err);
 /* query, key and value (key: query when not given, value: key) against
  * each other and the limits, into p (N, L, E, S, kdim, vdim, the data);
  * *batched: query has rank 3. */
 int codec_set_qkv(struct att_params *p, int *batched, const struct tensor *q,
                   const struct tensor *kt, const struct tensor *vt,
-                  const struct codec_limits *lim, struct api_error *err);
+                  const struct codec_limits *lim, struct failure *err);
 /* A mask tensor (L, S) or (N*H, L, S) into p. */
-int codec_set_mask(struct att_params *p, const struct tensor *t, struct api_error *err);
+int codec_set_mask(struct att_params *p, const struct tensor *t, struct failure *err);
 /* key_padding_mask (S) or, batched, (N, S) into p (p->N and S set). */
 int codec_set_key_padding_mask(struct att_params *p, int batched, const struct tensor *t,
-                               struct api_error *err);
+                               struct failure *err);
 
 #endif

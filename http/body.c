@@ -26,7 +26,7 @@ int body_begin(struct req *r, char *msg, size_t msglen)
         return -1;
     const char *ce = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_ENCODING);
-    struct api_error e;
+    struct failure e;
     if (ce && *ce) {
         r->inflate = inflate_new(ce, (size_t)r->srv->opt.max_body_bytes, &e);
         if (!r->inflate) {
@@ -90,7 +90,7 @@ static int append(void *cls, const char *data, size_t n)
 }
 
 /* A compressed body that cannot be read: keep the reason, drop the rest. */
-static void refuse(struct req *r, const struct api_error *e)
+static void refuse(struct req *r, const struct failure *e)
 {
     if (e->code == ERR_PAYLOAD_TOO_LARGE) {
         r->too_large = 1;
@@ -107,7 +107,7 @@ int body_append(struct req *r, const char *data, size_t n)
         return append(r, data, n);
     if (r->too_large || r->over_budget || r->body_error)
         return 0;
-    struct api_error e;
+    struct failure e;
     const int rc = inflate_feed(r->inflate, data, n, append, r, &e);
     if (rc == INFLATE_ESINK)
         return -1;
@@ -118,7 +118,7 @@ int body_append(struct req *r, const char *data, size_t n)
 
 void body_end(struct req *r)
 {
-    struct api_error e;
+    struct failure e;
     if (r->inflate && !r->too_large && !r->over_budget && !r->body_error &&
         inflate_finish(r->inflate, &e) != 0)
         refuse(r, &e);

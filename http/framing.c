@@ -73,12 +73,12 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
 }
 
 int framing_check(struct MHD_Connection *conn, const char *method, const char *url,
-                  const char *version, struct api_error *err)
+                  const char *version, struct failure *err)
 {
     /* 1. the request line */
     const char *bad = MHD_lookup_connection_value(conn, MHD_FOOTER_KIND, KEY_VERDICT);
     if (bad)
-        return api_fail(err, ERR_BAD_REQUEST, "%s", bad);
+        return fail_with(err, ERR_BAD_REQUEST, "%s", bad);
     const char *raw;
     size_t raw_len;
     /* libmicrohttpd put a NUL where the space before the version was: the
@@ -87,41 +87,41 @@ int framing_check(struct MHD_Connection *conn, const char *method, const char *u
                                       &raw, &raw_len) == MHD_YES &&
         raw == url && version[0] != '\0' && version > url &&
         (size_t)(version - 1 - url) != raw_len)
-        return api_fail(err, ERR_BAD_REQUEST, "the request target contains a NUL byte");
+        return fail_with(err, ERR_BAD_REQUEST, "the request target contains a NUL byte");
     if (method[0] == '\0')
-        return api_fail(err, ERR_BAD_REQUEST, "the method is empty");
+        return fail_with(err, ERR_BAD_REQUEST, "the method is empty");
     for (const unsigned char *c = (const unsigned char *)method; *c; c++)
         if (!is_tchar(*c))
-            return api_fail(err, ERR_BAD_REQUEST,
-                            "the method is not a token (byte 0x%02x at %d)", *c,
-                            (int)(c - (const unsigned char *)method));
+            return fail_with(err, ERR_BAD_REQUEST,
+                             "the method is not a token (byte 0x%02x at %d)", *c,
+                             (int)(c - (const unsigned char *)method));
 
     /* 2. the headers */
     struct header_counts h = {0};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &h);
     if (h.host > 1)
-        return api_fail(err, ERR_BAD_REQUEST, "%d Host headers; send one", h.host);
+        return fail_with(err, ERR_BAD_REQUEST, "%d Host headers; send one", h.host);
     if (h.host == 0 && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
-        return api_fail(err, ERR_BAD_REQUEST, "an HTTP/1.1 request needs a Host header");
+        return fail_with(err, ERR_BAD_REQUEST, "an HTTP/1.1 request needs a Host header");
     if (h.transfer_encoding && h.content_length)
-        return api_fail(err, ERR_BAD_REQUEST,
-                        "both Content-Length and Transfer-Encoding: the body's length is "
-                        "ambiguous");
+        return fail_with(err, ERR_BAD_REQUEST,
+                         "both Content-Length and Transfer-Encoding: the body's length is "
+                         "ambiguous");
     if (h.content_length > 1)
-        return api_fail(err, ERR_BAD_REQUEST, "%d Content-Length headers; send one",
-                        h.content_length);
+        return fail_with(err, ERR_BAD_REQUEST, "%d Content-Length headers; send one",
+                         h.content_length);
     if (h.transfer_encoding > 1)
-        return api_fail(err, ERR_NOT_IMPLEMENTED,
-                        "%d Transfer-Encoding headers; only one, chunked, is supported",
-                        h.transfer_encoding);
+        return fail_with(err, ERR_NOT_IMPLEMENTED,
+                         "%d Transfer-Encoding headers; only one, chunked, is supported",
+                         h.transfer_encoding);
     if (h.transfer_encoding) {
         const char *v = h.te + strspn(h.te, " \t");
         size_t n = strlen(v);
         while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
             n--;
         if (n != 7 || strncasecmp(v, "chunked", 7) != 0)
-            return api_fail(err, ERR_NOT_IMPLEMENTED,
-                            "Transfer-Encoding '%.60s' is not supported; only chunked is", h.te);
+            return fail_with(err, ERR_NOT_IMPLEMENTED,
+                             "Transfer-Encoding '%.60s' is not supported; only chunked is", h.te);
     }
     return 0;
 }

@@ -18,7 +18,7 @@
  * target before libmicrohttpd splits and unescapes it, and returns NULL, so
  * *con_cls still starts NULL), then on the first call of the access handler:
  *
- *     struct api_error e;
+ *     struct failure e;
  *     if (framing_check(conn, method, url, version, &e) != 0)
  *         answer e.code with e.msg; the connection closes (queued before
  *         the body, libmicrohttpd discards the rest and sends
@@ -47,7 +47,7 @@ void *framing_uri_log(void *cls, const char *uri, struct MHD_Connection *conn);
  * http_error) when it must be refused. url and version are the access
  * handler's arguments (borrowed). */
 int framing_check(struct MHD_Connection *conn, const char *method, const char *url,
-                  const char *version, struct api_error *err);
+                  const char *version, struct failure *err);
 
 /* src into dst (n bytes, always terminated) with every byte outside
  * printable ASCII, the space and the backslash written as \xHH: a client

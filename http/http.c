@@ -242,7 +242,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (r->c && r->c->refused)
             return response_error(r, ERR_OVERLOADED, "max_connections are open and none is "
                                                      "idle; retry later");
-        struct api_error fe;
+        struct failure fe;
         if (framing_check(conn, method, url, version, &fe) != 0) {
             r->metric = NULL; /* queued before the body: MHD closes after it */
             return response_error(r, fe.code, fe.msg);

@@ -35,7 +35,7 @@ struct inflate {
     size_t max_out, total; /* total: bytes given to the sink */
     size_t max_in, in;     /* compressed bytes: the bound, and fed so far */
     int failed;            /* the enum inflate_status of a failure, or 0 */
-    struct api_error err;  /* the failure, returned again by later calls */
+    struct failure err;  /* the failure, returned again by later calls */
     int ended;             /* the stream (the last gzip member) has ended */
     int members;           /* gzip members that have ended */
     int chosen;            /* deflate: zlib or raw has been decided */
@@ -79,18 +79,18 @@ static int coding_parse(const char *value, const char **start, size_t *len)
 }
 
 struct inflate *inflate_new(const char *content_encoding, size_t max_out,
-                                      struct api_error *err)
+                                      struct failure *err)
 {
     const char *name;
     size_t len;
     int c = coding_parse(content_encoding, &name, &len);
     if (c < 0) {
-        /* A client's bytes, quoted: api_error_body makes them valid UTF-8
+        /* A client's bytes, quoted: codec_error_body makes them valid UTF-8
          * and JSON escapes the rest; the cut keeps the message short. */
-        api_fail(err, ERR_UNSUPPORTED_MEDIA_TYPE,
-                 "the content coding \"%.*s%s\" is not supported: send the body as gzip, "
-                 "deflate or identity (one coding)",
-                 len > 64 ? 64 : (int)len, name, len > 64 ? "..." : "");
+        fail_with(err, ERR_UNSUPPORTED_MEDIA_TYPE,
+                  "the content coding \"%.*s%s\" is not supported: send the body as gzip, "
+                  "deflate or identity (one coding)",
+                  len > 64 ? 64 : (int)len, name, len > 64 ? "..." : "");
         return NULL;
     }
     size_t size = sizeof(struct inflate) + (c == CODING_IDENTITY ? 0 : INFLATE_CHUNK);
@@ -111,8 +111,8 @@ struct inflate *inflate_new(const char *content_encoding, size_t max_out,
     }
     return st;
 oom:
-    api_fail(err, ERR_INTERNAL, "out of memory for the %s body's decoder",
-             coding_name((enum coding)c));
+    fail_with(err, ERR_INTERNAL, "out of memory for the %s body's decoder",
+              coding_name((enum coding)c));
     return NULL;
 }
 
@@ -131,49 +131,49 @@ size_t inflate_total(const struct inflate *st)
 }
 
 /* Records st->err as st's final state and copies it to err. */
-static int refuse(struct inflate *st, struct api_error *err, int status)
+static int refuse(struct inflate *st, struct failure *err, int status)
 {
     st->failed = status;
     *err = st->err;
     return status;
 }
 
-static int too_large(struct inflate *st, struct api_error *err)
+static int too_large(struct inflate *st, struct failure *err)
 {
-    api_fail(&st->err, ERR_PAYLOAD_TOO_LARGE,
-             "the body inflates to more than %zu bytes (max_body_bytes)", st->max_out);
+    fail_with(&st->err, ERR_PAYLOAD_TOO_LARGE,
+              "the body inflates to more than %zu bytes (max_body_bytes)", st->max_out);
     return refuse(st, err, INFLATE_EREFUSED);
 }
 
-static int sink_failed(struct inflate *st, struct api_error *err)
+static int sink_failed(struct inflate *st, struct failure *err)
 {
-    api_fail(&st->err, ERR_INTERNAL, "the inflated body could not be stored");
+    fail_with(&st->err, ERR_INTERNAL, "the inflated body could not be stored");
     return refuse(st, err, INFLATE_ESINK);
 }
 
 /* A zlib return other than Z_OK, Z_STREAM_END or Z_BUF_ERROR as a refusal. */
-static int zlib_failed(struct inflate *st, int ret, struct api_error *err)
+static int zlib_failed(struct inflate *st, int ret, struct failure *err)
 {
     const char *what = coding_name(st->coding);
     const char *why = st->zs.msg ? st->zs.msg : "invalid data";
     if (ret == Z_MEM_ERROR)
-        api_fail(&st->err, ERR_INTERNAL, "out of memory while inflating the %s body", what);
+        fail_with(&st->err, ERR_INTERNAL, "out of memory while inflating the %s body", what);
     else if (ret == Z_NEED_DICT)
-        api_fail(&st->err, ERR_BAD_REQUEST,
-                 "the deflate body needs a preset dictionary, which HTTP cannot name");
+        fail_with(&st->err, ERR_BAD_REQUEST,
+                  "the deflate body needs a preset dictionary, which HTTP cannot name");
     else if (st->coding == CODING_GZIP && st->members > 0 && st->zs.total_out == 0)
-        api_fail(&st->err, ERR_BAD_REQUEST,
-                 "the gzip body has bytes after its member %d that do not start another "
-                 "member: %s",
-                 st->members, why);
+        fail_with(&st->err, ERR_BAD_REQUEST,
+                  "the gzip body has bytes after its member %d that do not start another "
+                  "member: %s",
+                  st->members, why);
     else
-        api_fail(&st->err, ERR_BAD_REQUEST, "the %s body is corrupt: %s", what, why);
+        fail_with(&st->err, ERR_BAD_REQUEST, "the %s body is corrupt: %s", what, why);
     return refuse(st, err, INFLATE_EREFUSED);
 }
 
 /* Inflates in[0..n) (n ≤ UINT_MAX) into the sink, chunk by chunk. */
 static int run(struct inflate *st, const unsigned char *in, size_t n,
-               inflate_sink sink, void *cls, struct api_error *err)
+               inflate_sink sink, void *cls, struct failure *err)
 {
     z_stream *zs = &st->zs;
     zs->next_in = in;
@@ -183,8 +183,8 @@ static int run(struct inflate *st, const unsigned char *in, size_t n,
             if (zs->avail_in == 0)
                 return INFLATE_OK;
             if (st->coding != CODING_GZIP) {
-                api_fail(&st->err, ERR_BAD_REQUEST,
-                         "the deflate body has bytes after the end of its stream");
+                fail_with(&st->err, ERR_BAD_REQUEST,
+                          "the deflate body has bytes after the end of its stream");
                 return refuse(st, err, INFLATE_EREFUSED);
             }
             /* RFC 1952 §2.2: a gzip file is a series of members */
@@ -230,7 +230,7 @@ static int zlib_header(const unsigned char h[2])
 /* deflate: keeps the first two bytes until they say zlib or raw, then
  * inflates them. *in and *n are advanced past what was kept. */
 static int choose_format(struct inflate *st, const unsigned char **in, size_t *n,
-                         inflate_sink sink, void *cls, struct api_error *err)
+                         inflate_sink sink, void *cls, struct failure *err)
 {
     while (st->nhead < 2 && *n > 0) {
         st->head[st->nhead++] = **in;
@@ -245,7 +245,7 @@ static int choose_format(struct inflate *st, const unsigned char **in, size_t *n
 }
 
 int inflate_feed(struct inflate *st, const char *in, size_t n,
-                      inflate_sink sink, void *cls, struct api_error *err)
+                      inflate_sink sink, void *cls, struct failure *err)
 {
     if (st->failed) {
         *err = st->err;
@@ -260,10 +260,10 @@ int inflate_feed(struct inflate *st, const char *in, size_t n,
         return INFLATE_OK;
     }
     if (n > st->max_in - st->in) {
-        api_fail(&st->err, ERR_PAYLOAD_TOO_LARGE,
-                 "the %s body passes %zu compressed bytes, more than a body of at most %zu "
-                 "bytes (max_body_bytes) compresses to",
-                 coding_name(st->coding), st->max_in, st->max_out);
+        fail_with(&st->err, ERR_PAYLOAD_TOO_LARGE,
+                  "the %s body passes %zu compressed bytes, more than a body of at most %zu "
+                  "bytes (max_body_bytes) compresses to",
+                  coding_name(st->coding), st->max_in, st->max_out);
         return refuse(st, err, INFLATE_EREFUSED);
     }
     st->in += n;
@@ -284,7 +284,7 @@ int inflate_feed(struct inflate *st, const char *in, size_t n,
     return INFLATE_OK;
 }
 
-int inflate_finish(struct inflate *st, struct api_error *err)
+int inflate_finish(struct inflate *st, struct failure *err)
 {
     if (st->failed) {
         *err = st->err;
@@ -292,9 +292,9 @@ int inflate_finish(struct inflate *st, struct api_error *err)
     }
     if (st->coding == CODING_IDENTITY || st->ended)
         return INFLATE_OK;
-    api_fail(&st->err, ERR_BAD_REQUEST,
-             "the %s body ends before its compressed stream does (truncated after %zu "
-             "inflated bytes)",
-             coding_name(st->coding), st->total);
+    fail_with(&st->err, ERR_BAD_REQUEST,
+              "the %s body ends before its compressed stream does (truncated after %zu "
+              "inflated bytes)",
+              coding_name(st->coding), st->total);
     return refuse(st, err, INFLATE_EREFUSED);
 }

@@ -12,7 +12,7 @@
  * hands over; each inflated chunk (at most INFLATE_CHUNK bytes) goes
  * to a sink, such as the function that appends to the request's buffer:
  *
- *     struct api_error e;
+ *     struct failure e;
  *     struct inflate *bi = inflate_new(content_encoding, max_body, &e);
  *     if (!bi)                  answer e.code (415 for an unknown coding,
  *                               with "Accept-Encoding: " INFLATE_ACCEPT_ENCODING)
@@ -41,7 +41,7 @@
  *     quoting the coding. RFC 9110 §15.5.16 asks for an Accept-Encoding
  *     header in that answer naming the codings that would have been taken.
  *
- * Errors (struct api_error, lib/errors.h; code is an enum http_error):
+ * Errors (struct failure, lib/errors.h; code is an enum http_error):
  *   ERR_UNSUPPORTED_MEDIA_TYPE 415  an unknown coding (inflate_new)
  *   ERR_PAYLOAD_TOO_LARGE      413  the body inflates past max_out (the sink
  *                                   has seen at most max_out bytes), or its
@@ -93,7 +93,7 @@ typedef int (*inflate_sink)(void *cls, const char *out, size_t n);
  * inflate to at most max_out bytes. Returns NULL with err filled: 415 for a
  * coding other than those listed above, 500 when out of memory. */
 struct inflate *inflate_new(const char *content_encoding, size_t max_out,
-                                      struct api_error *err);
+                                      struct failure *err);
 
 /* Inflates the next n bytes of the body (in, borrowed) and passes the
  * result to sink(cls, ...) in pieces of at most INFLATE_CHUNK bytes,
@@ -102,13 +102,13 @@ struct inflate *inflate_new(const char *content_encoding, size_t max_out,
  * compressed bytes fed so far pass their bound (above); and on corrupt
  * data. n == 0 is a no-op. Returns an enum inflate_status. */
 int inflate_feed(struct inflate *st, const char *in, size_t n,
-                      inflate_sink sink, void *cls, struct api_error *err);
+                      inflate_sink sink, void *cls, struct failure *err);
 
 /* The body has ended: 0 when the stream ended properly (for gzip, at the
  * end of a member), INFLATE_EREFUSED with err filled when it was cut
  * short (an empty body with a coding is cut short too) or had failed
  * before. Identity always ends properly. */
-int inflate_finish(struct inflate *st, struct api_error *err);
+int inflate_finish(struct inflate *st, struct failure *err);
 
 /* Bytes passed to the sink so far (the inflated body's length once
  * finished). */

@@ -5,7 +5,7 @@
  * HTTP_ERRORS lists, once, each error's enum name, HTTP status, slug and a
  * default message; openapi.yaml lists the same slugs and a test
  * (tests/api/test_spec.c) checks that the two agree. A module that refuses
- * input fills a struct api_error (an enum http_error and a message naming
+ * input fills a struct failure (an enum http_error and a message naming
  * the field); the HTTP layer turns it into the answer. The core's statuses
  * map onto the table in codec/ (http_error_from_att, codec/status.h). */
 #ifndef LIB_ERRORS_H
@@ -48,21 +48,13 @@ const char *http_error_slug(enum http_error e);
 const char *http_error_message(enum http_error e);
 
 /* A refusal: which error, and a message naming the field at fault. */
-struct api_error {
+struct failure {
     int code;      /* enum http_error */
     char msg[240];
 };
 
-/* Fill err (printf-style message); returns -1, for `return api_fail(...)`. */
-int api_fail(struct api_error *err, int code, const char *fmt, ...)
+/* Fill err (printf-style message); returns -1, for `return fail_with(...)`. */
+int fail_with(struct failure *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* {"error": {"code": slug, "message": msg}} as a malloc'd buffer (msg NULL:
- * the table's default message), its length in *len; NULL when out of memory. */
-char *api_error_body(int code, const char *msg, size_t *len);
-
-/* The Open Inference Protocol's {"error": msg}, the same way (msg made
- * valid UTF-8: it may quote a name the client sent, cut by bytes). */
-char *api_v2_error_body(const char *msg, size_t *len);
 
 #endif

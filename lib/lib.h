@@ -7,7 +7,7 @@
  *   utf8.h     well-formed UTF-8 (RFC 3629), the one validator
  *   pool.h     the worker pool and its bounded queue
  *   suggest.h  "did you mean ...?": edit distance over a list of names
- *   errors.h   the error table (HTTP_ERRORS) and struct api_error
+ *   errors.h   the error table (HTTP_ERRORS) and struct failure
  *
  * Include the header you use; this one only says what the folder holds. */
 #ifndef LIB_LIB_H

@@ -4,7 +4,7 @@
  * model names on both protocols.
  *
  *     char hint[96];
- *     return api_fail(err, ERR_INVALID_PARAMETER, "unknown parameter '%s'%s", k,
+ *     return fail_with(err, ERR_INVALID_PARAMETER, "unknown parameter '%s'%s", k,
  *                     suggest_hint(hint, sizeof hint, k, known, n_known));
  *
  * A known name is suggested when it is within edit distance 2 of the

@@ -19,7 +19,7 @@
  *
  *     if (opt_find(key) < 0) ... unknown field ...
  *     json_object_get(root, opt_name(OPT_SOFTCAP));
- *     api_fail(err, ERR_INVALID_PARAMETER, "%s must be ...", opt_name(OPT_SCALE));
+ *     fail_with(err, ERR_INVALID_PARAMETER, "%s must be ...", opt_name(OPT_SCALE));
  *
  * Adding an option: an id here, its row in options.c and its semantics in
  * the core (struct att_params); a number the core takes as it is

@@ -74,7 +74,7 @@ Test(models, the_attention_decoder_acquires_through_the_lent_interface)
 {
     const struct codec_limits lim = {1000, 4, 16, 16, 16, 4, 1000};
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     char b[256];
     /* the built-in model: held, released at deinit; its weights are inline */
     snprintf(b, sizeof b, "{\"model\": \"attention\", \"num_heads\": 1, "

@@ -29,7 +29,7 @@ static struct seq_fixed fixed(const char *model)
 static int touch(const char *id, int start, const char *model)
 {
     struct seq_step st;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed(model);
     if (seq_open(&st, id, start, &f, &e))
         return e.code;
@@ -45,7 +45,7 @@ Test(sequence_store, a_step_needs_a_started_sequence)
 {
     limits(8, 600, 1LL << 30);
     struct seq_step st;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed("attention");
     cr_assert_eq(seq_open(&st, "x", 0, &f, &e), -1);
     cr_assert_eq(e.code, ERR_SEQUENCE_NOT_FOUND);
@@ -78,7 +78,7 @@ Test(sequence_store, the_least_recently_used_idle_sequence_goes_first)
     cr_assert_eq(s.active, 2);
     /* a busy sequence is never evicted: with both busy, a third is refused */
     struct seq_step sa, sc;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed("m");
     cr_assert_eq(seq_open(&sa, "a", 0, &f, &e), 0);
     cr_assert_eq(seq_open(&sc, "c", 0, &f, &e), 0);
@@ -109,7 +109,7 @@ Test(sequence_store, the_byte_budget_evicts_or_refuses)
     att_kv_free(kv);
     limits(8, 600, (long long)block);
     struct seq_step a, b;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(seq_open(&a, "a", 1, &f, &e), 0);
     cr_assert_eq(seq_reserve(&a, 1, &e), 0, "%s", e.msg);
     one_token(&a); /* a's cache holds a block */
@@ -160,7 +160,7 @@ Test(sequence_store, steps_of_one_sequence_take_turns)
     limits(8, 600, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m"), 0);
     struct seq_step st;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed("m");
     cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
     second_done = 0;
@@ -190,7 +190,7 @@ Test(sequence_store, kept_weights_count_in_the_budget)
     p.w[ATT_W_OUT] = w, p.w_len[ATT_W_OUT] = 64;
     limits(8, 600, 200);
     struct seq_step st;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed("attention");
     cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
     cr_assert_eq(seq_weights(&st, &p, &e), 0, "%s", e.msg);
@@ -230,7 +230,7 @@ Test(sequence_store, a_refused_start_evicts_nobody)
     cr_assert_eq(touch("a", 1, "m"), 0);
     cr_assert_eq(touch("b", 1, "m"), 0);
     struct seq_step st;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed("m");
     cr_assert_eq(seq_open(&st, "c", 1, &f, &e), 0, "%s", e.msg);
     seq_close(&st, 0, 0); /* refused */
@@ -258,7 +258,7 @@ Test(sequence_store, a_step_that_cannot_fit_now_evicts_nobody)
     att_kv_free(kv);
     limits(8, 600, 2 * (long long)block);
     struct seq_step a, b, c;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(seq_open(&a, "idle", 1, &f, &e), 0);
     cr_assert_eq(seq_reserve(&a, 1, &e), 0, "%s", e.msg);
     one_token(&a);
@@ -292,7 +292,7 @@ static void *start_step(void *arg)
 {
     (void)arg;
     struct seq_step st;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed("m");
     if (seq_open(&st, "a", 1, &f, &e)) {
         waiting_start = -e.code;
@@ -308,7 +308,7 @@ Test(sequence_store, a_start_waiting_its_turn_is_a_start)
     limits(8, 600, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m"), 0);
     struct seq_step st;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed("m");
     cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
     one_token(&st);
@@ -331,7 +331,7 @@ Test(sequence_store, the_idle_timer_counts_answered_steps)
 {
     limits(8, 0.5, 1LL << 30);
     struct seq_step st;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed("m");
     cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
     st.hold = 1;
@@ -358,7 +358,7 @@ Test(sequence_store, a_failed_restart_keeps_the_live_sequence)
 {
     limits(8, 600, 1LL << 30);
     struct seq_step st;
-    struct api_error e;
+    struct failure e;
     struct seq_fixed f = fixed("m");
     cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
     cr_assert(st.created);
@@ -394,7 +394,7 @@ Test(sequence_store, starts_under_way_each_make_their_own_place)
     limits(1, 600, 1LL << 30);
     cr_assert_eq(touch("a", 1, "m"), 0);
     struct seq_step b, c;
-    struct api_error e;
+    struct failure e;
     const struct seq_fixed f = fixed("m");
     cr_assert_eq(seq_open(&b, "b", 1, &f, &e), 0, "%s", e.msg);
     cr_assert_eq(seq_open(&c, "c", 1, &f, &e), 0, "%s", e.msg);

@@ -51,7 +51,7 @@ Test(service, answers_what_the_codec_and_core_compute)
     /* the same steps by hand */
     const struct codec_limits lim = test_limits();
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(codec_decode_request(&r, body_ok, strlen(body_ok), &lim, NULL, &e), 0);
     float *out = malloc(r.out_len * 4), *w = malloc(r.weights_len * 4);
     cr_assert_eq(att_forward(out, w, &r.p, NULL), ATT_OK);
@@ -170,7 +170,7 @@ Test(service, error_bodies_are_valid_json_whatever_the_message)
                           "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", "fine: \xc3\xa9"};
     for (int i = 0; i < 4; i++) {
         size_t len;
-        char *body = api_error_body(ERR_NOT_FOUND, msgs[i], &len);
+        char *body = codec_error_body(ERR_NOT_FOUND, msgs[i], &len);
         cr_assert_not_null(body, "message %d", i);
         json_t *j = json_loadb(body, len, 0, NULL);
         cr_assert_not_null(j, "%s", body);

@@ -8,7 +8,7 @@
 #include "tests/codec/codec_shared.h"
 #include "codec/request.h"
 
-int codect_decode(struct codec_request *r, const char *body, struct api_error *e)
+int codect_decode(struct codec_request *r, const char *body, struct failure *e)
 {
     struct codec_limits lim = test_limits();
     return codec_decode_request(r, body, strlen(body), &lim, NULL, e);

@@ -6,6 +6,6 @@
 #include "lib/errors.h"
 
 /* Decode the POST /attention body (a string) into r with test_limits(). */
-int codect_decode(struct codec_request *r, const char *body, struct api_error *e);
+int codect_decode(struct codec_request *r, const char *body, struct failure *e);
 
 #endif

@@ -37,7 +37,7 @@ Test(codec, three_tensor_forms_decode_to_the_same_floats)
     const float want[4] = {0.5f, -1.25f, 3.0f, 0.001f};
     for (int i = 0; i < 3; i++) {
         struct codec_request r;
-        struct api_error e;
+        struct failure e;
         cr_assert_eq(codect_decode(&r, bodies[i], &e), 0, "form %d: %s", i + 1, e.msg);
         cr_assert_eq(r.p.N, 1);
         cr_assert_eq(r.p.L, 2);
@@ -66,7 +66,7 @@ Test(codec, batched_cross_attention_with_all_options)
         "\"sinusoidal\", \"output_encoding\": \"base64\", \"tokens\": [\"a\"], "
         "\"key_tokens\": [\"x\",\"y\",\"z\"]}";
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(codect_decode(&r, body, &e), 0, "%s", e.msg);
     const struct att_params *p = &r.p;
     cr_assert(r.batched);
@@ -97,7 +97,7 @@ Test(codec, batched_cross_attention_with_all_options)
 Test(codec, float_mask_and_causal_and_defaults)
 {
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(codect_decode(&r, "{\"query\": [[1],[2]], \"num_heads\": 1, \"attn_mask\": "
                             "[[0, -1.5],[2, 0]], \"need_weights\": false}", &e), 0, "%s", e.msg);
     cr_assert_eq(r.p.mask_kind, ATT_MASK_FLOAT);
@@ -131,7 +131,7 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
         const char *want = json_string_value(json_object_get(c, "message_contains"));
         int status = (int)json_integer_value(json_object_get(c, "status"));
         struct codec_request r;
-        struct api_error e = {0};
+        struct failure e = {0};
         struct codec_limits lim = test_limits();
         int rc = codec_decode_request(&r, body, blen, &lim, NULL, &e);
         const char *stage = json_string_value(json_object_get(c, "stage"));
@@ -163,7 +163,7 @@ Test(codec, invalid_requests_from_tests_cases, .timeout = 30)
 Test(codec, response_json_is_shortest_and_round_trips)
 {
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(codect_decode(&r, "{\"query\": [[1,2]], \"num_heads\": 1}", &e), 0, "%s", e.msg);
     const float out[2] = {0.1f, -3.4028235e38f};
     const float w[1] = {1.0f};
@@ -208,7 +208,7 @@ Test(codec, response_json_is_shortest_and_round_trips)
 Test(codec, base64_output_round_trips)
 {
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(codect_decode(&r, "{\"query\": [[1,2,3]], \"num_heads\": 1, \"output_encoding\": "
                             "\"base64\", \"need_weights\": false}", &e), 0, "%s", e.msg);
     const float out[3] = {0.5f, -1.25f, 3.0f};
@@ -236,7 +236,7 @@ Test(codec, base64_output_round_trips)
 Test(codec, error_body_names_slug_and_message)
 {
     size_t len;
-    char *s = api_error_body(ERR_SHAPE_MISMATCH, "query \"x\" is wrong", &len);
+    char *s = codec_error_body(ERR_SHAPE_MISMATCH, "query \"x\" is wrong", &len);
     cr_assert_str_eq(s, "{\"error\":{\"code\":\"shape_mismatch\",\"message\":"
                         "\"query \\\"x\\\" is wrong\"}}");
     free(s);
@@ -246,7 +246,7 @@ Test(codec, escaped_base64_is_read_as_jansson_reads_it)
 {
     /* "\/" is JSON for "/": the fast decoder leaves escapes to jansson. */
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(codect_decode(&r, "{\"query\": {\"shape\": [1, 1], \"dtype\": \"float32\", \"b64\": "
                             "\"AAD\\/Pw==\"}, \"num_heads\": 1}", &e), 0, "%s", e.msg);
     cr_assert_eq(r.p.query[0], 1.9921875f);
@@ -261,7 +261,7 @@ Test(codec, escaped_base64_is_read_as_jansson_reads_it)
 /* Numbers at the edges: integers beyond long long, numbers beyond double,
  * integer fields, and -inf in float masks.                              */
 
-static float first_query_value(const char *body, struct api_error *e, int *rc)
+static float first_query_value(const char *body, struct failure *e, int *rc)
 {
     struct codec_request r;
     struct codec_limits lim = test_limits();
@@ -285,13 +285,13 @@ Test(codec, any_json_number_is_a_tensor_value)
         "{\"num_heads\": 1, \"query\": [[100000000000000000000]], \"tokens\": [\"a\"]}",
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        struct api_error e;
+        struct failure e;
         int rc;
         float v = first_query_value(ok[i], &e, &rc);
         cr_expect_eq(rc, 0, "%s: %s", ok[i], e.msg);
         cr_expect_eq(v, 1e20f, "%s: %g", ok[i], (double)v);
     }
-    struct api_error e;
+    struct failure e;
     int rc;
     float v = first_query_value("{\"query\": [[-123456789012345678901234567890]], "
                                 "\"num_heads\": 1}", &e, &rc);
@@ -331,7 +331,7 @@ Test(codec, integer_fields_stay_integers)
          ERR_INVALID_TENSOR, "dimension 0 is below -2^63"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct api_error e;
+        struct failure e;
         int rc;
         first_query_value(cases[i].body, &e, &rc);
         cr_expect(rc != 0 && e.code == cases[i].code && strstr(e.msg, cases[i].msg),
@@ -355,7 +355,7 @@ Test(codec, neg_inf_in_float_masks_in_every_form)
         snprintf(body, sizeof body, "{\"query\": [[1], [2]], \"num_heads\": 1, \"attn_mask\": %s}",
                  masks[i]);
         struct codec_request r;
-        struct api_error e;
+        struct failure e;
         cr_assert_eq(codect_decode(&r, body, &e), 0, "%s: %s", body, e.msg);
         cr_expect_eq(r.p.mask_kind, ATT_MASK_FLOAT);
         const float want[4] = {0.0f, -INFINITY, 0.5f, -INFINITY};
@@ -393,7 +393,7 @@ Test(codec, tokens_have_exactly_L_and_S_entries)
             memset(b, ' ', pad);
             memcpy(b + pad, bad[i].body, n);
             struct codec_request r;
-            struct api_error e;
+            struct failure e;
             int rc = codec_decode_request(&r, b, pad + n, &lim, NULL, &e);
             cr_expect(rc != 0 && e.code == ERR_INVALID_PARAMETER && strstr(e.msg, bad[i].msg),
                       "%s (%s): %d %s", bad[i].body, large ? "large" : "small", rc, e.msg);
@@ -407,7 +407,7 @@ Test(codec, tokens_have_exactly_L_and_S_entries)
     const char *ok = "{\"query\": [[[1], [2]], [[3], [4]]], \"key\": [[[1]], [[2]]], "
                      "\"num_heads\": 1, \"tokens\": [\"a\", \"b\"], \"key_tokens\": [\"x\"]}";
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(codec_decode_request(&r, ok, strlen(ok), &lim, NULL, &e), 0, "%s", e.msg);
     cr_expect_str_eq(r.tokens_json, "[\"a\",\"b\"]");
     codec_request_deinit(&r);
@@ -425,7 +425,7 @@ Test(codec, a_placeholder_key_in_the_body_is_an_unknown_field)
         memset(b, ' ', pad);
         memcpy(b + pad, tail, n);
         struct codec_request r;
-        struct api_error e;
+        struct failure e;
         int rc = codec_decode_request(&r, b, pad + n, &lim, NULL, &e);
         cr_expect(rc != 0 && e.code == ERR_INVALID_TENSOR && strstr(e.msg, "unknown field"),
                   "%s: %d %s", large ? "large" : "small", rc, e.msg);
@@ -449,7 +449,7 @@ Test(codec, tensor_check_finds_the_first_non_finite_at_any_place)
                     x[i] = (float)i - 30.5f;
                 memcpy(&x[at], &specials[k], 4);
                 struct tensor t = {.f = x, .count = n, .ndim = 1, .shape = {(long long)n}};
-                struct api_error e;
+                struct failure e;
                 const int fin = isfinite(x[at]), neg_inf = x[at] == -INFINITY;
                 cr_assert_eq(tensor_check(&t, TENSOR_FLOAT, "q", &e), fin ? 0 : -1,
                              "n=%zu at=%zu bits %08x", n, at, specials[k]);

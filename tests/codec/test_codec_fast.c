@@ -103,7 +103,7 @@ Test(codec, fast_path_agrees_with_jansson_on_valid_and_mutated_requests, .timeou
                 failed++;
             }
             struct codec_request r;
-            struct api_error e;
+            struct failure e;
             accepted += codec_decode_request(&r, b, len, &lim, NULL, &e) == 0;
             codec_request_deinit(&r);
             free(b);
@@ -132,7 +132,7 @@ Test(codec, streamed_base64_body_equals_the_whole_body)
     unsigned long long st = 99;
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         struct codec_request r;
-        struct api_error e;
+        struct failure e;
         cr_assert_eq(codect_decode(&r, bodies[i], &e), 0, "%s", e.msg);
         const size_t olen = r.out_len, wlen = r.weights_len;
         float *out = malloc(olen * 4), *w = wlen ? malloc(wlen * 4) : NULL;
@@ -189,7 +189,7 @@ Test(codec, fast_decoder_reads_the_golden_requests)
         size_t len;
         char *body = testdata_body(c, &len);
         struct codec_request r;
-        struct api_error e;
+        struct failure e;
         cr_assert_eq(codec_decode_request(&r, body, len, &lim, NULL, &e), 0, "%s: %s", paths[i],
                      e.msg);
         if (r.path != CODEC_PATH_FAST) {
@@ -214,7 +214,7 @@ Test(codec, fast_decoder_reads_the_golden_requests)
     };
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         struct codec_request r;
-        struct api_error e;
+        struct failure e;
         cr_assert_eq(codec_decode_request(&r, forms[i], strlen(forms[i]), &lim, NULL, &e), 0,
                      "form %zu: %s", i + 1, e.msg);
         cr_assert_eq(r.path, CODEC_PATH_FAST, "form %zu went to jansson", i + 1);

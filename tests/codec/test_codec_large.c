@@ -53,7 +53,7 @@ Test(codec, large_bodies_get_every_case_answer_from_the_fast_decoder, .timeout =
         const char *stage = json_string_value(json_object_get(c, "stage"));
         int status = (int)json_integer_value(json_object_get(c, "status"));
         struct codec_request r;
-        struct api_error e = {0};
+        struct failure e = {0};
         struct codec_limits lim = test_limits();
         int rc = codec_decode_request(&r, body, pad + blen, &lim, NULL, &e);
         if (r.path != CODEC_PATH_FAST) {
@@ -164,7 +164,7 @@ static int decode_big(int w, void *ctx)
     char *body = big_body((enum big_body)w, 16u << 20, &len);
     check_peak_reset();
     struct codec_request r;
-    struct api_error e = {0};
+    struct failure e = {0};
     int rc = codec_decode_request(&r, body, len, &lim, NULL, &e);
     int bad = !check_peak_within(big_want[w].name, len, 3.0);
     if (big_want[w].msg ? rc == 0 || e.code != big_want[w].code ||
@@ -203,7 +203,7 @@ static void *decode_twice(void *arg)
     o += (size_t)sprintf(body + o, "\"}, \"num_heads\": 8}");
     struct codec_limits lim = test_limits();
     struct codec_request r;
-    struct api_error e;
+    struct failure e;
     const float *first = NULL;
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(codec_decode_request(&r, body, o, &lim, NULL, &e), 0, "%s", e.msg);

@@ -20,7 +20,7 @@
 
 /* Decode the JSON body s (' for ") for model m. */
 static int decode(struct v2_request *r, const char *s, const struct model *m,
-                  struct api_error *e)
+                  struct failure *e)
 {
     const struct codec_limits lim = test_limits();
     char *body = v2ct_q(s);
@@ -42,7 +42,7 @@ Test(v2_codec, nested_and_flat_data_decode_to_the_same_floats)
     const float want[4] = {0.5f, -1.25f, 3.0f, 0.001f};
     for (int i = 0; i < 3; i++) {
         struct v2_request r;
-        struct api_error e;
+        struct failure e;
         cr_assert_eq(decode(&r, bodies[i], NULL, &e), 0, "body %d: %s", i, e.msg);
         cr_assert_eq(r.c.p.N, 1);
         cr_assert_eq(r.c.p.L, 2);
@@ -63,7 +63,7 @@ Test(v2_codec, nested_and_flat_data_decode_to_the_same_floats)
 Test(v2_codec, masks_options_and_id)
 {
     struct v2_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(decode(&r, "{'id': 'r-1\\u00e9', 'parameters': {'num_heads': 2, 'scale': 0.25, "
                             "'positional_encoding': 'sinusoidal', 'average_attn_weights': true, "
                             "'triton_anything': 5, 'priority': 1}, 'inputs': ["
@@ -135,7 +135,7 @@ Test(v2_codec, binary_inputs_equal_their_json_twins)
         "'parameters': {'binary_data_size': 2}}]}", bin, sizeof bin, &len, &hl);
     const struct codec_limits lim = test_limits();
     struct v2_request r, j;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(v2_decode_infer(&r, body, len, hl, NULL, &lim, &e), 0, "%s", e.msg);
     free(body);
     cr_assert_eq(decode(&j, "{'parameters': {'num_heads': 1}, 'inputs': ["
@@ -191,7 +191,7 @@ Test(v2_codec, model_defaults_fill_what_the_request_leaves_out)
     cr_assert_not_null(d);
     v2ct_test_model(&m, d);
     struct v2_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(decode(&r, "{'inputs': [" TINY_QUERY "]}", &m, &e), 0, "%s", e.msg);
     const struct att_params *p = &r.c.p;
     cr_assert_eq(p->H, 2, "num_heads from the model");
@@ -248,7 +248,7 @@ Test(v2_codec, model_defaults_fill_what_the_request_leaves_out)
 Test(v2_codec, outputs_select_what_is_computed_and_sent)
 {
     struct v2_request r;
-    struct api_error e;
+    struct failure e;
     /* only output: the weights are not computed */
     cr_assert_eq(decode(&r, "{'parameters': {'num_heads': 2}, 'inputs': [" TINY_QUERY "], "
                             "'outputs': [{'name': 'output'}]}", NULL, &e), 0, "%s", e.msg);
@@ -329,7 +329,7 @@ Test(v2_codec, binary_flags_per_output_override_the_request)
                  "'query', 'shape': [2, 3], 'datatype': 'FP32', 'data': [1, 2, 3, 4, 5, 6]}]%s}",
                  cases[i].params, cases[i].outputs);
         struct v2_request r;
-        struct api_error e;
+        struct failure e;
         cr_assert_eq(decode(&r, body, NULL, &e), 0, "case %zu: %s", i, e.msg);
         cr_assert_eq(r.binary[V2_OUT_OUTPUT], cases[i].bin_out, "case %zu", i);
         cr_assert_eq(r.binary[V2_OUT_WEIGHTS], cases[i].bin_w, "case %zu", i);
@@ -359,7 +359,7 @@ Test(v2_codec, binary_flags_per_output_override_the_request)
 Test(v2_codec, stream_reads_in_any_pieces_equal_one_read)
 {
     struct v2_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(decode(&r, "{'id': 'x', 'parameters': {'num_heads': 2, 'binary_data_output': "
                             "true}, 'inputs': [{'name': 'query', 'shape': [2, 7, 4], 'datatype': "
                             "'FP32', 'data': [" "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,"
@@ -433,7 +433,7 @@ Test(v2_codec, reserved_parameters_are_accepted_and_change_nothing)
         {"", "", "", ", 'id': 'x', 'model_name': 'attention'"},
     };
     struct v2_request r0;
-    struct api_error e;
+    struct failure e;
     char body[1024];
     snprintf(body, sizeof body, base, "", "", "", "");
     cr_assert_eq(decode(&r0, body, NULL, &e), 0, "%s", e.msg);
@@ -484,7 +484,7 @@ Test(v2_codec, binary_data_without_the_header_names_it)
             for (size_t i = 0; i < 2 * L; i++)
                 memcpy(body + jlen + 8 * i, bins[k], 8);
             struct v2_request r;
-            struct api_error e = {0};
+            struct failure e = {0};
             const int rc = v2_decode_infer(&r, body, jlen + nb, -1, NULL, &lim, &e);
             char want[160];
             snprintf(want, sizeof want, "the body has %zu bytes after its JSON part (%zu bytes): "

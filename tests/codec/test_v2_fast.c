@@ -48,7 +48,7 @@ static void run(const char *name, const char *body, enum codec_path path, float 
 {
     const struct codec_limits lim = test_limits();
     struct v2_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(v2_decode_infer(&r, body, strlen(body), -1, NULL, &lim, &e), 0, "%s: %s", name,
                  e.msg);
     cr_assert_eq(r.c.path, path, "%s: decoded by path %d", name, r.c.path);
@@ -175,7 +175,7 @@ static int decode_big(int w, void *ctx)
     char *body = big_body((enum big)w, 8u << 20, &len);
     check_peak_reset();
     struct v2_request r;
-    struct api_error e = {0};
+    struct failure e = {0};
     const int rc = v2_decode_infer(&r, body, len, -1, NULL, &lim, &e);
     int bad = !check_peak_within(big_want[w].name, len, 3.0);
     if (big_want[w].msg ? rc == 0 || !strstr(e.msg, big_want[w].msg) : rc != 0)
@@ -222,7 +222,7 @@ Test(v2_fast, large_refused_data_is_answered_without_jansson)
             n += (size_t)sprintf(b + n, "%s", item);
         n += (size_t)sprintf(b + n, "%s}]}", cases[k].tail);
         struct v2_request r;
-        struct api_error e = {0};
+        struct failure e = {0};
         const int rc = v2_decode_infer(&r, b, n, -1, NULL, &lim, &e);
         cr_expect(rc == -1 && e.code == cases[k].code && strstr(e.msg, cases[k].msg),
                   "case %zu: rc %d, %d '%s'; expected %d '%s'", k, rc, e.code, e.msg,

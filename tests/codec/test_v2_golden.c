@@ -41,7 +41,7 @@ static int run_golden(const struct golden *g, const char *body, size_t len, long
 {
     const struct codec_limits lim = test_limits();
     struct v2_request r;
-    struct api_error e;
+    struct failure e;
     cr_assert_eq(v2_decode_infer(&r, body, len, hl, m, &lim, &e), 0, "%s: %s", g->name, e.msg);
     r.binary[V2_OUT_OUTPUT] = r.binary[V2_OUT_WEIGHTS] = binary_out;
     cr_assert_eq(r.c.out_len, g->expected_out_len, "%s", g->name);

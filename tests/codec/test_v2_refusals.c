@@ -393,7 +393,7 @@ Test(v2_codec, every_refusal_names_the_problem)
         if (c->hl != HL_JSON)
             hl = c->hl;
         struct v2_request r;
-        struct api_error e = {0};
+        struct failure e = {0};
         const int rc = v2_decode_infer(&r, body, len, hl, c->model ? &m : NULL, &lim, &e);
         if (rc != -1 || e.code != c->code || !strstr(e.msg, c->msg)) {
             cr_log_error("case %zu%s (%s): rc %d, %s: \"%s\"; expected %s: \"%s\"", i % n,

@@ -108,7 +108,7 @@ enum pieces { WHOLE, BYTES, RANDOM };
  * failure (err filled) or 0; *at is the offset of the piece that failed
  * (n when only finish did). */
 static int feed_all(struct inflate *st, const void *data, size_t n, enum pieces how,
-                    uint64_t seed, struct got *g, struct api_error *err, size_t *at)
+                    uint64_t seed, struct got *g, struct failure *err, size_t *at)
 {
     const char *p = data;
     size_t off = 0;
@@ -134,7 +134,7 @@ static int feed_all(struct inflate *st, const void *data, size_t n, enum pieces 
 /* Inflates body under coding with max_out, in pieces `how`; returns the
  * status and fills g and err. */
 static int inflate_body(const char *coding, size_t max_out, const void *body, size_t n,
-                        enum pieces how, uint64_t seed, struct got *g, struct api_error *err)
+                        enum pieces how, uint64_t seed, struct got *g, struct failure *err)
 {
     struct inflate *st = inflate_new(coding, max_out, err);
     cr_assert(st, "inflate_new(\"%s\"): %s", coding, err->msg);
@@ -145,7 +145,7 @@ static int inflate_body(const char *coding, size_t max_out, const void *body, si
     return rc;
 }
 
-static void expect_refused(int rc, const struct api_error *err, int code, const char *part)
+static void expect_refused(int rc, const struct failure *err, int code, const char *part)
 {
     cr_assert_eq(rc, INFLATE_EREFUSED, "rc %d (%s)", rc, err->msg);
     cr_assert_eq(err->code, code, "code %d, expected %d (%s)", err->code, code, err->msg);
@@ -172,7 +172,7 @@ Test(inflate, round_trips_gzip_zlib_and_raw_deflate_in_any_pieces)
             unsigned char *z = compress_as(cases[c].f, levels[l], text, n, &zn);
             for (int how = WHOLE; how <= RANDOM; how++) {
                 struct got g = {0};
-                struct api_error err = {0};
+                struct failure err = {0};
                 int rc = inflate_body(cases[c].coding, n, z, zn, (enum pieces)how,
                                       (uint64_t)(c * 31 + l + 1), &g, &err);
                 cr_assert_eq(rc, 0, "\"%s\" level %d pieces %d: %s", cases[c].coding,
@@ -205,7 +205,7 @@ Test(inflate, concatenated_gzip_members_are_one_body)
     memcpy(z + na + ne, zb, nb);
     for (int how = WHOLE; how <= RANDOM; how++) {
         struct got g = {0};
-        struct api_error err = {0};
+        struct failure err = {0};
         int rc = inflate_body("gzip", 75000, z, zn, (enum pieces)how, 5, &g, &err);
         cr_assert_eq(rc, 0, "pieces %d: %s", how, err.msg);
         cr_assert_eq(g.len, 75000, "pieces %d: %zu bytes", how, g.len);
@@ -220,7 +220,7 @@ Test(inflate, identity_passes_the_pieces_through_unchanged)
     static const char *codings[] = {NULL, "", "  ", "identity", " IDENTITY\t"};
     char *text = sample_text(10000, 3);
     for (size_t c = 0; c < sizeof codings / sizeof codings[0]; c++) {
-        struct api_error err = {0};
+        struct failure err = {0};
         struct inflate *st = inflate_new(codings[c], 10000, &err);
         cr_assert(st, "\"%s\": %s", codings[c] ? codings[c] : "(null)", err.msg);
         struct got g = {0};
@@ -252,7 +252,7 @@ Test(inflate, a_bomb_stops_at_the_limit_long_before_its_end)
     free(zeros);
     cr_assert_lt(zn, 20000, "10 MB of zeros compressed to %zu bytes", zn);
 
-    struct api_error err = {0};
+    struct failure err = {0};
     struct inflate *st = inflate_new("gzip", max, &err);
     cr_assert(st);
     struct got g = {0};
@@ -267,7 +267,7 @@ Test(inflate, a_bomb_stops_at_the_limit_long_before_its_end)
 
     /* the failure is final: no more sink calls, the same error again */
     size_t calls = g.calls;
-    struct api_error again = {0};
+    struct failure again = {0};
     cr_assert_eq(inflate_feed(st, (const char *)z + at + 1, zn - at - 1, collect, &g,
                                    &again),
                  INFLATE_EREFUSED);
@@ -289,7 +289,7 @@ Test(inflate, the_limit_counts_inflated_bytes_and_is_inclusive)
     const char *text = s.text;
     for (int how = WHOLE; how <= RANDOM; how++) {
         struct got g = {0};
-        struct api_error err = {0};
+        struct failure err = {0};
         cr_assert_eq(inflate_body("deflate", n, s.z, s.zn, (enum pieces)how, 11, &g, &err), 0,
                      "exactly the limit: %s", err.msg);
         free(g.p);
@@ -318,7 +318,7 @@ Test(inflate, no_limit_at_all_does_not_overflow)
 {
     struct sample s = sample_new(GZIP, 6, 100000, 5);
     struct got g = {0};
-    struct api_error err = {0};
+    struct failure err = {0};
     cr_assert_eq(inflate_body("gzip", SIZE_MAX, s.z, s.zn, RANDOM, 2, &g, &err), 0, "%s",
                  err.msg);
     cr_assert_eq(g.len, s.n);
@@ -341,7 +341,7 @@ Test(inflate, compressed_bytes_are_bounded_too)
             size_t zn;
             unsigned char *z = compress_as((enum format)f, level, noise, n, &zn);
             struct got g = {0};
-            struct api_error err = {0};
+            struct failure err = {0};
             int rc = inflate_body(f == GZIP ? "gzip" : "deflate", n, z, zn, RANDOM, 1, &g, &err);
             cr_assert_eq(rc, 0, "format %d level %d, %zu bytes compressed: %s", f, level, zn,
                          err.msg);
@@ -364,7 +364,7 @@ Test(inflate, compressed_bytes_are_bounded_too)
         size_t len = total / un * un;
         for (size_t off = 0; off < len; off += un)
             memcpy(body + off, unit, un);
-        struct api_error err = {0};
+        struct failure err = {0};
         struct inflate *st = inflate_new(c == 0 ? "gzip" : "deflate", 1000, &err);
         cr_assert(st);
         struct got g = {0};
@@ -392,7 +392,7 @@ Test(inflate, every_truncation_is_refused)
         /* every proper prefix, the empty body included */
         for (size_t cut = 0; cut < s.zn; cut++) {
             struct got g = {0};
-            struct api_error err = {0};
+            struct failure err = {0};
             int rc = inflate_body(cases[c].coding, 3000, s.z, cut, RANDOM, cut + 1, &g, &err);
             cr_assert_eq(rc, INFLATE_EREFUSED, "format %d cut at %zu of %zu: rc %d",
                          cases[c].f, cut, s.zn, rc);
@@ -402,7 +402,7 @@ Test(inflate, every_truncation_is_refused)
         }
         /* the message of a clean cut says so */
         struct got g = {0};
-        struct api_error err = {0};
+        struct failure err = {0};
         int rc = inflate_body(cases[c].coding, 3000, s.z, s.zn - 1, BYTES, 0, &g, &err);
         expect_refused(rc, &err, ERR_BAD_REQUEST, "truncated");
         free(g.p);
@@ -414,7 +414,7 @@ Test(inflate, corrupt_data_is_refused_with_zlibs_message)
 {
     struct sample s = sample_new(GZIP, 6, 20000, 8);
     struct got g = {0};
-    struct api_error err = {0};
+    struct failure err = {0};
 
     /* a wrong CRC-32 in the gzip trailer */
     s.z[s.zn - 6] ^= 0x40;
@@ -477,7 +477,7 @@ Test(inflate, bytes_after_the_end_are_refused)
         memcpy(zt + s.zn, "{}\n", 3);
         for (int how = WHOLE; how <= RANDOM; how++) {
             struct got g = {0};
-            struct api_error err = {0};
+            struct failure err = {0};
             int rc = inflate_body(cases[c].coding, 5000, zt, s.zn + 3, (enum pieces)how, 4,
                                   &g, &err);
             expect_refused(rc, &err, ERR_BAD_REQUEST, cases[c].part);
@@ -502,7 +502,7 @@ Test(inflate, unknown_codings_are_415_naming_the_coding)
         {"zstd", "\"zstd\""},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        struct api_error err = {0};
+        struct failure err = {0};
         cr_assert_null(inflate_new(cases[c].coding, 100, &err), "\"%s\" was accepted",
                        cases[c].coding);
         cr_assert_eq(err.code, ERR_UNSUPPORTED_MEDIA_TYPE, "\"%s\"", cases[c].coding);
@@ -513,7 +513,7 @@ Test(inflate, unknown_codings_are_415_naming_the_coding)
     char longv[300];
     memset(longv, 'a', sizeof longv - 1);
     longv[sizeof longv - 1] = '\0';
-    struct api_error err = {0};
+    struct failure err = {0};
     cr_assert_null(inflate_new(longv, 100, &err));
     cr_assert_eq(err.code, ERR_UNSUPPORTED_MEDIA_TYPE);
     cr_assert(strstr(err.msg, "aaa...\" is not supported"), "%s", err.msg);
@@ -525,7 +525,7 @@ Test(inflate, a_failing_sink_stops_the_stream)
     static const char *codings[] = {"gzip", "identity"};
     for (int c = 0; c < 2; c++) {
         struct got g = {.fail_after = 2};
-        struct api_error err = {0};
+        struct failure err = {0};
         const void *body = c == 0 ? (const void *)s.z : s.text;
         size_t n = c == 0 ? s.zn : s.n;
         int rc = inflate_body(codings[c], 300000, body, n, RANDOM, 6, &g, &err);

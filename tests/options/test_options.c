@@ -229,7 +229,7 @@ Test(options, v2_reads_every_v2_name_of_the_table)
         for (int i = 0; opt_v2((enum opt_id)id, i); i++) {
             const char *name = opt_v2((enum opt_id)id, i);
             json_t *params = json_pack("{s:b}", name, 0);
-            struct api_error err = {0};
+            struct failure err = {0};
             cr_assert_eq(v2_check_parameters(params, V2_PARAMS_REQUEST, "", &err), 0,
                          "parameters.%s: %s", name, err.msg);
             int k = -1;
@@ -248,7 +248,7 @@ Test(options, v2_reads_every_v2_name_of_the_table)
     free(all);
     /* a near miss is refused, naming the row's name */
     json_t *params = json_pack("{s:f}", "sofcap", 1.0);
-    struct api_error err = {0};
+    struct failure err = {0};
     cr_assert_eq(v2_check_parameters(params, V2_PARAMS_REQUEST, "", &err), -1);
     char want[96];
     snprintf(want, sizeof want, "(did you mean '%s'?)", opt_name(OPT_SOFTCAP));
@@ -324,7 +324,7 @@ Test(options, rope_defaults_merge_member_by_member)
         json_t *rope = json_pack("{s:f}", opt_member(OPT_ROPE, 1), 1e6);
         json_t *req = json_pack("{s:O}", opt_name(OPT_ROPE), rope);
         codec_values_over(&cv, req, v2);
-        struct api_error e;
+        struct failure e;
         cr_assert_eq(codec_values_rope(&cv, rope, opt_name(OPT_ROPE), &e), 0, "%s", e.msg);
         cr_assert_str_eq(json_string_value(cv.v[CV_ROPE_STYLE]), "interleaved");
         cr_assert_eq(json_number_value(cv.v[CV_ROPE_THETA]), 1e6);

@@ -76,7 +76,7 @@ const char *codec_compare(const struct codec_request *a, const struct codec_requ
 const char *codec_compare_paths(const char *body, size_t len, const struct codec_limits *lim)
 {
     struct codec_request fast, ref;
-    struct api_error ef = {0}, er = {0};
+    struct failure ef = {0}, er = {0};
     int rf = codec_decode_request(&fast, body, len, lim, NULL, &ef);
     int rr = codec_decode_request_reference(&ref, body, len, lim, NULL, &er);
     const char *diff = NULL;
