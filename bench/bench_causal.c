@@ -16,7 +16,7 @@ void openblas_set_num_threads(int num_threads);
 
 #include "bench/timing.h"
 #include "core/attention.h"
-#include "bench/bench_core.h"
+#include "bench/bench_inputs.h"
 
 
 /* ---------------------------------------------------------------------- */

@@ -26,17 +26,7 @@ void openblas_set_num_threads(int num_threads);
 
 #include "bench/timing.h"
 #include "core/attention.h"
-#include "bench/bench_core.h"
-
-float *randv(size_t n, float amp, unsigned long long *s)
-{
-    float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++) {
-        *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-        x[i] = amp * ((float)((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f);
-    }
-    return x;
-}
+#include "bench/bench_inputs.h"
 
 struct problem {
     int L, E, H;

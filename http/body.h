@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "http/http_internal.h"
+#include "http/state.h"
 
 /* After the header checks: a Content-Encoding's inflater, or the buffer
  * sized by Content-Length. -1 to go on, or an error code to answer (415). */

@@ -4,7 +4,7 @@
 #ifndef HTTP_CONN_H
 #define HTTP_CONN_H
 
-#include "http/http_internal.h"
+#include "http/state.h"
 
 /* c enters phase ph now: its deadlines and byte count start over (c NULL:
  * untracked, a no-op). */

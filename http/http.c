@@ -10,7 +10,7 @@
  *   request.c      X-Request-Id, the admin token, headers that come once
  *   framing.c, cors.c, tls.c
  * and what they share (the server, a connection, a request) in
- * http_internal.h.
+ * state.h.
  *
  * Lifecycle of one request (as libmicrohttpd's largepost.c example):
  *   1st call       allocate struct req, find its row, check framing, the
@@ -53,7 +53,7 @@
 #include "http/conn.h"
 #include "http/cors.h"
 #include "http/framing.h"
-#include "http/http_internal.h"
+#include "http/state.h"
 #include "http/request.h"
 #include "http/response.h"
 #include "http/route.h"

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "http/http_internal.h"
+#include "http/state.h"
 
 /* X-Request-Id: the client's when it is a sane token, else a new one. */
 void request_id_make(struct req *r);

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "http/http_internal.h"
+#include "http/state.h"
 
 /* Headers every response may need, then queue resp (len bytes) with
  * status. ctype NULL: no Content-Type. */

@@ -63,7 +63,7 @@ static inline int is_digit(char c)
     return (unsigned char)(c - '0') < 10;
 }
 
-static inline size_t skip_ws(const char *s, size_t len, size_t i)
+static inline size_t skip_space(const char *s, size_t len, size_t i)
 {
     while (i < len && is_ws(s[i]))
         i++;
@@ -257,7 +257,7 @@ static int parse(struct parser *ps, struct jsonnum_array *a, size_t *consumed)
     long long idx[JSONNUM_MAX_RANK] = {0};
     int depth = 0, ndim = 0, rc;
 
-    size_t i = skip_ws(s, len, 0);
+    size_t i = skip_space(s, len, 0);
     if (i == len)
         return fail(ps, JSONNUM_ERR_SYNTAX, i, "no value: the text is empty");
     if (s[i] == '-' || is_digit(s[i]))
@@ -268,7 +268,7 @@ static int parse(struct parser *ps, struct jsonnum_array *a, size_t *consumed)
 
     for (;;) {
         /* 1. An element (or the ']' of an empty array). */
-        i = skip_ws(s, len, i);
+        i = skip_space(s, len, i);
         if (i == len)
             return fail(ps, JSONNUM_ERR_SYNTAX, i, "unexpected end of text");
         char c = s[i];
@@ -322,7 +322,7 @@ static int parse(struct parser *ps, struct jsonnum_array *a, size_t *consumed)
 
         /* 2. After a value: ',' or ']' (which may close several arrays). */
         for (;;) {
-            i = skip_ws(s, len, i);
+            i = skip_space(s, len, i);
             if (i == len)
                 return fail(ps, JSONNUM_ERR_SYNTAX, i, "unexpected end of text");
             c = s[i];

@@ -7,7 +7,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "model/model.h"
+#include "model/loaded.h"
 
 /* m->defaults: derived (owned: taken, may be NULL = none) overridden by
  * the config's own "defaults" object user (borrowed, may be NULL), each

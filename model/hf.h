@@ -8,7 +8,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "model/model.h"
+#include "model/loaded.h"
 
 /* cfg is the model's config.json (m->config), folder DIR/<name>; m's
  * shapes, weights, hf_config and defaults are set. 0 or -1 with err set. */

@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "model/model.h"
+#include "model/loaded.h"
 #include "model/safetensors.h"
 
 #define MODEL_PREFIX_MAX 256

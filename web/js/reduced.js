@@ -2,7 +2,9 @@
 // as the page draws them, and when the page asks for them.
 //
 //   reduceFor(L, S, H, mode)     -> {pool: p} | {topK: k} | null, the request's choice
-//   decodeReduced(json, ...)     -> a decoded response (tensor.js) whose map is the reduced one
+//   decodeReduced(json, ..., {decodeFull, decodeTensor})
+//                                -> a decoded response (tensor.js's, which lends its decoders)
+//                                   whose map is the reduced one
 //
 // Pooled: each cell of a ⌈L/p⌉ × ⌈S/p⌉ map is the mean of a p × p tile of
 // the weights; the response's L and S are the map's, its labels the ranges
@@ -12,8 +14,6 @@
 // heatmap); `reduced` = {kind: 'topk', k, values, indices}. Only sizes up
 // to FULL_LIMIT are made dense; above it the page asks for pooled weights.
 // No DOM.
-
-import { decodeTensor } from './tensor.js';
 
 // Above this many weights (L·S·H per batch item, 64 MB as float32) the page
 // asks for pooled weights on its own.
@@ -31,7 +31,7 @@ export function reduceFor(L, S, H, mode) {
 
 const range = (a, b) => (a === b ? String(a) : `${a}–${b}`);
 
-export function decodeReduced(json, askedAverage, reduce, decodeFull) {
+export function decodeReduced(json, askedAverage, reduce, { decodeFull, decodeTensor }) {
   const { attention_weights_pooled: pooled, attention_weights_top_k: topk, ...rest } = json;
   const r = decodeFull(rest, askedAverage);   // output, sizes, labels; no weights
   const N = r.N, L = r.L, S = r.S;

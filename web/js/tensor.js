@@ -99,7 +99,7 @@ export const AVG = 'avg';
 // settles it.
 export function decodeResponse(json, askedAverage, reduce = null) {
   if (json.attention_weights_pooled !== undefined || json.attention_weights_top_k !== undefined)
-    return decodeReduced(json, askedAverage, reduce, decodeResponse);
+    return decodeReduced(json, askedAverage, reduce, { decodeFull: decodeResponse, decodeTensor });
   const N = json.batch, H = json.num_heads, L = json.target_len, S = json.source_len, E = json.embed_dim;
   const out = decodeTensor(json.output, 'output');
   let weights = null, weightsShape = null, perHead = true;

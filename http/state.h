@@ -1,11 +1,11 @@
-/* http_internal.h -- what the parts of the HTTP transport share: the
+/* state.h -- what the parts of the HTTP transport share: the
  * server, one connection, one request (http/http.c, conn.c, response.c,
  * body.c, request.c). A leaf: types, constants and static inline functions;
  * each part's functions are in its own header (body.h, conn.h, request.h,
  * response.h). Not for the rest of the service: see http.h.
  */
-#ifndef HTTP_HTTP_INTERNAL_H
-#define HTTP_HTTP_INTERNAL_H
+#ifndef HTTP_STATE_H
+#define HTTP_STATE_H
 
 #include <microhttpd.h>
 #include <pthread.h>
