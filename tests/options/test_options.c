@@ -4,7 +4,7 @@
  * of InferParameters and accepted by the v2 parameter reader (and no other
  * option name is); a model default of an option the weights fix is
  * refused; the one rule of defaults (codec_values_defaults) merges rope
- * member by member for both protocols. */
+ * member by member for both protocols; the spec's weights are the core's. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -98,6 +98,29 @@ Test(options, every_row_is_in_openapi)
     cr_assert_eq(rows, 0);
     cr_assert_gt(v2, 0);
     free(attention);
+}
+
+/* The weights: openapi.yaml's Weights schema names exactly the core's
+ * weights (att_weight_name, in the enum's order), and a v2 input may be
+ * each of them: an eighth weight cannot reach the code without the spec. */
+Test(options, the_spec_weights_are_the_cores)
+{
+    char want[512];
+    size_t n = 0;
+    want[n++] = '|';
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        n += (size_t)snprintf(want + n, sizeof want - n, "%s|",
+                              att_weight_name((enum att_weight)i));
+    cr_assert_str_eq(schema_properties("Weights"), want,
+                     "%s: the Weights schema's properties are not the core's weights", SPEC_PATH);
+    const char *spec = fixture_spec();
+    const char *inputs = strstr(spec, "enum: [query, key, value, attn_mask, key_padding_mask, ");
+    cr_assert_not_null(inputs, "%s: the v2 input names' enum is missing", SPEC_PATH);
+    const char *end = strchr(inputs, ']');
+    for (int i = 0; i < ATT_NWEIGHTS; i++) {
+        const char *w = att_weight_name((enum att_weight)i), *at = strstr(inputs, w);
+        cr_assert(at && at < end, "%s: the v2 input names' enum lacks %s", SPEC_PATH, w);
+    }
 }
 
 /* The request table of docs/api.md: its first column names (in
