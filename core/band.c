@@ -3,7 +3,7 @@
  * computed), a row's scores finished in place (soft-cap, ALiBi, float mask,
  * blocked keys) in float32 or, where float32 left its range, in double.
  * The definitions (visible keys) are variants.c's, shared with the
- * reference. attention.c and decode.c call them; see band.h. */
+ * reference. attention.c and kvattend.c call them; see band.h. */
 #include "core/band.h"
 
 #include <float.h>

@@ -1,7 +1,7 @@
 /* band.h -- the variants of the fast kernel that act on positions
  * (core/band.c): the keys a row of scores may see, and the row finished in
  * place (soft-cap, ALiBi, float mask, blocked keys). attention.c and
- * decode.c call them. Not a published API: only core/ includes this header.
+ * kvattend.c call them. Not a published API: only core/ includes this header.
  */
 #ifndef ATT_BAND_H
 #define ATT_BAND_H
