@@ -11,7 +11,7 @@
 // with the position. No DOM.
 //
 //   const layers = stackOf(info, modelOf);       // [info0, info1, ...] or null
-//   const s = new StackSession(layers);
+//   const s = new SequenceStack(layers);
 //   await s.run(ids);     // new sequences, ids as one prompt chunk -> {ok} or {error, lost}
 //   await s.run([id]);    // one more token: a step on every layer
 //   s.layerResponse(l);   // layer l's maps so far, shaped as tensor.js decodeResponse
@@ -71,7 +71,7 @@ export function idealInduction(repeat, n) {
 
 const isLost = (err) => err.status === 400 && /does not exist|sequence_not_found/.test(err.message);
 
-export class StackSession {
+export class SequenceStack {
   constructor(layers) {
     this.layers = layers;
     const c = layers[0].config;

@@ -17,11 +17,11 @@
 //
 // state.stack (state.js) holds what is drawn: every layer's maps, the
 // layer shown, the tokens and predictions; the sequences themselves (ids,
-// the residual stream) are the StackSession's.
+// the residual stream) are the SequenceStack's.
 
 import { state, subscribe, update } from '../state.js';
 import { $, clearOverlay, sizeCanvas } from '../canvas.js';
-import { StackSession, findRepeat, idealInduction, stackOf, stackTokens } from '../stack.js';
+import { SequenceStack, findRepeat, idealInduction, stackOf, stackTokens } from '../stack.js';
 import { modelOf, showModelMeta } from './modelpicker.js';
 import { applyModelInput, updateFormFields } from './form.js';
 import { heatmapLayout, onHeatmapDrawn } from './heatmap.js';
@@ -29,7 +29,7 @@ import { heatmapLayout, onHeatmapDrawn } from './heatmap.js';
 export const STACK_EXAMPLE = 'induction';
 
 let layers = null;     // the served stack's model infos, or null
-let session = null;    // the StackSession of what is shown
+let stepping = null;    // the SequenceStack of what is shown
 let plan = [];         // the token ids Step walks through: the typed text at the last Run or Reset
 let queue = Promise.resolve();   // actions run one after another, in the order clicked
 let epoch = 0;         // actions queued before cancelStack() are dropped
@@ -57,13 +57,13 @@ export function initStepper() {
       $('stack-card').hidden = !state.stack;
       markButtons();
       document.body.dataset.stack = state.stack ? 'on' : '';
-      if (!state.stack && session) { session.end(); session = null; }
+      if (!state.stack && stepping) { stepping.end(); stepping = null; }
       renderPredictions();
     }
   });
   onHeatmapDrawn(drawIdeal);
   // The server would keep the sequences until their idle timeout.
-  window.addEventListener('pagehide', () => { if (session) session.end(true); });
+  window.addEventListener('pagehide', () => { if (stepping) stepping.end(true); });
 }
 
 // The example opens part-way: its first copy and the first OPEN_INTO
@@ -80,8 +80,8 @@ export function openStack() {
   return act(async () => {
     plan = idsOf($('tokens').value);
     const rep = findRepeat(plan);
-    session = session || new StackSession(layers);
-    return session.restart(plan.slice(0, rep ? Math.min(plan.length, rep.start + rep.m + OPEN_INTO) : plan.length));
+    stepping = stepping || new SequenceStack(layers);
+    return stepping.restart(plan.slice(0, rep ? Math.min(plan.length, rep.start + rep.m + OPEN_INTO) : plan.length));
   });
 }
 
@@ -93,31 +93,31 @@ export function cancelStack() {
 
 export const runStack = () => act(async () => {
   plan = idsOf($('tokens').value);
-  session = session || new StackSession(layers);
-  return session.restart(plan);
+  stepping = stepping || new SequenceStack(layers);
+  return stepping.restart(plan);
 });
 
 async function reset() {
   plan = idsOf($('tokens').value);
-  session = session || new StackSession(layers);
-  return session.restart(plan.slice(0, 1));
+  stepping = stepping || new SequenceStack(layers);
+  return stepping.restart(plan.slice(0, 1));
 }
 
 const allIn = () => `all ${plan.length} tokens of the sequence are in: Next token appends the model's prediction`;
-const reached = () => `reached the model's ${session.P} positions: Reset starts again`;
+const reached = () => `reached the model's ${stepping.P} positions: Reset starts again`;
 
 async function step() {
-  if (!session) return { note: 'Run first' };
-  if (session.n >= session.P) return { note: reached() };
-  if (session.n >= plan.length) return { note: allIn() };
-  return session.append([plan[session.n]]);
+  if (!stepping) return { note: 'Run first' };
+  if (stepping.n >= stepping.P) return { note: reached() };
+  if (stepping.n >= plan.length) return { note: allIn() };
+  return stepping.append([plan[stepping.n]]);
 }
 
 async function nextToken() {
-  if (!session) return { note: 'Run first' };
-  if (session.n >= session.P) return { note: reached() };
-  const next = session.predictions()[session.n - 1];
-  return session.append([session.vocab.indexOf(next)]);
+  if (!stepping) return { note: 'Run first' };
+  if (stepping.n >= stepping.P) return { note: reached() };
+  const next = stepping.predictions()[stepping.n - 1];
+  return stepping.append([stepping.vocab.indexOf(next)]);
 }
 
 function idsOf(text) {
@@ -144,31 +144,31 @@ function act(fn) {
     // an error leaves nothing drawn under it (as app.js's runs): the stack
     // goes, and with it the sequences (the subscriber below ends them)
     if (r.error) return update({ ...done, lastError: r.error, response: null, second: null, stack: null });
-    if (!session) return update({ ...done, lastError: null });
-    const note = r.note || (r.lost ? `the server had lost the sequences (restarted?): started again from the ${session.n} tokens kept here`
-                                   : session.n >= session.P ? reached() : session.n >= plan.length ? allIn() : '');
-    publish(note, { ...done, lastError: null, lastTiming: r.note ? state.lastTiming : { total: performance.now() - t0, bytes: session.lastBytes } });
+    if (!stepping) return update({ ...done, lastError: null });
+    const note = r.note || (r.lost ? `the server had lost the sequences (restarted?): started again from the ${stepping.n} tokens kept here`
+                                   : stepping.n >= stepping.P ? reached() : stepping.n >= plan.length ? allIn() : '');
+    publish(note, { ...done, lastError: null, lastTiming: r.note ? state.lastTiming : { total: performance.now() - t0, bytes: stepping.lastBytes } });
   });
   return queue;
 }
 
-// The session's maps into the state: every layer's, the shown one as the response.
+// The sequence stack's maps into the state: every layer's, the shown one as the response.
 function publish(note, extra) {
   const c = layers[0].config;
   const first = c.circuit && c.circuit.induction ? c.circuit.induction : { layer: idealLayer(), head: 0 };
   const layer = state.stack ? state.stack.layer : first.layer;
-  const cells = idealFor(session.tokens());
-  const maps = layers.map((_, l) => session.layerResponse(l, cells));
+  const cells = idealFor(stepping.tokens());
+  const maps = layers.map((_, l) => stepping.layerResponse(l, cells));
   const r = maps[layer];
   const head = state.stack ? (state.view.head === 'avg' || state.view.head < r.H ? state.view.head : 0) : first.head;
   update({
     ...extra,
-    stack: { names: layers.map((x) => x.name), layers: maps, layer, n: session.n, P: session.P,
-             tokens: session.tokens(), predictions: session.predictions(), note,
-             sequenceIds: session.seq.slice() },
+    stack: { names: layers.map((x) => x.name), layers: maps, layer, n: stepping.n, P: stepping.P,
+             tokens: stepping.tokens(), predictions: stepping.predictions(), note,
+             sequenceIds: stepping.seq.slice() },
     response: r, title: `${layers[layer].name} (layer ${layer} of ${layers.length}, trained)`,
     view: { ...state.view, head, batch: 0, tab: state.view.tab === 'compare' ? 'heatmap' : state.view.tab },
-    second: null, lastExchange: session.lastExchange,
+    second: null, lastExchange: stepping.lastExchange,
   });
 }
 
@@ -227,14 +227,14 @@ function renderPredictions() {
 // repeat found in the sequence (the one Step walks through, else the tokens).
 export function idealCells() {
   const s = state.stack;
-  return s && session ? idealFor(s.tokens) : [];
+  return s && stepping ? idealFor(s.tokens) : [];
 }
 
-// The same for the tokens held (the session's, before they are shown).
+// The same for the tokens held (the sequence stack's, before they are shown).
 function idealFor(tokens) {
   const n = tokens.length;
-  const seq = plan.length >= n && plan.slice(0, n).every((id, i) => tokens[i] === session.vocab[id])
-    ? plan.map((id) => session.vocab[id]) : tokens;
+  const seq = plan.length >= n && plan.slice(0, n).every((id, i) => tokens[i] === stepping.vocab[id])
+    ? plan.map((id) => stepping.vocab[id]) : tokens;
   return idealInduction(findRepeat(seq), n);
 }
 
