@@ -149,7 +149,7 @@ static void write_sequences(FILE *f)
 {
     struct seq_stats st;
     seq_stats(&st);
-    fprintf(f, "# HELP attention_sequences_active Sequences (sessions) held (max_sequences).\n"
+    fprintf(f, "# HELP attention_sequences_active Sequences held (max_sequences).\n"
                "# TYPE attention_sequences_active gauge\nattention_sequences_active %lld\n"
                "# HELP attention_sequence_bytes Bytes of every sequence's KV cache, blocks "
                "allocated (max_sequence_bytes).\n"

@@ -44,7 +44,7 @@ static const struct setting settings[] = {
     COUNT(max_weights_elements, 1, 1LL << 34, "67108864",
           "most elements N*H*L*S in the weights output"),
     INT(max_sequences, 1, 1048576, "1024",
-        "sequences (sessions) held at once; past it idle ones are evicted, else 503"),
+        "sequences held at once; past it idle ones are evicted, else 503"),
     INT(sequence_idle_timeout, 1, 604800, "600",
         "seconds a sequence may go without a step before it is dropped"),
     BYTES(max_sequence_bytes, 1LL << 20, 1LL << 40, "1G",

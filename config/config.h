@@ -73,7 +73,7 @@ struct cfg {
     int max_embed_dim;              /* 4096; 1..65536 (E, kdim, vdim) */
     int max_heads;                  /* 256; 1..65536 (H) */
     long long max_weights_elements; /* 67108864 (N·H·L·S of the weights output); 1..2^34 */
-    int max_sequences;              /* 1024; 1..1048576: sequences (sessions) held */
+    int max_sequences;              /* 1024; 1..1048576: sequences held */
     int sequence_idle_timeout;      /* 600 seconds; 1..604800: a sequence's life without a step */
     long long max_sequence_bytes;   /* 1 GiB; 1 MiB..1 TiB: every sequence's cache together */
     int conn_timeout;               /* 30 seconds; 1..3600 */
