@@ -2,7 +2,6 @@
  * buffer or, for base64 answers, as it is sent; see codec/response.h. */
 #include "codec/response.h"
 
-#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +9,6 @@
 
 #include "lib/base64.h"
 #include "lib/jsonnum.h"
-#include "lib/utf8.h"
 #include "codec/stream.h"
 #include "codec/reduce.h"
 
@@ -210,17 +208,4 @@ struct stream *codec_stream_new(const struct codec_request *r, float *out, float
     st->text = b.p;
     stream_done(st, b.len);
     return st;
-}
-
-char *codec_error_body(int code, const char *msg, size_t *len)
-{
-    char clean[4 * sizeof ((struct failure *)0)->msg];
-    utf8_clean(clean, sizeof clean, msg ? msg : http_error_message(code));
-    json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", http_error_slug(code), "message",
-                          clean);
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (s)
-        *len = strlen(s);
-    return s;
 }

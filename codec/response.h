@@ -22,10 +22,4 @@ char *codec_encode_response(const struct codec_request *r, const float *out,
  * when out of memory. */
 struct stream *codec_stream_new(const struct codec_request *r, float *out, float *weights);
 
-/* An error answer's body: {"error": {"code": slug, "message": msg}} (msg
- * NULL: the error table's default message; made valid UTF-8: it may quote
- * a name the client sent, cut by bytes), malloc'd, its length in *len;
- * NULL when out of memory. */
-char *codec_error_body(int code, const char *msg, size_t *len);
-
 #endif

@@ -138,9 +138,4 @@ void v2_request_deinit(struct v2_request *r);
 struct stream *v2_stream_new(const struct v2_request *r, const char *model_name, float *out,
                              float *weights);
 
-/* The Open Inference Protocol's error body, {"error": msg} (msg made
- * valid UTF-8: it may quote a name the client sent, cut by bytes),
- * malloc'd, its length in *len; NULL when out of memory. */
-char *v2_error_body(const char *msg, size_t *len);
-
 #endif

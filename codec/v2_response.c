@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "lib/jsonnum.h"
-#include "lib/utf8.h"
 #include "codec/stream.h"
 #include "codec/reduce.h"
 
@@ -163,16 +162,4 @@ fail:
     free(id);
     stream_free(st); /* out and weights with it (stream_new freed them if it failed) */
     return NULL;
-}
-
-char *v2_error_body(const char *msg, size_t *len)
-{
-    char clean[4 * sizeof ((struct failure *)0)->msg];
-    utf8_clean(clean, sizeof clean, msg);
-    json_t *o = json_pack("{s:s}", "error", clean);
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (s)
-        *len = strlen(s);
-    return s;
 }

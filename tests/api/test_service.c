@@ -10,6 +10,7 @@
 #include "api/metrics.h"
 #include "api/service.h"
 #include "tests/support/limits.h"
+#include "codec/status.h"
 #include "codec/request.h"
 #include "codec/response.h"
 

@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "lib/base64.h"
+#include "codec/status.h"
 #include "codec/codec.h"
 #include "lib/errors.h"
 #include "api/service.h"
