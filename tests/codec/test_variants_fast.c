@@ -13,11 +13,6 @@
 #include "tests/support/check.h"
 #include "tests/support/golden.h"
 
-/* The tolerances of test_attention.c (docs/numerics.md, "Accuracy"). */
-#define OUT_ATOL 1e-4
-#define OUT_RTOL 1e-4
-#define W_ATOL 1e-5
-
 enum vproj { VP_ABSENT, VP_SEPARATE, VP_PACKED };
 enum vmask { VM_NONE, VM_CAUSAL, VM_CAUSAL_LR, VM_BOOL2, VM_BOOL3, VM_FLOAT2 };
 

@@ -7,13 +7,9 @@
 
 #include "core/attention.h"
 
-/* Tolerances (docs/numerics.md, "Accuracy"): outputs |Δ| ≤ 1e-4·(1 + |ref|), weights
- * 1e-5; against PyTorch, or 4× PyTorch float32's own error if larger. */
-#define OUT_ATOL 1e-4
-
-#define OUT_RTOL 1e-4
-
-#define W_ATOL 1e-5
+/* Tolerances: OUT_ATOL, OUT_RTOL, W_ATOL (tests/support/check.h); against
+ * PyTorch, or 4× PyTorch float32's own error if larger. */
+#include "tests/support/check.h"
 
 enum proj { PROJ_PACKED, PROJ_SEPARATE, PROJ_ABSENT };
 

@@ -16,10 +16,6 @@
 #include "core/variants.h"
 #include "tests/support/check.h"
 
-#define OUT_ATOL 1e-4
-#define OUT_RTOL 1e-4
-#define W_ATOL 1e-5
-
 /* One model of the tests: sizes, weights, variants. */
 struct kv_model {
     int E, kdim, vdim, H, Hkv, d;

@@ -19,11 +19,6 @@
 #include "tests/support/check.h"
 #include "tests/support/golden.h"
 
-/* The tolerances of test_attention.c (docs/numerics.md, "Accuracy"). */
-#define OUT_ATOL 1e-4
-#define OUT_RTOL 1e-4
-#define W_ATOL 1e-5
-
 Test(variants_ref, matches_pytorch_golden_cases)
 {
     char *paths[64];

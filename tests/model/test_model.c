@@ -25,9 +25,6 @@
 
 #define REPO "tests/models/repo"
 #define BROKEN "tests/models/broken"
-#define OUT_ATOL 1e-4 /* as test_attention.c */
-#define OUT_RTOL 1e-4
-#define W_ATOL 1e-5
 
 /* A safetensors buffer: header text, then len bytes of data (malloc'd). */
 static unsigned char *st_make(const char *header, const void *data, size_t len, size_t *total)

@@ -19,6 +19,12 @@ int check_tensor(const char *name, const float *got, const float *want, size_t n
  * CHECK_TORCH32_FACTOR·|want32[i] - want[i]|): never worse than 4× PyTorch's
  * own float32 error, even where that error exceeds the fixed tolerance. */
 #define CHECK_TORCH32_FACTOR 4.0
+
+/* The accuracy claim's tolerances, for every test that checks it:
+ * outputs |Δ| <= OUT_ATOL + OUT_RTOL·|ref|, weights W_ATOL. */
+#define OUT_ATOL 1e-4
+#define OUT_RTOL 1e-4
+#define W_ATOL 1e-5
 int check_tensor_torch(const char *name, const float *got, const float *want,
                        const float *want32, size_t n, double atol, double rtol);
 
