@@ -89,6 +89,7 @@ UNIT_SRC  := tests/core/test_attention.c tests/core/test_attention_errors.c test
              tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c \
              tests/api/test_models.c tests/lib/test_utf8.c tests/codec/test_stream.c tests/codec/test_scan_blank.c
 UNIT_SRC  += tests/core/test_kvcache.c
+UNIT_SRC  += tests/lib/test_pool_parallel.c tests/api/test_sequence_layers.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests

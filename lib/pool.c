@@ -50,8 +50,8 @@ static void run_one(struct pool *p, struct par *c)
         while (*l != c)
             l = &(*l)->link;
         *l = c->link;
-        if (!p->par)
-            p->par_tail = &p->par;
+        if (p->par_tail == &c->link)
+            p->par_tail = l;
     }
     pthread_mutex_unlock(&p->lock);
     c->fn(c->arg, i);
