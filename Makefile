@@ -67,7 +67,7 @@ MODEL_CORE_SRC := core/check.c core/variants.c core/posenc.c
 CODEC_SRC  := codec/status.c codec/request.c codec/resolve.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
               codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_inputs.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c codec/stream.c codec/sequence.c
-API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c api/sequence.c
+API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c api/sequence_layers.c api/sequence.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
 SVC_SRC    := $(LIB_SRC) $(OPTIONS_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \

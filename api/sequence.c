@@ -90,9 +90,12 @@ static int item_fail(struct failure *err, const struct codec_sequence *q, int b)
     if (!q->array)
         return -1;
     char m[sizeof err->msg];
-    snprintf(m, sizeof m, "%s", err->msg);
-    snprintf(err->msg, sizeof err->msg, "%s[%d] '%.48s': %s", opt_name(OPT_SEQUENCE_ID), b,
-             q->item[b].id, m);
+    memcpy(m, err->msg, sizeof m);
+    const int k = snprintf(err->msg, sizeof err->msg, "%s[%d] '%.48s': ",
+                           opt_name(OPT_SEQUENCE_ID), b, q->item[b].id);
+    if (k > 0 && (size_t)k < sizeof err->msg)
+        snprintf(err->msg + k, sizeof err->msg - (size_t)k, "%.*s",
+                 (int)(sizeof err->msg - (size_t)k - 1), m);
     return -1;
 }
 
@@ -184,7 +187,7 @@ static void item_finish(void *arg, int i)
 /* End-only: every item's sequence ended, all or none. */
 static int end_only(struct codec_sequence *q, struct failure *err)
 {
-    const char **ids = malloc((size_t)q->n * sizeof *ids);
+    const char **ids = calloc((size_t)q->n, sizeof(const char *));
     if (!ids)
         return fail_with(err, ERR_INTERNAL, "out of memory");
     for (int b = 0; b < q->n; b++)
@@ -245,7 +248,7 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
                          "the full weights or none");
     struct item *it = calloc((size_t)n, sizeof *it);
     int *order = malloc((size_t)n * sizeof *order);
-    struct held *h = calloc(1, sizeof *h + (size_t)n * sizeof h->s[0]);
+    struct held *h = calloc(1, sizeof(struct held) + (size_t)n * sizeof(struct seq *));
     int rc = -1, bad = -1, opened = 0;
     if (!it || !order || !h) {
         fail_with(err, ERR_INTERNAL, "out of memory");
@@ -277,11 +280,11 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
     const struct att_params one = r->p;
     r->p.S = (int)smax;
     r->out_len = (size_t)n * it[0].out_len;
-    r->weights_len = n == 1 ? it[0].w_len /* (reduced weights too) */
-                            : (size_t)n * (it[0].w_len / (size_t)it[0].st.tokens) * (size_t)smax;
+    r->weights_len = n == 1 || smax < 1 ? it[0].w_len /* (reduced weights too) */
+                     : (size_t)n * (it[0].w_len / (size_t)it[0].st.tokens) * (size_t)smax;
     if (codec_weights_limit(r, lim, weights_hint, err))
         goto restore;
-    *out = malloc(r->out_len * sizeof **out);
+    *out = malloc((r->out_len ? r->out_len : 1) * sizeof **out);
     *w = r->weights_len ? calloc(r->weights_len, sizeof **w) : NULL;
     if (!*out || (r->weights_len && !*w)) {
         fail_with(err, ERR_INTERNAL, "out of memory for the output");
@@ -302,7 +305,7 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
     }
     /* 3. the budget, for all together: only now anyone is evicted */
     struct seq_step *stv[1];
-    struct seq_step **stp = n == 1 ? stv : malloc((size_t)n * sizeof *stp);
+    struct seq_step **stp = n == 1 ? stv : calloc((size_t)n, sizeof(struct seq_step *));
     if (!stp) {
         fail_with(err, ERR_INTERNAL, "out of memory");
         goto restore;
@@ -332,7 +335,7 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
     }
     for (int b = 0; b < n; b++) {
         q->item[b].length = att_kv_len(it[b].st.kv);
-        if (it[b].w_own) { /* its rows into the padded (..., smax) */
+        if (it[b].w_own && *w) { /* its rows into the padded (..., smax) */
             const size_t rows = it[b].w_len / (size_t)it[b].st.tokens;
             float *dst = *w + (size_t)b * (r->weights_len / (size_t)n);
             for (size_t k = 0; k < rows; k++)

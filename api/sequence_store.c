@@ -15,6 +15,7 @@
  * freed when neither busy nor sending. What to free is collected under the
  * lock and freed after it. */
 #include "api/sequence_store.h"
+#include "api/sequence_layers.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -26,19 +27,10 @@
 #include "options/options.h"
 #include "http/route.h"
 
-/* A layer's cache, and for the built-in model the weights its first step
- * gave. kv NULL: the layer has no cache (no step yet). */
-struct seq_layer {
-    struct att_kv *kv;
-    float *w[ATT_NWEIGHTS];
-    size_t wlen[ATT_NWEIGHTS];
-};
-
 struct seq {
     char id[CODEC_SEQUENCE_ID_MAX + 1];
     struct seq_fixed fix;
-    struct seq_layer *layer; /* nlayers of them (0 .. the highest stepped) */
-    int nlayers;
+    struct seq_layers layers; /* a cache per layer stepped */
     unsigned long next_ticket, serving; /* no step holds or waits for it when equal */
     int sending;           /* answers of its steps not sent yet (seq_sent) */
     int linked;            /* in the table and the list (found by its id) */
@@ -200,19 +192,9 @@ static void drop(struct seq *s)
         bury(s);
 }
 
-static void free_layer(struct seq_layer *l)
-{
-    att_kv_free(l->kv);
-    for (int i = 0; i < ATT_NWEIGHTS; i++)
-        free(l->w[i]);
-    memset(l, 0, sizeof *l);
-}
-
 static void free_seq(struct seq *s)
 {
-    for (int l = 0; l < s->nlayers; l++)
-        free_layer(&s->layer[l]);
-    free(s->layer);
+    seq_layers_free(&s->layers);
     free(s);
 }
 
@@ -310,28 +292,6 @@ static int no_place(struct failure *err)
                      "(max_sequences): retry later, or end sequences", limits.max_sequences);
 }
 
-/* Whether s's layer l has a cache. */
-static int has_layer(const struct seq *s, int l)
-{
-    return l < s->nlayers && s->layer[l].kv;
-}
-
-/* A fresh, empty cache for s's layer l, as s's fix says. */
-static int new_layer(struct seq *s, int l, struct failure *err)
-{
-    if (l >= s->nlayers) {
-        struct seq_layer *g = realloc(s->layer, (size_t)(l + 1) * sizeof *g);
-        if (!g)
-            return fail_with(err, ERR_INTERNAL, "out of memory for a sequence's layers");
-        memset(g + s->nlayers, 0, (size_t)(l + 1 - s->nlayers) * sizeof *g);
-        s->layer = g, s->nlayers = l + 1;
-    }
-    const struct seq_fixed *f = &s->fix;
-    s->layer[l].kv = att_kv_new(f->v[SEQ_FIX_HKV], f->v[SEQ_FIX_HEAD_DIM], f->dtype);
-    return s->layer[l].kv ? 0 : fail_with(err, ERR_INTERNAL, "out of memory for a "
-                                          "sequence's cache");
-}
-
 /* What a step of s writes to: a restart's pending sequence, or s. */
 static struct seq *target(const struct seq_step *st)
 {
@@ -394,8 +354,8 @@ int seq_open(struct seq_step *st, const char *id, int start, int layer,
      * layer with a cache) gets a pending one, which replaces it only when
      * the step succeeds (seq_close); a start on a layer without a cache
      * joins the live sequence */
-    st->created = start && s->nlayers == 0;
-    st->started = st->created || (start && has_layer(s, layer));
+    st->created = start && s->layers.n == 0;
+    st->started = st->created || (start && seq_layers_has(&s->layers, layer));
     struct seq *t = s;
     if (st->started && !st->created && !(t = st->pending = calloc(1, sizeof *t))) {
         unlock();
@@ -404,48 +364,24 @@ int seq_open(struct seq_step *st, const char *id, int start, int layer,
     }
     if (st->started)
         t->fix = *fix;
-    st->fresh = !has_layer(t, layer);
-    if (st->fresh && new_layer(t, layer, err)) {
+    st->fresh = !seq_layers_has(&t->layers, layer);
+    if (st->fresh && seq_layers_add(&t->layers, layer, &t->fix, err)) {
         unlock();
         seq_close(st, 0, 0);
         return -1;
     }
-    st->kv = t->layer[layer].kv, st->fixed = &t->fix;
+    st->kv = seq_layers_kv(&t->layers, layer), st->fixed = &t->fix;
     unlock();
     return 0;
 }
 
-static int weights_differ(struct failure *err)
-{
-    return fail_with(err, ERR_INVALID_PARAMETER, "the weights differ from those the sequence "
-                     "started with: a step of a sequence keeps its start's weights (leave them "
-                     "out)");
-}
-
 int seq_weights(struct seq_step *st, struct att_params *p, struct failure *err)
 {
-    struct seq_layer *s = &target(st)->layer[st->layer];
-    if (st->fresh) { /* kept: counted in the budget by seq_reserve */
-        st->weight_bytes = 0;
-        for (int i = 0; i < ATT_NWEIGHTS; i++) {
-            if (!p->w[i])
-                continue;
-            if (!(s->w[i] = malloc(p->w_len[i] * sizeof(float))))
-                return fail_with(err, ERR_INTERNAL, "out of memory keeping the weights");
-            memcpy(s->w[i], p->w[i], p->w_len[i] * sizeof(float));
-            s->wlen[i] = p->w_len[i];
-            st->weight_bytes += p->w_len[i] * sizeof(float);
-        }
-        return 0;
-    }
-    for (int i = 0; i < ATT_NWEIGHTS; i++) { /* every step: the start's, none other */
-        if (!p->w[i] && s->w[i])
-            p->w[i] = s->w[i], p->w_len[i] = s->wlen[i];
-        else if (p->w[i] && (!s->w[i] || p->w_len[i] != s->wlen[i] ||
-                             memcmp(p->w[i], s->w[i], p->w_len[i] * sizeof(float))))
-            return weights_differ(err);
-    }
-    return 0;
+    size_t kept = 0;
+    const int rc = seq_layers_weights(&target(st)->layers, st->layer, st->fresh, p, &kept, err);
+    if (st->fresh) /* counted in the budget by seq_reserve */
+        st->weight_bytes = kept;
+    return rc;
 }
 
 /* The bytes step st adds: its layer's growth to st->tokens, and the
@@ -510,8 +446,7 @@ static void swap_contents(struct seq *a, struct seq *b)
 {
     struct seq t = *a;
     a->fix = b->fix, b->fix = t.fix;
-    a->layer = b->layer, b->layer = t.layer;
-    a->nlayers = b->nlayers, b->nlayers = t.nlayers;
+    a->layers = b->layers, b->layers = t.layers;
     a->bytes = b->bytes, b->bytes = t.bytes;
     a->wbytes = b->wbytes, b->wbytes = t.wbytes;
     a->reserved = b->reserved, b->reserved = t.reserved;
@@ -525,9 +460,7 @@ static void settle(struct seq *s, size_t weight_bytes)
     if (s->reserved >= weight_bytes)
         s->wbytes += weight_bytes;
     s->reserved = 0;
-    s->bytes = 0;
-    for (int l = 0; l < s->nlayers; l++)
-        s->bytes += s->layer[l].kv ? att_kv_bytes(s->layer[l].kv) : 0;
+    s->bytes = seq_layers_bytes(&s->layers);
     total_bytes += (long long)(s->bytes + s->wbytes);
 }
 
@@ -536,13 +469,13 @@ struct seq *seq_close(struct seq_step *st, int ok, int end)
     struct seq *s = st->s, *held = NULL;
     if (!s)
         return NULL;
-    struct seq_layer gone = {0}; /* a failed first step's layer, freed after the lock */
+    struct seq_layer gone; /* a failed first step's layer, freed after the lock */
+    memset(&gone, 0, sizeof gone);
     lock();
     const int was = evictable(s); /* 0: this step holds it */
     const int restart = st->pending != NULL;
     if (!ok && st->fresh && !restart) { /* the layer's first step failed: no cache there */
-        gone = s->layer[st->layer];
-        memset(&s->layer[st->layer], 0, sizeof gone);
+        seq_layers_take(&s->layers, st->layer, &gone);
         st->weight_bytes = 0;
     }
     if (restart) { /* a restart: it replaces the sequence if its step succeeded */
@@ -568,7 +501,7 @@ struct seq *seq_close(struct seq_step *st, int ok, int end)
         bury(s);
     pthread_cond_broadcast(&turn);
     unlock();
-    free_layer(&gone);
+    seq_layer_free(&gone);
     st->s = NULL;
     return held;
 }
