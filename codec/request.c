@@ -189,7 +189,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     }
     /* (a later step of a sequence takes the built-in model's weights its
      * start gave: the caller checks them) */
-    if ((m || !seq->id[0]) && codec_identity_check(p, m ? "the model's " : "weights.", err))
+    if ((m || !seq->n) && codec_identity_check(p, m ? "the model's " : "weights.", err))
         return -1;
 
     /* 5. masks: attn_mask, the request's or the model's (its strings in step 2) */
@@ -203,7 +203,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         struct tensor t;
         if (decode_tensor(r, fast, &t, v, TENSOR_BOOL, opt_name(OPT_KEY_PADDING_MASK), lim,
                           err) ||
-            (seq->id[0] ? codec_sequence_kpm(seq, p, r->batched, &t, err)
+            (seq->n ? codec_sequence_kpm(seq, p, r->batched, &t, err)
                         : codec_set_key_padding_mask(p, r->batched, &t, err)))
             return -1;
     }
@@ -227,7 +227,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         return -1;
 
     /* 6b. a step: its own rules; the whole (the cache's) is the caller's */
-    if (seq->id[0])
+    if (seq->n)
         return codec_sequence_rules(p, root, 0, "", err);
 
     /* 7. the whole, as the core sees it, once: the sizes stay with r;
@@ -343,6 +343,8 @@ int codec_decode_request_seq(struct codec_request *r, const char *body, size_t l
 void codec_request_deinit(struct codec_request *r)
 {
     tensor_arena_free(&r->arena);
+    free(r->seq.item);
+    r->seq.item = NULL, r->seq.n = 0;
     free(r->tokens_json);
     free(r->key_tokens_json);
     r->tokens_json = r->key_tokens_json = NULL;

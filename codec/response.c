@@ -161,8 +161,8 @@ static void write_response(struct buf *bp, const struct codec_request *r, const 
                      p->head_dim ? p->head_dim : p->E / p->H,
                      p->E, p->L, p->S, p->N);
     put(&b, s, (size_t)n);
-    if (r->seq.id[0]) { /* a step of a sequence: the cache length after it */
-        n = snprintf(s, sizeof s, ",\"cache_length\":%lld", r->seq.length);
+    if (r->seq.n) { /* a step of a sequence: the cache length after it */
+        n = snprintf(s, sizeof s, ",\"cache_length\":%lld", r->seq.item[0].length);
         put(&b, s, (size_t)n);
     }
     if (r->tokens_json) {

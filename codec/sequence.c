@@ -140,6 +140,13 @@ int codec_sequence_read(struct codec_sequence *s, const struct codec_values *cv,
         return fail_with(err, ERR_INVALID_PARAMETER, "%s applies to a sequence only: give it "
                          "with %s and %s true", cv->name[OPT_KV_CACHE_DTYPE],
                          opt_name(OPT_SEQUENCE_ID), opt_name(OPT_SEQUENCE_START));
+    if (s->id[0]) {
+        if (!(s->item = calloc(1, sizeof *s->item)))
+            return fail_with(err, ERR_INTERNAL, "out of memory");
+        s->n = 1;
+        memcpy(s->item[0].id, s->id, sizeof s->id);
+        s->item[0].start = s->start, s->item[0].end = s->end;
+    }
     return 0;
 }
 

@@ -24,20 +24,30 @@ struct tensor;
  * and the X-Sequence-Id header. Ids compare as text: the integer 42, the
  * string "42" and the header value 42 are one sequence. */
 #define CODEC_SEQUENCE_ID_MAX 128
-struct codec_sequence {
-    char id[CODEC_SEQUENCE_ID_MAX + 1]; /* "": not in a sequence */
+struct codec_sequence_item {
+    char id[CODEC_SEQUENCE_ID_MAX + 1];
     int start, end;
+    long long length; /* set by the step: its layer's cache length after it */
+};
+struct codec_sequence {
+    int n;            /* items: 0 = not in a sequence, 1 = scalar form, B = array form */
+    int array;        /* the ids came as an array / v2 tensor: cache_length per item */
+    struct codec_sequence_item *item; /* n items, malloc'd here, freed by
+                                         codec_request_deinit (n == 0: NULL) */
+    int layer;        /* 0 .. max_layers - 1 */
+    char key[CODEC_SEQUENCE_ID_MAX + 1]; /* array form: X-Sequence-Id, the placement key */
     enum att_kv_dtype dtype; /* kv_cache_dtype (its choices are the enum's names) */
     int dtype_asked;    /* the request gave kv_cache_dtype itself */
     int end_only;       /* sequence_end without a step (no query): end it, compute nothing */
     size_t kpm_count;   /* a step's key_padding_mask's elements (it spans the whole
                            cache: the caller checks them), 0: none */
-    long long length;   /* the cache length after the step, for the answer */
     /* inputs, borrowed: the header (NULL: none) and the JSON text (a number
      * beyond long long is read from it) */
     const char *header;
     const char *text;
     size_t text_len;
+    char id[CODEC_SEQUENCE_ID_MAX + 1]; /* (scratch while reading) */
+    int start, end;                     /* (scratch while reading) */
 };
 
 /* The sequence options of a request into s (s->header, text, text_len set

@@ -305,7 +305,7 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     p->H = (int)o.c.heads;
 
     /* 3. shapes against each other, variants, weights, masks, outputs */
-    in.seq = seq->id[0] != 0;
+    in.seq = seq->n != 0;
     if (rc || v2_set_tensors(r, &in, m, &o, lim, err) ||
         v2_read_outputs(r, json_object_get(root, "outputs"), &o, err)) {
         v2_options_deinit(&o);
@@ -323,7 +323,7 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     p->positional_encoding = o.c.pe;
 
     /* 3b. a step: its own rules; the whole (the cache's) is the caller's */
-    if (seq->id[0])
+    if (seq->n)
         return codec_sequence_rules(p, params, o.causal_asked && !o.c.causal,
                                     "parameters.", err);
 

@@ -286,7 +286,7 @@ static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct fa
 {
     return (in->name[IN_ATTN_MASK] && codec_set_mask(&r->c.p, &in->t[IN_ATTN_MASK], err)) ||
                    (in->name[IN_KPM] &&
-                    (r->c.seq.id[0] ? codec_sequence_kpm(&r->c.seq, &r->c.p, r->c.batched,
+                    (r->c.seq.n ? codec_sequence_kpm(&r->c.seq, &r->c.p, r->c.batched,
                                                          &in->t[IN_KPM], err)
                                     : codec_set_key_padding_mask(&r->c.p, r->c.batched,
                                                                  &in->t[IN_KPM], err)))

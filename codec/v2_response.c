@@ -136,9 +136,9 @@ struct stream *v2_stream_new(const struct v2_request *r, const char *model_name,
     put(st->text, &o, "{\"model_name\":");
     put(st->text, &o, name);
     put(st->text, &o, ",\"model_version\":\"1\"");
-    if (r->c.seq.id[0]) { /* a step of a sequence: the cache length after it */
+    if (r->c.seq.n) { /* a step of a sequence: the cache length after it */
         char cl[64];
-        snprintf(cl, sizeof cl, ",\"parameters\":{\"cache_length\":%lld}", r->c.seq.length);
+        snprintf(cl, sizeof cl, ",\"parameters\":{\"cache_length\":%lld}", r->c.seq.item[0].length);
         put(st->text, &o, cl);
     }
     if (id) {
