@@ -5,13 +5,16 @@
 #
 # Expects the Makefile to have built build/attention-server and
 # build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal,bench_model,
-# bench_kvattend,bench_sequences}.
+# bench_kvattend,bench_sequences,bench_batch}.
 #
 # BENCH_SECONDS: seconds per wrk point (4). BENCH_ONLY=large: only the large
 # request's stage table and the two-at-a-time line (needs just the server;
 # BENCH_LARGE_RUNS timed runs per encoding, 5 by default, median by e2e).
 # BENCH_ONLY=sequences: only 4b, sequences end to end (bench/sequences_e2e.py,
 # which starts its own server; SEQUENCES_* settings in its header).
+# BENCH_ONLY=batch: only 1g-1h and 4c, a layer step of a batch of sequences
+# in process (bench_batch; BENCH_BATCH_RSS=0 leaves out its 8 GiB part) and
+# end to end (bench/batch_e2e.py, its own server; BATCH_* in its header).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
@@ -19,7 +22,7 @@ mkdir -p "$OUT"
 DURATION=${BENCH_SECONDS:-4}
 ONLY=${BENCH_ONLY:-}
 RUNS=${BENCH_LARGE_RUNS:-5}
-case "$ONLY" in ""|large|sequences) ;; *) echo "bench: BENCH_ONLY must be empty, 'large' or 'sequences'" >&2; exit 2 ;; esac
+case "$ONLY" in ""|large|sequences|batch) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences' or 'batch'" >&2; exit 2 ;; esac
 
 echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -30,6 +33,17 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 sequences_e2e() { echo; /usr/bin/python3 bench/sequences_e2e.py build/attention-server "$OUT/sequences.csv"; }
 if [ "$ONLY" = sequences ]; then
     sequences_e2e
+    echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    exit 0
+fi
+# 1g-1h. a layer step of B 16 sequences x 4 096 tokens on the compute path
+# against an all-core streaming read, and RSS at 8 GiB of caches; 4c. the
+# same step end to end (v2 binary) against the server's compute stage
+batch_inproc() { echo; build/bench/bench_batch "$OUT"; }
+batch_e2e() { echo; /usr/bin/python3 bench/batch_e2e.py build/attention-server "$OUT/batch_e2e.csv"; }
+if [ "$ONLY" = batch ]; then
+    batch_inproc
+    batch_e2e
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
@@ -47,6 +61,7 @@ build/bench/bench_kvattend "$OUT"
 # 1f. a one-row step with 10, 10 000 and 100 000 sequences held
 echo
 build/bench/bench_sequences "$OUT"
+batch_inproc
 
 # 3. codec
 echo
@@ -177,7 +192,10 @@ printf "Two large base64 requests at once: 8 one at a time %.2f s, 8 two at a ti
 # against the full weights: time, answer size, each server's peak RSS.
 echo
 /usr/bin/python3 bench/reduced_weights.py build/attention-server "$OUT/reduced.csv"
-[ -z "$ONLY" ] && sequences_e2e
+if [ -z "$ONLY" ]; then
+    sequences_e2e
+    batch_e2e
+fi
 
 if [ -n "$ONLY" ]; then
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
