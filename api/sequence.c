@@ -89,28 +89,28 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
     struct codec_sequence *q = &r->seq;
     *held = NULL;
     if (q->end_only) {
-        if (seq_end(q->id))
+        if (seq_end(q->item[0].id))
             return fail_with(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' does not exist: "
-                             "nothing to end", q->id);
+                             "nothing to end", q->item[0].id);
         return 0;
     }
     struct seq_fixed fix;
     fixed_of(&fix, r, model, model_id);
     struct seq_step st;
-    if (seq_open(&st, q->id, q->start, &fix, err))
+    if (seq_open(&st, q->item[0].id, q->item[0].start, &fix, err))
         return -1;
     int rc = -1, drop = 0;
     struct att_step *as = NULL;
-    if (!q->start && st.fixed->model_id != model_id && !strcmp(st.fixed->model, model)) {
+    if (!q->item[0].start && st.fixed->model_id != model_id && !strcmp(st.fixed->model, model)) {
         drop = 1; /* the model was reloaded under it */
         fail_with(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' was dropped: its model "
-                  "'%.64s' was reloaded; start it again with %s true", q->id, model,
+                  "'%.64s' was reloaded; start it again with %s true", q->item[0].id, model,
                   opt_name(OPT_SEQUENCE_START));
         goto done;
     }
-    if (!q->start && inherit(&r->p, st.fixed))
+    if (!q->item[0].start && inherit(&r->p, st.fixed))
         fixed_of(&fix, r, model, model_id);
-    if (!q->start && same_fixed(st.fixed, &fix, q->dtype_asked, q->id, err))
+    if (!q->item[0].start && same_fixed(st.fixed, &fix, q->dtype_asked, q->item[0].id, err))
         goto done;
     if (!model_id && (seq_weights(&st, &r->p, err) ||
                       codec_identity_check(&r->p, "weights.", err)))
@@ -124,7 +124,7 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
     }
     if (total > lim->max_source_len) {
         fail_with(err, ERR_INVALID_PARAMETER, "sequence '%.64s' would hold %lld tokens, more "
-                  "than max_source_len (%d): end it and start another", q->id, total,
+                  "than max_source_len (%d): end it and start another", q->item[0].id, total,
                   lim->max_source_len);
         goto done;
     }
@@ -157,7 +157,7 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
         fail_with(err, http_error_from_att(st_rc), "%s", ae.msg);
         goto restore;
     }
-    q->length = att_kv_len(st.kv);
+    q->item[0].length = att_kv_len(st.kv);
     rc = 0;
     goto done;
 restore:
@@ -165,7 +165,7 @@ restore:
 done:
     att_step_cancel(as);
     st.hold = 1;
-    *held = seq_close(&st, rc == 0, drop || (rc == 0 && q->end));
+    *held = seq_close(&st, rc == 0, drop || (rc == 0 && q->item[0].end));
     return rc;
 }
 

@@ -98,6 +98,7 @@ enum v2_output {
     V2_OUT_TOPK_VALUES,   /* attention_weights_top_k_values (weights_top_k) */
     V2_OUT_TOPK_INDICES,  /* attention_weights_top_k_indices, INT32 */
     V2_OUT_POOLED,        /* attention_weights_pooled (weights_pool) */
+    V2_OUT_CACHE_LENGTH,  /* cache_length, INT64 [B]: a batch of sequences */
     V2_OUT_COUNT
 };
 
