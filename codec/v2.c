@@ -316,7 +316,8 @@ static int decode_fields(struct v2_request *r, json_t *root, struct v2_inputs *i
     /* the sequence's options first, unless its ids are an input */
     const int tensors = v2_sequence_named(inputs);
     int rc = v2_read_options(&o, params, m, lim, err) ||
-             (!tensors && codec_sequence_read(seq, &o.cv, params, lim, err));
+             (!tensors && (v2_sequence_inputs(&o.cv, in, params, err) ||
+                           codec_sequence_read(seq, &o.cv, params, lim, err)));
     rc = rc || read_inputs(in, inputs, b, m, lim, &r->c.arena, f, 1, err);
     rc = rc || (tensors && (v2_sequence_inputs(&o.cv, in, params, err) ||
                             codec_sequence_read(seq, &o.cv, params, lim, err)));
