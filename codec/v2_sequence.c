@@ -20,8 +20,8 @@ static const enum opt_id seq_options[3] = {OPT_SEQUENCE_ID, OPT_SEQUENCE_START,
 static int binary_ids(json_t *ids, const char *name, int bytes, long long B, long long n,
                       const unsigned char *p, struct failure *err)
 {
-    char s[32];
     if (!bytes) {
+        char s[32];
         if (n != 8 * B)
             return fail_with(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size is %lld "
                              "bytes but shape [%lld] of UINT64 needs %lld", name, n, B, 8 * B);
