@@ -37,17 +37,26 @@ static enum tensor_kind input_kind(int idx)
 /* ---------------------------------------------------------------------- */
 /* One input                                                               */
 
-/* The n bytes of t (shape counted, is_bool set) from the binary part. */
-static int read_binary(struct tensor *t, json_t *size, const char *name, struct v2_binpart *b,
-                       struct tensor_arena *a, struct failure *err)
+/* A binary_data_size: an integer >= 0, with a binary part that holds it. */
+static int binary_size(long long *n, json_t *size, const char *name,
+                       const struct v2_binpart *b, struct failure *err)
 {
-    long long n = 0;
-    if (json_int_value(size, &n) != JSON_INT_OK || n < 0)
+    if (json_int_value(size, n) != JSON_INT_OK || *n < 0)
         return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': binary_data_size must be an "
                          "integer >= 0", name);
     if (!b->present)
         return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has binary_data_size but the "
                          "request has no binary part (Inference-Header-Content-Length)", name);
+    return 0;
+}
+
+/* The n bytes of t (shape counted, is_bool set) from the binary part. */
+static int read_binary(struct tensor *t, json_t *size, const char *name, struct v2_binpart *b,
+                       struct tensor_arena *a, struct failure *err)
+{
+    long long n = 0;
+    if (binary_size(&n, size, name, b, err))
+        return -1;
     const size_t want = t->count * (t->is_bool ? 1 : sizeof(float));
     if ((unsigned long long)n != want) {
         char s[96];
@@ -150,9 +159,9 @@ static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_
     return 0;
 }
 
-static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
-                      struct v2_binpart *b, const struct codec_limits *lim, struct tensor_arena *a,
-                      const struct v2_fast_slot *fast, struct failure *err)
+/* An input's fields (in, called name): none unknown, and its datatype, a
+ * string, into *dt. 0, or -1 with err. */
+static int input_head(json_t *in, const char *name, const char **dt, struct failure *err)
 {
     static const char *const fields[] = {"name", "shape", "datatype", "parameters", "data",
                                          NULL};
@@ -160,12 +169,85 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
     snprintf(what, sizeof what, "input '%s'", name);
     if (v2_known_fields(in, fields, what, err))
         return -1;
-    /* 1. datatype, for this input */
-    const enum tensor_kind kind = input_kind(idx);
-    const char *dt = json_string_value(json_object_get(in, "datatype"));
-    if (!dt)
+    if (!(*dt = json_string_value(json_object_get(in, "datatype"))))
         return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': datatype must be a string",
                          name);
+    return 0;
+}
+
+/* An input's parameters, checked, and its data: either "data" (*data) or
+ * parameters.binary_data_size (*size). 0, or -1 with err. */
+static int input_data(json_t *in, const char *name, json_t **data, json_t **size,
+                      struct failure *err)
+{
+    char what[96];
+    json_t *params = json_object_get(in, "parameters");
+    if (params && !json_is_object(params))
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
+                         name);
+    snprintf(what, sizeof what, "input '%s': ", name);
+    if (v2_check_parameters(params, V2_PARAMS_INPUT, what, err))
+        return -1;
+    *size = json_object_get(params, "binary_data_size");
+    *data = json_object_get(in, "data");
+    if (*size && *data)
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has both data and "
+                         "binary_data_size", name);
+    if (!*size && !*data)
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has no data (nor "
+                         "parameters.binary_data_size)", name);
+    return 0;
+}
+
+/* The sequence_id input (UINT64 or BYTES, shape [B]) into *ids, a JSON
+ * array of its ids as strings (owned by the caller). */
+static int read_ids(json_t **ids, json_t *in, const char *name, struct v2_binpart *b,
+                    struct failure *err)
+{
+    const char *dt;
+    if (input_head(in, name, &dt, err))
+        return -1;
+    const int bytes = strcmp(dt, "BYTES") == 0;
+    if (!bytes && strcmp(dt, "UINT64"))
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s' has datatype %s; it takes UINT64 "
+                         "or BYTES", name, dt);
+    struct tensor t;
+    memset(&t, 0, sizeof t);
+    if (tensor_shape_from_json(&t, json_object_get(in, "shape"), name, 1LL << 40, err))
+        return -1;
+    if (t.ndim != 1)
+        return fail_with(err, ERR_SHAPE_MISMATCH, "input '%s' must have shape [B]: one id per "
+                         "batch item", name);
+    json_t *data, *size;
+    if (input_data(in, name, &data, &size, err))
+        return -1;
+    if (!(*ids = json_array()))
+        return fail_with(err, ERR_INTERNAL, "out of memory for input '%s'", name);
+    if (!size)
+        return v2_ids_json(*ids, name, bytes, t.shape[0], data, b, err);
+    long long n = 0;
+    if (binary_size(&n, size, name, b, err))
+        return -1;
+    if ((unsigned long long)n > b->len - b->used)
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size %lld goes past "
+                         "the end of the body (%zu bytes of binary data left)", name, n,
+                         b->len - b->used);
+    if (v2_ids_binary(*ids, name, bytes, t.shape[0], n, (const unsigned char *)b->p + b->used,
+                      err))
+        return -1;
+    b->used += (size_t)n;
+    return 0;
+}
+
+static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
+                      struct v2_binpart *b, const struct codec_limits *lim, struct tensor_arena *a,
+                      const struct v2_fast_slot *fast, struct failure *err)
+{
+    /* 1. datatype, for this input */
+    const enum tensor_kind kind = input_kind(idx);
+    const char *dt;
+    if (input_head(in, name, &dt, err))
+        return -1;
     const int is_bool = strcmp(dt, "BOOL") == 0;
     if ((!is_bool && strcmp(dt, "FP32")) || (is_bool && kind == TENSOR_FLOAT) ||
         (!is_bool && kind == TENSOR_BOOL))
@@ -181,21 +263,9 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
     t->is_bool = is_bool;
 
     /* 3. data, from the JSON or the binary part */
-    json_t *params = json_object_get(in, "parameters");
-    if (params && !json_is_object(params))
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
-                         name);
-    snprintf(what, sizeof what, "input '%s': ", name);
-    if (v2_check_parameters(params, V2_PARAMS_INPUT, what, err))
+    json_t *data, *size;
+    if (input_data(in, name, &data, &size, err))
         return -1;
-    json_t *size = json_object_get(params, "binary_data_size");
-    json_t *data = json_object_get(in, "data");
-    if (size && data)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has both data and "
-                         "binary_data_size", name);
-    if (!size && !data)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has no data (nor "
-                         "parameters.binary_data_size)", name);
     if (size ? read_binary(t, size, name, b, a, err)
              : read_data(t, shape, data, kind, name, lim, a, fast, err))
         return -1;
@@ -238,7 +308,7 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct v2_binpart *b,
         in->name[idx] = name;
         const struct v2_fast_slot *fast =
             i < IN_COUNT && f->slot[i].state != V2_FAST_NONE ? &f->slot[i] : NULL;
-        if (idx == IN_SEQ_ID ? v2_read_ids(&in->ids, x, name, b, err)
+        if (idx == IN_SEQ_ID ? read_ids(&in->ids, x, name, b, err)
                              : read_input(&in->t[idx], x, idx, name, b, lim, a, fast, err))
             return -1;
     }

@@ -16,9 +16,8 @@ static const int seq_inputs[3] = {IN_SEQ_ID, IN_SEQ_START, IN_SEQ_END};
 static const enum opt_id seq_options[3] = {OPT_SEQUENCE_ID, OPT_SEQUENCE_START,
                                            OPT_SEQUENCE_END};
 
-/* The ids from the binary part: n bytes, B of them. */
-static int binary_ids(json_t *ids, const char *name, int bytes, long long B, long long n,
-                      const unsigned char *p, struct failure *err)
+int v2_ids_binary(json_t *ids, const char *name, int bytes, long long B, long long n,
+                  const unsigned char *p, struct failure *err)
 {
     if (!bytes) {
         char s[32];
@@ -61,9 +60,8 @@ static int binary_ids(json_t *ids, const char *name, int bytes, long long B, lon
     return 0;
 }
 
-/* The ids from JSON data: B integers (UINT64) or strings (BYTES). */
-static int json_ids(json_t *ids, const char *name, int bytes, long long B, json_t *data,
-                    const struct v2_binpart *b, struct failure *err)
+int v2_ids_json(json_t *ids, const char *name, int bytes, long long B, json_t *data,
+                const struct v2_binpart *b, struct failure *err)
 {
     if (!json_is_array(data))
         return fail_with(err, ERR_INVALID_TENSOR, "input '%s': data must be an array", name);
@@ -90,66 +88,6 @@ static int json_ids(json_t *ids, const char *name, int bytes, long long B, json_
         }
         json_array_append_new(ids, json_string(s));
     }
-    return 0;
-}
-
-int v2_read_ids(json_t **ids, json_t *in, const char *name, struct v2_binpart *b,
-                struct failure *err)
-{
-    static const char *const fields[] = {"name", "shape", "datatype", "parameters", "data",
-                                         NULL};
-    char what[96];
-    snprintf(what, sizeof what, "input '%s'", name);
-    if (v2_known_fields(in, fields, what, err))
-        return -1;
-    const char *dt = json_string_value(json_object_get(in, "datatype"));
-    if (!dt)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': datatype must be a string",
-                         name);
-    const int bytes = strcmp(dt, "BYTES") == 0;
-    if (!bytes && strcmp(dt, "UINT64"))
-        return fail_with(err, ERR_INVALID_TENSOR, "input '%s' has datatype %s; it takes UINT64 "
-                         "or BYTES", name, dt);
-    struct tensor t;
-    memset(&t, 0, sizeof t);
-    if (tensor_shape_from_json(&t, json_object_get(in, "shape"), name, 1LL << 40, err))
-        return -1;
-    if (t.ndim != 1)
-        return fail_with(err, ERR_SHAPE_MISMATCH, "input '%s' must have shape [B]: one id per "
-                         "batch item", name);
-    json_t *params = json_object_get(in, "parameters");
-    if (params && !json_is_object(params))
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
-                         name);
-    snprintf(what, sizeof what, "input '%s': ", name);
-    if (v2_check_parameters(params, V2_PARAMS_INPUT, what, err))
-        return -1;
-    json_t *size = json_object_get(params, "binary_data_size");
-    json_t *data = json_object_get(in, "data");
-    if (size && data)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has both data and "
-                         "binary_data_size", name);
-    if (!size && !data)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has no data (nor "
-                         "parameters.binary_data_size)", name);
-    if (!(*ids = json_array()))
-        return fail_with(err, ERR_INTERNAL, "out of memory for input '%s'", name);
-    if (!size)
-        return json_ids(*ids, name, bytes, t.shape[0], data, b, err);
-    long long n = 0;
-    if (json_int_value(size, &n) != JSON_INT_OK || n < 0)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': binary_data_size must be an "
-                         "integer >= 0", name);
-    if (!b->present)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has binary_data_size but the "
-                         "request has no binary part (Inference-Header-Content-Length)", name);
-    if ((unsigned long long)n > b->len - b->used)
-        return fail_with(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size %lld goes past "
-                         "the end of the body (%zu bytes of binary data left)", name, n,
-                         b->len - b->used);
-    if (binary_ids(*ids, name, bytes, t.shape[0], n, (const unsigned char *)b->p + b->used, err))
-        return -1;
-    b->used += (size_t)n;
     return 0;
 }
 

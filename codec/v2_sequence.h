@@ -3,7 +3,7 @@
  * data or binary) and the BOOL sequence_start and sequence_end, [B], read
  * into the JSON arrays codec/sequence.h's codec_sequence_read() takes, so
  * that both protocols have one set of rules and messages. codec/v2.c
- * calls it. */
+ * reads the input's fields and calls it. */
 #ifndef CODEC_V2_SEQUENCE_H
 #define CODEC_V2_SEQUENCE_H
 
@@ -11,13 +11,16 @@
 
 #include "codec/v2_internal.h"
 
-/* The sequence_id input in (called name) into *ids, a JSON array of its
- * B ids as strings (owned by the caller), its data from the JSON or from
- * b's binary part (Triton's layouts: UINT64 8 bytes little-endian each;
- * BYTES each a 4-byte little-endian length and its bytes). 0, or -1 with
- * err. */
-int v2_read_ids(json_t **ids, json_t *in, const char *name, struct v2_binpart *b,
-                struct failure *err);
+/* The sequence_id input's B ids (called name) appended to ids as JSON
+ * strings: from JSON data, B integers (UINT64; one beyond long long read
+ * from b's text) or strings (BYTES); or from n bytes p of the binary part,
+ * in Triton's layouts (UINT64 8 bytes little-endian each; BYTES each a
+ * 4-byte little-endian length and its bytes). bytes: the datatype is
+ * BYTES. 0, or -1 with err. */
+int v2_ids_json(json_t *ids, const char *name, int bytes, long long B, json_t *data,
+                const struct v2_binpart *b, struct failure *err);
+int v2_ids_binary(json_t *ids, const char *name, int bytes, long long B, long long n,
+                  const unsigned char *p, struct failure *err);
 
 /* The sequence inputs of in into cv (borrowed from in: keep in until the
  * sequence is read), in place of the parameters of the same names, which

@@ -40,6 +40,22 @@ static int decode_post(struct codec_request *r, const char *b, const char *h,
     return rc;
 }
 
+#define VQ2 "{'name': 'query', 'shape': [2, 1, 4], 'datatype': 'FP32', " \
+            "'data': [1, 0, 0, 1, 0, 1, 1, 0]}"
+#define VP "'parameters': {'num_heads': 2"
+
+static int decode_v2(struct v2_request *r, const char *json, const void *bin, size_t nbin,
+                     struct failure *e)
+{
+    const struct codec_limits lim = test_limits();
+    size_t len;
+    long long hl;
+    char *body = v2ct_with_binary(json, bin, nbin, &len, &hl);
+    const int rc = v2_decode_infer(r, body, len, nbin ? hl : -1, NULL, &lim, e);
+    free(body);
+    return rc;
+}
+
 struct refusal {
     const char *body;
     int code;
@@ -103,23 +119,34 @@ static const struct refusal post_refusals[] = {
      ERR_INVALID_PARAMETER, "a batch without query ends its sequences"},
 };
 
-Test(sequence_batch, every_post_refusal_names_the_rule)
+/* Every case of table (n of them) decoded by POST /attention (v2 0) or
+ * v2 (1): refused with its status and message. */
+static void expect_refusals(const struct refusal *table, size_t n, int v2)
 {
     int failed = 0;
-    const size_t n = sizeof post_refusals / sizeof post_refusals[0];
     for (size_t i = 0; i < n; i++) {
-        const struct refusal *c = &post_refusals[i];
+        const struct refusal *c = &table[i];
         struct codec_request r;
+        struct v2_request vr;
         struct failure e = {0};
-        const int rc = decode_post(&r, c->body, NULL, &e);
+        const int rc = v2 ? decode_v2(&vr, c->body, NULL, 0, &e) : decode_post(&r, c->body, NULL,
+                                                                                &e);
         if (rc != -1 || e.code != c->code || !strstr(e.msg, c->msg)) {
             cr_log_error("case %zu (%s): rc %d, %s: \"%s\"; expected %s: \"%s\"", i, c->body,
                          rc, http_error_slug(e.code), e.msg, http_error_slug(c->code), c->msg);
             failed++;
         }
-        codec_request_deinit(&r);
+        if (v2)
+            v2_request_deinit(&vr);
+        else
+            codec_request_deinit(&r);
     }
     cr_assert_eq(failed, 0, "%d of %zu refusals answered wrongly", failed, n);
+}
+
+Test(sequence_batch, every_post_refusal_names_the_rule)
+{
+    expect_refusals(post_refusals, sizeof post_refusals / sizeof post_refusals[0], 0);
 }
 
 Test(sequence_batch, more_ids_than_max_batch_is_413)
@@ -205,22 +232,6 @@ Test(sequence_batch, post_answers_carry_each_cache_length)
 /* ---------------------------------------------------------------------- */
 /* v2                                                                      */
 
-#define VQ2 "{'name': 'query', 'shape': [2, 1, 4], 'datatype': 'FP32', " \
-            "'data': [1, 0, 0, 1, 0, 1, 1, 0]}"
-#define VP "'parameters': {'num_heads': 2"
-
-static int decode_v2(struct v2_request *r, const char *json, const void *bin, size_t nbin,
-                     struct failure *e)
-{
-    const struct codec_limits lim = test_limits();
-    size_t len;
-    long long hl;
-    char *body = v2ct_with_binary(json, bin, nbin, &len, &hl);
-    const int rc = v2_decode_infer(r, body, len, nbin ? hl : -1, NULL, &lim, e);
-    free(body);
-    return rc;
-}
-
 static const struct refusal v2_refusals[] = {
     {"{'inputs': [" VQ2 ", {'name': 'sequence_id', 'shape': [2], 'datatype': 'UINT64', "
      "'data': [1, 2]}], " VP ", 'sequence_id': 3}}", ERR_INVALID_PARAMETER,
@@ -271,21 +282,7 @@ static const struct refusal v2_refusals[] = {
 
 Test(sequence_batch, every_v2_refusal_names_the_rule)
 {
-    int failed = 0;
-    const size_t n = sizeof v2_refusals / sizeof v2_refusals[0];
-    for (size_t i = 0; i < n; i++) {
-        const struct refusal *c = &v2_refusals[i];
-        struct v2_request r;
-        struct failure e = {0};
-        const int rc = decode_v2(&r, c->body, NULL, 0, &e);
-        if (rc != -1 || e.code != c->code || !strstr(e.msg, c->msg)) {
-            cr_log_error("case %zu (%s): rc %d, %s: \"%s\"; expected %s: \"%s\"", i, c->body,
-                         rc, http_error_slug(e.code), e.msg, http_error_slug(c->code), c->msg);
-            failed++;
-        }
-        v2_request_deinit(&r);
-    }
-    cr_assert_eq(failed, 0, "%d of %zu refusals answered wrongly", failed, n);
+    expect_refusals(v2_refusals, sizeof v2_refusals / sizeof v2_refusals[0], 1);
 }
 
 /* The ids in each of their four forms, the flags as BOOL inputs. */
