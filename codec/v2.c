@@ -41,12 +41,16 @@ static enum tensor_kind input_kind(int idx)
 static int binary_size(long long *n, json_t *size, const char *name,
                        const struct v2_binpart *b, struct failure *err)
 {
-    if (json_int_value(size, n) != JSON_INT_OK || *n < 0)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': binary_data_size must be an "
-                         "integer >= 0", name);
-    if (!b->present)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has binary_data_size but the "
-                         "request has no binary part (Inference-Header-Content-Length)", name);
+    if (json_int_value(size, n) != JSON_INT_OK || *n < 0) {
+        fail_with(err, ERR_INVALID_PARAMETER, "input '%s': binary_data_size must be an "
+                  "integer >= 0", name);
+        return -1;
+    }
+    if (!b->present) {
+        fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has binary_data_size but the "
+                  "request has no binary part (Inference-Header-Content-Length)", name);
+        return -1;
+    }
     return 0;
 }
 
@@ -55,7 +59,7 @@ static int read_binary(struct tensor *t, json_t *size, const char *name, struct 
                        struct tensor_arena *a, struct failure *err)
 {
     long long n = 0;
-    if (binary_size(&n, size, name, b, err))
+    if (binary_size(&n, size, name, b, err) || !b->p)
         return -1;
     const size_t want = t->count * (t->is_bool ? 1 : sizeof(float));
     if ((unsigned long long)n != want) {
@@ -71,7 +75,7 @@ static int read_binary(struct tensor *t, json_t *size, const char *name, struct 
                          b->len - b->used);
     /* a copy: the body may be released before the computation (service.h),
      * and its bytes need not be aligned for floats */
-    void *buf = tensor_arena_keep(a, malloc(want));
+    void *buf = tensor_arena_keep(a, malloc(want ? want : 1)); /* (dims >= 1: want >= 1) */
     if (!buf)
         return fail_with(err, ERR_INTERNAL, "out of memory for input '%s'", name);
     memcpy(buf, b->p + b->used, want);
@@ -218,7 +222,7 @@ static int read_ids(json_t **ids, json_t *in, const char *name, struct v2_binpar
     if (t.ndim != 1)
         return fail_with(err, ERR_SHAPE_MISMATCH, "input '%s' must have shape [B]: one id per "
                          "batch item", name);
-    json_t *data, *size;
+    json_t *data = NULL, *size = NULL;
     if (input_data(in, name, &data, &size, err))
         return -1;
     if (!(*ids = json_array()))
@@ -263,7 +267,7 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
     t->is_bool = is_bool;
 
     /* 3. data, from the JSON or the binary part */
-    json_t *data, *size;
+    json_t *data = NULL, *size = NULL;
     if (input_data(in, name, &data, &size, err))
         return -1;
     if (size ? read_binary(t, size, name, b, a, err)

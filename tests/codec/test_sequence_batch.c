@@ -155,7 +155,7 @@ Test(sequence_batch, more_ids_than_max_batch_is_413)
     char body[4096] = "{\"sequence_id\":[";
     for (int i = 0; i <= lim.max_batch; i++)
         snprintf(body + strlen(body), sizeof body - strlen(body), "%s%d", i ? "," : "", i + 1);
-    strcat(body, "],\"sequence_end\":true}");
+    snprintf(body + strlen(body), sizeof body - strlen(body), "],\"sequence_end\":true}");
     struct codec_request r;
     struct failure e = {0};
     cr_assert_eq(codec_decode_request(&r, body, strlen(body), &lim, NULL, &e), -1);
