@@ -373,8 +373,8 @@ static int decode_fields(struct v2_request *r, json_t *root, struct v2_inputs *i
                          codec_sequence_read(seq, &cv, params, lim, err) == 0;
         const int ended = read ? codec_sequence_end_only(seq, 0, err) : 0;
         codec_values_deinit(&cv);
-        if (ended < 0)
-            return -1;
+        if (ended < 0 || (!read && inputs))
+            return -1; /* its sequence inputs are all there is to say of */
         if (ended) { /* the answer: cache_length 0 (for each, an output in the array form) */
             if (seq->array)
                 r->outputs[r->n_outputs++] = V2_OUT_CACHE_LENGTH;

@@ -278,6 +278,8 @@ static const struct refusal v2_refusals[] = {
     {"{'inputs': [{'name': 'sequence_id', 'shape': [2], 'datatype': 'UINT64', 'data': [1, 2]},"
      " {'name': 'sequence_end', 'shape': [2], 'datatype': 'BOOL', 'data': [true, false]}]}",
      ERR_INVALID_PARAMETER, "a batch without query ends its sequences"},
+    {"{'inputs': [{'name': 'sequence_id', 'shape': [2], 'datatype': 'UINT64', 'data': [1, 0]}],"
+     " 'parameters': {'sequence_end': true}}", ERR_INVALID_PARAMETER, "sequence_id[1] is 0"},
 };
 
 Test(sequence_batch, every_v2_refusal_names_the_rule)
@@ -386,4 +388,41 @@ Test(sequence_batch, v2_answers_cache_length_per_item)
     free(text);
     stream_free(st);
     v2_request_deinit(&r);
+}
+
+/* A large body (its errors from the fast readers): the ids are read
+ * exactly, never as float32 numbers. */
+Test(sequence_batch, large_bodies_read_the_ids_exactly)
+{
+    const struct codec_limits lim = test_limits();
+    const size_t pad = CODEC_FAST_ERRORS_FROM + 1;
+    char *json = v2ct_q("{'inputs': [" VQ2 ", {'name': 'sequence_id', 'shape': [2], "
+                        "'datatype': 'UINT64', 'data': [16777217, 18446744073709551615]}], "
+                        VP "}}");
+    const size_t n = strlen(json);
+    char *body = malloc(n + pad);
+    memcpy(body, json, n);
+    memset(body + n, ' ', pad);
+    struct v2_request r;
+    struct failure e = {0};
+    cr_assert_eq(v2_decode_infer(&r, body, n + pad, -1, NULL, &lim, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(r.c.seq.item[0].id, "16777217");
+    cr_expect_str_eq(r.c.seq.item[1].id, "18446744073709551615");
+    v2_request_deinit(&r);
+    free(body);
+    free(json);
+
+    json = v2ct_q("{" Q2 ", 'sequence_id': [16777217, 18446744073709551614]}");
+    const size_t m = strlen(json);
+    body = malloc(m + pad);
+    memcpy(body, json, m);
+    memset(body + m, ' ', pad);
+    struct codec_request c;
+    cr_assert_eq(codec_decode_request(&c, body, m + pad, &lim, NULL, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.path, CODEC_PATH_FAST);
+    cr_expect_str_eq(c.seq.item[0].id, "16777217");
+    cr_expect_str_eq(c.seq.item[1].id, "18446744073709551614");
+    codec_request_deinit(&c);
+    free(body);
+    free(json);
 }
