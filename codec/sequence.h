@@ -72,9 +72,9 @@ int codec_sequence_read(struct codec_sequence *s, const struct codec_values *cv,
 
 /* An integer beyond long long reaches jansson's reader as its stand-in,
  * a real (jsonnum_standin): its digits from the JSON text (len bytes)
- * instead, those after the first "key": (index < 0) or element index of
- * the array after it whose value, read as a real, is standin; as text into
- * out. 0, or -1 when there is none. */
+ * instead, as text into out: the number after a "key": (index < 0), or
+ * element index of the array after one, whose value read as a real is
+ * standin (the first such). 0, or -1 when there is none. */
 int codec_sequence_raw_uint(const char *text, size_t len, const char *key, int index,
                             double standin, char *out, size_t outlen);
 
