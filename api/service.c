@@ -32,6 +32,7 @@ struct codec_limits service_limits(const struct cfg *c)
         .max_source_len = c->max_source_len,
         .max_embed_dim = c->max_embed_dim,
         .max_heads = c->max_heads,
+        .max_layers = c->max_layers,
         .max_weights_elements = c->max_weights_elements,
     };
 }
