@@ -54,7 +54,7 @@ static const char *const dtype_name[] = {"FP32", "FP16", "BF16"};
 static const struct codec_limits lim = {
     .max_tensor_elements = 1LL << 32, .max_batch = 64, .max_target_len = 65536,
     .max_source_len = 65536, .max_embed_dim = EQ, .max_heads = 64,
-    .max_weights_elements = 1 << 24,
+    .max_weights_elements = 1 << 24, .max_layers = 256,
 };
 
 static struct pool *pool;
