@@ -26,7 +26,6 @@ Usage: bench/batch_e2e.py SERVER_BINARY [CSV_OUT]
 Env: BATCH_TOKENS (4096), BATCH_STEPS (21), BATCH_B (16).
 """
 import http.client
-import json
 import os
 import re
 import statistics
@@ -59,15 +58,9 @@ def v2_body(ids, q, k, v, start=False, **params):
     if start:
         arrays.append(("sequence_start", "BOOL", np.ones(len(ids), dtype=np.uint8)))
     arrays += [("query", "FP32", q), ("key", "FP32", k), ("value", "FP32", v)]
-    inputs, raw = [], []
-    for name, dtype, a in arrays:
-        inputs.append({"name": name, "datatype": dtype, "shape": list(a.shape),
-                       "parameters": {"binary_data_size": a.nbytes}})
-        raw.append(a.tobytes())
-    head = json.dumps({"inputs": inputs, "parameters": {
+    return serverproc.v2_binary(arrays, {
         "num_heads": H, "num_kv_heads": HKV, "head_dim": D, "need_weights": False,
-        "binary_data_output": True, **params}}, separators=(",", ":")).encode()
-    return head + b"".join(raw), len(head)
+        "binary_data_output": True, **params})
 
 
 def rows(*shape):

@@ -241,7 +241,7 @@ static double rss_bytes(void)
     double kb = -1.0;
     while (f && fgets(line, sizeof line, f))
         if (!strncmp(line, "VmRSS:", 6))
-            kb = atof(line + 6);
+            kb = strtod(line + 6, NULL);
     if (f)
         fclose(f);
     return kb * 1024.0;
@@ -298,11 +298,7 @@ int main(int argc, char **argv)
         run_dtype(order[i], ids, qs, kvs, q, kv, &res[order[i]]);
         fprintf(stderr, "bench_batch: %s done\n", dtype_name[order[i]]);
     }
-    char path[512];
-    snprintf(path, sizeof path, "%s/batch.csv", outdir);
-    FILE *csv = fopen(path, "w");
-    if (csv)
-        fprintf(csv, "part,dtype,step_ms,step_gbs,stream_ms,stream_gbs,ratio\n");
+    FILE *csv = csv_open(outdir, "batch.csv", "part,dtype,step_ms,step_gbs,stream_ms,stream_gbs,ratio");
     printf("1g. A layer step of B %d sequences x %d cached tokens (L 1, H %d, Hkv %d, d %d, "
            "identity projections; sequence_step on a pool of %ld workers, in process) against "
            "an all-core streaming read of the caches' bytes, interleaved, median of %d\n", B,
