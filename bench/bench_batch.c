@@ -4,6 +4,7 @@
  *
  *   bench_batch OUTDIR
  *   BENCH_BATCH_RSS=0 bench_batch OUTDIR    the step alone (a quick run)
+ *   BENCH_BATCH_DTYPE=FP16 bench_batch ...  the step of one cache type (a profiler's run)
  *
  * In process, no HTTP: api/sequence.h's sequence_step() on a request built
  * by hand as the codec builds it (B 16 sequences, a one-row step each: H 32,
@@ -294,8 +295,13 @@ int main(int argc, char **argv)
     }
     struct result res[3];
     const enum att_kv_dtype order[3] = {ATT_KV_F16, ATT_KV_F32, ATT_KV_BF16};
+    const char *only = getenv("BENCH_BATCH_DTYPE");
+    int ran[3] = {0};
     for (int i = 0; i < 3; i++) {
+        if (only && strcmp(only, dtype_name[order[i]]))
+            continue;
         run_dtype(order[i], ids, qs, kvs, q, kv, &res[order[i]]);
+        ran[order[i]] = 1;
         fprintf(stderr, "bench_batch: %s done\n", dtype_name[order[i]]);
     }
     FILE *csv = csv_open(outdir, "batch.csv", "part,dtype,step_ms,step_gbs,stream_ms,stream_gbs,ratio");
@@ -307,6 +313,8 @@ int main(int argc, char **argv)
            "ratio");
     for (int i = 0; i < 3; i++) {
         const struct result *r = &res[order[i]];
+        if (!ran[order[i]])
+            continue;
         printf("%-5s %10.2f %8.2f %10.2f %8.2f %6.2f\n", dtype_name[order[i]], r->step_ms,
                r->step_gbs, r->stream_ms, r->stream_gbs, r->step_gbs / r->stream_gbs);
         if (csv)
@@ -315,7 +323,7 @@ int main(int argc, char **argv)
     }
     printf("(goal: FP16 ratio >= 0.8; FP32 and BF16 for reference)\n");
     const char *rss = getenv("BENCH_BATCH_RSS");
-    if (!rss || strcmp(rss, "0"))
+    if (!only && (!rss || strcmp(rss, "0")))
         run_rss(ids, q, kv, csv);
     if (csv)
         fclose(csv);
