@@ -134,6 +134,18 @@ def generate(model, backend, prompts, new_tokens):
     timings: a dict of seconds)."""
     n = len(prompts)
     backend.begin(n, max(len(p) for p in prompts) + new_tokens)
+    try:
+        return _generate(model, backend, prompts, new_tokens)
+    except BaseException:
+        try:  # the sequences are not left behind (on a server, until their timeout)
+            backend.end()
+        except Exception:  # the first error is the one to report
+            pass
+        raise
+
+
+def _generate(model, backend, prompts, new_tokens):
+    n = len(prompts)
     t0 = time.perf_counter()
     logits = [torch.empty(n, model.shape.vocab)]
     for b, p in enumerate(prompts):

@@ -117,10 +117,15 @@ class ServerAttention:
         return ctx
 
     def end(self):
-        """Ends every sequence (all their layers) with one request."""
-        n = len(self.ids)
-        out = self.post({}, [("sequence_id", "UINT64", self.ids),
-                             ("sequence_end", "BOOL", np.ones(n, dtype=np.uint8))])
+        """Ends every sequence (all its layers) with one request, those
+        started: a prompt's first request, at layer 0, was answered (a
+        refused request changes no sequence)."""
+        ids = self.ids[self.length[0] > 0]
+        if len(ids) == 0:
+            self.ids = self.length = None
+            return
+        out = self.post({}, [("sequence_id", "UINT64", ids),
+                             ("sequence_end", "BOOL", np.ones(len(ids), dtype=np.uint8))])
         got = out.get("cache_length")
         if got is not None and np.any(got != 0):
             raise ServerError(f"sequence_end answered cache_length {got}")
