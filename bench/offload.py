@@ -19,7 +19,8 @@ of OFFLOAD_DTYPES, with three attention backends:
 
 Prints per backend the prompts' time, the decode steps' tokens per second
 and the time in attention per decode step (every layer, the whole batch;
-round trips included for the server), the ratio server / local, and
+round trips included for the server) and per generated token (the step's
+over the batch), the ratio server / local, and
 whether the backends gave the same tokens and logits. PyTorch uses every
 core; the server too, while the decoder waits for its answer. The target
 (docs/performance.md): server <= local per step.
@@ -56,7 +57,7 @@ def main():
     torch.set_num_threads(os.cpu_count())
     dims = {k: int(v) for k, v in (p.split("=") for p in SHAPE.split(","))}
     proc, port = serverproc.start(binary, ["--log-level", "warn"], "offload")
-    rows = ["dtype,backend,prompts_s,decode_tok_s,attention_ms_per_step"]
+    rows = ["dtype,backend,prompts_s,decode_tok_s,attention_ms_per_step,attention_ms_per_token"]
     try:
         for n, dtype in enumerate(DTYPES):
             shape = llama.Shape(cache_dtype=dtype, **dims)
@@ -70,7 +71,7 @@ def main():
                       f"batch {BATCH}, contexts {ctx[0]} to {ctx[1]} tokens, {NEW} new tokens; "
                       f"{torch.get_num_threads()} PyTorch threads; server: its defaults)")
                 print(f"{'cache':<6} {'backend':<16} {'prompts s':>10} {'decode tok/s':>13} "
-                      f"{'attention ms/step':>18} {'server/this':>12}")
+                      f"{'attention ms/step':>18} {'ms/token':>9} {'server/this':>12}")
             out = {}
             with torch.no_grad():
                 for name, kernel in BACKENDS:
@@ -88,15 +89,17 @@ def main():
                 tok_s = BATCH * (NEW - 1) / t["decode_s"]
                 ratio = f"{server_ms / ms:.2f}x" if name != "server" else ""
                 print(f"{dtype:<6} {name:<16} {t['prompt_s']:>10.2f} {tok_s:>13.1f} "
-                      f"{ms:>18.1f} {ratio:>12}")
-                rows.append(f"{dtype},{name},{t['prompt_s']:.3f},{tok_s:.2f},{ms:.3f}")
+                      f"{ms:>18.1f} {ms / BATCH:>9.2f} {ratio:>12}")
+                rows.append(f"{dtype},{name},{t['prompt_s']:.3f},{tok_s:.2f},{ms:.3f},"
+                            f"{ms / BATCH:.3f}")
             for name, _ in BACKENDS[:2]:
                 same, rel = generate.compare(out[name][:2], out["server"][:2], 0)
                 print(f"{'':<6} {name} vs server: tokens {'equal' if same else 'DIFFER'}, "
                       f"logits' largest relative difference {rel:.1e} "
                       f"(tolerance {generate.RTOL[dtype]:g})")
-        print("(attention ms/step: every layer, the whole batch, one decode step; "
-              "target: server <= local)")
+        print(f"(attention ms/step: every layer, one decode step of the whole batch, round trips "
+              f"included; ms/token: per generated token, the step's / {BATCH}; "
+              f"target: server <= local)")
     finally:
         proc.terminate()
         proc.wait()
