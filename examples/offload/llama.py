@@ -176,8 +176,8 @@ class LocalAttention:
     ragged lengths of a batch and the lower-right causal rule.
 
     kernel "grouped" computes softmax(q·kᵀ/√d)·v itself instead, the query
-    heads of a KV head grouped by a reshape (a view: the cache is neither
-    repeated nor copied, FP32)."""
+    heads of a KV head grouped by a reshape of the query: the cache is not
+    repeated (nor copied, when it is FP32)."""
 
     def __init__(self, shape, kernel="sdpa"):
         if kernel not in ("sdpa", "grouped"):
