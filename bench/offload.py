@@ -96,7 +96,7 @@ def main():
                 same, rel = generate.compare(out[name][:2], out["server"][:2], 0)
                 print(f"{'':<6} {name} vs server: tokens {'equal' if same else 'DIFFER'}, "
                       f"logits' largest relative difference {rel:.1e} "
-                      f"(tolerance {generate.RTOL[dtype]:g})")
+                      f"(tolerance {generate.RTOL[dtype]:.2g})")
         print(f"(attention ms/step: every layer, one decode step of the whole batch, round trips "
               f"included; ms/token: per generated token, the step's / {BATCH}; "
               f"target: server <= local)")
