@@ -113,7 +113,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_causal.o $(BUILD)/
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean mhd
 .PHONY: lint layers-check readme-check soak deploy-check container-test scale-test scale-test-short
-.PHONY: docs-check run-check screenshot differential
+.PHONY: docs-check run-check screenshot differential offload-check
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -236,7 +236,7 @@ browser-test: deps-build
 
 test: deps-test
 	$(MAKE) layers-check unit http-test lint-openapi browser-test deploy-check readme-check docs-check \
-	        run-check
+	        run-check offload-check
 	$(MAKE) soak SOAK_SECONDS=10
 	$(MAKE) scale-test-short
 
@@ -310,6 +310,14 @@ readme-check:
 # checker with the reason (tests/check_docs.py).
 docs-check: $(SERVER)
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) /usr/bin/python3 tests/check_docs.py
+
+# A Llama-architecture decoder (examples/offload/, PyTorch) generating for
+# a batch of prompts with its attention on $(SERVER), started as make run
+# starts it, against the same decoder with its attention in PyTorch: the
+# same tokens and logits, per cache dtype, and docs/offload.md's examples
+# (tests/check_offload.py).
+offload-check: $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) /usr/bin/python3 tests/check_offload.py
 
 # What make run prints: a line naming what it builds, the compiler's lines
 # in $(BUILD)/build.log (tests/check_run.sh).
