@@ -128,7 +128,7 @@ Test(sequence_batches, ragged_batches_equal_the_stateless_answers)
         batch_step(s.port, sh, four, 4, p, 0, 1, 1, 0);
         /* the scalar form still answers one item's cache as before */
         one_step(s.port, sh, ids[2], &h[2][0], 0, 1, 1, 0);
-        cr_assert_eq(h[2][0].len, 9 + 1 + 2 + 3 + 1 + 1);
+        cr_assert_eq(h[2][0].len, 9 + 1 + 2 + 3 + 2 + 1 + 1);
     }
     cr_assert_eq(server_stop(&s), 0);
 }
@@ -207,29 +207,38 @@ Test(sequence_batches, the_same_id_twice_is_400_and_changes_nothing)
 {
     struct server s;
     server_start(&s, NULL);
-    const struct bt_shape *sh = &shapes[1];
-    static struct bt_hist h[2];
-    one_step(s.port, sh, "twice-a", &h[0], 0, 2, 1, 1);
-    one_step(s.port, sh, "42", &h[1], 0, 3, 1, 1);
-    const char *aba[3] = {"twice-a", "42", "twice-a"};
-    struct http_reply a = refused_step(s.port, sh, aba, 3, NULL, 0);
-    expect_error(&a, 400, "invalid_parameter", "sequence_id[2] 'twice-a' is also sequence_id[0]");
-    free(a.body);
-    /* 42 and "42" are one id */
-    json_t *ids = json_pack("[s, i, s]", "twice-a", 42, "42");
-    struct bt_step st;
-    bt_step_new(&st, sh, 3, 1, 1, NULL);
-    a = seqt_attention(s.port, bt_post_body(sh, &st, ids, 0));
-    expect_error(&a, 400, "invalid_parameter", "sequence_id[2] '42' is also sequence_id[1]");
-    free(a.body);
-    /* twice in a start: no sequence made */
-    const char *xx[2] = {"twice-x", "twice-x"};
-    a = refused_step(s.port, sh, xx, 2, (const int[]){1, 1}, 0);
-    expect_error(&a, 400, "invalid_parameter", "sequence_id[1] 'twice-x' is also sequence_id[0]");
-    free(a.body);
-    cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 2);
-    cr_assert_eq(bt_probe(s.port, sh, "twice-a", 0, &h[0]), 3);
-    cr_assert_eq(bt_probe(s.port, sh, "42", 0, &h[1]), 4);
+    for (int t = 0; t < 3; t++) {
+        const struct bt_shape *sh = &shapes[t];
+        char a_[32], n_[32], x_[32], msg[120];
+        snprintf(a_, 32, "twice-a-%d", t), snprintf(n_, 32, "4%d", t);
+        snprintf(x_, 32, "twice-x-%d", t);
+        static struct bt_hist h[2];
+        memset(h, 0, sizeof h);
+        one_step(s.port, sh, a_, &h[0], 0, 2, 1, 1);
+        one_step(s.port, sh, n_, &h[1], 0, 3, 1, 1);
+        const char *aba[3] = {a_, n_, a_};
+        struct http_reply a = refused_step(s.port, sh, aba, 3, NULL, 0);
+        snprintf(msg, sizeof msg, "sequence_id[2] '%s' is also sequence_id[0]", a_);
+        expect_error(&a, 400, "invalid_parameter", msg);
+        free(a.body);
+        /* 4t and "4t" are one id */
+        json_t *ids = json_pack("[s, i, s]", a_, 40 + t, n_);
+        struct bt_step st;
+        bt_step_new(&st, sh, 3, 1, 1, NULL);
+        a = seqt_attention(s.port, bt_post_body(sh, &st, ids, 0));
+        snprintf(msg, sizeof msg, "sequence_id[2] '%s' is also sequence_id[1]", n_);
+        expect_error(&a, 400, "invalid_parameter", msg);
+        free(a.body);
+        /* twice in a start: no sequence made */
+        const char *xx[2] = {x_, x_};
+        a = refused_step(s.port, sh, xx, 2, (const int[]){1, 1}, 0);
+        snprintf(msg, sizeof msg, "sequence_id[1] '%s' is also sequence_id[0]", x_);
+        expect_error(&a, 400, "invalid_parameter", msg);
+        free(a.body);
+        cr_assert_eq(server_metric(s.port, "attention_sequences_active"), 2 * (t + 1));
+        cr_assert_eq(bt_probe(s.port, sh, a_, 0, &h[0]), 3);
+        cr_assert_eq(bt_probe(s.port, sh, n_, 0, &h[1]), 4);
+    }
     cr_assert_eq(server_stop(&s), 0);
 }
 

@@ -317,22 +317,23 @@ Test(sequence_layers, max_sequence_bytes_counts_every_layer_and_evicts_whole_seq
  * whole: a step on any layer is a use, and all the layers go. */
 Test(sequence_layers, eviction_takes_a_whole_sequence)
 {
-    for (int t = 0; t < 3; t++) {
+    for (int k = 0; k < 9; k++) { /* every protocol, every dtype */
+        const int t = k % 3;
+        const enum proto p = (enum proto)(k / 3);
         struct server s;
         const char *const flags[] = {"--max-sequences", "2", NULL};
         server_start(&s, flags);
         const struct bt_shape *sh = &shapes[t];
         static struct bt_hist a[2], b[2], c[1];
         memset(a, 0, sizeof a), memset(b, 0, sizeof b), memset(c, 0, sizeof c);
-        const enum proto p = (enum proto)t; /* each dtype on another protocol */
         layer_step(s.port, p, sh, "ev-a", &a[0], 0, 3, 1, 1);
         const double one = server_metric(s.port, "attention_sequence_bytes");
         layer_step(s.port, p, sh, "ev-b", &b[0], 0, 2, 1, 1);
         layer_step(s.port, p, sh, "ev-b", &b[1], 1, 2, 1, 0);
         layer_step(s.port, p, sh, "ev-a", &a[1], 1, 1, 1, 0); /* a is now the newest */
         const double before = server_metric(s.port, "attention_sequence_bytes");
-        cr_assert_eq(before, 4 * one, "%s: %g bytes for 4 layers of %g", bt_dtype_names[t],
-                     before, one);
+        cr_assert_eq(before, 4 * one, "%s %s: %g bytes for 4 layers of %g", proto_names[p],
+                     bt_dtype_names[t], before, one);
         layer_step(s.port, p, sh, "ev-c", &c[0], 2, 1, 1, 1);
         for (int l = 0; l < 2; l++)
             expect_gone(s.port, p, sh, "ev-b", l);
