@@ -90,6 +90,12 @@ static struct http_options http_options_of(const struct cfg *c)
     };
 }
 
+/* The core's runner (core/blas.h) on the worker pool. */
+static void pool_run(void *ctx, int n, att_task_fn fn, void *arg)
+{
+    pool_parallel(ctx, n, fn, arg);
+}
+
 int main(int argc, char **argv)
 {
     const char *blas_core = att_blas_select_kernels(argv); /* may re-exec */
@@ -136,6 +142,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "attention-server: could not start %d workers\n", c.workers);
         return CFG_EXIT_FAILURE;
     }
+    /* the core's parallel work (a batch of sequences, a long cache) runs on
+     * the workers, not on threads made per request */
+    att_set_runner(&(struct att_runner){pool_run, pool, pool_workers(pool)});
     char msg[512];
     const int sd = cfg_check_static_dir(c.static_dir, msg, sizeof msg);
     if (sd < 0) {
@@ -194,6 +203,7 @@ int main(int argc, char **argv)
     int cut = http_drain(srv, c.drain_timeout);
     pool_close(pool); /* every job has resumed its connection by now */
     http_stop(srv);
+    att_set_runner(NULL);
     pool_free(pool);
     routes_stop(); /* the sequences the routes started */
     repo_stop();

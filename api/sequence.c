@@ -2,6 +2,7 @@
  * need the sequence's state, then the step on its cache; see sequence.h. */
 #include "api/sequence.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,94 +83,299 @@ static int inherit(struct att_params *p, const struct seq_fixed *f)
     return any;
 }
 
-int sequence_step(struct codec_request *r, const char *model, const void *model_id,
-                  const struct codec_limits *lim, const char *weights_hint, float **out,
-                  float **w, struct seq **held, struct failure *err)
+/* A batch's item b refused: its index and id before err's words (the
+ * scalar form's messages are as they were). -1. */
+static int item_fail(struct failure *err, const struct codec_sequence *q, int b)
 {
-    struct codec_sequence *q = &r->seq;
-    *held = NULL;
-    if (q->end_only) {
-        if (seq_end(q->id))
-            return fail_with(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' does not exist: "
-                             "nothing to end", q->id);
-        return 0;
+    if (!q->array)
+        return -1;
+    char m[sizeof err->msg];
+    memcpy(m, err->msg, sizeof m);
+    const int k = snprintf(err->msg, sizeof err->msg, "%s[%d] '%.48s': ",
+                           opt_name(OPT_SEQUENCE_ID), b, q->item[b].id);
+    if (k > 0 && (size_t)k < sizeof err->msg)
+        snprintf(err->msg + k, sizeof err->msg - (size_t)k, "%.*s",
+                 (int)(sizeof err->msg - (size_t)k - 1), m);
+    return -1;
+}
+
+/* Item b of a batch as a request of its own (N = 1). */
+static struct att_params item_params(const struct att_params *p, int b)
+{
+    struct att_params v = *p;
+    v.N = 1;
+    v.query = p->query + (size_t)b * p->L * p->E;
+    v.key = p->key + (size_t)b * p->S * p->kdim;
+    v.value = p->value + (size_t)b * p->S * p->vdim;
+    return v;
+}
+
+/* One item of a request in a sequence, from its opening to its close. */
+struct item {
+    struct seq_step st;
+    struct att_params p;     /* this step's S rows (N = 1) */
+    struct att_step *as;     /* begun, not finished */
+    struct att_kv_mark mark; /* the cache before the step, to roll back */
+    size_t out_len, w_len;   /* the item's own answer (over st.tokens keys) */
+    float *out, *w;          /* where finish writes them */
+    int w_own;               /* w is the item's own (copied into the padded answer) */
+    int drop, rc;
+    struct att_error ae;
+};
+
+/* What a request's steps hold until their answers are sent (sequence_sent). */
+struct held {
+    int n;
+    struct seq *s[];
+};
+
+/* Every check of item it (open) that needs its sequence's state, then its
+ * rows projected and checked against the cache's dtype (it->as): 0, or -1
+ * with err. */
+static int item_check(struct item *it, struct codec_request *r, const char *model,
+                      const void *model_id, const struct codec_limits *lim, const char *id,
+                      struct failure *err)
+{
+    struct seq_step *st = &it->st;
+    struct att_params *p = &it->p;
+    if (!st->started && st->fixed->model_id != model_id && !strcmp(st->fixed->model, model)) {
+        it->drop = 1; /* the model was reloaded under it */
+        return fail_with(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' was dropped: its "
+                         "model '%.64s' was reloaded; start it again with %s true", id, model,
+                         opt_name(OPT_SEQUENCE_START));
     }
     struct seq_fixed fix;
-    fixed_of(&fix, r, model, model_id);
-    struct seq_step st;
-    if (seq_open(&st, q->id, q->start, &fix, err))
+    if (!st->started) { /* a later step, or one joining on a new layer */
+        struct codec_request v = *r;
+        v.p = *p;
+        inherit(&v.p, st->fixed);
+        *p = v.p;
+        fixed_of(&fix, &v, model, model_id);
+        if (same_fixed(st->fixed, &fix, r->seq.dtype_asked, id, err))
+            return -1;
+    }
+    if (!model_id && (seq_weights(st, p, err) || codec_identity_check(p, "weights.", err)))
         return -1;
-    int rc = -1, drop = 0;
-    struct att_step *as = NULL;
-    if (!q->start && st.fixed->model_id != model_id && !strcmp(st.fixed->model, model)) {
-        drop = 1; /* the model was reloaded under it */
-        fail_with(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' was dropped: its model "
-                  "'%.64s' was reloaded; start it again with %s true", q->id, model,
-                  opt_name(OPT_SEQUENCE_START));
-        goto done;
-    }
-    if (!q->start && inherit(&r->p, st.fixed))
-        fixed_of(&fix, r, model, model_id);
-    if (!q->start && same_fixed(st.fixed, &fix, q->dtype_asked, q->id, err))
-        goto done;
-    if (!model_id && (seq_weights(&st, &r->p, err) ||
-                      codec_identity_check(&r->p, "weights.", err)))
-        goto done;
-    const long long len = att_kv_len(st.kv), total = len + r->p.S;
-    if (q->kpm_count && (long long)q->kpm_count != total) {
-        fail_with(err, ERR_SHAPE_MISMATCH, "%s has %zu entries but the cache will hold %lld "
-                  "rows after this step (%lld + S = %d)", opt_name(OPT_KEY_PADDING_MASK),
-                  q->kpm_count, total, len, r->p.S);
-        goto done;
-    }
-    if (total > lim->max_source_len) {
-        fail_with(err, ERR_INVALID_PARAMETER, "sequence '%.64s' would hold %lld tokens, more "
-                  "than max_source_len (%d): end it and start another", q->id, total,
-                  lim->max_source_len);
-        goto done;
-    }
+    const long long len = att_kv_len(st->kv), total = len + p->S;
+    if (r->seq.kpm_count && (long long)r->seq.kpm_count != total)
+        return fail_with(err, ERR_SHAPE_MISMATCH, "%s has %zu entries but the cache will hold "
+                         "%lld rows after this step (%lld + S = %d)",
+                         opt_name(OPT_KEY_PADDING_MASK), r->seq.kpm_count, total, len, p->S);
+    if (total > lim->max_source_len)
+        return fail_with(err, ERR_INVALID_PARAMETER, "sequence '%.64s' would hold %lld "
+                         "tokens, more than max_source_len (%d): end it and start another", id,
+                         total, lim->max_source_len);
     struct att_error ae;
-    int st_rc = att_step_check(&r->p, st.kv, &r->out_len, &r->weights_len, &ae);
-    if (st_rc != ATT_OK) {
-        fail_with(err, http_error_from_att(st_rc), "%s", ae.msg);
+    int rc = att_step_check(p, st->kv, &it->out_len, &it->w_len, &ae);
+    if (rc == ATT_OK)
+        rc = att_step_begin(&it->as, p, st->kv, &ae);
+    if (rc != ATT_OK)
+        return fail_with(err, http_error_from_att(rc), "%s", ae.msg);
+    st->tokens = total;
+    return 0;
+}
+
+/* att_parallel's task: item i's step appended and attended. */
+static void item_finish(void *arg, int i)
+{
+    struct item *it = (struct item *)arg + i;
+    it->mark = att_kv_mark(it->st.kv);
+    it->rc = att_step_finish(it->out, it->w, it->as, it->st.kv, &it->ae);
+    it->as = NULL;
+}
+
+/* End-only: every item's sequence ended, all or none. */
+static int end_only(struct codec_sequence *q, struct failure *err)
+{
+    const char **ids = calloc((size_t)q->n, sizeof(const char *));
+    if (!ids)
+        return fail_with(err, ERR_INTERNAL, "out of memory");
+    for (int b = 0; b < q->n; b++)
+        ids[b] = q->item[b].id, q->item[b].length = 0;
+    int which = 0;
+    const int rc = seq_end(ids, q->n, &which);
+    free(ids);
+    if (rc) {
+        fail_with(err, ERR_SEQUENCE_NOT_FOUND, "sequence '%.64s' does not exist: nothing to "
+                  "end", q->item[which].id);
+        return item_fail(err, q, which);
+    }
+    return 0;
+}
+
+static const struct codec_sequence *sort_q; /* for by_id (under sort_mu) */
+static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int by_id(const void *a, const void *b)
+{
+    return strcmp(sort_q->item[*(const int *)a].id, sort_q->item[*(const int *)b].id);
+}
+
+/* The batch's items in the order every request opens them (by id: two
+ * batches sharing sequences never wait for each other in a circle); the
+ * same id twice is refused. 0, or -1 with err. */
+static int open_order(int *order, const struct codec_sequence *q, struct failure *err)
+{
+    for (int b = 0; b < q->n; b++)
+        order[b] = b;
+    pthread_mutex_lock(&sort_mu);
+    sort_q = q;
+    qsort(order, (size_t)q->n, sizeof *order, by_id);
+    pthread_mutex_unlock(&sort_mu);
+    for (int k = 1; k < q->n; k++)
+        if (!strcmp(q->item[order[k]].id, q->item[order[k - 1]].id)) {
+            const int i = order[k] < order[k - 1] ? order[k] : order[k - 1];
+            const int j = order[k] < order[k - 1] ? order[k - 1] : order[k];
+            return fail_with(err, ERR_INVALID_PARAMETER, "%s[%d] '%.64s' is also %s[%d]: a "
+                             "sequence is stepped once per request", opt_name(OPT_SEQUENCE_ID),
+                             j, q->item[j].id, opt_name(OPT_SEQUENCE_ID), i);
+        }
+    return 0;
+}
+
+int sequence_step(struct codec_request *r, const char *model, const void *model_id,
+                  const struct codec_limits *lim, const char *weights_hint, float **out,
+                  float **w, void **held, struct failure *err)
+{
+    struct codec_sequence *q = &r->seq;
+    const int n = q->n;
+    *held = NULL;
+    if (q->end_only)
+        return end_only(q, err);
+    if (n > 1 && (r->p.weights_top_k || r->p.weights_pool))
+        return fail_with(err, ERR_INVALID_PARAMETER, "reduced weights (weights_top_k, "
+                         "weights_pool) are not supported in a batch of sequences: ask for "
+                         "the full weights or none");
+    struct item *it = calloc((size_t)n, sizeof *it);
+    int *order = malloc((size_t)n * sizeof *order);
+    struct held *h = calloc(1, sizeof(struct held) + (size_t)n * sizeof(struct seq *));
+    int rc = -1, bad = -1, opened = 0;
+    if (!it || !order || !h) {
+        fail_with(err, ERR_INTERNAL, "out of memory");
         goto done;
     }
-    const struct att_params one = r->p; /* this step's S rows */
-    r->p.S = (int)total;                /* the answer's weights span the cache */
+    if (open_order(order, q, err))
+        goto done;
+    /* 1. open every item's sequence, in the order all requests use */
+    struct seq_fixed fix;
+    fixed_of(&fix, r, model, model_id);
+    for (; opened < n; opened++) {
+        const int b = order[opened];
+        if (seq_open(&it[b].st, q->item[b].id, q->item[b].start, q->layer, &fix, err)) {
+            bad = b;
+            goto done;
+        }
+    }
+    /* 2. check each, its rows projected: nothing changed yet */
+    long long smax = 0;
+    for (int b = 0; b < n; b++) {
+        it[b].p = item_params(&r->p, b);
+        if (item_check(&it[b], r, model, model_id, lim, q->item[b].id, err)) {
+            bad = b;
+            goto done;
+        }
+        smax = it[b].st.tokens > smax ? it[b].st.tokens : smax;
+    }
+    /* the answer: out (B, L, E), the weights over smax keys, padded */
+    const struct att_params one = r->p;
+    r->p.S = (int)smax;
+    r->out_len = (size_t)n * it[0].out_len;
+    r->weights_len = n == 1 || smax < 1 ? it[0].w_len /* (reduced weights too) */
+                     : (size_t)n * (it[0].w_len / (size_t)it[0].st.tokens) * (size_t)smax;
     if (codec_weights_limit(r, lim, weights_hint, err))
         goto restore;
-    *out = malloc(r->out_len * sizeof **out);
-    *w = r->weights_len ? malloc(r->weights_len * sizeof **w) : NULL;
+    *out = malloc((r->out_len ? r->out_len : 1) * sizeof **out);
+    *w = r->weights_len ? calloc(r->weights_len, sizeof **w) : NULL;
     if (!*out || (r->weights_len && !*w)) {
         fail_with(err, ERR_INTERNAL, "out of memory for the output");
         goto restore;
     }
-    /* the rows projected and in the cache's range: only then the budget */
-    if ((st_rc = att_step_begin(&as, &one, st.kv, &ae)) != ATT_OK) {
-        fail_with(err, http_error_from_att(st_rc), "%s", ae.msg);
+    for (int b = 0; b < n; b++) {
+        it[b].out = *out + (size_t)b * it[b].out_len;
+        if (!it[b].w_len)
+            continue;
+        if (it[b].st.tokens == smax) /* in place */
+            it[b].w = *w + (size_t)b * (r->weights_len / (size_t)n);
+        else if (!(it[b].w = malloc(it[b].w_len * sizeof(float)))) {
+            fail_with(err, ERR_INTERNAL, "out of memory for the output");
+            goto restore;
+        } else {
+            it[b].w_own = 1;
+        }
+    }
+    /* 3. the budget, for all together: only now anyone is evicted */
+    struct seq_step *stv[1];
+    struct seq_step **stp = n == 1 ? stv : calloc((size_t)n, sizeof(struct seq_step *));
+    if (!stp) {
+        fail_with(err, ERR_INTERNAL, "out of memory");
         goto restore;
     }
-    if (seq_reserve(&st, total, err))
-        goto restore;
-    st_rc = att_step_finish(*out, *w, as, st.kv, &ae);
-    as = NULL;
-    if (st_rc != ATT_OK) {
-        fail_with(err, http_error_from_att(st_rc), "%s", ae.msg);
+    for (int b = 0; b < n; b++)
+        stp[b] = &it[b].st;
+    int which = -1;
+    const int res = seq_reserve(stp, n, &which, err);
+    if (stp != stv)
+        free(stp);
+    if (res) {
+        bad = which;
         goto restore;
     }
-    q->length = att_kv_len(st.kv);
+    /* 4. every item appended and attended, spread over the runner's threads */
+    att_parallel(n, item_finish, it);
+    for (int b = 0; b < n && bad < 0; b++)
+        if (it[b].rc != ATT_OK) {
+            fail_with(err, http_error_from_att(it[b].rc), "%s", it[b].ae.msg);
+            bad = b;
+        }
+    if (bad >= 0) { /* all or nothing: the items that were applied go back */
+        for (int b = 0; b < n; b++)
+            if (it[b].rc == ATT_OK)
+                att_kv_rollback(it[b].st.kv, it[b].mark);
+        goto restore;
+    }
+    for (int b = 0; b < n; b++) {
+        q->item[b].length = att_kv_len(it[b].st.kv);
+        if (it[b].w_own && *w) { /* its rows into the padded (..., smax) */
+            const size_t rows = it[b].w_len / (size_t)it[b].st.tokens;
+            float *dst = *w + (size_t)b * (r->weights_len / (size_t)n);
+            for (size_t k = 0; k < rows; k++)
+                memcpy(dst + k * (size_t)smax, it[b].w + k * (size_t)it[b].st.tokens,
+                       (size_t)it[b].st.tokens * sizeof(float));
+        }
+    }
     rc = 0;
     goto done;
 restore:
     r->p.S = one.S;
 done:
-    att_step_cancel(as);
-    st.hold = 1;
-    *held = seq_close(&st, rc == 0, drop || (rc == 0 && q->end));
+    if (bad >= 0)
+        item_fail(err, q, bad);
+    /* close every opened item: applied (rc 0) or as before */
+    for (int k = 0; it && order && k < opened; k++) {
+        const int b = order[k];
+        att_step_cancel(it[b].as);
+        if (it[b].w_own)
+            free(it[b].w);
+        it[b].st.hold = 1;
+        struct seq *s = seq_close(&it[b].st, rc == 0, it[b].drop || (rc == 0 && q->item[b].end));
+        if (s)
+            h->s[h->n++] = s;
+    }
+    free(order);
+    free(it);
+    if (rc == 0)
+        *held = h;
+    else
+        free(h);
     return rc;
 }
 
 void sequence_sent(void *held)
 {
-    seq_sent(held);
+    struct held *h = held;
+    if (!h)
+        return;
+    for (int i = 0; i < h->n; i++)
+        seq_sent(h->s[i]);
+    free(h);
 }

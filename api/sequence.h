@@ -31,7 +31,7 @@ struct seq;
  * timer too). */
 int sequence_step(struct codec_request *r, const char *model, const void *model_id,
                   const struct codec_limits *lim, const char *weights_hint, float **out,
-                  float **w, struct seq **held, struct failure *err);
+                  float **w, void **held, struct failure *err);
 
 /* The answer of a step sequence_step() held was sent or given up (NULL:
  * nothing); a void * for struct route_response's done. */

@@ -15,6 +15,7 @@
  * freed when neither busy nor sending. What to free is collected under the
  * lock and freed after it. */
 #include "api/sequence_store.h"
+#include "api/sequence_layers.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -29,14 +30,12 @@
 struct seq {
     char id[CODEC_SEQUENCE_ID_MAX + 1];
     struct seq_fixed fix;
-    struct att_kv *kv;
-    float *w[ATT_NWEIGHTS]; /* the built-in model's weights, as the start gave them */
-    size_t wlen[ATT_NWEIGHTS];
+    struct seq_layers layers; /* a cache per layer stepped */
     unsigned long next_ticket, serving; /* no step holds or waits for it when equal */
     int sending;           /* answers of its steps not sent yet (seq_sent) */
     int linked;            /* in the table and the list (found by its id) */
-    size_t bytes;          /* its cache's blocks, as counted in total_bytes */
-    size_t wbytes;         /* its kept weights, counted there too */
+    size_t bytes;          /* its layers' caches' blocks, as counted in total_bytes */
+    size_t wbytes;         /* its layers' kept weights, counted there too */
     size_t reserved;       /* counted for the step under way */
     double last_used;      /* its last step that succeeded and was answered */
     struct seq *prev, *next; /* the list, most recently used first */
@@ -195,9 +194,7 @@ static void drop(struct seq *s)
 
 static void free_seq(struct seq *s)
 {
-    att_kv_free(s->kv);
-    for (int i = 0; i < ATT_NWEIGHTS; i++)
-        free(s->w[i]);
+    seq_layers_free(&s->layers);
     free(s);
 }
 
@@ -295,14 +292,6 @@ static int no_place(struct failure *err)
                      "(max_sequences): retry later, or end sequences", limits.max_sequences);
 }
 
-/* A fresh cache for s (empty) as fix says. */
-static int start_cache(struct seq *s, const struct seq_fixed *fix, struct failure *err)
-{
-    s->fix = *fix;
-    s->kv = att_kv_new(fix->v[SEQ_FIX_HKV], fix->v[SEQ_FIX_HEAD_DIM], fix->dtype);
-    return s->kv ? 0 : fail_with(err, ERR_INTERNAL, "out of memory for a sequence's cache");
-}
-
 /* What a step of s writes to: a restart's pending sequence, or s. */
 static struct seq *target(const struct seq_step *st)
 {
@@ -320,8 +309,8 @@ static void pass_turn(struct seq *s)
     pthread_cond_broadcast(&turn);
 }
 
-int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fixed *fix,
-              struct failure *err)
+int seq_open(struct seq_step *st, const char *id, int start, int layer,
+             const struct seq_fixed *fix, struct failure *err)
 {
     memset(st, 0, sizeof *st);
     lock();
@@ -360,77 +349,73 @@ int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fi
             return not_found(err, id);
         }
     }
-    st->s = s, st->started = start;
-    /* a new sequence starts in place; a live one restarted gets a pending
-     * one, which replaces it only when the step succeeds (seq_close) */
-    st->created = start && !s->kv;
+    st->s = s, st->layer = layer;
+    /* a new sequence starts in place; a live one restarted (a start on a
+     * layer with a cache) gets a pending one, which replaces it only when
+     * the step succeeds (seq_close); a start on a layer without a cache
+     * joins the live sequence */
+    st->created = start && s->layers.n == 0;
+    st->started = st->created || (start && seq_layers_has(&s->layers, layer));
     struct seq *t = s;
-    if (start && !st->created && !(t = st->pending = calloc(1, sizeof *t))) {
+    if (st->started && !st->created && !(t = st->pending = calloc(1, sizeof *t))) {
         unlock();
         seq_close(st, 0, 0);
         return fail_with(err, ERR_INTERNAL, "out of memory for a sequence");
     }
-    if (start && start_cache(t, fix, err)) {
+    if (st->started)
+        t->fix = *fix;
+    st->fresh = !seq_layers_has(&t->layers, layer);
+    if (st->fresh && seq_layers_add(&t->layers, layer, &t->fix, err)) {
         unlock();
         seq_close(st, 0, 0);
         return -1;
     }
-    st->kv = t->kv, st->fixed = &t->fix;
+    st->kv = seq_layers_kv(&t->layers, layer), st->fixed = &t->fix;
     unlock();
     return 0;
 }
 
-static int weights_differ(struct failure *err)
-{
-    return fail_with(err, ERR_INVALID_PARAMETER, "the weights differ from those the sequence "
-                     "started with: a step of a sequence keeps its start's weights (leave them "
-                     "out)");
-}
-
 int seq_weights(struct seq_step *st, struct att_params *p, struct failure *err)
 {
-    struct seq *s = target(st);
-    if (st->started) { /* kept: counted in the budget by seq_reserve */
-        st->weight_bytes = 0;
-        for (int i = 0; i < ATT_NWEIGHTS; i++) {
-            if (!p->w[i])
-                continue;
-            if (!(s->w[i] = malloc(p->w_len[i] * sizeof(float))))
-                return fail_with(err, ERR_INTERNAL, "out of memory keeping the weights");
-            memcpy(s->w[i], p->w[i], p->w_len[i] * sizeof(float));
-            s->wlen[i] = p->w_len[i];
-            st->weight_bytes += p->w_len[i] * sizeof(float);
-        }
-        return 0;
-    }
-    for (int i = 0; i < ATT_NWEIGHTS; i++) { /* every step: the start's, none other */
-        if (!p->w[i] && s->w[i])
-            p->w[i] = s->w[i], p->w_len[i] = s->wlen[i];
-        else if (p->w[i] && (!s->w[i] || p->w_len[i] != s->wlen[i] ||
-                             memcmp(p->w[i], s->w[i], p->w_len[i] * sizeof(float))))
-            return weights_differ(err);
-    }
-    return 0;
+    size_t kept = 0;
+    const int rc = seq_layers_weights(&target(st)->layers, st->layer, st->fresh, p, &kept, err);
+    if (st->fresh) /* counted in the budget by seq_reserve */
+        st->weight_bytes = kept;
+    return rc;
 }
 
-int seq_reserve(struct seq_step *st, long long tokens, struct failure *err)
+/* The bytes step st adds: its layer's growth to st->tokens, and the
+ * weights a layer's first step keeps. */
+static long long step_need(const struct seq_step *st)
 {
-    struct seq *s = st->s, *t = target(st);
-    const size_t at = att_kv_bytes_at(t->kv, tokens), have = att_kv_bytes(t->kv);
-    const long long need = (long long)(at > have ? at - have : 0) + (long long)st->weight_bytes;
+    const size_t at = att_kv_bytes_at(st->kv, st->tokens), have = att_kv_bytes(st->kv);
+    return (long long)(at > have ? at - have : 0) + (long long)st->weight_bytes;
+}
+
+int seq_reserve(struct seq_step *const *st, int n, int *which, struct failure *err)
+{
+    long long need = 0, created = 0;
+    *which = -1;
     lock();
-    /* 1. can it ever fit? a sequence alone above the budget cannot */
-    const long long own = (long long)(t->bytes + t->wbytes + t->reserved) + need;
-    if (own > limits.max_bytes) {
-        unlock();
-        return fail_with(err, ERR_PAYLOAD_TOO_LARGE, "sequence '%.64s' would hold %lld bytes "
-                         "after this step, more than max_sequence_bytes (%lld) on its own: it "
-                         "can never fit; end it, or start one that holds less (this step was "
-                         "not applied)", s->id, own, limits.max_bytes);
+    /* 1. can each ever fit? a sequence alone above the budget cannot */
+    for (int i = 0; i < n; i++) {
+        const struct seq *t = target(st[i]);
+        const long long own = (long long)(t->bytes + t->wbytes + t->reserved) + step_need(st[i]);
+        if (own > limits.max_bytes) {
+            unlock();
+            *which = i;
+            return fail_with(err, ERR_PAYLOAD_TOO_LARGE, "sequence '%.64s' would hold %lld "
+                             "bytes after this step, more than max_sequence_bytes (%lld) on "
+                             "its own: it can never fit; end it, or start one that holds less "
+                             "(this step was not applied)", st[i]->s->id, own, limits.max_bytes);
+        }
+        need += step_need(st[i]);
+        created += st[i]->created;
     }
-    /* 2. can it fit now, if every evictable sequence went? (busy ones stay) */
-    /* a new sequence past max_sequences needs its own place, no more */
-    const long long extra = st->created && count > limits.max_sequences ? 1 : 0;
+    /* 2. can they fit now, if every evictable sequence went? (busy ones stay)
+     * the new sequences past max_sequences need their own places, no more */
+    const long long over = count - limits.max_sequences;
+    const long long extra = over <= 0 ? 0 : over < created ? over : created;
     if (total_bytes - evictable_bytes + need > limits.max_bytes || evictable_n < extra) {
         unlock();
         if (extra > evictable_n)
@@ -447,8 +432,11 @@ int seq_reserve(struct seq_step *st, long long tokens, struct failure *err)
             break; /* (cannot happen: checked above) */
         evict_for_count--;
     }
-    total_bytes += need;
-    t->reserved += (size_t)need;
+    for (int i = 0; i < n; i++) {
+        const long long own = step_need(st[i]);
+        total_bytes += own;
+        target(st[i])->reserved += (size_t)own;
+    }
     unlock();
     return 0;
 }
@@ -458,23 +446,21 @@ static void swap_contents(struct seq *a, struct seq *b)
 {
     struct seq t = *a;
     a->fix = b->fix, b->fix = t.fix;
-    a->kv = b->kv, b->kv = t.kv;
-    memcpy(a->w, b->w, sizeof a->w), memcpy(b->w, t.w, sizeof t.w);
-    memcpy(a->wlen, b->wlen, sizeof a->wlen), memcpy(b->wlen, t.wlen, sizeof t.wlen);
+    a->layers = b->layers, b->layers = t.layers;
     a->bytes = b->bytes, b->bytes = t.bytes;
     a->wbytes = b->wbytes, b->wbytes = t.wbytes;
     a->reserved = b->reserved, b->reserved = t.reserved;
 }
 
-/* s's bytes: its cache's blocks now, the step's reservation settled (kept
- * weights' part of it into wbytes). */
+/* s's bytes: its layers' caches' blocks now, the step's reservation
+ * settled (the kept weights' part of it into wbytes). */
 static void settle(struct seq *s, size_t weight_bytes)
 {
     total_bytes -= (long long)(s->bytes + s->wbytes + s->reserved);
     if (s->reserved >= weight_bytes)
         s->wbytes += weight_bytes;
     s->reserved = 0;
-    s->bytes = s->kv ? att_kv_bytes(s->kv) : 0;
+    s->bytes = seq_layers_bytes(&s->layers);
     total_bytes += (long long)(s->bytes + s->wbytes);
 }
 
@@ -483,9 +469,15 @@ struct seq *seq_close(struct seq_step *st, int ok, int end)
     struct seq *s = st->s, *held = NULL;
     if (!s)
         return NULL;
+    struct seq_layer gone; /* a failed first step's layer, freed after the lock */
+    memset(&gone, 0, sizeof gone);
     lock();
     const int was = evictable(s); /* 0: this step holds it */
     const int restart = st->pending != NULL;
+    if (!ok && st->fresh && !restart) { /* the layer's first step failed: no cache there */
+        seq_layers_take(&s->layers, st->layer, &gone);
+        st->weight_bytes = 0;
+    }
     if (restart) { /* a restart: it replaces the sequence if its step succeeded */
         settle(st->pending, st->weight_bytes);
         if (ok)
@@ -509,6 +501,7 @@ struct seq *seq_close(struct seq_step *st, int ok, int end)
         bury(s);
     pthread_cond_broadcast(&turn);
     unlock();
+    seq_layer_free(&gone);
     st->s = NULL;
     return held;
 }
@@ -527,14 +520,19 @@ void seq_sent(struct seq *s)
     unlock();
 }
 
-int seq_end(const char *id)
+int seq_end(const char *const *ids, int n, int *which)
 {
     lock();
-    struct seq *s = find(id);
-    if (s)
-        drop(s);
+    for (int i = 0; i < n; i++)
+        if (!find(ids[i])) {
+            unlock();
+            *which = i;
+            return -1;
+        }
+    for (int i = 0; i < n; i++)
+        drop(find(ids[i]));
     unlock();
-    return s ? 0 : -1;
+    return 0;
 }
 
 void seq_drop_model(const char *name)

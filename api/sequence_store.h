@@ -4,13 +4,15 @@
  *
  * One store per process. A sequence is found by its id (text: the client's
  * sequence_id, or X-Sequence-Id) and holds what its start fixed -- the
- * model's name, H, Hkv, head_dim, RoPE, the cache's dtype, and for the
- * built-in model the weights given then (copied) -- and its cache.
+ * model's name, H, Hkv, head_dim, RoPE, the cache's dtype -- and a cache
+ * per layer (begun at the layer's first step; for the built-in model with
+ * the weights that step gave, copied).
  *
  *     struct seq_step st;
- *     if (seq_open(&st, id, start, &fix, &err) == 0) {   // waits for its turn
+ *     if (seq_open(&st, id, start, layer, &fix, &err) == 0) { // waits for its turn
  *         ... seq_weights, and every check of the request ...
- *         if (seq_reserve(&st, tokens, &err) == 0)       // the budget: only here
+ *         st.tokens = ...;
+ *         if (seq_reserve(&(struct seq_step *){&st}, 1, &which, &err) == 0) // budget
  *             ... att_step(out, w, p, st.kv, &ae) ...        // anyone is evicted
  *         st.hold = 1;                                    // the answer is to be sent
  *         held = seq_close(&st, ok, end);                // next step's turn; end frees
@@ -22,8 +24,8 @@
  * seq_open (a ticket each): a concurrent step waits. A sequence is busy
  * while a step holds or waits for it, or an answer of its steps is still
  * being sent (held); else idle. Limits (seq_init): max_sequences and
- * max_bytes (every cache's allocated blocks together, att_kv_bytes, and the
- * built-in model's weights the sequences keep). seq_reserve() judges the
+ * max_bytes (every layer's cache's allocated blocks together, att_kv_bytes,
+ * and the built-in model's weights the sequences keep). seq_reserve() judges the
  * whole step first: one that would make its sequence pass max_bytes on
  * its own can never fit (ERR_PAYLOAD_TOO_LARGE, 413); one that would not
  * fit even with every idle sequence gone is refused (ERR_OVERLOADED, 503)
@@ -86,48 +88,61 @@ struct seq_fixed {
 struct seq;
 struct seq_step {
     struct seq *s;
-    struct att_kv *kv;      /* the sequence's cache (the step's to use while open) */
+    struct att_kv *kv;      /* the layer's cache (the step's to use while open) */
     const struct seq_fixed *fixed;
-    int started;            /* this step starts it (afresh) */
+    int layer;              /* the layer stepped */
+    int started;            /* this step starts it (afresh): its fix is the sequence's */
     int created;            /* ... and it did not exist */
+    int fresh;              /* the layer's first step (its cache made by seq_open) */
     struct seq *pending;   /* a live one restarted: what replaces it if the step succeeds */
-    size_t weight_bytes;    /* the start's kept weights (seq_weights), for seq_reserve */
+    size_t weight_bytes;    /* the layer's kept weights (seq_weights), for seq_reserve */
+    long long tokens;       /* set by the caller before seq_reserve: the layer's length
+                               after the step */
     int hold;               /* set by the caller: seq_close holds it until seq_sent */
 };
 
-/* The sequence id, for this step: with start, created (or restarted: the
- * step gets an empty cache and fix, which replace the live sequence's only
- * when it succeeds) -- refused at once when max_sequences is reached and
- * none is idle; else it must exist (ERR_SEQUENCE_NOT_FOUND). Waits for the
- * steps of the same id opened before; a start whose sequence was ended
- * while it waited starts it afresh. Evicts nobody (seq_reserve does). 0
- * and st open, or -1 with err. */
-int seq_open(struct seq_step *st, const char *id, int start, const struct seq_fixed *fix,
-              struct failure *err);
-/* The weights kept for the built-in model: at the start, copy p's (they
- * count in max_bytes as the caches do, from seq_reserve on); later, fill
- * p's absent ones from those kept, and refuse (400) one that differs. 0,
- * or -1 with err. */
+/* The sequence id, for this step on layer: with start, created if it does
+ * not exist; restarted if it does and layer has a cache (the step gets an
+ * empty sequence and fix, which replace the live one, every layer, only
+ * when it succeeds); else (the layer has no cache yet) the step joins the
+ * live sequence, whose start fixed what the caller checks. A start is
+ * refused at once when max_sequences is reached and none is idle. Without
+ * start the sequence must exist (ERR_SEQUENCE_NOT_FOUND). A layer's cache
+ * begins at its first step. Waits for the steps of the same id opened
+ * before; a start whose sequence was ended while it waited starts it
+ * afresh. Evicts nobody (seq_reserve does). Several steps held at once
+ * (a batch) must be opened in one order by every caller (api/sequence.c:
+ * by id) and never twice the same id. 0 and st open, or -1 with err. */
+int seq_open(struct seq_step *st, const char *id, int start, int layer,
+             const struct seq_fixed *fix, struct failure *err);
+/* The weights kept for the built-in model, per layer: at the layer's first
+ * step, copy p's (they count in max_bytes as the caches do, from
+ * seq_reserve on); later, fill p's absent ones from those kept, and refuse
+ * (400) one that differs. 0, or -1 with err. */
 int seq_weights(struct seq_step *st, struct att_params *p, struct failure *err);
-/* Call once the whole step is checked: the budget for the cache to hold
- * tokens (att_kv_bytes_at) and for a start's kept weights, and a new
- * sequence's place. Refused (413: can never fit; 503: not while others
- * are busy) before anyone is evicted; else evicts the least recently used
- * idle sequences it needs. The bytes are counted from now on; seq_close()
- * settles them with the cache's. */
-int seq_reserve(struct seq_step *st, long long tokens, struct failure *err);
-/* Done with this step, which succeeded (ok) or changed nothing: end frees
- * the sequence, and so does a failed start of one that did not exist (a
- * failed restart leaves the live one as it was). A step that succeeded
- * stamps the sequence used now; with st->hold (and not end) it stays busy
- * until seq_sent() of what this returns (else NULL). */
+/* Call once the whole request is checked, with the n steps it holds (each
+ * st[i]->tokens set): the budget for every layer to hold its tokens
+ * (att_kv_bytes_at) and the kept weights, and the new sequences' places,
+ * judged for all together. Refused (413: a sequence can never fit, *which
+ * its step; 503: not while others are busy, *which -1) before anyone is
+ * evicted; else evicts the least recently used idle sequences (every
+ * layer) it needs. The bytes are counted from now on; seq_close() settles
+ * them with the caches'. */
+int seq_reserve(struct seq_step *const *st, int n, int *which, struct failure *err);
+/* Done with this step, which succeeded (ok) or changed nothing (a failed
+ * layer's first step leaves no cache there): end frees the sequence (every
+ * layer), and so does a failed start of one that did not exist (a failed
+ * restart leaves the live one as it was). A step that succeeded stamps the
+ * sequence used now; with st->hold (and not end) it stays busy until
+ * seq_sent() of what this returns (else NULL). */
 struct seq *seq_close(struct seq_step *st, int ok, int end);
 /* The answer of a held step was sent or given up: the sequence is stamped
  * used now, and idle again unless a step holds it. NULL: nothing. */
 void seq_sent(struct seq *held);
 
-/* End id without a step (0), or -1 when there is none. */
-int seq_end(const char *id);
+/* End the n sequences ids without a step, all or none: 0, or -1 with
+ * *which the first that does not exist (nothing ended). */
+int seq_end(const char *const *ids, int n, int *which);
 /* Drop every sequence of model name (unloaded or reloaded): a step on one
  * is then ERR_SEQUENCE_NOT_FOUND. Those busy go when their step closes. */
 void seq_drop_model(const char *name);

@@ -32,6 +32,7 @@ struct codec_limits service_limits(const struct cfg *c)
         .max_source_len = c->max_source_len,
         .max_embed_dim = c->max_embed_dim,
         .max_heads = c->max_heads,
+        .max_layers = c->max_layers,
         .max_weights_elements = c->max_weights_elements,
     };
 }
@@ -75,8 +76,8 @@ static int compute(struct codec_request *r, const char *model, const void *model
                    const struct codec_limits *lim, const char *weights_hint, float **out,
                    float **w, struct route_response *a, struct failure *e)
 {
-    if (r->seq.id[0]) {
-        struct seq *held;
+    if (r->seq.n) {
+        void *held;
         if (sequence_step(r, model, model_id, lim, weights_hint, out, w, &held, e))
             return -1;
         a->done = sequence_sent, a->done_cls = held; /* the idle timer from the answer's end */

@@ -71,6 +71,10 @@ static json_t *model_meta(const char *name, const struct model *m)
     json_array_append_new(in, tensor_meta(opt_name(OPT_VALUE), "FP32", -1, -1, vd));
     json_array_append_new(in, tensor_meta(opt_name(OPT_ATTN_MASK), "BOOL", -1, -1, -1));
     json_array_append_new(in, tensor_meta(opt_name(OPT_KEY_PADDING_MASK), "BOOL", -1, -1, 0));
+    /* a batch of sequences: one id and optional start and end flags per item */
+    json_array_append_new(in, tensor_meta(opt_name(OPT_SEQUENCE_ID), "UINT64", -1, 0, 0));
+    json_array_append_new(in, tensor_meta(opt_name(OPT_SEQUENCE_START), "BOOL", -1, 0, 0));
+    json_array_append_new(in, tensor_meta(opt_name(OPT_SEQUENCE_END), "BOOL", -1, 0, 0));
     if (!m) { /* the weights, of the core's ranks (any sizes make them) */
         const struct att_params one = {.E = 1, .kdim = 1, .vdim = 1, .H = 1};
         struct att_weight_shape s[ATT_NWEIGHTS];
@@ -82,12 +86,14 @@ static json_t *model_meta(const char *name, const struct model *m)
     json_array_append_new(out, tensor_meta(v2_output_name(V2_OUT_OUTPUT), "FP32", -1, -1, E));
     json_t *wshape = json_pack("[i,i,i,i]", -1, m ? m->H : -1, -1, -1);
     /* the weights, in full or reduced (parameters weights_top_k, weights_pool) */
-    for (int k = V2_OUT_WEIGHTS; k < V2_OUT_COUNT; k++)
+    for (int k = V2_OUT_WEIGHTS; k < V2_OUT_CACHE_LENGTH; k++)
         json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "name",
                                              v2_output_name((enum v2_output)k), "datatype",
                                              k == V2_OUT_TOPK_INDICES ? "INT32" : "FP32",
                                              "shape", wshape));
     json_decref(wshape);
+    json_array_append_new(out, tensor_meta(v2_output_name(V2_OUT_CACHE_LENGTH), "INT64", -1, 0,
+                                           0));
     json_t *o = json_pack("{s:s, s:[s], s:s, s:o, s:o}", "name", name, "versions", REPO_VERSION,
                           "platform", m ? "attention_safetensors" : "attention_builtin",
                           "inputs", in, "outputs", out);
@@ -115,9 +121,10 @@ static json_t *model_meta(const char *name, const struct model *m)
  * - data_type: "TYPE_" + the metadata's datatype (BYTES is TYPE_STRING);
  *   every input but query is optional (codec/v2.c requires only query);
  * - sequence_batching: every model takes sequences (api/sequence_store.h), idle
- *   for at most sequence_idle_timeout; they are controlled by request
- *   parameters (sequence_id, sequence_start, sequence_end), not by input
- *   tensors, so there is no control_input;
+ *   for at most sequence_idle_timeout; one is controlled by request
+ *   parameters (sequence_id, sequence_start, sequence_end), a batch of them
+ *   by the optional inputs of those names (one per batch item), not by
+ *   Triton's control tensors, so there is no control_input;
  * - parameters: the metadata's, each as {"string_value": text} (JSON text
  *   for what is not a string). */
 static json_t *config_tensors(const json_t *meta_list, int inputs)

@@ -111,7 +111,7 @@ int main(int argc, char **argv)
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         x[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 2 - 1);
     }
-    struct codec_limits lim = {1 << 24, 64, 4096, 4096, 4096, 256, 1 << 26};
+    struct codec_limits lim = {1 << 24, 64, 4096, 4096, 4096, 256, 1 << 26, 256};
     struct text texts[3] = {body_of(x, 0), body_of(x, 1), body_of(x, 2)};
     const char *names[3] = {"nested JSON", "flat JSON", "base64"};
     double t[REPS];

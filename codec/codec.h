@@ -87,6 +87,7 @@ struct codec_limits {
     long long max_tensor_elements;  /* per tensor */
     int max_batch, max_target_len, max_source_len, max_embed_dim, max_heads;
     long long max_weights_elements; /* N·H·L·S of the weights output */
+    int max_layers;                 /* a sequence's layers: layer is 0..max_layers-1 */
 };
 
 enum codec_path {
@@ -108,9 +109,10 @@ struct codec_request {
     const struct codec_models *models; /* the lender of model_ref, or NULL */
     void *model_ref;      /* "model": the reference models->acquire gave, held until
                              deinit (opaque here; a struct repo_ref * from the API), or NULL */
-    struct codec_sequence seq; /* a step of a sequence when seq.id[0] (then p is this
-                                  step's request: att_step_check, not att_check, is the
-                                  caller's, and out_len/weights_len are 0) */
+    struct codec_sequence seq; /* a step of seq.n sequences when seq.n (then p is this
+                                  step's request, N = seq.n: att_step_check, not
+                                  att_check, is the caller's, and out_len/weights_len
+                                  are 0) */
     struct tensor_arena arena;
 };
 

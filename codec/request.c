@@ -123,10 +123,12 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     /* 1c. a step of a sequence (codec/sequence.c); sequence_end without a
      *     query ends one without a step */
     struct codec_sequence *seq = &r->seq;
-    if (codec_sequence_read(seq, cv, root, err))
+    if (codec_sequence_read(seq, cv, root, lim, err))
         return -1;
-    if (codec_sequence_end_only(seq, json_object_get(root, opt_name(OPT_QUERY)) != NULL))
-        return 0;
+    const int end_only =
+        codec_sequence_end_only(seq, json_object_get(root, opt_name(OPT_QUERY)) != NULL, err);
+    if (end_only)
+        return end_only < 0 ? -1 : 0;
 
     /* 2. the options both protocols share (codec/resolve.h): num_heads,
      *    need_weights, average_attn_weights, attn_mask's strings, scale,
@@ -189,13 +191,14 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
     }
     /* (a later step of a sequence takes the built-in model's weights its
      * start gave: the caller checks them) */
-    if ((m || !seq->id[0]) && codec_identity_check(p, m ? "the model's " : "weights.", err))
+    if ((m || !seq->n) && codec_identity_check(p, m ? "the model's " : "weights.", err))
         return -1;
 
     /* 5. masks: attn_mask, the request's or the model's (its strings in step 2) */
     if ((v = cv->v[OPT_ATTN_MASK]) && !json_is_string(v)) {
         struct tensor t;
-        if (decode_tensor(r, fast, &t, v, TENSOR_MASK, opt_name(OPT_ATTN_MASK), lim, err) ||
+        if (codec_sequence_mask(seq, err) ||
+            decode_tensor(r, fast, &t, v, TENSOR_MASK, opt_name(OPT_ATTN_MASK), lim, err) ||
             codec_set_mask(p, &t, err))
             return -1;
     }
@@ -203,7 +206,7 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         struct tensor t;
         if (decode_tensor(r, fast, &t, v, TENSOR_BOOL, opt_name(OPT_KEY_PADDING_MASK), lim,
                           err) ||
-            (seq->id[0] ? codec_sequence_kpm(seq, p, r->batched, &t, err)
+            (seq->n ? codec_sequence_kpm(seq, p, r->batched, &t, err)
                         : codec_set_key_padding_mask(p, r->batched, &t, err)))
             return -1;
     }
@@ -227,8 +230,8 @@ static int decode_fields(struct codec_request *r, json_t *root, const struct sca
         return -1;
 
     /* 6b. a step: its own rules; the whole (the cache's) is the caller's */
-    if (seq->id[0])
-        return codec_sequence_rules(p, root, 0, "", err);
+    if (seq->n)
+        return codec_sequence_rules(seq, p, r->batched, root, 0, "", err);
 
     /* 7. the whole, as the core sees it, once: the sizes stay with r;
      *    then the weights-output limit */
@@ -342,6 +345,7 @@ int codec_decode_request_seq(struct codec_request *r, const char *body, size_t l
 
 void codec_request_deinit(struct codec_request *r)
 {
+    codec_sequence_deinit(&r->seq);
     tensor_arena_free(&r->arena);
     free(r->tokens_json);
     free(r->key_tokens_json);

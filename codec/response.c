@@ -112,13 +112,30 @@ static void put_tensor(struct buf *b, const float *x, const long long *shape, in
     puts_(b, "\"}");
 }
 
+/* "cache_length": the layer's cache length after the step (0 when
+ * ended without one), an array of them in the array form. */
+static void put_cache_length(struct buf *b, const struct codec_sequence *q)
+{
+    char s[32];
+    puts_(b, q->array ? "\"cache_length\":[" : "\"cache_length\":");
+    for (int i = 0; i < q->n; i++) {
+        const int n = snprintf(s, sizeof s, "%s%lld", i ? "," : "",
+                               q->end_only ? 0 : q->item[i].length);
+        put(b, s, (size_t)n);
+    }
+    if (q->array)
+        puts_(b, "]");
+}
+
 /* The whole 200 body into b (base64 payloads left out when b->defer). */
 static void write_response(struct buf *bp, const struct codec_request *r, const float *out,
                            const float *weights)
 {
     struct buf b = *bp;
     if (r->seq.end_only) { /* sequence_end without a step: nothing computed */
-        puts_(&b, "{\"cache_length\":0}");
+        puts_(&b, "{");
+        put_cache_length(&b, &r->seq);
+        puts_(&b, "}");
         *bp = b;
         return;
     }
@@ -161,9 +178,9 @@ static void write_response(struct buf *bp, const struct codec_request *r, const 
                      p->head_dim ? p->head_dim : p->E / p->H,
                      p->E, p->L, p->S, p->N);
     put(&b, s, (size_t)n);
-    if (r->seq.id[0]) { /* a step of a sequence: the cache length after it */
-        n = snprintf(s, sizeof s, ",\"cache_length\":%lld", r->seq.length);
-        put(&b, s, (size_t)n);
+    if (r->seq.n) { /* a step of sequences: each one's cache length after it */
+        puts_(&b, ",");
+        put_cache_length(&b, &r->seq);
     }
     if (r->tokens_json) {
         puts_(&b, ",\"tokens\":");

@@ -84,6 +84,7 @@ void stream_free(struct stream *st)
     free(st->text);
     free(st->out);
     free(st->weights);
+    free(st->extra);
     free(st);
 }
 

@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-#define STREAM_MAX_PIECES 5 /* v2: one per output; /attention: output and weights (top-k: 2) */
+#define STREAM_MAX_PIECES 6 /* v2: one per output; /attention: output and weights (top-k: 2) */
 
 enum stream_coding { STREAM_RAW, STREAM_BASE64 };
 #define STREAM_AT_END ((size_t)-1) /* a piece's offset: after the whole text */
@@ -34,6 +34,7 @@ struct stream {
     } piece[STREAM_MAX_PIECES];
     int npieces;
     float *out, *weights; /* owned */
+    void *extra;          /* owned: other bytes a piece points into (v2's cache_length), or NULL */
 };
 
 /* A stream owning out and weights (malloc'd or NULL), text NULL; NULL when

@@ -8,6 +8,7 @@
 #include "codec/v2_inputs.h"
 #include "codec/v2_params.h"
 #include "codec/v2_scan.h"
+#include "codec/v2_sequence.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,34 +23,44 @@
 #include "codec/status.h"
 #include "lib/suggest.h"
 
-/* The bytes after the JSON part, taken in the order of "inputs". */
-struct binpart {
-    const char *p;
-    size_t len, used;
-    int present; /* Inference-Header-Content-Length was given */
-};
 
 /* What an input may hold: attn_mask BOOL or FP32 (then -inf too),
- * key_padding_mask BOOL, the rest FP32. */
+ * key_padding_mask, sequence_start and sequence_end BOOL, the rest FP32
+ * (sequence_id: read_ids). */
 static enum tensor_kind input_kind(int idx)
 {
-    return idx == IN_ATTN_MASK ? TENSOR_MASK : idx == IN_KPM ? TENSOR_BOOL : TENSOR_FLOAT;
+    return idx == IN_ATTN_MASK                                           ? TENSOR_MASK
+           : idx == IN_KPM || idx == IN_SEQ_START || idx == IN_SEQ_END ? TENSOR_BOOL
+                                                                       : TENSOR_FLOAT;
 }
 
 /* ---------------------------------------------------------------------- */
 /* One input                                                               */
 
+/* A binary_data_size: an integer >= 0, with a binary part that holds it. */
+static int binary_size(long long *n, json_t *size, const char *name,
+                       const struct v2_binpart *b, struct failure *err)
+{
+    if (json_int_value(size, n) != JSON_INT_OK || *n < 0) {
+        fail_with(err, ERR_INVALID_PARAMETER, "input '%s': binary_data_size must be an "
+                  "integer >= 0", name);
+        return -1;
+    }
+    if (!b->present) {
+        fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has binary_data_size but the "
+                  "request has no binary part (Inference-Header-Content-Length)", name);
+        return -1;
+    }
+    return 0;
+}
+
 /* The n bytes of t (shape counted, is_bool set) from the binary part. */
-static int read_binary(struct tensor *t, json_t *size, const char *name, struct binpart *b,
+static int read_binary(struct tensor *t, json_t *size, const char *name, struct v2_binpart *b,
                        struct tensor_arena *a, struct failure *err)
 {
     long long n = 0;
-    if (json_int_value(size, &n) != JSON_INT_OK || n < 0)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': binary_data_size must be an "
-                         "integer >= 0", name);
-    if (!b->present)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has binary_data_size but the "
-                         "request has no binary part (Inference-Header-Content-Length)", name);
+    if (binary_size(&n, size, name, b, err) || !b->p)
+        return -1;
     const size_t want = t->count * (t->is_bool ? 1 : sizeof(float));
     if ((unsigned long long)n != want) {
         char s[96];
@@ -64,7 +75,7 @@ static int read_binary(struct tensor *t, json_t *size, const char *name, struct 
                          b->len - b->used);
     /* a copy: the body may be released before the computation (service.h),
      * and its bytes need not be aligned for floats */
-    void *buf = tensor_arena_keep(a, malloc(want));
+    void *buf = tensor_arena_keep(a, malloc(want ? want : 1)); /* (dims >= 1: want >= 1) */
     if (!buf)
         return fail_with(err, ERR_INTERNAL, "out of memory for input '%s'", name);
     memcpy(buf, b->p + b->used, want);
@@ -152,9 +163,9 @@ static int read_data(struct tensor *t, json_t *shape, json_t *data, enum tensor_
     return 0;
 }
 
-static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
-                      struct binpart *b, const struct codec_limits *lim, struct tensor_arena *a,
-                      const struct v2_fast_slot *fast, struct failure *err)
+/* An input's fields (in, called name): none unknown, and its datatype, a
+ * string, into *dt. 0, or -1 with err. */
+static int input_head(json_t *in, const char *name, const char **dt, struct failure *err)
 {
     static const char *const fields[] = {"name", "shape", "datatype", "parameters", "data",
                                          NULL};
@@ -162,12 +173,85 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
     snprintf(what, sizeof what, "input '%s'", name);
     if (v2_known_fields(in, fields, what, err))
         return -1;
-    /* 1. datatype, for this input */
-    const enum tensor_kind kind = input_kind(idx);
-    const char *dt = json_string_value(json_object_get(in, "datatype"));
-    if (!dt)
+    if (!(*dt = json_string_value(json_object_get(in, "datatype"))))
         return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': datatype must be a string",
                          name);
+    return 0;
+}
+
+/* An input's parameters, checked, and its data: either "data" (*data) or
+ * parameters.binary_data_size (*size). 0, or -1 with err. */
+static int input_data(json_t *in, const char *name, json_t **data, json_t **size,
+                      struct failure *err)
+{
+    char what[96];
+    json_t *params = json_object_get(in, "parameters");
+    if (params && !json_is_object(params))
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
+                         name);
+    snprintf(what, sizeof what, "input '%s': ", name);
+    if (v2_check_parameters(params, V2_PARAMS_INPUT, what, err))
+        return -1;
+    *size = json_object_get(params, "binary_data_size");
+    *data = json_object_get(in, "data");
+    if (*size && *data)
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has both data and "
+                         "binary_data_size", name);
+    if (!*size && !*data)
+        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has no data (nor "
+                         "parameters.binary_data_size)", name);
+    return 0;
+}
+
+/* The sequence_id input (UINT64 or BYTES, shape [B]) into *ids, a JSON
+ * array of its ids as strings (owned by the caller). */
+static int read_ids(json_t **ids, json_t *in, const char *name, struct v2_binpart *b,
+                    struct failure *err)
+{
+    const char *dt;
+    if (input_head(in, name, &dt, err))
+        return -1;
+    const int bytes = strcmp(dt, "BYTES") == 0;
+    if (!bytes && strcmp(dt, "UINT64"))
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s' has datatype %s; it takes UINT64 "
+                         "or BYTES", name, dt);
+    struct tensor t;
+    memset(&t, 0, sizeof t);
+    if (tensor_shape_from_json(&t, json_object_get(in, "shape"), name, 1LL << 40, err))
+        return -1;
+    if (t.ndim != 1)
+        return fail_with(err, ERR_SHAPE_MISMATCH, "input '%s' must have shape [B]: one id per "
+                         "batch item", name);
+    json_t *data = NULL, *size = NULL;
+    if (input_data(in, name, &data, &size, err))
+        return -1;
+    if (!(*ids = json_array()))
+        return fail_with(err, ERR_INTERNAL, "out of memory for input '%s'", name);
+    if (!size)
+        return v2_ids_json(*ids, name, bytes, t.shape[0], data, b, err);
+    long long n = 0;
+    if (binary_size(&n, size, name, b, err))
+        return -1;
+    if ((unsigned long long)n > b->len - b->used)
+        return fail_with(err, ERR_INVALID_TENSOR, "input '%s': binary_data_size %lld goes past "
+                         "the end of the body (%zu bytes of binary data left)", name, n,
+                         b->len - b->used);
+    if (v2_ids_binary(*ids, name, bytes, t.shape[0], n, (const unsigned char *)b->p + b->used,
+                      err))
+        return -1;
+    b->used += (size_t)n;
+    return 0;
+}
+
+static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
+                      struct v2_binpart *b, const struct codec_limits *lim, struct tensor_arena *a,
+                      const struct v2_fast_slot *fast, struct failure *err)
+{
+    /* 1. datatype, for this input */
+    const enum tensor_kind kind = input_kind(idx);
+    const char *dt;
+    if (input_head(in, name, &dt, err))
+        return -1;
     const int is_bool = strcmp(dt, "BOOL") == 0;
     if ((!is_bool && strcmp(dt, "FP32")) || (is_bool && kind == TENSOR_FLOAT) ||
         (!is_bool && kind == TENSOR_BOOL))
@@ -183,21 +267,9 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
     t->is_bool = is_bool;
 
     /* 3. data, from the JSON or the binary part */
-    json_t *params = json_object_get(in, "parameters");
-    if (params && !json_is_object(params))
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
-                         name);
-    snprintf(what, sizeof what, "input '%s': ", name);
-    if (v2_check_parameters(params, V2_PARAMS_INPUT, what, err))
+    json_t *data = NULL, *size = NULL;
+    if (input_data(in, name, &data, &size, err))
         return -1;
-    json_t *size = json_object_get(params, "binary_data_size");
-    json_t *data = json_object_get(in, "data");
-    if (size && data)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has both data and "
-                         "binary_data_size", name);
-    if (!size && !data)
-        return fail_with(err, ERR_INVALID_PARAMETER, "input '%s' has no data (nor "
-                         "parameters.binary_data_size)", name);
     if (size ? read_binary(t, size, name, b, a, err)
              : read_data(t, shape, data, kind, name, lim, a, fast, err))
         return -1;
@@ -206,9 +278,10 @@ static int read_input(struct tensor *t, json_t *in, int idx, const char *name,
     return tensor_check(t, kind, name, err);
 }
 
-static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
+static int read_inputs(struct v2_inputs *in, json_t *list, struct v2_binpart *b,
                        const struct model *m, const struct codec_limits *lim,
-                       struct tensor_arena *a, const struct v2_fast *f, struct failure *err)
+                       struct tensor_arena *a, const struct v2_fast *f, int need_query,
+                       struct failure *err)
 {
     if (!json_is_array(list))
         return fail_with(err, ERR_INVALID_PARAMETER, "inputs must be an array of tensors");
@@ -224,7 +297,8 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
             for (int k = 0; k < IN_COUNT; k++)
                 names[k] = k < IN_WEIGHT || !m ? v2_input_name(k) : NULL;
             return fail_with(err, ERR_INVALID_PARAMETER, "unknown input '%.64s'%s (inputs are "
-                             "query, key, value, attn_mask, key_padding_mask%s)", name,
+                             "query, key, value, attn_mask, key_padding_mask, sequence_id, "
+                             "sequence_start, sequence_end%s)", name,
                              suggest_hint(hint, sizeof hint, name, names, IN_COUNT),
                              m ? "" : " and the weights");
         }
@@ -238,10 +312,11 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
         in->name[idx] = name;
         const struct v2_fast_slot *fast =
             i < IN_COUNT && f->slot[i].state != V2_FAST_NONE ? &f->slot[i] : NULL;
-        if (read_input(&in->t[idx], x, idx, name, b, lim, a, fast, err))
+        if (idx == IN_SEQ_ID ? read_ids(&in->ids, x, name, b, err)
+                             : read_input(&in->t[idx], x, idx, name, b, lim, a, fast, err))
             return -1;
     }
-    if (!in->name[IN_QUERY])
+    if (!in->name[IN_QUERY] && need_query)
         return fail_with(err, ERR_INVALID_PARAMETER, "input 'query' is required");
     if (b->used != b->len)
         return fail_with(err, ERR_INVALID_TENSOR, "%zu bytes of binary data after the JSON part "
@@ -253,9 +328,10 @@ static int read_inputs(struct v2_inputs *in, json_t *list, struct binpart *b,
 /* ---------------------------------------------------------------------- */
 /* The request                                                             */
 
-static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
-                       const struct model *m, const struct codec_limits *lim,
-                       const struct v2_fast *f, struct failure *err)
+static int decode_fields(struct v2_request *r, json_t *root, struct v2_inputs *in,
+                         struct v2_binpart *b, const struct model *m,
+                         const struct codec_limits *lim, const struct v2_fast *f,
+                         struct failure *err)
 {
     /* model_name: KServe's client (InferRequest.to_rest) repeats the path's */
     static const char *const fields[] = {"id", "parameters", "inputs", "outputs", "model_name",
@@ -280,52 +356,69 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
 
     /* 2. parameters, then every input and the binary part */
     struct v2_options o;
-    struct v2_inputs in;
-    memset(&in, 0, sizeof in);
     json_t *params = json_object_get(root, "parameters");
+    json_t *inputs = json_object_get(root, "inputs");
     struct codec_sequence *seq = &r->c.seq;
-    if (!json_object_get(root, "inputs") && json_is_object(params)) {
-        /* sequence_end without a step (no inputs): end it, nothing else */
+    if ((!params || json_is_object(params)) && v2_sequence_only(inputs)) {
+        /* sequence_end without a step (no query): end them, nothing else */
         const struct codec_sequence before = *seq; /* its inputs */
+        const struct v2_binpart b0 = *b;
         struct codec_values cv;
         codec_values_init(&cv);
         codec_values_over(&cv, params, 1);
-        const int ended = v2_check_parameters(params, V2_PARAMS_REQUEST, "", err) == 0 &&
-                          codec_sequence_read(seq, &cv, params, err) == 0 &&
-                          codec_sequence_end_only(seq, 0);
+        const int read = v2_check_parameters(params, V2_PARAMS_REQUEST, "", err) == 0 &&
+                         (!inputs || read_inputs(in, inputs, b, m, lim, &r->c.arena, f, 0,
+                                                 err) == 0) &&
+                         v2_sequence_inputs(&cv, in, params, err) == 0 &&
+                         codec_sequence_read(seq, &cv, params, lim, err) == 0;
+        const int ended = read ? codec_sequence_end_only(seq, 0, err) : 0;
         codec_values_deinit(&cv);
-        if (ended)
-            return r->n_outputs = 0, 0; /* the answer: no outputs, cache_length 0 */
-        *seq = before;
+        if (ended < 0 || (!read && inputs))
+            return -1; /* its sequence inputs are all there is to say of */
+        if (ended) { /* the answer: cache_length 0 (for each, an output in the array form) */
+            if (seq->array)
+                r->outputs[r->n_outputs++] = V2_OUT_CACHE_LENGTH;
+            r->binary[V2_OUT_CACHE_LENGTH] =
+                json_is_true(json_object_get(params, opt_name(OPT_BINARY_DATA_OUTPUT)));
+            return 0;
+        }
+        codec_sequence_deinit(seq);
+        *seq = before, *b = b0;
+        v2_inputs_deinit(in);
+        memset(in, 0, sizeof *in);
     }
+    /* the sequence's options first, unless its ids are an input */
+    const int tensors = v2_sequence_named(inputs);
     int rc = v2_read_options(&o, params, m, lim, err) ||
-             codec_sequence_read(seq, &o.cv, params, err);
-    rc = rc || read_inputs(&in, json_object_get(root, "inputs"), b, m, lim, &r->c.arena, f,
-                           err);
+             (!tensors && (v2_sequence_inputs(&o.cv, in, params, err) ||
+                           codec_sequence_read(seq, &o.cv, params, lim, err)));
+    rc = rc || read_inputs(in, inputs, b, m, lim, &r->c.arena, f, 1, err);
+    rc = rc || (tensors && (v2_sequence_inputs(&o.cv, in, params, err) ||
+                            codec_sequence_read(seq, &o.cv, params, lim, err)));
     p->H = (int)o.c.heads;
 
     /* 3. shapes against each other, variants, weights, masks, outputs */
-    in.seq = seq->id[0] != 0;
-    if (rc || v2_set_tensors(r, &in, m, &o, lim, err) ||
+    in->seq = seq->n != 0;
+    if (rc || v2_set_tensors(r, in, m, &o, lim, err) ||
         v2_read_outputs(r, json_object_get(root, "outputs"), &o, err)) {
         v2_options_deinit(&o);
         return -1;
     }
     v2_options_deinit(&o);
     if (o.c.causal) {
-        if (in.name[IN_ATTN_MASK] && o.causal_asked)
+        if (in->name[IN_ATTN_MASK] && o.causal_asked)
             return fail_with(err, ERR_INVALID_PARAMETER, "parameters.is_causal is true and the "
                              "request has an attn_mask input: give one or the other");
-        if (!in.name[IN_ATTN_MASK]) /* an attn_mask input overrides a default */
+        if (!in->name[IN_ATTN_MASK]) /* an attn_mask input overrides a default */
             p->mask_kind = o.c.lower_right ? ATT_MASK_CAUSAL_LOWER_RIGHT : ATT_MASK_CAUSAL;
     }
     p->has_scale = o.c.has_scale, p->scale = o.c.scale;
     p->positional_encoding = o.c.pe;
 
     /* 3b. a step: its own rules; the whole (the cache's) is the caller's */
-    if (seq->id[0])
-        return codec_sequence_rules(p, params, o.causal_asked && !o.c.causal,
-                                    "parameters.", err);
+    if (seq->n)
+        return codec_sequence_rules(seq, p, r->c.batched, params,
+                                    o.causal_asked && !o.c.causal, "parameters.", err);
 
     /* 4. the whole, as the core sees it, once; then the weights limit */
     struct att_error ae;
@@ -333,6 +426,18 @@ static int decode_root(struct v2_request *r, json_t *root, struct binpart *b,
     if (st != ATT_OK)
         return fail_with(err, http_error_from_att(st), "%s", ae.msg);
     return codec_weights_limit(&r->c, lim, CODEC_V2_WEIGHTS_HINT, err);
+}
+
+/* decode_fields with the inputs it reads (their JSON arrays freed after). */
+static int decode_root(struct v2_request *r, json_t *root, struct v2_binpart *b,
+                       const struct model *m, const struct codec_limits *lim,
+                       const struct v2_fast *f, struct failure *err)
+{
+    struct v2_inputs in;
+    memset(&in, 0, sizeof in);
+    const int rc = decode_fields(r, root, &in, b, m, lim, f, err);
+    v2_inputs_deinit(&in);
+    return rc;
 }
 
 /* Invalid JSON because bytes follow the JSON part: binary data without the
@@ -363,7 +468,7 @@ int v2_decode_infer_seq(struct v2_request *r, const char *body, size_t len,
     r->c.seq.header = sequence_header;
     att_params_init(&r->c.p);
     r->c.path = CODEC_PATH_JANSSON;
-    struct binpart b = {0};
+    struct v2_binpart b = {0};
     size_t jlen = len;
     if (header_len >= 0) {
         if ((unsigned long long)header_len > len)
@@ -373,11 +478,12 @@ int v2_decode_infer_seq(struct v2_request *r, const char *body, size_t len,
             return fail_with(err, ERR_BAD_REQUEST, "Inference-Header-Content-Length 0 (a raw "
                              "binary request) is not supported: send the JSON part first");
         jlen = (size_t)header_len;
-        b = (struct binpart){.p = body + jlen, .len = len - jlen, .present = 1};
+        b = (struct v2_binpart){.p = body + jlen, .len = len - jlen, .present = 1};
     }
     if (jlen == 0)
         return fail_with(err, ERR_INVALID_JSON, "the request body is empty");
     r->c.seq.text = body, r->c.seq.text_len = jlen;
+    b.text = body, b.text_len = jlen;
     /* the big arrays first, without a DOM (v2_scan.c); then jansson over
      * the rest, a number it cannot hold read through its stand-in as POST
      * /attention reads it (codec_decode_request_reference) */

@@ -14,7 +14,10 @@
  * Inputs (names, datatypes, shapes):
  *   query  FP32 [L, E] or [N, L, E] (required); key, value FP32, same rank
  *   (optional: cross-attention); attn_mask BOOL or FP32, [L, S] or
- *   [N·H, L, S]; key_padding_mask BOOL [S] or [N, S].
+ *   [N·H, L, S]; key_padding_mask BOOL [S] or [N, S]. A batch of
+ *   sequences: sequence_id UINT64 or BYTES [B] (codec/v2_sequence.h),
+ *   sequence_start and sequence_end BOOL [B] (optional), instead of the
+ *   parameters of those names.
  *   With the built-in model (model == NULL, name "attention") also the
  *   weight tensors, FP32, named as in POST /attention: in_proj_weight,
  *   q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias,
@@ -27,12 +30,13 @@
  *   window_right, softcap), scale (number > 0), positional_encoding (sinusoidal),
  *   num_heads (integer; required for the built-in model; with a server-held
  *   model optional and, if given, equal to the model's), binary_data_output
- *   (boolean). Any other name is refused, naming the nearest known one
+ *   (boolean), the sequence's (sequence_id, sequence_start, sequence_end,
+ *   layer, kv_cache_dtype: codec/sequence.h). Any other name is refused, naming the nearest known one
  *   (suggest.h), at the request's, an input's and an output's level, but
  *   for the names the protocols reserve (codec/v2_params.c: Triton's
  *   priority, timeout, headers, triton_*, MLServer's content_type: ignored;
- *   sequence_id, sequence_start, sequence_end and classification only
- *   with their "off" value; shared_memory_* refused). The request's
+ *   an output's classification only with its "off" value; shared_memory_*
+ *   refused). The request's
  *   "model_name" (KServe's client) must be the model's.
  *   The names are the options table's (options/options.h). A server-held
  *   model's "defaults" (model.h) fill what a request does not set, member
@@ -45,7 +49,9 @@
  *   "attention_weights_top_k_values" FP32 and "..._indices" INT32, both
  *   (N, H, L, min(k, S)); with weights_pool, "attention_weights_pooled"
  *   FP32 (N, H, ⌈L/p⌉, ⌈S/p⌉) (codec/reduce.h: codec_weights_reduce); the full
- *   weights are then never made, nor may be asked for.
+ *   weights are then never made, nor may be asked for. A batch of
+ *   sequences also answers "cache_length" INT64 [B] (named in "outputs"
+ *   or not); one sequence's step answers "parameters": {"cache_length"}.
  *   "outputs" given: only those, in that order (unknown or duplicate names,
  *   or a weights output the parameters do not make, are 400); attention
  *   weights not asked for are not computed.
@@ -98,6 +104,7 @@ enum v2_output {
     V2_OUT_TOPK_VALUES,   /* attention_weights_top_k_values (weights_top_k) */
     V2_OUT_TOPK_INDICES,  /* attention_weights_top_k_indices, INT32 */
     V2_OUT_POOLED,        /* attention_weights_pooled (weights_pool) */
+    V2_OUT_CACHE_LENGTH,  /* cache_length, INT64 [B]: a batch of sequences */
     V2_OUT_COUNT
 };
 
@@ -118,7 +125,7 @@ int v2_decode_infer(struct v2_request *r, const char *body, size_t len, long lon
                     const struct model *m, const struct codec_limits *lim,
                     struct failure *err);
 /* v2_decode_infer() with the X-Sequence-Id header (NULL: none); a step of
- * a sequence when r->c.seq.id[0] (codec.h). */
+ * r->c.seq.n sequences when that is not 0 (codec.h). */
 int v2_decode_infer_seq(struct v2_request *r, const char *body, size_t len,
                         long long header_len, const struct model *m,
                         const struct codec_limits *lim, const char *sequence_header,

@@ -13,8 +13,9 @@
 #include "lib/suggest.h"
 
 /* The tensor inputs, in their enum order: options of the table. */
-static const enum opt_id tensor_inputs[IN_WEIGHT] = {OPT_QUERY, OPT_KEY, OPT_VALUE,
-                                                     OPT_ATTN_MASK, OPT_KEY_PADDING_MASK};
+static const enum opt_id tensor_inputs[IN_WEIGHT] = {
+    OPT_QUERY, OPT_KEY, OPT_VALUE, OPT_ATTN_MASK, OPT_KEY_PADDING_MASK, OPT_SEQUENCE_ID,
+    OPT_SEQUENCE_START, OPT_SEQUENCE_END};
 
 const char *v2_input_name(int idx)
 {

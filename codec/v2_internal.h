@@ -15,17 +15,30 @@
 #include "codec/resolve.h"
 #include "codec/v2.h"
 
-/* The inputs a request may name: five tensors, then (built-in model only)
- * the weights in the core's order (enum att_weight). */
+/* The inputs a request may name: five tensors, a batch of sequences'
+ * ids (UINT64 or BYTES) and start and end flags (BOOL), then (built-in
+ * model only) the weights in the core's order (enum att_weight). */
 enum {
-    IN_QUERY, IN_KEY, IN_VALUE, IN_ATTN_MASK, IN_KPM, IN_WEIGHT,
+    IN_QUERY, IN_KEY, IN_VALUE, IN_ATTN_MASK, IN_KPM, IN_SEQ_ID, IN_SEQ_START, IN_SEQ_END,
+    IN_WEIGHT,
     IN_COUNT = IN_WEIGHT + ATT_NWEIGHTS
 };
 
 struct v2_inputs {
     struct tensor t[IN_COUNT];
     const char *name[IN_COUNT]; /* borrowed from the JSON; NULL: not given */
+    json_t *ids;                /* IN_SEQ_ID's ids as JSON strings (owned), or NULL */
+    json_t *flags[2];           /* IN_SEQ_START's, IN_SEQ_END's as JSON booleans (owned) */
     int seq;                    /* a step of a sequence */
+};
+
+/* The bytes after the JSON part, taken in the order of "inputs". */
+struct v2_binpart {
+    const char *p;
+    size_t len, used;
+    int present; /* Inference-Header-Content-Length was given */
+    const char *text; /* the JSON part (an id beyond long long is read from it) */
+    size_t text_len;
 };
 
 /* The "data" arrays of root.inputs[i], read before jansson reads the rest

@@ -284,9 +284,10 @@ static int set_weights(struct att_params *p, const struct v2_inputs *in, const s
 
 static int set_masks(struct v2_request *r, const struct v2_inputs *in, struct failure *err)
 {
-    return (in->name[IN_ATTN_MASK] && codec_set_mask(&r->c.p, &in->t[IN_ATTN_MASK], err)) ||
+    return (in->name[IN_ATTN_MASK] && (codec_sequence_mask(&r->c.seq, err) ||
+                                        codec_set_mask(&r->c.p, &in->t[IN_ATTN_MASK], err))) ||
                    (in->name[IN_KPM] &&
-                    (r->c.seq.id[0] ? codec_sequence_kpm(&r->c.seq, &r->c.p, r->c.batched,
+                    (r->c.seq.n ? codec_sequence_kpm(&r->c.seq, &r->c.p, r->c.batched,
                                                          &in->t[IN_KPM], err)
                                     : codec_set_key_padding_mask(&r->c.p, r->c.batched,
                                                                  &in->t[IN_KPM], err)))
@@ -313,7 +314,7 @@ int v2_set_tensors(struct v2_request *r, const struct v2_inputs *in, const struc
 
 static const char *const output_names[V2_OUT_COUNT] = {
     "output", "attention_weights", "attention_weights_top_k_values",
-    "attention_weights_top_k_indices", "attention_weights_pooled"};
+    "attention_weights_top_k_indices", "attention_weights_pooled", "cache_length"};
 
 const char *v2_output_name(enum v2_output k)
 {
@@ -336,7 +337,9 @@ static void weights_outputs(const struct v2_options *o, int *lo, int *hi)
 }
 
 /* r's outputs, their binary flags and the weights mode. Without "outputs"
- * (or with an empty list) every output the options produce. */
+ * (or with an empty list) every output the options produce. A batch of
+ * sequences (r->c.seq.array) answers cache_length whether it is named or
+ * not (last, when not); named, it may ask for binary data. */
 int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options *o,
                     struct failure *err)
 {
@@ -365,11 +368,16 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
             char hint[96];
             return fail_with(err, ERR_INVALID_PARAMETER, "unknown output '%.64s'%s (outputs are "
                              "output, attention_weights, attention_weights_top_k_values, "
-                             "attention_weights_top_k_indices and attention_weights_pooled)",
+                             "attention_weights_top_k_indices, attention_weights_pooled and "
+                             "cache_length)",
                              name, suggest_hint(hint, sizeof hint, name, output_names,
                                                V2_OUT_COUNT));
         }
-        if (idx != V2_OUT_OUTPUT && (idx < wlo || idx >= whi))
+        if (idx == V2_OUT_CACHE_LENGTH && !r->c.seq.array)
+            return fail_with(err, ERR_INVALID_PARAMETER, "output '%s' is made for a batch of "
+                             "sequences only (the input %s); one sequence's step answers "
+                             "parameters.%s", name, opt_name(OPT_SEQUENCE_ID), name);
+        if (idx != V2_OUT_OUTPUT && idx != V2_OUT_CACHE_LENGTH && (idx < wlo || idx >= whi))
             return fail_with(err, ERR_INVALID_PARAMETER, "output '%s' is not made by these "
                              "parameters: %s", name,
                              idx == V2_OUT_WEIGHTS ? "the full weights are never made with "
@@ -400,6 +408,8 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
         asked[idx] = 1;
         r->outputs[r->n_outputs++] = idx;
     }
+    if (r->c.seq.array && !asked[V2_OUT_CACHE_LENGTH])
+        r->outputs[r->n_outputs++] = V2_OUT_CACHE_LENGTH;
     if (json_array_size(list)) {
         /* asking for the weights asks for need_weights, over a model's
          * default; against the request's own need_weights false it is a

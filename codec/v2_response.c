@@ -32,6 +32,11 @@ static char *json_quote(const char *s)
 static int output_shape(const struct v2_request *r, int k, long long shape[4], size_t *count)
 {
     const struct att_params *p = &r->c.p;
+    if (k == V2_OUT_CACHE_LENGTH) { /* one per sequence of the batch */
+        shape[0] = r->c.seq.n;
+        *count = (size_t)r->c.seq.n;
+        return 1;
+    }
     if (k != V2_OUT_OUTPUT) /* the weights, in full or reduced */
         return codec_weights_shape(&r->c, shape, count);
     int nd = 0;
@@ -42,15 +47,18 @@ static int output_shape(const struct v2_request *r, int k, long long shape[4], s
     return nd;
 }
 
-/* Output k's data: out, the weights, or the top-k indices after the
- * values (attention.h), int32 read from the same bytes. */
-static const float *output_data(const struct v2_request *r, int k, const float *out,
-                                const float *weights)
+/* Output k's data: out, the weights, the top-k indices after the values
+ * (attention.h), int32 read from the same bytes, or the cache lengths
+ * (int64, lengths). */
+static const void *output_data(const struct v2_request *r, int k, const float *out,
+                               const float *weights, const long long *lengths)
 {
     long long shape[4];
     size_t count;
     if (k == V2_OUT_OUTPUT)
         return out;
+    if (k == V2_OUT_CACHE_LENGTH)
+        return lengths;
     output_shape(r, k, shape, &count);
     return k == V2_OUT_TOPK_INDICES ? weights + count : weights;
 }
@@ -76,33 +84,39 @@ static void put(char *dst, size_t *o, const char *s)
 }
 
 static void put_output(struct stream *st, char *dst, size_t *o, const struct v2_request *r,
-                       int k, const float *x)
+                       int k, const void *x)
 {
-    static const char *const names[V2_OUT_COUNT] = {
-        "output", "attention_weights", "attention_weights_top_k_values",
-        "attention_weights_top_k_indices", "attention_weights_pooled"};
     long long shape[4];
     size_t count;
     char s[64];
     const int nd = output_shape(r, k, shape, &count);
+    const size_t esize = k == V2_OUT_CACHE_LENGTH ? sizeof(long long) : sizeof(float);
     put(dst, o, "{\"name\":\"");
-    put(dst, o, names[k]);
-    put(dst, o, k == V2_OUT_TOPK_INDICES ? "\",\"datatype\":\"INT32\",\"shape\":["
-                                         : "\",\"datatype\":\"FP32\",\"shape\":[");
+    put(dst, o, v2_output_name((enum v2_output)k));
+    put(dst, o, k == V2_OUT_TOPK_INDICES    ? "\",\"datatype\":\"INT32\",\"shape\":["
+                : k == V2_OUT_CACHE_LENGTH ? "\",\"datatype\":\"INT64\",\"shape\":["
+                                           : "\",\"datatype\":\"FP32\",\"shape\":[");
     for (int d = 0; d < nd; d++) {
         snprintf(s, sizeof s, "%s%lld", d ? "," : "", shape[d]);
         put(dst, o, s);
     }
     put(dst, o, "],");
     if (r->binary[k]) {
-        snprintf(s, sizeof s, "\"parameters\":{\"binary_data_size\":%zu}}",
-                 count * sizeof(float));
+        snprintf(s, sizeof s, "\"parameters\":{\"binary_data_size\":%zu}}", count * esize);
         put(dst, o, s);
-        stream_piece(st, STREAM_AT_END, x, count * sizeof(float), STREAM_RAW);
+        stream_piece(st, STREAM_AT_END, x, count * esize, STREAM_RAW);
         return;
     }
     put(dst, o, "\"data\":");
-    if (k == V2_OUT_TOPK_INDICES)
+    if (k == V2_OUT_CACHE_LENGTH) {
+        const long long *l = x;
+        put(dst, o, "[");
+        for (size_t i = 0; i < count; i++) {
+            snprintf(s, sizeof s, "%s%lld", i ? "," : "", l[i]);
+            put(dst, o, s);
+        }
+        put(dst, o, "]");
+    } else if (k == V2_OUT_TOPK_INDICES)
         *o += format_ints(dst + *o, (const int32_t *)(const void *)x, count);
     else
         *o += jsonnum_format_array(dst + *o, x, count);
@@ -117,10 +131,21 @@ struct stream *v2_stream_new(const struct v2_request *r, const char *model_name,
     if (!st || !name || (r->id && !id))
         goto fail;
 
-    /* 1. the room: JSON outputs at JSONNUM_FLOAT_MAX characters a float */
+    /* 1. the room: JSON outputs at JSONNUM_FLOAT_MAX characters a float,
+     * 21 an int64 */
     size_t room = 256 + strlen(name) + (id ? strlen(id) : 0);
+    const struct codec_sequence *q = &r->c.seq;
+    long long *lengths = NULL;
     for (int i = 0; i < r->n_outputs; i++) {
         const int k = r->outputs[i];
+        if (k == V2_OUT_CACHE_LENGTH) { /* the stream's: the request goes before it */
+            if (!q->n || !(lengths = st->extra = malloc((size_t)q->n * sizeof *lengths)))
+                goto fail;
+            for (int b = 0; b < q->n; b++)
+                lengths[b] = q->end_only ? 0 : q->item[b].length;
+            room += 256 + (r->binary[k] ? 0 : (size_t)q->n * 21);
+            continue;
+        }
         if (k == V2_OUT_OUTPUT ? !out : !weights || r->c.p.weights_mode == ATT_WEIGHTS_NONE)
             goto fail; /* the decoder never asks for weights it does not compute */
         room += 256 + (r->binary[k] ? 0
@@ -136,9 +161,10 @@ struct stream *v2_stream_new(const struct v2_request *r, const char *model_name,
     put(st->text, &o, "{\"model_name\":");
     put(st->text, &o, name);
     put(st->text, &o, ",\"model_version\":\"1\"");
-    if (r->c.seq.id[0]) { /* a step of a sequence: the cache length after it */
+    if (q->n && !q->array) { /* a step of a sequence: the cache length after it */
         char cl[64];
-        snprintf(cl, sizeof cl, ",\"parameters\":{\"cache_length\":%lld}", r->c.seq.length);
+        snprintf(cl, sizeof cl, ",\"parameters\":{\"cache_length\":%lld}",
+                 q->end_only ? 0 : q->item[0].length);
         put(st->text, &o, cl);
     }
     if (id) {
@@ -150,7 +176,7 @@ struct stream *v2_stream_new(const struct v2_request *r, const char *model_name,
         if (i)
             put(st->text, &o, ",");
         const int k = r->outputs[i];
-        put_output(st, st->text, &o, r, k, output_data(r, k, out, weights));
+        put_output(st, st->text, &o, r, k, output_data(r, k, out, weights, lengths));
     }
     put(st->text, &o, "]}");
     stream_done(st, o);

@@ -83,7 +83,7 @@ static int input_mode(struct scan *sc, size_t i, const struct model *m, int *idx
  * tensor.c decides); else numbers, "-inf" among them in attn_mask. */
 static unsigned leaf_options(const struct scan *sc, int mode, int idx)
 {
-    if (mode == MODE_READ && idx == IN_KPM)
+    if (mode == MODE_READ && (idx == IN_KPM || idx == IN_SEQ_START || idx == IN_SEQ_END))
         return JSONNUM_BOOL;
     if (mode == MODE_READ && idx != IN_ATTN_MASK)
         return 0;
@@ -118,8 +118,8 @@ static int read_one(struct scan *sc, struct v2_fast *f, size_t i, int mode, int 
 {
     skip_ws(sc);
     const size_t start = sc->pos;
-    if (peek(sc) != '[')
-        return scan_skip_value(sc) ? 1 : 0;
+    if (peek(sc) != '[' || (mode == MODE_READ && idx == IN_SEQ_ID))
+        return scan_skip_value(sc) ? 1 : 0; /* ids: integers beyond float32, strings */
     struct jsonnum_array a;
     struct jsonnum_error je;
     size_t used;

@@ -49,6 +49,8 @@ static const struct setting settings[] = {
         "seconds a sequence may go without a step before it is dropped"),
     BYTES(max_sequence_bytes, 1LL << 20, 1LL << 40, "1G",
           "bytes of every sequence's KV cache together (allocated blocks)"),
+    INT(max_layers, 1, 65536, "256", "layers a sequence may hold, each its own cache "
+        "(a request's layer is 0..max_layers-1)"),
     INT(conn_timeout, 1, 3600, "30", "seconds a connection may stay idle"),
     BYTES(conn_memory_limit, 1LL << 14, 1LL << 24, "32K",
           "libmicrohttpd memory per connection"),

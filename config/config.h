@@ -76,6 +76,7 @@ struct cfg {
     int max_sequences;              /* 1024; 1..1048576: sequences held */
     int sequence_idle_timeout;      /* 600 seconds; 1..604800: a sequence's life without a step */
     long long max_sequence_bytes;   /* 1 GiB; 1 MiB..1 TiB: every sequence's cache together */
+    int max_layers;                 /* 256; 1..65536: layers of a sequence (a request's layer) */
     int conn_timeout;               /* 30 seconds; 1..3600 */
     long long conn_memory_limit;    /* 32 KiB (libmicrohttpd per connection; it zeroes it per request); 16 KiB..16 MiB */
     int max_connections;            /* 1024; 1..65536: open connections */

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -92,4 +93,61 @@ void att_init(int threads)
      * result never depends on how OpenBLAS would have split it. */
     openblas_set_num_threads(1);
     pthread_once(&gate_once, gate_setup);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The runner (blas.h): the server's pool, or threads made per call. */
+
+static struct att_runner runner;
+
+void att_set_runner(const struct att_runner *r)
+{
+    if (r)
+        runner = *r;
+    else
+        memset(&runner, 0, sizeof runner);
+}
+
+int att_parallel_width(void)
+{
+    return runner.run ? (runner.width < 1 ? 1 : runner.width) : att_threads;
+}
+
+struct own_task {
+    att_task_fn fn;
+    void *arg;
+    int i, n, step;
+};
+
+static void *own_run(void *a)
+{
+    const struct own_task *t = a;
+    for (int i = t->i; i < t->n; i += t->step)
+        t->fn(t->arg, i);
+    return NULL;
+}
+
+void att_parallel(int n, att_task_fn fn, void *arg)
+{
+    if (n <= 0)
+        return;
+    if (runner.run && n > 1) {
+        runner.run(runner.ctx, n, fn, arg);
+        return;
+    }
+    /* no runner: up to att_threads threads, task i on thread i mod nt */
+    const int nt = n < att_threads ? n : att_threads < 1 ? 1 : att_threads;
+    pthread_t th[ATT_MAX_THREADS];
+    struct own_task t[ATT_MAX_THREADS];
+    int started = 1;
+    for (int k = 0; k < nt; k++)
+        t[k] = (struct own_task){fn, arg, k, n, nt};
+    for (; started < nt; started++)
+        if (pthread_create(&th[started], NULL, own_run, &t[started]) != 0)
+            break;
+    for (int k = started; k < nt; k++) /* a thread that did not start: here */
+        own_run(&t[k]);
+    own_run(&t[0]);
+    for (int k = 1; k < started; k++)
+        pthread_join(th[k], NULL);
 }

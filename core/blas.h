@@ -50,4 +50,26 @@ int att_gate_enter(int want);
 /* Give back what att_gate_enter() granted. */
 void att_gate_leave(int units);
 
+/* The threads the core's parallel work runs on: a runner of n independent
+ * tasks fn(arg, 0 .. n-1) that returns once every task has run, on up to
+ * `width` threads at once (the caller's among them). The server sets its
+ * worker pool's (lib/pool.h pool_parallel), so that a request's work is
+ * spread over the threads that serve requests and no thread is made per
+ * request; before att_set_runner() (a test, a benchmark) a task runs on a
+ * thread made for it, up to att_threads_per_call() at once. */
+typedef void (*att_task_fn)(void *arg, int i);
+struct att_runner {
+    void (*run)(void *ctx, int n, att_task_fn fn, void *arg);
+    void *ctx;
+    int width;
+};
+/* Set once at start-up, before any call into the core; NULL: back to the
+ * threads made per call. */
+void att_set_runner(const struct att_runner *r);
+/* Run fn(arg, i) for i in 0 .. n-1 on the runner's threads; returns when
+ * all have run. Any thread, nested calls included. */
+void att_parallel(int n, att_task_fn fn, void *arg);
+/* How many threads att_parallel() may use at once (>= 1). */
+int att_parallel_width(void);
+
 #endif

@@ -13,7 +13,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cpuid.h>
@@ -350,28 +349,22 @@ static void dec_part_generic(struct dec *D, int t, float *buf)
     dec_part(D, t, buf);
 }
 
-struct dec_thread {
-    struct dec *D;
-    int t;
-};
-
-static void *dec_run(void *arg)
+/* Part t of the cache (att_parallel's task t). */
+static void dec_task(void *arg, int t)
 {
-    struct dec_thread *dt = arg;
-    struct dec *D = dt->D;
+    struct dec *D = arg;
     float *buf = malloc(((size_t)DEC_TILE * D->d + (size_t)D->G * DEC_TILE) * sizeof *buf);
     if (!buf) {
-        D->bad[dt->t] = 1;
-        return NULL;
+        D->bad[t] = 1;
+        return;
     }
     if (D->isa == ISA_AVX512)
-        dec_part_avx512(D, dt->t, buf);
+        dec_part_avx512(D, t, buf);
     else if (D->isa == ISA_AVX2)
-        dec_part_avx2(D, dt->t, buf);
+        dec_part_avx2(D, t, buf);
     else
-        dec_part_generic(D, dt->t, buf);
+        dec_part_generic(D, t, buf);
     free(buf);
-    return NULL;
 }
 
 /* ctx row i, head h = the log-sum-exp merge of the threads' partials.
@@ -443,23 +436,7 @@ int att_kv_attend(float *ctx, const float *q, const struct att_params *pv, const
     D.part = malloc((size_t)nt * L * H * (d + 2) * sizeof *D.part);
     int rc = !D.part;
     if (!rc) {
-        pthread_t th[ATT_MAX_THREADS];
-        struct dec_thread dt[ATT_MAX_THREADS];
-        int started = 1;
-        for (; started < nt; started++) {
-            dt[started] = (struct dec_thread){&D, started};
-            if (pthread_create(&th[started], NULL, dec_run, &dt[started]) != 0)
-                break;
-        }
-        /* a thread that did not start: its run is done here */
-        for (int t = started; t < nt; t++) {
-            dt[t] = (struct dec_thread){&D, t};
-            dec_run(&dt[t]);
-        }
-        dt[0] = (struct dec_thread){&D, 0};
-        dec_run(&dt[0]);
-        for (int t = 1; t < started; t++)
-            pthread_join(th[t], NULL);
+        att_parallel(nt, dec_task, &D); /* the runner's threads (blas.h) */
         for (int t = 0; t < nt; t++)
             rc |= D.bad[t];
         for (int i = 0; i < L && !rc; i++)

@@ -25,8 +25,8 @@ uint16_t att_f32_to_bf16(float x);
 /* ctx: (L, H·d) = attention of q: (L, H·d), already rotated and scaled,
  * over the cache's pv->S keys, for the stateless view pv of the step
  * (kvcache.c: S = the cache length, query_position_offset, lower-right
- * causal, masks over the whole cache); no weights. The cache is split over
- * up to nt threads (flash decoding: partial maxima, sums and contexts per
+ * causal, masks over the whole cache); no weights. The cache is split into
+ * up to nt runs of tokens, run by att_parallel() (flash decoding: partial maxima, sums and contexts per
  * thread, merged by log-sum-exp). Returns 0, or 1 when the answer needs
  * the general path: a row with no weight at all (blocked, or every score
  * -inf), a non-finite score, or out of memory. */

@@ -151,6 +151,17 @@ static void truncate_to(struct att_kv *c, long long tokens, float kmax, float vm
     c->len = tokens, c->kmax = kmax, c->vmax = vmax;
 }
 
+struct att_kv_mark att_kv_mark(const struct att_kv *c)
+{
+    return (struct att_kv_mark){c->len, c->kmax, c->vmax};
+}
+
+void att_kv_rollback(struct att_kv *c, struct att_kv_mark m)
+{
+    if (m.len <= c->len)
+        truncate_to(c, m.len, m.kmax, m.vmax);
+}
+
 /* The stateless request this step stands for (kvcache.h): S = every key
  * so far, queries at len + S - L + i, causal meaning lower-right. */
 static struct att_params step_view(const struct att_params *p, const struct att_kv *c)
@@ -297,7 +308,7 @@ static int attend_fast(float *ctx, const float *q, const struct att_params *v,
     int rc = !((double)c->d * (double)qmax * (double)c->kmax <= (double)FLT_MAX / 2.0) ||
              !(c->vmax <= FLT_MAX / 2.0f);
     if (!rc)
-        rc = att_kv_attend(ctx, qs, v, c, att_threads_per_call());
+        rc = att_kv_attend(ctx, qs, v, c, att_parallel_width());
     free(qs);
     return rc;
 }

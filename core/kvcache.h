@@ -41,7 +41,8 @@
  * attention.c makes them, the append, the out-projection), kvattend.c (the
  * cache kernel: up to ATT_KV_ATTEND_MAX_L query rows without weights read
  * the cache once per row, the H/Hkv query heads of a KV head together,
- * split over att_init()'s threads with a log-sum-exp merge), kvblocks.h
+ * split into runs of tokens over att_parallel()'s threads with a log-sum-exp
+ * merge), kvblocks.h
  * (the block layout). A step with weights, more rows, or scores near
  * float32's limits goes to att_forward() over a float32 copy of the cache,
  * which applies the range rule (attention.h, "Range") as the stateless
@@ -105,5 +106,16 @@ int att_step_begin(struct att_step **s, const struct att_params *p, const struct
 int att_step_finish(float *out, float *weights, struct att_step *s, struct att_kv *c,
                     struct att_error *err);
 void att_step_cancel(struct att_step *s);
+
+/* Where a cache is now, to go back to it: a caller that applied a step and
+ * must undo it (a batch of steps, all or nothing) rolls the cache back to
+ * the mark taken before; the blocks beyond it are freed. Nothing else may
+ * have changed the cache in between. */
+struct att_kv_mark {
+    long long len;
+    float kmax, vmax;
+};
+struct att_kv_mark att_kv_mark(const struct att_kv *c);
+void att_kv_rollback(struct att_kv *c, struct att_kv_mark m);
 
 #endif

@@ -17,6 +17,15 @@ struct job {
     void *arg;
 };
 
+/* A pool_parallel() call: indices next .. n-1 not yet taken. */
+struct par {
+    pool_task_fn fn;
+    void *arg;
+    int n, next, done;
+    pthread_cond_t finished; /* done == n */
+    struct par *link;        /* the pool's list of calls with indices left */
+};
+
 struct pool {
     pthread_mutex_t lock;
     pthread_cond_t work;
@@ -27,9 +36,29 @@ struct pool {
     int closing;        /* pool_close() has begun: refuse submits */
     int joined;         /* every worker has been joined */
     unsigned long long completed, rejected;
+    struct par *par, **par_tail; /* calls with indices left, oldest first */
     pthread_t *threads; /* nthreads of them were started */
     int nthreads;
 };
+
+/* Take index i of c and run it (entered and left under p->lock). */
+static void run_one(struct pool *p, struct par *c)
+{
+    const int i = c->next++;
+    if (c->next == c->n) { /* the last index taken: off the list */
+        struct par **l = &p->par;
+        while (*l != c)
+            l = &(*l)->link;
+        *l = c->link;
+        if (p->par_tail == &c->link)
+            p->par_tail = l;
+    }
+    pthread_mutex_unlock(&p->lock);
+    c->fn(c->arg, i);
+    pthread_mutex_lock(&p->lock);
+    if (++c->done == c->n)
+        pthread_cond_signal(&c->finished);
+}
 
 /* Take jobs in FIFO order until the pool is closing and the queue is empty:
  * closing alone does not stop a worker, so queued jobs are drained. */
@@ -39,8 +68,12 @@ static void *worker_main(void *arg)
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (p->count == 0 && !p->closing)
+        while (p->count == 0 && !p->par && !p->closing)
             pthread_cond_wait(&p->work, &p->lock);
+        if (p->par) { /* a running job's work first */
+            run_one(p, p->par);
+            continue;
+        }
         if (p->count == 0)
             break;
         struct job job = p->ring[p->head];
@@ -57,6 +90,30 @@ static void *worker_main(void *arg)
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
+}
+
+void pool_parallel(struct pool *p, int n, pool_task_fn fn, void *arg)
+{
+    if (!p || n <= 1) {
+        for (int i = 0; i < n; i++)
+            fn(arg, i);
+        return;
+    }
+    struct par c = {fn, arg, n, 0, 0, PTHREAD_COND_INITIALIZER, NULL};
+    pthread_mutex_lock(&p->lock);
+    *p->par_tail = &c, p->par_tail = &c.link;
+    pthread_cond_broadcast(&p->work);
+    while (c.next < c.n)
+        run_one(p, &c);
+    while (c.done < c.n)
+        pthread_cond_wait(&c.finished, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    pthread_cond_destroy(&c.finished);
+}
+
+int pool_workers(const struct pool *p)
+{
+    return p ? p->nthreads : 0;
 }
 
 /* Round up to a whole number of pages: POSIX lets pthread_attr_setstacksize
@@ -87,6 +144,7 @@ struct pool *pool_new(int workers, int queue_depth, size_t stack_bytes)
     if (!p)
         return NULL;
     p->cap = (size_t)queue_depth;
+    p->par_tail = &p->par;
     p->ring = calloc(p->cap, sizeof *p->ring);
     p->threads = calloc((size_t)workers, sizeof *p->threads);
     if (!p->ring || !p->threads)

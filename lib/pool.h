@@ -68,6 +68,19 @@ struct pool *pool_new(int workers, int queue_depth, size_t stack_bytes);
  * blocks waiting for space or for a job. Thread-safe. */
 int pool_submit(struct pool *p, pool_fn fn, void *arg);
 
+/* Run fn(arg, i) for i in 0 .. n-1, spread over the pool's workers and the
+ * calling thread, and return once every i has run (a fork and a join:
+ * one request's work on every core, no thread made for it). Idle workers
+ * take the indices before queued jobs; a busy one takes them when its job
+ * ends; the caller takes them too, so the call finishes even when every
+ * worker is busy (or p is NULL or closing: then the caller runs them all).
+ * Calls may nest (fn may call pool_parallel) and may come from any
+ * thread, a job's included. */
+typedef void (*pool_task_fn)(void *arg, int i);
+void pool_parallel(struct pool *p, int n, pool_task_fn fn, void *arg);
+/* Threads that run jobs (pool_new's workers). */
+int pool_workers(const struct pool *p);
+
 struct pool_stats {
     int workers;                  /* threads started by pool_new() */
     int queued;                   /* jobs waiting for a worker */

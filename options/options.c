@@ -81,16 +81,22 @@ static const struct opt rows[OPT_COUNT] = {
                           .doc = "answer the weights mean-pooled in p x p tiles instead"},
     [OPT_SEQUENCE_ID] = {"sequence_id", BOTH, OPT_T_ID,
                          .doc = "the sequence (session) this step belongs to: a string or an "
-                                "integer < 2^64 (0 or \"\": none); also X-Sequence-Id"},
+                                "integer < 2^64 (0 or \"\": none), or an array of B ids (a "
+                                "batch of sequences); also X-Sequence-Id"},
     [OPT_SEQUENCE_START] = {"sequence_start", BOTH, OPT_T_BOOL,
-                            .doc = "start the sequence (afresh if it is live) with this step"},
+                            .doc = "start the sequence (afresh if it is live) with this step; "
+                                   "in a batch: one boolean for all or one per id"},
     [OPT_SEQUENCE_END] = {"sequence_end", BOTH, OPT_T_BOOL,
-                          .doc = "end the sequence after this step (free its cache)"},
+                          .doc = "end the sequence after this step (free every layer's cache); "
+                                 "in a batch: one boolean for all or one per id"},
     [OPT_KV_CACHE_DTYPE] = {"kv_cache_dtype", BOTH | OPT_DEFAULT, OPT_T_CHOICE,
                             .choices = {ATT_KV_DTYPE_NAMES},
                             .rule = "\"FP32\", \"FP16\" or \"BF16\"",
                             .doc = "the sequence's cache element type, at its start "
                                    "(default FP32)"},
+    [OPT_LAYER] = {"layer", BOTH, OPT_T_INT, 0, 0,
+                   .doc = "the sequence's layer this step is for, 0 <= layer < max_layers "
+                          "(default 0): each layer has its own cache"},
     [OPT_BINARY_DATA_OUTPUT] = {"binary_data_output", OPT_V2_PARAM, OPT_T_BOOL,
                                 .doc = "every output as binary data (v2)"},
 };

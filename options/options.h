@@ -70,6 +70,7 @@ enum opt_id {
     OPT_SEQUENCE_START,
     OPT_SEQUENCE_END,
     OPT_KV_CACHE_DTYPE,
+    OPT_LAYER,
     /* v2 only */
     OPT_BINARY_DATA_OUTPUT,
     OPT_COUNT

@@ -373,6 +373,51 @@ read -r SEQ_MOVED SEQ_PER_REPLICA <<<"$SEQ_SPREAD"
 SEQ_LINE="11 sequences x 6 steps through nginx (hash \$http_x_sequence_id consistent):"
 SEQ_LINE+=" $SEQ_BAD steps wrong, $SEQ_MOVED moved; sequences per replica: $SEQ_PER_REPLICA"
 
+# --- batches: a batch's sequences land where their caches are --------------
+# A decoder steps a batch of sequences in one request (docs/deployment.md,
+# "Batches"): the batch's key goes in X-Sequence-Id (in the batch form it is
+# only the placement key) and every sequence of the batch is always sent
+# with it, its start too. 5 batches of 3 sequences: each started one by
+# one (a one-item batch), then the whole batch stepped 4 times; every
+# answer must be 200 with each item's cache length, and nginx's log must
+# show each batch's key on one replica.
+read -r A0 E0 < <(counts)
+batch_post() { # batch_post KEY IDS START: prints "STATUS CACHE_LENGTHS"
+    local key=$1 ids=$2 q="" out
+    local n; n=$(awk -F, '{ print NF }' <<<"$ids")
+    for _ in $(seq "$n"); do q+="${q:+,}[[1, 0, 0, 1]]"; done
+    local body="{\"query\": [$q], \"num_heads\": 2, \"sequence_id\": [$ids]"
+    [ "$3" = 0 ] || body+=', "sequence_start": true'
+    out=$(curl -s -m 10 -H 'Content-Type: application/json' -H "X-Sequence-Id: $key" \
+        -d "$body}" -w '|%{http_code}' "http://127.0.0.1:$NPORT/attention" || true)
+    echo "${out##*|} $(sed -n 's/.*"cache_length":\[\([0-9,]*\)\].*/\1/p' <<<"${out%|*}")"
+}
+BATCH_BAD=0
+for b in $(seq 5); do
+    ids=""
+    for i in 1 2 3; do
+        id="\"batch-$$-$b-$i\""
+        read -r code len < <(batch_post "batch-$$-$b" "$id" 1)
+        [ "$code" = 200 ] && [ "$len" = 1 ] || BATCH_BAD=$((BATCH_BAD + 1))
+        ids+="${ids:+,}$id"
+    done
+    for step in 2 3 4 5; do
+        read -r code len < <(batch_post "batch-$$-$b" "$ids" 0)
+        [ "$code" = 200 ] && [ "$len" = "$step,$step,$step" ] || BATCH_BAD=$((BATCH_BAD + 1))
+    done
+done
+sleep 0.5 # nginx logs a request when it ends
+BATCH_SPREAD=$(tail -n "+$((A0 + 1))" "$OUT/access.log" | awk -F'|' '$9 ~ /^batch-/ {
+        if (!($9 in at)) at[$9] = $4; else if (at[$9] != $4) moved++ }
+    END { for (k in at) n[at[k]]++; for (r in n) s = s (s == "" ? "" : ", ") n[r]
+          printf "%d %s", moved, s }')
+read -r BATCH_MOVED BATCH_PER_REPLICA <<<"$BATCH_SPREAD"
+[ "$BATCH_BAD" = 0 ] || fail "batches: $BATCH_BAD of 35 requests not 200 with their cache lengths"
+[ "$BATCH_MOVED" = 0 ] || fail "batches: $BATCH_MOVED requests reached another replica than their batch's"
+BATCH_LINE="5 batches of 3 sequences (started one by one, stepped together 4 times) through"
+BATCH_LINE+=" nginx by the batch's key in X-Sequence-Id: $BATCH_BAD wrong, $BATCH_MOVED moved;"
+BATCH_LINE+=" batches per replica: $BATCH_PER_REPLICA"
+
 # --- a drain with idle kept-alive connections, at a trickle -----------------
 # Under wrk every upstream connection is busy and a replica drains in a
 # moment. Here nginx holds idle connections to replica 1 when it gets
@@ -450,6 +495,7 @@ echo "scale-test: $ROLLS roll(s) of the $REPLICAS replicas, the load throughout 
 for l in "${ROLL[@]}"; do echo "  $l"; done
 echo "scale-test: a drain at a trickle: $IDLE_LINE"
 echo "scale-test: $SEQ_LINE"
+echo "scale-test: $BATCH_LINE"
 echo
 printf '%-11s %7s %9s %7s %8s %8s %8s %8s %8s %8s %8s %5s\n' phase seconds requests 'req/s' \
     'non-2xx' sockerr 'p50 ms' 'p99 ms' 'max ms' non-200 retried load

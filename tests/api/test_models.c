@@ -72,7 +72,7 @@ Test(models, unknown_model_lists_the_served_models_bounded, .timeout = 60)
  * an unknown one; a decoder lent no models knows none. */
 Test(models, the_attention_decoder_acquires_through_the_lent_interface)
 {
-    const struct codec_limits lim = {1000, 4, 16, 16, 16, 4, 1000};
+    const struct codec_limits lim = {1000, 4, 16, 16, 16, 4, 1000, 256};
     struct codec_request r;
     struct failure e;
     char b[256];

@@ -25,15 +25,29 @@ static struct seq_fixed fixed(const char *model)
     return f;
 }
 
+/* One step's budget (seq_reserve for one), and one id ended. */
+static int reserve1(struct seq_step *st, long long tokens, struct failure *e)
+{
+    int which;
+    st->tokens = tokens;
+    return seq_reserve(&st, 1, &which, e);
+}
+
+static int end1(const char *id)
+{
+    int which;
+    return seq_end(&id, 1, &which);
+}
+
 /* Open id (start or not) and close it at once: 0, or the error code. */
 static int touch(const char *id, int start, const char *model)
 {
     struct seq_step st;
     struct failure e;
     const struct seq_fixed f = fixed(model);
-    if (seq_open(&st, id, start, &f, &e))
+    if (seq_open(&st, id, start, 0, &f, &e))
         return e.code;
-    if (seq_reserve(&st, 0, &e)) { /* a new one's place */
+    if (reserve1(&st, 0, &e)) { /* a new one's place */
         seq_close(&st, 0, 0);
         return e.code;
     }
@@ -47,7 +61,7 @@ Test(sequence_store, a_step_needs_a_started_sequence)
     struct seq_step st;
     struct failure e;
     const struct seq_fixed f = fixed("attention");
-    cr_assert_eq(seq_open(&st, "x", 0, &f, &e), -1);
+    cr_assert_eq(seq_open(&st, "x", 0, 0, &f, &e), -1);
     cr_assert_eq(e.code, ERR_SEQUENCE_NOT_FOUND);
     cr_assert(strstr(e.msg, "'x'") && strstr(e.msg, "start it again"), "%s", e.msg);
     cr_assert_eq(touch("x", 1, "attention"), 0);
@@ -55,8 +69,8 @@ Test(sequence_store, a_step_needs_a_started_sequence)
     struct seq_stats s;
     seq_stats(&s);
     cr_assert_eq(s.active, 1);
-    cr_assert_eq(seq_end("x"), 0);
-    cr_assert_eq(seq_end("x"), -1);
+    cr_assert_eq(end1("x"), 0);
+    cr_assert_eq(end1("x"), -1);
     cr_assert_eq(touch("x", 0, "attention"), ERR_SEQUENCE_NOT_FOUND);
     seq_stats(&s);
     cr_assert_eq(s.active, 0);
@@ -80,8 +94,8 @@ Test(sequence_store, the_least_recently_used_idle_sequence_goes_first)
     struct seq_step sa, sc;
     struct failure e;
     const struct seq_fixed f = fixed("m");
-    cr_assert_eq(seq_open(&sa, "a", 0, &f, &e), 0);
-    cr_assert_eq(seq_open(&sc, "c", 0, &f, &e), 0);
+    cr_assert_eq(seq_open(&sa, "a", 0, 0, &f, &e), 0);
+    cr_assert_eq(seq_open(&sc, "c", 0, 0, &f, &e), 0);
     cr_assert_eq(touch("d", 1, "m"), ERR_OVERLOADED);
     seq_close(&sa, 1, 0);
     seq_close(&sc, 1, 0);
@@ -110,17 +124,17 @@ Test(sequence_store, the_byte_budget_evicts_or_refuses)
     limits(8, 600, (long long)block);
     struct seq_step a, b;
     struct failure e;
-    cr_assert_eq(seq_open(&a, "a", 1, &f, &e), 0);
-    cr_assert_eq(seq_reserve(&a, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&a, "a", 1, 0, &f, &e), 0);
+    cr_assert_eq(reserve1(&a, 1, &e), 0, "%s", e.msg);
     one_token(&a); /* a's cache holds a block */
-    cr_assert_eq(seq_open(&b, "b", 1, &f, &e), 0);
+    cr_assert_eq(seq_open(&b, "b", 1, 0, &f, &e), 0);
     /* a holds the budget and is busy: b is refused */
-    cr_assert_eq(seq_reserve(&b, 1, &e), -1);
+    cr_assert_eq(reserve1(&b, 1, &e), -1);
     cr_assert_eq(e.code, ERR_OVERLOADED);
     cr_assert(strstr(e.msg, "max_sequence_bytes"), "%s", e.msg);
     seq_close(&a, 1, 0);
     /* a idle now: evicted for b */
-    cr_assert_eq(seq_reserve(&b, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(reserve1(&b, 1, &e), 0, "%s", e.msg);
     seq_close(&b, 1, 0);
     cr_assert_eq(touch("a", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
     struct seq_stats s;
@@ -162,7 +176,7 @@ Test(sequence_store, steps_of_one_sequence_take_turns)
     struct seq_step st;
     struct failure e;
     const struct seq_fixed f = fixed("m");
-    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 0, 0, &f, &e), 0);
     second_done = 0;
     pthread_t t;
     pthread_create(&t, NULL, second_step, NULL);
@@ -172,7 +186,7 @@ Test(sequence_store, steps_of_one_sequence_take_turns)
     pthread_join(t, NULL);
     cr_assert_eq(second_done, 1);
     /* ended while a step waits: that step finds no sequence */
-    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 0, 0, &f, &e), 0);
     second_done = 0;
     pthread_create(&t, NULL, second_step, NULL);
     usleep(100 * 1000);
@@ -192,15 +206,15 @@ Test(sequence_store, kept_weights_count_in_the_budget)
     struct seq_step st;
     struct failure e;
     const struct seq_fixed f = fixed("attention");
-    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 1, 0, &f, &e), 0);
     cr_assert_eq(seq_weights(&st, &p, &e), 0, "%s", e.msg);
-    cr_assert_eq(seq_reserve(&st, 0, &e), -1); /* 256 bytes alone: never fits 200 */
+    cr_assert_eq(reserve1(&st, 0, &e), -1); /* 256 bytes alone: never fits 200 */
     cr_assert_eq(e.code, ERR_PAYLOAD_TOO_LARGE, "%s", e.msg);
     seq_close(&st, 0, 1);
     limits(8, 600, 256);
-    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 1, 0, &f, &e), 0);
     cr_assert_eq(seq_weights(&st, &p, &e), 0, "%s", e.msg);
-    cr_assert_eq(seq_reserve(&st, 0, &e), 0, "%s", e.msg);
+    cr_assert_eq(reserve1(&st, 0, &e), 0, "%s", e.msg);
     seq_close(&st, 1, 0);
     struct seq_stats s;
     seq_stats(&s);
@@ -208,13 +222,13 @@ Test(sequence_store, kept_weights_count_in_the_budget)
     /* a later step has them back, and may not change them */
     struct att_params later;
     att_params_init(&later);
-    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 0, 0, &f, &e), 0);
     cr_assert_eq(seq_weights(&st, &later, &e), 0);
     cr_assert_eq(later.w_len[ATT_W_OUT], 64);
     seq_close(&st, 1, 0);
     static const float other[64] = {1};
     later.w[ATT_W_OUT] = other;
-    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 0, 0, &f, &e), 0);
     cr_assert_eq(seq_weights(&st, &later, &e), -1);
     cr_assert_eq(e.code, ERR_INVALID_PARAMETER);
     seq_close(&st, 1, 1);
@@ -232,7 +246,7 @@ Test(sequence_store, a_refused_start_evicts_nobody)
     struct seq_step st;
     struct failure e;
     const struct seq_fixed f = fixed("m");
-    cr_assert_eq(seq_open(&st, "c", 1, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&st, "c", 1, 0, &f, &e), 0, "%s", e.msg);
     seq_close(&st, 0, 0); /* refused */
     struct seq_stats s;
     seq_stats(&s);
@@ -241,8 +255,8 @@ Test(sequence_store, a_refused_start_evicts_nobody)
     cr_assert_eq(touch("a", 0, "m"), 0);
     cr_assert_eq(touch("b", 0, "m"), 0);
     /* one that reserves takes the least recently used place (a) */
-    cr_assert_eq(seq_open(&st, "c", 1, &f, &e), 0, "%s", e.msg);
-    cr_assert_eq(seq_reserve(&st, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&st, "c", 1, 0, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(reserve1(&st, 1, &e), 0, "%s", e.msg);
     seq_close(&st, 1, 0);
     cr_assert_eq(touch("a", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
     cr_assert_eq(touch("b", 0, "m"), 0);
@@ -259,15 +273,15 @@ Test(sequence_store, a_step_that_cannot_fit_now_evicts_nobody)
     limits(8, 600, 2 * (long long)block);
     struct seq_step a, b, c;
     struct failure e;
-    cr_assert_eq(seq_open(&a, "idle", 1, &f, &e), 0);
-    cr_assert_eq(seq_reserve(&a, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&a, "idle", 1, 0, &f, &e), 0);
+    cr_assert_eq(reserve1(&a, 1, &e), 0, "%s", e.msg);
     one_token(&a);
     seq_close(&a, 1, 0);
-    cr_assert_eq(seq_open(&b, "busy", 1, &f, &e), 0);
-    cr_assert_eq(seq_reserve(&b, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&b, "busy", 1, 0, &f, &e), 0);
+    cr_assert_eq(reserve1(&b, 1, &e), 0, "%s", e.msg);
     one_token(&b); /* busy holds a block, idle the other */
-    cr_assert_eq(seq_open(&c, "new", 1, &f, &e), 0);
-    cr_assert_eq(seq_reserve(&c, 300, &e), -1); /* two blocks: only if busy went */
+    cr_assert_eq(seq_open(&c, "new", 1, 0, &f, &e), 0);
+    cr_assert_eq(reserve1(&c, 300, &e), -1); /* two blocks: only if busy went */
     cr_assert_eq(e.code, ERR_OVERLOADED, "%s", e.msg);
     cr_assert(strstr(e.msg, "nothing was evicted"), "%s", e.msg);
     seq_close(&c, 0, 0);
@@ -276,8 +290,8 @@ Test(sequence_store, a_step_that_cannot_fit_now_evicts_nobody)
     cr_assert_eq(s.evictions, 0);
     cr_assert_eq(touch("idle", 0, "m"), 0);
     /* one block fits by evicting the idle one */
-    cr_assert_eq(seq_open(&c, "new", 1, &f, &e), 0);
-    cr_assert_eq(seq_reserve(&c, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&c, "new", 1, 0, &f, &e), 0);
+    cr_assert_eq(reserve1(&c, 1, &e), 0, "%s", e.msg);
     seq_close(&c, 1, 0);
     seq_close(&b, 1, 0);
     cr_assert_eq(touch("idle", 0, "m"), ERR_SEQUENCE_NOT_FOUND);
@@ -294,7 +308,7 @@ static void *start_step(void *arg)
     struct seq_step st;
     struct failure e;
     const struct seq_fixed f = fixed("m");
-    if (seq_open(&st, "a", 1, &f, &e)) {
+    if (seq_open(&st, "a", 1, 0, &f, &e)) {
         waiting_start = -e.code;
         return NULL;
     }
@@ -310,7 +324,7 @@ Test(sequence_store, a_start_waiting_its_turn_is_a_start)
     struct seq_step st;
     struct failure e;
     const struct seq_fixed f = fixed("m");
-    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 0, 0, &f, &e), 0);
     one_token(&st);
     waiting_start = 0;
     pthread_t t;
@@ -320,7 +334,7 @@ Test(sequence_store, a_start_waiting_its_turn_is_a_start)
     seq_close(&st, 1, 1); /* ends a */
     pthread_join(t, NULL);
     cr_assert_eq(waiting_start, 1, "the waiting start got %d", waiting_start);
-    cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&st, "a", 0, 0, &f, &e), 0, "%s", e.msg);
     cr_assert_eq(att_kv_len(st.kv), 0); /* afresh */
     seq_close(&st, 1, 0);
 }
@@ -333,7 +347,7 @@ Test(sequence_store, the_idle_timer_counts_answered_steps)
     struct seq_step st;
     struct failure e;
     const struct seq_fixed f = fixed("m");
-    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 1, 0, &f, &e), 0);
     st.hold = 1;
     struct seq *held = seq_close(&st, 1, 0);
     cr_assert_not_null(held);
@@ -346,7 +360,7 @@ Test(sequence_store, the_idle_timer_counts_answered_steps)
     /* refused steps 0.2 and 0.4 s later do not keep it alive past 0.5 s */
     for (int i = 0; i < 2; i++) {
         usleep(200 * 1000);
-        cr_assert_eq(seq_open(&st, "a", 0, &f, &e), 0, "%s", e.msg);
+        cr_assert_eq(seq_open(&st, "a", 0, 0, &f, &e), 0, "%s", e.msg);
         seq_close(&st, 0, 0);
     }
     usleep(250 * 1000);
@@ -360,24 +374,24 @@ Test(sequence_store, a_failed_restart_keeps_the_live_sequence)
     struct seq_step st;
     struct failure e;
     struct seq_fixed f = fixed("m");
-    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 1, 0, &f, &e), 0);
     cr_assert(st.created);
     one_token(&st);
     seq_close(&st, 1, 0);
     /* a restart (another head_dim) whose step fails: a as it was */
     f.v[SEQ_FIX_HEAD_DIM] = 2;
-    cr_assert_eq(seq_open(&st, "a", 1, &f, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 1, 0, &f, &e), 0);
     cr_assert(!st.created && st.fixed->v[SEQ_FIX_HEAD_DIM] == 2 && att_kv_len(st.kv) == 0);
     seq_close(&st, 0, 0);
     const struct seq_fixed f4 = fixed("m");
-    cr_assert_eq(seq_open(&st, "a", 0, &f4, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 0, 0, &f4, &e), 0);
     cr_assert_eq(st.fixed->v[SEQ_FIX_HEAD_DIM], 4);
     cr_assert_eq(att_kv_len(st.kv), 1);
     seq_close(&st, 1, 0);
     /* one that succeeds: the fresh cache from then on */
-    cr_assert_eq(seq_open(&st, "a", 1, &f4, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 1, 0, &f4, &e), 0);
     seq_close(&st, 1, 0);
-    cr_assert_eq(seq_open(&st, "a", 0, &f4, &e), 0);
+    cr_assert_eq(seq_open(&st, "a", 0, 0, &f4, &e), 0);
     cr_assert_eq(att_kv_len(st.kv), 0);
     seq_close(&st, 1, 0);
     struct seq_stats s;
@@ -396,10 +410,10 @@ Test(sequence_store, starts_under_way_each_make_their_own_place)
     struct seq_step b, c;
     struct failure e;
     const struct seq_fixed f = fixed("m");
-    cr_assert_eq(seq_open(&b, "b", 1, &f, &e), 0, "%s", e.msg);
-    cr_assert_eq(seq_open(&c, "c", 1, &f, &e), 0, "%s", e.msg);
-    cr_assert_eq(seq_reserve(&b, 1, &e), 0, "%s", e.msg);
-    cr_assert_eq(seq_reserve(&c, 1, &e), -1);
+    cr_assert_eq(seq_open(&b, "b", 1, 0, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(seq_open(&c, "c", 1, 0, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(reserve1(&b, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(reserve1(&c, 1, &e), -1);
     cr_assert_eq(e.code, ERR_OVERLOADED, "%s", e.msg);
     seq_close(&c, 0, 0);
     seq_close(&b, 1, 0);

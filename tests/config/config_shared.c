@@ -15,7 +15,7 @@ const char *const cfgt_keys[] = {
     "max_inflight_bytes",
     "max_tensor_elements", "max_batch", "max_target_len", "max_source_len",
     "max_embed_dim", "max_heads", "max_weights_elements", "max_sequences",
-    "sequence_idle_timeout", "max_sequence_bytes", "conn_timeout",
+    "sequence_idle_timeout", "max_sequence_bytes", "max_layers", "conn_timeout",
     "conn_memory_limit", "max_connections", "header_timeout", "body_timeout",
     "min_upload_rate", "min_send_rate", "max_answer_bytes", "drain_timeout", "log_level",
     "static_dir", "tls_cert_file", "tls_key_file", "cors_allow_origin", "model_repository",

@@ -462,3 +462,35 @@ Test(kvcache, conversions_round_to_nearest_even)
     cr_assert_eq(att_f32_to_f16(65520.0f), 0x7c00);
     cr_assert_eq(att_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
 }
+
+/* A step rolled back (a batch's other item failed): the cache is as before,
+ * its blocks freed, and the next step answers as on a cache that never had
+ * it. */
+Test(kvcache, rollback_to_a_mark)
+{
+    struct att_kv *a = att_kv_new(2, 4, ATT_KV_F16), *b = att_kv_new(2, 4, ATT_KV_F16);
+    static float x[8 * 300], out_a[8], out_b[8], scratch[8 * 300];
+    unsigned long long st = 21;
+    fill(x, 8 * 300, &st);
+    struct att_params p;
+    att_params_init(&p);
+    p.N = 1, p.E = 8, p.kdim = 8, p.vdim = 8, p.H = 2, p.Hkv = 2;
+    p.query = p.key = p.value = x, p.mask_kind = ATT_MASK_CAUSAL;
+    struct att_error err;
+    p.L = p.S = 5;
+    cr_assert_eq(att_step(scratch, NULL, &p, a, &err), ATT_OK, "%s", err.msg);
+    cr_assert_eq(att_step(scratch, NULL, &p, b, &err), ATT_OK, "%s", err.msg);
+    const size_t bytes = att_kv_bytes(a);
+    const struct att_kv_mark m = att_kv_mark(a);
+    p.query = p.key = p.value = x + 8 * 5, p.L = p.S = 290; /* into a second block */
+    cr_assert_eq(att_step(scratch, NULL, &p, a, &err), ATT_OK, "%s", err.msg);
+    cr_assert_gt(att_kv_bytes(a), bytes);
+    att_kv_rollback(a, m);
+    cr_assert_eq(att_kv_len(a), 5);
+    cr_assert_eq(att_kv_bytes(a), bytes);
+    p.query = p.key = p.value = x + 8 * 295, p.L = p.S = 1;
+    cr_assert_eq(att_step(out_a, NULL, &p, a, &err), ATT_OK, "%s", err.msg);
+    cr_assert_eq(att_step(out_b, NULL, &p, b, &err), ATT_OK, "%s", err.msg);
+    cr_assert_eq(memcmp(out_a, out_b, sizeof out_a), 0, "the rolled-back rows still count");
+    att_kv_free(a), att_kv_free(b);
+}

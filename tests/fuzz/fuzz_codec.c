@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const struct codec_limits lim = {4096, 4, 64, 64, 64, 8, 1 << 16};
+    static const struct codec_limits lim = {4096, 4, 64, 64, 64, 8, 1 << 16, 256};
     /* the fast path must say exactly what the jansson reference says */
     const char *diff = codec_compare_paths((const char *)data, size, &lim);
     if (diff) {
