@@ -254,7 +254,9 @@ Test(sequence_layers, the_bytes_count_every_layer_and_an_end_frees_them)
 }
 
 /* A step of id at layer: S rows 1 wide projected to 512 (one head), so
- * that a block of a layer's cache (256 tokens) holds 1 MiB in FP32. */
+ * that a block of a layer's cache (256 tokens) holds 1 MiB in FP32. The
+ * same weights on every step (a layer's first step without them would be
+ * refused: the key is not E wide). */
 static struct http_reply wide_step(int port, const char *id, int layer, int S, int start)
 {
     static float w[512];
@@ -266,12 +268,11 @@ static struct http_reply wide_step(int port, const char *id, int layer, int S, i
     json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b, s:i}", "query", seqt_mat(q, 1, 512),
                           "key", seqt_mat(kv, S, 1), "value", seqt_mat(kv, S, 1), "num_heads",
                           1, "sequence_id", id, "need_weights", 0, "layer", layer);
-    if (start) {
+    json_object_set_new(b, "weights", json_pack("{s:o, s:o}", "k_proj_weight",
+                                                seqt_mat(w, 512, 1), "v_proj_weight",
+                                                seqt_mat(w, 512, 1)));
+    if (start)
         json_object_set_new(b, "sequence_start", json_true());
-        json_object_set_new(b, "weights", json_pack("{s:o, s:o}", "k_proj_weight",
-                                                    seqt_mat(w, 512, 1), "v_proj_weight",
-                                                    seqt_mat(w, 512, 1)));
-    }
     return seqt_attention(port, b);
 }
 
