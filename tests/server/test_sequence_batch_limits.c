@@ -3,9 +3,11 @@
  * no ids, shapes that do not match the ids, more items than max_batch,
  * masks a batch does not take, max_source_len per item, a layout other
  * than an item's start; each refusal names the field and item and changes
- * no sequence. A batch start evicts whole sequences. */
+ * no sequence. A batch start evicts whole sequences; batches that share
+ * sequences take turns. */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,5 +276,83 @@ Test(sequence_batch_limits, a_batch_start_evicts_whole_sequences)
         free(a.body);
         bt_probe(s.port, &sh16, "bx-a", l, &h[0][l]);
     }
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Batches that share sequences, at once                                   */
+
+enum { RACE_T = 4, RACE_N = 8 };
+
+struct racer {
+    int port;
+    const char *ids[2];
+    long long lens[RACE_N][2]; /* each step's cache lengths, -1: failed */
+};
+
+/* RACE_N one-row steps of the batch r->ids (no assert off the main thread). */
+static void *race(void *arg)
+{
+    struct racer *r = arg;
+    for (int i = 0; i < RACE_N; i++) {
+        struct bt_step st;
+        bt_step_new(&st, &sh16, 2, 1, 1, NULL); /* (rnd is not thread-safe: any values do) */
+        json_t *b = bt_post_body(&sh16, &st, json_pack("[s, s]", r->ids[0], r->ids[1]), 0);
+        json_object_set_new(b, "need_weights", json_false());
+        char *text = json_dumps(b, JSON_COMPACT);
+        json_decref(b);
+        struct http_reply a = request(r->port, "POST", "/attention", text, strlen(text), NULL, 0);
+        free(text);
+        json_t *j = a.status == 200 ? json_loadb(a.body, a.len, 0, NULL) : NULL;
+        json_t *cl = json_object_get(j, "cache_length");
+        for (int k = 0; k < 2; k++)
+            r->lens[i][k] = json_array_size(cl) == 2 ? json_integer_value(json_array_get(cl, k))
+                                                     : -1;
+        json_decref(j);
+        free(a.body);
+    }
+    return NULL;
+}
+
+/* Four batches over three sequences, in either order, at once: every step
+ * of a sequence sees its own cache length (none twice, none lost), and no
+ * two batches wait for each other for ever. */
+Test(sequence_batch_limits, batches_sharing_sequences_take_turns, .timeout = 60)
+{
+    struct server s;
+    const char *const flags[] = {"--workers", "4", NULL};
+    server_start(&s, flags);
+    const char *names[3] = {"race-a", "race-b", "race-c"};
+    static struct bt_hist h[3];
+    for (int i = 0; i < 3; i++)
+        one_step(s.port, &sh16, names[i], &h[i], 0, 1, 1);
+    const int pairs[RACE_T][2] = {{0, 1}, {1, 0}, {0, 2}, {2, 1}};
+    struct racer r[RACE_T];
+    pthread_t th[RACE_T];
+    for (int t = 0; t < RACE_T; t++) {
+        r[t] = (struct racer){.port = s.port,
+                              .ids = {names[pairs[t][0]], names[pairs[t][1]]}};
+        pthread_create(&th[t], NULL, race, &r[t]);
+    }
+    int seen[3][2 + RACE_T * RACE_N] = {{0}}, steps[3] = {0};
+    for (int t = 0; t < RACE_T; t++) {
+        pthread_join(th[t], NULL);
+        for (int i = 0; i < RACE_N; i++)
+            for (int k = 0; k < 2; k++) {
+                const int q = pairs[t][k];
+                const long long l = r[t].lens[i][k];
+                cr_assert(l >= 2 && l < 2 + RACE_T * RACE_N, "%s: cache_length %lld",
+                          names[q], l);
+                cr_assert(!seen[q][l], "%s: two steps answered cache_length %lld", names[q], l);
+                seen[q][l] = 1, steps[q]++;
+            }
+    }
+    /* every step in the cache once: one more step of the three */
+    struct http_reply a = seqt_attention(
+        s.port, batch_body(&sh16, json_pack("[s, s, s]", names[0], names[1], names[2]), 3, 1));
+    struct bt_answer ans;
+    bt_post_answer(&a, &ans);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(ans.len[i], 1 + steps[i] + 1, "%s", names[i]);
     cr_assert_eq(server_stop(&s), 0);
 }

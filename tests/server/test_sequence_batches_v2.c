@@ -251,6 +251,57 @@ Test(sequence_batches_v2, sequence_end_as_a_bool_input_frees_every_item_and_laye
     cr_assert_eq(server_stop(&s), 0);
 }
 
+/* A start flag for one item; outputs naming only "output" still answer
+ * cache_length; an end by the parameter sequence_end with the ids' tensor
+ * and no query. */
+Test(sequence_batches_v2, cache_length_always_and_an_end_by_the_parameter)
+{
+    struct server s;
+    server_start(&s, NULL);
+    const struct bt_shape *sh = &shapes[2];
+    const char *ids[2] = {"601", "602"};
+    static struct bt_hist h[2];
+    struct bt_hist *p[2] = {&h[0], &h[1]};
+    one_step(s.port, sh, ids[0], BT_UINT64, &h[0], 3, 3, 1, 1);
+    /* 602 starts in a batch beside 601, which goes on */
+    struct bt_step st;
+    bt_step_new(&st, sh, 2, 1, 2, p);
+    json_t *v = bt_v2_body(sh, &st, ids, 2, BT_UINT64, 3);
+    json_array_append_new(json_object_get(v, "inputs"),
+                          bt_v2_bools("sequence_start", (const int[]){0, 1}, 2));
+    json_object_set_new(json_object_get(v, "parameters"), "kv_cache_dtype", json_string("BF16"));
+    struct http_reply a = bt_v2_send(s.port, v, 1, NULL);
+    struct bt_answer ans;
+    bt_v2_answer(&a, 1, &ans);
+    bt_check(s.port, sh, &st, p, &ans, 1, "v2 batch starting its item 1");
+    bt_step_new(&st, sh, 2, 1, 1, p);
+    v = bt_v2_body(sh, &st, ids, 2, BT_UINT64, 3);
+    json_object_set_new(v, "outputs", json_pack("[{s:s}]", "name", "output"));
+    a = bt_v2_send(s.port, v, 0, NULL);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    json_t *head = answer_head(&a), *o;
+    json_t *want = json_pack("[i, i]", 6, 3);
+    size_t i;
+    int found = 0;
+    json_array_foreach(json_object_get(head, "outputs"), i, o) {
+        const char *name = json_string_value(json_object_get(o, "name"));
+        cr_assert(strcmp(name, "attention_weights"), "weights not asked for: %s", a.body);
+        if (!strcmp(name, "cache_length"))
+            found = json_equal(json_object_get(o, "data"), want);
+    }
+    cr_assert(found, "no cache_length [6, 3]: %s", a.body);
+    json_decref(head), json_decref(want);
+    free(a.body);
+    v = bt_v2_body(sh, NULL, ids, 2, BT_UINT64, -1);
+    json_object_clear(json_object_get(v, "parameters"));
+    json_object_set_new(json_object_get(v, "parameters"), "sequence_end", json_true());
+    a = bt_v2_send(s.port, v, 0, NULL);
+    cr_assert_eq(a.status, 200, "%s", a.body);
+    free(a.body);
+    bt_expect_no_sequences(s.port);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
 /* ---------------------------------------------------------------------- */
 /* The model's metadata                                                    */
 
