@@ -207,6 +207,15 @@ Test(sequence_layers, a_layer_out_of_range_or_outside_a_sequence_is_400_naming_l
     post_layer_refused(s.port, sh, NULL, json_integer(1), "layer applies to a sequence only");
     v2_layer_refused(s.port, sh, NULL, json_integer(1), "layer applies to a sequence only");
     post_layer_refused(s.port, sh, NULL, json_integer(0), "layer applies to a sequence only");
+    /* a start on a layer without a cache that fixes other things: no join */
+    struct bt_step st;
+    bt_step_new(&st, sh, 1, 1, 1, NULL);
+    json_t *b = bt_post_body(sh, &st, json_string("lim"), 2);
+    json_object_set_new(b, "sequence_start", json_true());
+    json_object_set_new(b, "kv_cache_dtype", json_string("BF16")); /* lim is FP16 */
+    struct http_reply a = seqt_attention(s.port, b);
+    expect_error(&a, 400, "invalid_parameter", "kv_cache_dtype");
+    free(a.body);
     /* none of these changed a cache; no layer is layer 0 */
     cr_assert_eq(bt_probe(s.port, sh, "lim", 3, &h[3]), 3);
     cr_assert_eq(bt_probe(s.port, sh, "lim", -1, &h[0]), 2);
