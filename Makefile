@@ -98,6 +98,7 @@ HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_load.c tests/ser
                 tests/support/golden_v2.c tests/support/http_client.c
 HTTPTEST_SRC += tests/server/test_induction.c tests/server/test_model_config.c tests/server/test_http_headers.c
 HTTPTEST_SRC += tests/server/test_sequence_pressure.c
+HTTPTEST_SRC += tests/server/batch_shared.c tests/server/test_sequence_layers.c tests/server/test_sequence_batches.c tests/server/test_sequence_batches_v2.c tests/server/test_sequence_batch_limits.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
