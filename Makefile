@@ -97,7 +97,7 @@ HTTPTEST  := $(BUILD)/tests/server-tests
 HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_load.c tests/server/test_http_startup.c tests/server/test_http_clients.c tests/server/test_http_tls_cors.c tests/server/test_http_framing.c tests/server/http_shared.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_v2_models.c tests/server/v2_shared.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/server/test_sequence_steps.c tests/server/test_sequence_models.c tests/server/test_sequence_limits.c tests/server/sequence_shared.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/fixture.c tests/support/check.c \
                 tests/support/golden_v2.c tests/support/http_client.c
 HTTPTEST_SRC += tests/server/test_induction.c tests/server/test_model_config.c tests/server/test_http_headers.c
-HTTPTEST_SRC += tests/server/test_sequence_pressure.c
+HTTPTEST_SRC += tests/server/test_sequence_pressure.c tests/server/test_sequence_weights.c
 HTTPTEST_SRC += tests/server/batch_shared.c tests/server/test_sequence_layers.c tests/server/test_sequence_batches.c tests/server/test_sequence_batches_v2.c tests/server/test_sequence_batch_limits.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
