@@ -12,6 +12,8 @@
 # BENCH_LARGE_RUNS timed runs per encoding, 5 by default, median by e2e).
 # BENCH_ONLY=sequences: only 4b, sequences end to end (bench/sequences_e2e.py,
 # which starts its own server; SEQUENCES_* settings in its header).
+# BENCH_ONLY=round_trip: only 4c, a one-row step against nginx's fixed answer
+# (bench/round_trip.py, its own server and nginx; RTT_* settings in its header).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
@@ -19,7 +21,7 @@ mkdir -p "$OUT"
 DURATION=${BENCH_SECONDS:-4}
 ONLY=${BENCH_ONLY:-}
 RUNS=${BENCH_LARGE_RUNS:-5}
-case "$ONLY" in ""|large|sequences) ;; *) echo "bench: BENCH_ONLY must be empty, 'large' or 'sequences'" >&2; exit 2 ;; esac
+case "$ONLY" in ""|large|sequences|round_trip) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences' or 'round_trip'" >&2; exit 2 ;; esac
 
 echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -28,8 +30,11 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # the stateless request carrying the cache, and chunks against the stateless
 # causal request of their shape (its own server, limits raised)
 sequences_e2e() { echo; /usr/bin/python3 bench/sequences_e2e.py build/attention-server "$OUT/sequences.csv"; }
-if [ "$ONLY" = sequences ]; then
-    sequences_e2e
+# 4c. a one-row sequence step (v2 binary, wrk -c1) against nginx answering
+# a fixed 200 to the same requests
+round_trip() { echo; /usr/bin/python3 bench/round_trip.py build/attention-server "$OUT/round_trip.csv"; }
+if [ "$ONLY" = sequences ] || [ "$ONLY" = round_trip ]; then
+    if [ "$ONLY" = sequences ]; then sequences_e2e; else round_trip; fi
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
@@ -177,7 +182,7 @@ printf "Two large base64 requests at once: 8 one at a time %.2f s, 8 two at a ti
 # against the full weights: time, answer size, each server's peak RSS.
 echo
 /usr/bin/python3 bench/reduced_weights.py build/attention-server "$OUT/reduced.csv"
-[ -z "$ONLY" ] && sequences_e2e
+[ -z "$ONLY" ] && sequences_e2e && round_trip
 
 if [ -n "$ONLY" ]; then
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
