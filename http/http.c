@@ -66,6 +66,11 @@
  * or answers 503 (struct conn). */
 #define CONN_RESERVE 64
 
+/* A job the network thread runs itself (may_inline): its body is at most
+ * this long, and the last job on its connection took under JOB_INLINE_S. */
+#define JOB_INLINE_BODY_BYTES (64 * 1024)
+#define JOB_INLINE_S 250e-6
+
 /* ---------------------------------------------------------------------- */
 /* The job: runs on a pool worker with a big stack.                        */
 
@@ -112,6 +117,7 @@ static void run_job(void *arg)
 {
     struct req *r = arg;
     struct http_server *s = r->srv;
+    const double t0 = route_now();
     if (gone_of(&r->view)) {
         /* nobody to answer: not computed (the access log says 499) */
         body_release(r);
@@ -126,8 +132,24 @@ static void run_job(void *arg)
     }
     r->resp_charged = r->resp.len;
     atomic_fetch_add(&s->answer_bytes, (long long)r->resp_charged);
+    r->job_s = route_now() - t0;
     r->done = 1;
-    MHD_resume_connection(r->conn);
+    if (!r->inline_job)
+        MHD_resume_connection(r->conn);
+}
+
+/* Whether the network thread runs r's job itself rather than hand it to a
+ * worker and suspend the connection meanwhile: two thread wake-ups and a
+ * suspend and resume fewer, the most of a small request's round trip. Only
+ * when nothing waits for this thread: r is the only request in progress,
+ * its body is small, and the last job on its connection was quick (the
+ * first one goes to a worker; a job that takes JOB_INLINE_S or longer
+ * sends the next one there too). A request arriving meanwhile waits for
+ * the job, at most one job. */
+static int may_inline(const struct req *r)
+{
+    return r->c && r->c->quick && atomic_load(&r->srv->active) == 1 &&
+           r->len <= JOB_INLINE_BODY_BYTES;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -291,17 +313,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->over_budget)
         return response_error(r, ERR_OVERLOADED, "the server holds max_inflight_bytes of "
                                                  "request bodies already; retry later");
-    if (r->done) /* 4. resumed by the worker */
+    if (r->done) { /* 4. resumed by the worker */
+        if (r->c)
+            r->c->quick = r->job_s < JOB_INLINE_S;
         return r->client_gone ? MHD_NO : response_send(r);
+    }
     if (r->submitted)
         return MHD_YES;
     if (responses_over_budget(s))
         return response_error(r, ERR_OVERLOADED, "answers not yet read by their clients hold "
                                                  "max_answer_bytes; retry later");
-    /* 5. hand the body to a worker; the connection sleeps meanwhile */
+    /* 5. hand the body to a worker; the connection sleeps meanwhile
+     * (or run it here: may_inline) */
     r->submitted = 1;
     r->view.t_body = route_now();
     conn_phase_set(s, r->c, PH_COMPUTE);
+    if (may_inline(r)) {
+        r->inline_job = 1;
+        run_job(r);
+        r->c->quick = r->job_s < JOB_INLINE_S;
+        return r->client_gone ? MHD_NO : response_send(r);
+    }
     MHD_suspend_connection(conn);
     int rc = pool_submit(s->pool, run_job, r);
     if (rc != POOL_OK) {
@@ -310,6 +342,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                            "later"
                                          : "the server is shutting down");
         r->done = 1;
+        r->job_s = JOB_INLINE_S; /* not run: no sign that the next is quick */
         MHD_resume_connection(conn);
     }
     return MHD_YES;
@@ -453,6 +486,8 @@ struct http_server *http_start(const struct http_options *c, const struct route_
         MHD_OPTION_LISTEN_SOCKET, fd, /* closed by libmicrohttpd, also on failure */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->conn_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->conn_memory_limit,
+        /* a worker's stack: a job may run on this thread (may_inline) */
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)POOL_DEFAULT_STACK,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(c->max_connections + CONN_RESERVE),
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, conn_notify, s,

@@ -37,6 +37,9 @@ enum phase {
  * on srv->conns. Every field below `next` is read and written under
  * srv->lock, by the network thread and the watchdog. */
 struct conn {
+    /* its last job (a request with a body) took under JOB_INLINE_S: the
+     * network thread's alone, read and written without the lock */
+    int quick;
     struct conn *prev, *next;
     int fd;
     enum phase phase;
@@ -102,6 +105,8 @@ struct req {
     int preflight;     /* OPTIONS with CORS on: answer 204 (response_preflight) */
     /* job, written by the worker before it resumes the connection */
     int submitted, done, client_gone;
+    int inline_job;      /* run on the network thread (http.c, may_inline) */
+    double job_s;        /* how long the job took (run_job) */
     size_t resp_charged; /* bytes of resp counted in srv->answer_bytes */
     /* for the access log */
     int sent_status;
