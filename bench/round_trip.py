@@ -15,8 +15,10 @@ step's answer size, to the same requests from the same wrk script (so the
 client's work and the bytes on the wire are the same), and to a plain GET.
 
 RTT_RUNS rounds (server, nginx POST, nginx GET, interleaved), RTT_SECONDS
-each; the figures are medians over the rounds. Target: the step's mean round
-trip <= 1.3x nginx's (the POST).
+each; the figures are medians over the rounds, with each server's CPU time
+(user + system, /proc) per request, which other load on the machine
+disturbs less than the round trip. Target: the step's mean round trip <=
+1.3x nginx's (the POST).
 
 Usage: bench/round_trip.py SERVER_BINARY [CSV_OUT] [-- SERVER_FLAGS...]
 Env: RTT_SECONDS (5), RTT_RUNS (3), RTT_RESTART (256).
@@ -111,8 +113,17 @@ def start_nginx(tmp, answer_bytes):
     sys.exit("round_trip: nginx did not start:\n" + open(f"{tmp}/error.log").read())
 
 
-def wrk(port, script, env):
-    """(requests/s, mean µs, p50 µs, p99 µs, non-2xx) of one wrk -c1 -t1 run."""
+def cpu_s(pid):
+    """CPU seconds (user + system) process pid has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wrk(port, script, env, pid):
+    """(requests/s, mean µs, p50 µs, p99 µs, non-2xx, CPU µs of process pid per
+    request) of one wrk -c1 -t1 run."""
+    cpu0 = cpu_s(pid)
     cmd = ["wrk", "-t1", "-c1", f"-d{SECONDS}s", "--latency"]
     if script:
         cmd += ["-s", script]
@@ -139,7 +150,7 @@ def wrk(port, script, env):
             bad = int(w[-1])
     if rps is None or p50 is None:
         sys.exit("round_trip: could not read wrk's output:\n" + out)
-    return rps, 1e6 / rps, p50, p99, bad
+    return rps, 1e6 / rps, p50, p99, bad, (cpu_s(pid) - cpu0) / (rps * SECONDS) * 1e6
 
 
 def main():
@@ -172,9 +183,9 @@ def main():
         script = os.path.join(HERE, "step.lua")
         points = {"step": [], "nginx": [], "nginx_get": []}
         for _ in range(RUNS):
-            points["step"].append(wrk(port, script, env))
-            points["nginx"].append(wrk(nport, script, env))
-            points["nginx_get"].append(wrk(nport, None, env))
+            points["step"].append(wrk(port, script, env, server.pid))
+            points["nginx"].append(wrk(nport, script, env, nginx.pid))
+            points["nginx_get"].append(wrk(nport, None, env, nginx.pid))
     finally:
         server.terminate()
         server.wait()
@@ -182,18 +193,20 @@ def main():
             nginx.terminate()
             nginx.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    med = {k: [statistics.median(p[i] for p in v) for i in range(5)] for k, v in points.items()}
+    med = {k: [statistics.median(p[i] for p in v) for i in range(6)] for k, v in points.items()}
     print(f"4c. A one-row sequence step against nginx's fixed answer (wrk -c1 -t1, keep-alive, "
           f"{SECONDS}s x {RUNS} rounds, medians)")
     print(f"step: v2 binary, H {H}, Hkv {HKV}, d {D}, FP32 cache restarted every {RESTART} "
           f"steps, {len(step_body(False)[0])} "
           f"bytes in, {len(answer)} out; Server-Timing of the first: {timing}")
-    print(f"{'server':<24} {'req/s':>9} {'mean us':>9} {'p50 us':>9} {'p99 us':>9} {'non2xx':>7}")
+    print(f"{'server':<24} {'req/s':>9} {'mean us':>9} {'p50 us':>9} {'p99 us':>9} {'non2xx':>7} "
+          f"{'CPU us/req':>11}")
     rows = [("attention-server step", "step"), ("nginx, same requests", "nginx"),
             ("nginx, GET", "nginx_get")]
     for label, k in rows:
-        rps, mean, p50, p99, bad = med[k]
-        print(f"{label:<24} {rps:>9.0f} {mean:>9.1f} {p50:>9.1f} {p99:>9.1f} {bad:>7.0f}")
+        rps, mean, p50, p99, bad, cpu = med[k]
+        print(f"{label:<24} {rps:>9.0f} {mean:>9.1f} {p50:>9.1f} {p99:>9.1f} {bad:>7.0f} "
+              f"{cpu:>11.1f}")
     ratio = med["step"][1] / med["nginx"][1]
     print(f"step / nginx: {ratio:.2f}x mean round trip (vs nginx GET: "
           f"{med['step'][1] / med['nginx_get'][1]:.2f}x); target <= 1.3x")
@@ -203,7 +216,7 @@ def main():
         sys.exit("round_trip: the server answered steps with an error status")
     if csv:
         with open(csv, "w") as f:
-            f.write("server,rps,mean_us,p50_us,p99_us,non2xx\n")
+            f.write("server,rps,mean_us,p50_us,p99_us,non2xx,cpu_us_per_request\n")
             for _, k in rows:
                 f.write(k + "," + ",".join(f"{x:.1f}" for x in med[k]) + "\n")
 
