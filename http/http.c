@@ -118,7 +118,7 @@ static void run_job(void *arg)
     struct req *r = arg;
     struct http_server *s = r->srv;
     const double t0 = route_now();
-    if (gone_of(&r->view)) {
+    if (!r->inline_job && gone_of(&r->view)) { /* (inline: it has just sent the body) */
         /* nobody to answer: not computed (the access log says 499) */
         body_release(r);
         r->route->error(&r->resp, ERR_OVERLOADED, "the client has gone away");
