@@ -22,7 +22,9 @@
  *   final call     a row with a body: suspend, submit to the pool (or
  *                  answer 503); a worker runs the row's handler and
  *                  resumes; the call after the resume queues the response.
- *                  Other rows' handlers run here and are answered directly.
+ *                  A small job that has proved quick runs here instead
+ *                  (may_inline), as other rows' handlers do, answered
+ *                  directly.
  *   completed      NOTIFY_COMPLETED (also for aborted requests): log, count,
  *                  free.
  */
@@ -66,8 +68,7 @@
  * or answers 503 (struct conn). */
 #define CONN_RESERVE 64
 
-/* A job the network thread runs itself (may_inline): its body is at most
- * this long, and the last job on its connection took under JOB_INLINE_S. */
+/* A job the network thread runs itself (may_inline): body and time. */
 #define JOB_INLINE_BODY_BYTES (64 * 1024)
 #define JOB_INLINE_S 250e-6
 
@@ -138,14 +139,11 @@ static void run_job(void *arg)
         MHD_resume_connection(r->conn);
 }
 
-/* Whether the network thread runs r's job itself rather than hand it to a
- * worker and suspend the connection meanwhile: two thread wake-ups and a
- * suspend and resume fewer, the most of a small request's round trip. Only
- * when nothing waits for this thread: r is the only request in progress,
- * its body is small, and the last job on its connection was quick (the
- * first one goes to a worker; a job that takes JOB_INLINE_S or longer
- * sends the next one there too). A request arriving meanwhile waits for
- * the job, at most one job. */
+/* Whether the network thread runs r's job itself (two thread wake-ups and
+ * a suspend and resume fewer: most of a small request's round trip): when
+ * r is the only request in progress, its body is small and the last job on
+ * its connection was quick (the first goes to a worker, and a slow one
+ * sends the next there). A request arriving meanwhile waits for it. */
 static int may_inline(const struct req *r)
 {
     return r->c && r->c->quick && atomic_load(&r->srv->active) == 1 &&
@@ -313,11 +311,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->over_budget)
         return response_error(r, ERR_OVERLOADED, "the server holds max_inflight_bytes of "
                                                  "request bodies already; retry later");
-    if (r->done) { /* 4. resumed by the worker */
-        if (r->c)
-            r->c->quick = r->job_s < JOB_INLINE_S;
+    if (r->done) /* 4. resumed by the worker */
         return r->client_gone ? MHD_NO : response_send(r);
-    }
     if (r->submitted)
         return MHD_YES;
     if (responses_over_budget(s))
@@ -331,7 +326,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (may_inline(r)) {
         r->inline_job = 1;
         run_job(r);
-        r->c->quick = r->job_s < JOB_INLINE_S;
         return r->client_gone ? MHD_NO : response_send(r);
     }
     MHD_suspend_connection(conn);
@@ -373,6 +367,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     route_response_free(&r->resp); /* what was never handed to MHD */
     atomic_fetch_sub(&s->answer_bytes, (long long)r->resp_charged);
     if (r->c) { /* kept alive: the next request's headers are due */
+        if (r->submitted) /* (the next job's place: may_inline) */
+            r->c->quick = r->job_s < JOB_INLINE_S;
         pthread_mutex_lock(&s->lock);
         r->c->phase = PH_HEADERS;
         r->c->eof_seen = 0;
