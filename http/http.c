@@ -141,13 +141,13 @@ static void run_job(void *arg)
 
 /* Whether the network thread runs r's job itself (two thread wake-ups and
  * a suspend and resume fewer: most of a small request's round trip): when
- * r is the only request in progress, its body is small and the last job on
- * its connection was quick (the first goes to a worker, and a slow one
- * sends the next there). A request arriving meanwhile waits for it. */
+ * r is the only request in progress, its body is small, its row is not an
+ * admin one, and the last job on its connection was on its row and quick.
+ * A request arriving meanwhile waits for it. */
 static int may_inline(const struct req *r)
 {
-    return r->c && r->c->quick && atomic_load(&r->srv->active) == 1 &&
-           r->len <= JOB_INLINE_BODY_BYTES;
+    return r->c && r->c->quick == r->route && !(r->route->flags & ROUTE_ADMIN) &&
+           atomic_load(&r->srv->active) == 1 && r->len <= JOB_INLINE_BODY_BYTES;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -368,7 +368,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     atomic_fetch_sub(&s->answer_bytes, (long long)r->resp_charged);
     if (r->c) { /* kept alive: the next request's headers are due */
         if (r->submitted) /* (the next job's place: may_inline) */
-            r->c->quick = r->job_s < JOB_INLINE_S;
+            r->c->quick = r->job_s < JOB_INLINE_S ? r->route : NULL;
         pthread_mutex_lock(&s->lock);
         r->c->phase = PH_HEADERS;
         r->c->eof_seen = 0;

@@ -37,9 +37,9 @@ enum phase {
  * on srv->conns. Every field below `next` is read and written under
  * srv->lock, by the network thread and the watchdog. */
 struct conn {
-    /* its last job (a request with a body) took under JOB_INLINE_S: the
-     * network thread's alone, read and written without the lock */
-    int quick;
+    /* the row of its last job (a request with a body) if that took under
+     * JOB_INLINE_S, else NULL: the network thread's alone, without the lock */
+    const struct route *quick;
     struct conn *prev, *next;
     int fd;
     enum phase phase;
