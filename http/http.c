@@ -68,9 +68,11 @@
  * or answers 503 (struct conn). */
 #define CONN_RESERVE 64
 
-/* A job the network thread runs itself (may_inline): body and time. */
+/* A job the network thread runs itself (may_inline): body and time; after
+ * one that took longer, none for JOB_INLINE_BACKOFF times as long. */
 #define JOB_INLINE_BODY_BYTES (64 * 1024)
 #define JOB_INLINE_S 250e-6
+#define JOB_INLINE_BACKOFF 10
 
 /* ---------------------------------------------------------------------- */
 /* The job: runs on a pool worker with a big stack.                        */
@@ -142,12 +144,14 @@ static void run_job(void *arg)
 /* Whether the network thread runs r's job itself (two thread wake-ups and
  * a suspend and resume fewer: most of a small request's round trip): when
  * r is the only request in progress, its body is small, its row is not an
- * admin one, and the last job on its connection was on its row and quick.
- * A request arriving meanwhile waits for it. */
+ * admin one, the last job on its connection was on its row and quick, and
+ * no job here was slow lately (so slow ones take at most a tenth of this
+ * thread's time). A request arriving meanwhile waits for it. */
 static int may_inline(const struct req *r)
 {
     return r->c && r->c->quick == r->route && !(r->route->flags & ROUTE_ADMIN) &&
-           atomic_load(&r->srv->active) == 1 && r->len <= JOB_INLINE_BODY_BYTES;
+           atomic_load(&r->srv->active) == 1 && r->len <= JOB_INLINE_BODY_BYTES &&
+           route_now() >= r->srv->no_inline_until;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -211,17 +215,6 @@ static int first_checks(struct req *r, char *msg, size_t msglen)
     return -1;
 }
 
-/* Whether the watchdog has cut r's connection. */
-static int conn_was_cut(const struct req *r)
-{
-    if (!r->c)
-        return 0;
-    pthread_mutex_lock(&r->srv->lock);
-    const int cut = r->c->cut;
-    pthread_mutex_unlock(&r->srv->lock);
-    return cut;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -278,7 +271,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return response_error(r, e, msg);
         return MHD_YES;
     }
-    if (r->sent_status || conn_was_cut(r)) {
+    if (r->sent_status || conn_is_cut(s, r->c)) {
         /* answered early, or cut by the watchdog: drop what still comes */
         if (*upload_data_size) {
             *upload_data_size = 0;
@@ -326,6 +319,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (may_inline(r)) {
         r->inline_job = 1;
         run_job(r);
+        if (r->job_s >= JOB_INLINE_S)
+            s->no_inline_until = route_now() + JOB_INLINE_BACKOFF * r->job_s;
         return r->client_gone ? MHD_NO : response_send(r);
     }
     MHD_suspend_connection(conn);

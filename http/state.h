@@ -78,6 +78,7 @@ struct http_server {
     int live;           /* of them, not cut */
     double t_cut_all;   /* drain deadline passed at this time, or 0 */
     int started_draining; /* connections started since the drain began */
+    double no_inline_until; /* no job on the network thread before (its own) */
 };
 
 struct req {

@@ -426,9 +426,10 @@ static void quick_jobs(int port, CURL *conn, const char *path)
 }
 
 /* The network thread runs a job itself only while the last one on its
- * connection was quick and on the same row: the first job on a connection,
- * one on another row, and the one after a slow job go to a worker, and
- * other clients are answered meanwhile. */
+ * connection was quick and on the same row, and none there was slow
+ * lately: the first job on a connection, one on another row, the one after
+ * a slow job, and any just after a slow one on the network thread go to a
+ * worker, and other clients are answered meanwhile. */
 Test(http, a_slow_job_sends_the_next_one_on_its_connection_to_a_worker, .timeout = 60)
 {
     struct server s;
@@ -445,6 +446,16 @@ Test(http, a_slow_job_sends_the_next_one_on_its_connection_to_a_worker, .timeout
     (void)health_during_slow(s.port, conn, slow); /* may hold up the check: one job */
     cr_assert_lt(health_during_slow(s.port, conn, slow), 0.5,
                  "the job after a slow one held up a health check");
+    /* one slow job on the network thread keeps jobs off it for ten times
+     * as long, on every connection */
+    quick_jobs(s.port, conn, "/attention");
+    (void)health_during_slow(s.port, conn, slow);
+    CURL *other = curl_easy_init();
+    quick_jobs(s.port, other, "/attention");
+    cr_assert_lt(health_during_slow(s.port, other, slow), 0.5,
+                 "a slow job on another connection just after one on the network thread "
+                 "held up a health check");
+    curl_easy_cleanup(other);
     long fresh_connections = -1;
     curl_easy_getinfo(conn, CURLINFO_NUM_CONNECTS, &fresh_connections);
     cr_assert_eq(fresh_connections, 0, "the requests were not on one connection");
