@@ -14,6 +14,8 @@
 # which starts its own server; SEQUENCES_* settings in its header).
 # BENCH_ONLY=offload: only 4c, a decoder's attention on the server vs in
 # PyTorch (bench/offload.py, its own server; OFFLOAD_* settings in its header).
+# BENCH_ONLY=round_trip: only 4d, a one-row step against nginx's fixed answer
+# (bench/round_trip.py, its own server and nginx; RTT_* settings in its header).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
@@ -21,7 +23,7 @@ mkdir -p "$OUT"
 DURATION=${BENCH_SECONDS:-4}
 ONLY=${BENCH_ONLY:-}
 RUNS=${BENCH_LARGE_RUNS:-5}
-case "$ONLY" in ""|large|sequences|offload) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences' or 'offload'" >&2; exit 2 ;; esac
+case "$ONLY" in ""|large|sequences|offload|round_trip) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences', 'offload' or 'round_trip'" >&2; exit 2 ;; esac
 
 echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -33,8 +35,11 @@ sequences_e2e() { echo; /usr/bin/python3 bench/sequences_e2e.py build/attention-
 # 4c. a decoder (examples/offload/) generating with its attention on the
 # server and in PyTorch, at contexts of 2 048 tokens and more
 offload() { echo; /usr/bin/python3 bench/offload.py build/attention-server "$OUT/offload.csv"; }
-if [ "$ONLY" = sequences ] || [ "$ONLY" = offload ]; then
-    if [ "$ONLY" = sequences ]; then sequences_e2e; else offload; fi
+# 4d. a one-row sequence step (v2 binary, wrk -c1) against nginx answering
+# a fixed 200 to the same requests
+round_trip() { echo; /usr/bin/python3 bench/round_trip.py build/attention-server "$OUT/round_trip.csv"; }
+if [ "$ONLY" = sequences ] || [ "$ONLY" = offload ] || [ "$ONLY" = round_trip ]; then
+    case "$ONLY" in sequences) sequences_e2e ;; offload) offload ;; round_trip) round_trip ;; esac
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
@@ -184,6 +189,7 @@ echo
 /usr/bin/python3 bench/reduced_weights.py build/attention-server "$OUT/reduced.csv"
 [ -z "$ONLY" ] && sequences_e2e
 [ -z "$ONLY" ] && offload
+[ -z "$ONLY" ] && round_trip
 
 if [ -n "$ONLY" ]; then
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -24,7 +24,8 @@ run)   pkgs="$build curl python3" ;;
 # python3-numpy: the offload example's decoder (tests/check_offload.py)
 test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl $scale python3 python3-torch python3-numpy" ;;
 scale) pkgs="$build $scale" ;;
-bench) pkgs="$build libcurl4-openssl-dev python3-torch python3-numpy gnuplot-nox wrk curl bc" ;;
+# nginx: bench/round_trip.py's fixed answer
+bench) pkgs="$build libcurl4-openssl-dev python3-torch python3-numpy gnuplot-nox wrk curl bc nginx" ;;
 # libFuzzer's runtime is only a Recommends of clang in Debian 12
 fuzz)  pkgs="$build clang libclang-rt-14-dev" ;;
 lint)  pkgs="$build clang-tidy cppcheck" ;;
