@@ -97,7 +97,8 @@ HTTPTEST  := $(BUILD)/tests/server-tests
 HTTPTEST_SRC := tests/server/test_http.c tests/server/test_http_load.c tests/server/test_http_startup.c tests/server/test_http_clients.c tests/server/test_http_tls_cors.c tests/server/test_http_framing.c tests/server/http_shared.c tests/server/test_http_admin.c tests/server/test_v2.c tests/server/test_v2_models.c tests/server/v2_shared.c tests/server/test_trained.c tests/server/test_http_reduce.c tests/server/test_http_variants.c tests/server/test_http_repo.c tests/server/test_sequence_steps.c tests/server/test_sequence_models.c tests/server/test_sequence_limits.c tests/server/sequence_shared.c tests/support/http_util.c tests/support/http_golden.c tests/support/testdata.c tests/support/fixture.c tests/support/check.c \
                 tests/support/golden_v2.c tests/support/http_client.c
 HTTPTEST_SRC += tests/server/test_induction.c tests/server/test_model_config.c tests/server/test_http_headers.c
-HTTPTEST_SRC += tests/server/test_sequence_pressure.c
+HTTPTEST_SRC += tests/server/test_sequence_pressure.c tests/server/test_sequence_weights.c
+HTTPTEST_SRC += tests/server/batch_shared.c tests/server/test_sequence_layers.c tests/server/test_sequence_batches.c tests/server/test_sequence_batches_v2.c tests/server/test_sequence_batch_limits.c
 HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
@@ -114,7 +115,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_causal.o $(BUILD)/
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean mhd
 .PHONY: lint layers-check readme-check soak deploy-check container-test scale-test scale-test-short
-.PHONY: docs-check run-check screenshot differential
+.PHONY: docs-check run-check screenshot differential offload-check
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -240,7 +241,7 @@ browser-test: deps-build
 
 test: deps-test
 	$(MAKE) layers-check unit http-test lint-openapi browser-test deploy-check readme-check docs-check \
-	        run-check
+	        run-check offload-check
 	$(MAKE) soak SOAK_SECONDS=10
 	$(MAKE) scale-test-short
 
@@ -314,6 +315,14 @@ readme-check:
 # checker with the reason (tests/check_docs.py).
 docs-check: $(SERVER)
 	$(SAN_ENV) ATTN_SERVER=$(SERVER) /usr/bin/python3 tests/check_docs.py
+
+# A Llama-architecture decoder (examples/offload/, PyTorch) generating for
+# a batch of prompts with its attention on $(SERVER), started as make run
+# starts it, against the same decoder with its attention in PyTorch: the
+# same tokens and logits, per cache dtype, and docs/offload.md's examples
+# (tests/check_offload.py).
+offload-check: $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) /usr/bin/python3 tests/check_offload.py
 
 # What make run prints: a line naming what it builds, the compiler's lines
 # in $(BUILD)/build.log (tests/check_run.sh).

@@ -44,6 +44,7 @@ static void fixed_of(struct seq_fixed *f, const struct codec_request *r, const c
     memcpy(f->v, v, sizeof v);
     f->rope_theta = p->rope_theta;
     f->dtype = r->seq.dtype;
+    f->layer = r->seq.layer;
 }
 
 /* A later step against what the start fixed: 0, or -1 with err. */

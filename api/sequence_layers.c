@@ -40,13 +40,19 @@ static int weights_differ(struct failure *err)
                      "out)");
 }
 
-int seq_layers_weights(struct seq_layers *ls, int layer, int fresh, struct att_params *p,
-                       size_t *kept, struct failure *err)
+int seq_layers_weights(struct seq_layers *ls, int layer, int from, int fresh,
+                       struct att_params *p, size_t *kept, struct failure *err)
 {
     *kept = 0;
     if (!seq_layers_has(ls, layer))
         return fail_with(err, ERR_INTERNAL, "no cache on layer %d", layer);
     struct seq_layer *s = &ls->l[layer];
+    int given = 0;
+    for (int i = 0; i < ATT_NWEIGHTS; i++)
+        given |= p->w[i] != NULL;
+    if (fresh && !given && from != layer && seq_layers_has(ls, from))
+        for (int i = 0; i < ATT_NWEIGHTS; i++) /* the start's, copied below */
+            p->w[i] = ls->l[from].w[i], p->w_len[i] = ls->l[from].wlen[i];
     if (fresh) {
         for (int i = 0; i < ATT_NWEIGHTS; i++) {
             if (!p->w[i])

@@ -35,10 +35,11 @@ struct att_kv *seq_layers_kv(const struct seq_layers *ls, int layer);
 int seq_layers_add(struct seq_layers *ls, int layer, const struct seq_fixed *f,
                    struct failure *err);
 /* The weights of a step on layer (built-in model): on its first step
- * (fresh) copy p's, *kept their bytes; later fill p's absent ones from
- * those kept and refuse (400) one that differs. 0, or -1 with err. */
-int seq_layers_weights(struct seq_layers *ls, int layer, int fresh, struct att_params *p,
-                       size_t *kept, struct failure *err);
+ * (fresh) copy p's, or when p gives none those of layer from (the
+ * start's), *kept their bytes; later fill p's absent ones from those kept
+ * and refuse (400) one that differs. 0, or -1 with err. */
+int seq_layers_weights(struct seq_layers *ls, int layer, int from, int fresh,
+                       struct att_params *p, size_t *kept, struct failure *err);
 /* Bytes of every layer's cache's blocks (att_kv_bytes). */
 size_t seq_layers_bytes(const struct seq_layers *ls);
 /* Move layer's cache and weights out into *out (to free later): the layer

@@ -378,7 +378,9 @@ int seq_open(struct seq_step *st, const char *id, int start, int layer,
 int seq_weights(struct seq_step *st, struct att_params *p, struct failure *err)
 {
     size_t kept = 0;
-    const int rc = seq_layers_weights(&target(st)->layers, st->layer, st->fresh, p, &kept, err);
+    struct seq *t = target(st);
+    const int rc = seq_layers_weights(&t->layers, st->layer, t->fix.layer, st->fresh, p, &kept,
+                                      err);
     if (st->fresh) /* counted in the budget by seq_reserve */
         st->weight_bytes = kept;
     return rc;

@@ -83,6 +83,7 @@ struct seq_fixed {
     int v[SEQ_NFIX];      /* the integers (api/sequence.c names them) */
     double rope_theta;
     enum att_kv_dtype dtype;
+    int layer;            /* the layer the start came on (its weights: the default of the others) */
 };
 
 struct seq;
@@ -116,9 +117,11 @@ struct seq_step {
 int seq_open(struct seq_step *st, const char *id, int start, int layer,
              const struct seq_fixed *fix, struct failure *err);
 /* The weights kept for the built-in model, per layer: at the layer's first
- * step, copy p's (they count in max_bytes as the caches do, from
- * seq_reserve on); later, fill p's absent ones from those kept, and refuse
- * (400) one that differs. 0, or -1 with err. */
+ * step, copy p's, or when p has none the start's layer's (a decoder's
+ * layers give their own; a client that gives none steps every layer with
+ * the start's); they count in max_bytes as the caches do, from seq_reserve
+ * on. Later, fill p's absent ones from those kept, and refuse (400) one
+ * that differs. 0, or -1 with err. */
 int seq_weights(struct seq_step *st, struct att_params *p, struct failure *err);
 /* Call once the whole request is checked, with the n steps it holds (each
  * st[i]->tokens set): the budget for every layer to hold its tokens

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""batch_e2e.py -- `make bench` (section 4c): a layer step of a batch of
+"""batch_e2e.py -- `make bench` (section 4e): a layer step of a batch of
 sequences end to end over HTTP against the server's own compute stage of the
 same requests.
 
@@ -114,7 +114,7 @@ def main():
     e2e = statistics.median(t * 1e3 for t, _ in times)
     comp = statistics.median(ms for _, ms in times)
     ratios = [t * 1e3 / ms for t, ms in times]
-    print(f"4c. A layer step of B {B} sequences x {TOKENS} cached tokens end to end (v2 binary, "
+    print(f"4e. A layer step of B {B} sequences x {TOKENS} cached tokens end to end (v2 binary, "
           f"H {H}, Hkv {HKV}, d {D}, identity projections, FP16 caches; default workers; one "
           f"keep-alive connection, Python http.client), median of {STEPS}; fill {fill_s:.1f} s")
     print(f"{'body MB':>8} {'e2e ms':>9} {'compute ms':>11} {'e2e/compute':>12} "

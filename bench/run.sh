@@ -12,7 +12,11 @@
 # BENCH_LARGE_RUNS timed runs per encoding, 5 by default, median by e2e).
 # BENCH_ONLY=sequences: only 4b, sequences end to end (bench/sequences_e2e.py,
 # which starts its own server; SEQUENCES_* settings in its header).
-# BENCH_ONLY=batch: only 1g-1h and 4c, a layer step of a batch of sequences
+# BENCH_ONLY=offload: only 4c, a decoder's attention on the server vs in
+# PyTorch (bench/offload.py, its own server; OFFLOAD_* settings in its header).
+# BENCH_ONLY=round_trip: only 4d, a one-row step against nginx's fixed answer
+# (bench/round_trip.py, its own server and nginx; RTT_* settings in its header).
+# BENCH_ONLY=batch: only 1g-1h and 4e, a layer step of a batch of sequences
 # in process (bench_batch; BENCH_BATCH_RSS=0 leaves out its 8 GiB part) and
 # end to end (bench/batch_e2e.py, its own server; BATCH_* in its header).
 set -euo pipefail
@@ -22,7 +26,7 @@ mkdir -p "$OUT"
 DURATION=${BENCH_SECONDS:-4}
 ONLY=${BENCH_ONLY:-}
 RUNS=${BENCH_LARGE_RUNS:-5}
-case "$ONLY" in ""|large|sequences|batch) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences' or 'batch'" >&2; exit 2 ;; esac
+case "$ONLY" in ""|large|sequences|offload|round_trip|batch) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences', 'offload', 'round_trip' or 'batch'" >&2; exit 2 ;; esac
 
 echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -31,19 +35,20 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # the stateless request carrying the cache, and chunks against the stateless
 # causal request of their shape (its own server, limits raised)
 sequences_e2e() { echo; /usr/bin/python3 bench/sequences_e2e.py build/attention-server "$OUT/sequences.csv"; }
-if [ "$ONLY" = sequences ]; then
-    sequences_e2e
-    echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-    exit 0
-fi
+# 4c. a decoder (examples/offload/) generating with its attention on the
+# server and in PyTorch, at contexts of 2 048 tokens and more
+offload() { echo; /usr/bin/python3 bench/offload.py build/attention-server "$OUT/offload.csv"; }
+# 4d. a one-row sequence step (v2 binary, wrk -c1) against nginx answering
+# a fixed 200 to the same requests
+round_trip() { echo; /usr/bin/python3 bench/round_trip.py build/attention-server "$OUT/round_trip.csv"; }
 # 1g-1h. a layer step of B 16 sequences x 4 096 tokens on the compute path
-# against an all-core streaming read, and RSS at 8 GiB of caches; 4c. the
+# against an all-core streaming read, and RSS at 8 GiB of caches; 4e. the
 # same step end to end (v2 binary) against the server's compute stage
 batch_inproc() { echo; build/bench/bench_batch "$OUT"; }
 batch_e2e() { echo; /usr/bin/python3 bench/batch_e2e.py build/attention-server "$OUT/batch_e2e.csv"; }
-if [ "$ONLY" = batch ]; then
-    batch_inproc
-    batch_e2e
+if [ "$ONLY" = sequences ] || [ "$ONLY" = offload ] || [ "$ONLY" = round_trip ] || [ "$ONLY" = batch ]; then
+    case "$ONLY" in sequences) sequences_e2e ;; offload) offload ;; round_trip) round_trip ;;
+                    batch) batch_inproc; batch_e2e ;; esac
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
@@ -192,10 +197,10 @@ printf "Two large base64 requests at once: 8 one at a time %.2f s, 8 two at a ti
 # against the full weights: time, answer size, each server's peak RSS.
 echo
 /usr/bin/python3 bench/reduced_weights.py build/attention-server "$OUT/reduced.csv"
-if [ -z "$ONLY" ]; then
-    sequences_e2e
-    batch_e2e
-fi
+[ -z "$ONLY" ] && sequences_e2e
+[ -z "$ONLY" ] && offload
+[ -z "$ONLY" ] && round_trip
+[ -z "$ONLY" ] && batch_e2e
 
 if [ -n "$ONLY" ]; then
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

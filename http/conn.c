@@ -280,6 +280,16 @@ void *conn_watchdog(void *arg)
     return NULL;
 }
 
+int conn_is_cut(struct http_server *s, struct conn *c)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    const int cut = c->cut;
+    pthread_mutex_unlock(&s->lock);
+    return cut;
+}
+
 /* The connection libmicrohttpd keeps our struct conn for (may be NULL). */
 struct conn *conn_of(struct MHD_Connection *conn)
 {

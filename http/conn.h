@@ -21,6 +21,9 @@ void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 /* The watchdog thread (arg: the server), until s->stopping. */
 void *conn_watchdog(void *arg);
 
+/* Whether the watchdog has cut c (c NULL: no). */
+int conn_is_cut(struct http_server *s, struct conn *c);
+
 /* The connection libmicrohttpd keeps our struct conn for (may be NULL). */
 struct conn *conn_of(struct MHD_Connection *conn);
 

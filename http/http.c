@@ -22,7 +22,9 @@
  *   final call     a row with a body: suspend, submit to the pool (or
  *                  answer 503); a worker runs the row's handler and
  *                  resumes; the call after the resume queues the response.
- *                  Other rows' handlers run here and are answered directly.
+ *                  A small job that has proved quick runs here instead
+ *                  (may_inline), as other rows' handlers do, answered
+ *                  directly.
  *   completed      NOTIFY_COMPLETED (also for aborted requests): log, count,
  *                  free.
  */
@@ -65,6 +67,12 @@
  * unanswered, in the kernel's backlog; below it, the watchdog makes room
  * or answers 503 (struct conn). */
 #define CONN_RESERVE 64
+
+/* A job the network thread runs itself (may_inline): body and time; after
+ * one that took longer, none for JOB_INLINE_BACKOFF times as long. */
+#define JOB_INLINE_BODY_BYTES (64 * 1024)
+#define JOB_INLINE_S 250e-6
+#define JOB_INLINE_BACKOFF 10
 
 /* ---------------------------------------------------------------------- */
 /* The job: runs on a pool worker with a big stack.                        */
@@ -112,7 +120,8 @@ static void run_job(void *arg)
 {
     struct req *r = arg;
     struct http_server *s = r->srv;
-    if (gone_of(&r->view)) {
+    const double t0 = route_now();
+    if (!r->inline_job && gone_of(&r->view)) { /* (inline: it has just sent the body) */
         /* nobody to answer: not computed (the access log says 499) */
         body_release(r);
         r->route->error(&r->resp, ERR_OVERLOADED, "the client has gone away");
@@ -126,8 +135,23 @@ static void run_job(void *arg)
     }
     r->resp_charged = r->resp.len;
     atomic_fetch_add(&s->answer_bytes, (long long)r->resp_charged);
+    r->job_s = route_now() - t0;
     r->done = 1;
-    MHD_resume_connection(r->conn);
+    if (!r->inline_job)
+        MHD_resume_connection(r->conn);
+}
+
+/* Whether the network thread runs r's job itself (two thread wake-ups and
+ * a suspend and resume fewer: most of a small request's round trip): when
+ * r is the only request in progress, its body is small, its row is not an
+ * admin one, the last job on its connection was on its row and quick, and
+ * no job here was slow lately (so slow ones take at most a tenth of this
+ * thread's time). A request arriving meanwhile waits for it. */
+static int may_inline(const struct req *r)
+{
+    return r->c && r->c->quick == r->route && !(r->route->flags & ROUTE_ADMIN) &&
+           atomic_load(&r->srv->active) == 1 && r->len <= JOB_INLINE_BODY_BYTES &&
+           route_now() >= r->srv->no_inline_until;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -191,17 +215,6 @@ static int first_checks(struct req *r, char *msg, size_t msglen)
     return -1;
 }
 
-/* Whether the watchdog has cut r's connection. */
-static int conn_was_cut(const struct req *r)
-{
-    if (!r->c)
-        return 0;
-    pthread_mutex_lock(&r->srv->lock);
-    const int cut = r->c->cut;
-    pthread_mutex_unlock(&r->srv->lock);
-    return cut;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -258,7 +271,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return response_error(r, e, msg);
         return MHD_YES;
     }
-    if (r->sent_status || conn_was_cut(r)) {
+    if (r->sent_status || conn_is_cut(s, r->c)) {
         /* answered early, or cut by the watchdog: drop what still comes */
         if (*upload_data_size) {
             *upload_data_size = 0;
@@ -298,10 +311,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (responses_over_budget(s))
         return response_error(r, ERR_OVERLOADED, "answers not yet read by their clients hold "
                                                  "max_answer_bytes; retry later");
-    /* 5. hand the body to a worker; the connection sleeps meanwhile */
+    /* 5. hand the body to a worker; the connection sleeps meanwhile
+     * (or run it here: may_inline) */
     r->submitted = 1;
     r->view.t_body = route_now();
     conn_phase_set(s, r->c, PH_COMPUTE);
+    if (may_inline(r)) {
+        r->inline_job = 1;
+        run_job(r);
+        if (r->job_s >= JOB_INLINE_S)
+            s->no_inline_until = route_now() + JOB_INLINE_BACKOFF * r->job_s;
+        return r->client_gone ? MHD_NO : response_send(r);
+    }
     MHD_suspend_connection(conn);
     int rc = pool_submit(s->pool, run_job, r);
     if (rc != POOL_OK) {
@@ -310,6 +331,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                            "later"
                                          : "the server is shutting down");
         r->done = 1;
+        r->job_s = JOB_INLINE_S; /* not run: no sign that the next is quick */
         MHD_resume_connection(conn);
     }
     return MHD_YES;
@@ -340,6 +362,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     route_response_free(&r->resp); /* what was never handed to MHD */
     atomic_fetch_sub(&s->answer_bytes, (long long)r->resp_charged);
     if (r->c) { /* kept alive: the next request's headers are due */
+        if (r->submitted) /* (the next job's place: may_inline) */
+            r->c->quick = r->job_s < JOB_INLINE_S ? r->route : NULL;
         pthread_mutex_lock(&s->lock);
         r->c->phase = PH_HEADERS;
         r->c->eof_seen = 0;
@@ -453,6 +477,8 @@ struct http_server *http_start(const struct http_options *c, const struct route_
         MHD_OPTION_LISTEN_SOCKET, fd, /* closed by libmicrohttpd, also on failure */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->conn_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->conn_memory_limit,
+        /* a worker's stack: a job may run on this thread (may_inline) */
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)POOL_DEFAULT_STACK,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(c->max_connections + CONN_RESERVE),
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, conn_notify, s,

@@ -96,15 +96,27 @@ void request_id_make(struct req *r)
         snprintf(r->request_id, sizeof r->request_id, "%s", h);
         return;
     }
-    /* 128 random bits as 32 hex digits; a counter if the kernel has none */
+    /* 128 random bits as 32 hex digits, from the kernel 16 ids at a time;
+     * a counter if it has none */
     static atomic_ullong counter;
+    static _Thread_local unsigned char pool[16 * 16];
+    static _Thread_local size_t used = sizeof pool;
     unsigned char b[16];
-    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b) {
+    if (used == sizeof pool && getrandom(pool, sizeof pool, GRND_NONBLOCK) == (ssize_t)sizeof pool)
+        used = 0;
+    if (used < sizeof pool) {
+        memcpy(b, pool + used, sizeof b);
+        used += sizeof b;
+    } else {
         const unsigned long long c = atomic_fetch_add(&counter, 1) + 1;
         const unsigned long long t = (unsigned long long)time(NULL);
         memcpy(b, &c, 8);
         memcpy(b + 8, &t, 8);
     }
-    for (int i = 0; i < 16; i++)
-        snprintf(r->request_id + 2 * i, 3, "%02x", b[i]);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        r->request_id[2 * i] = hex[b[i] >> 4];
+        r->request_id[2 * i + 1] = hex[b[i] & 15];
+    }
+    r->request_id[32] = '\0';
 }

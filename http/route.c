@@ -32,11 +32,14 @@ static int match(const char *p, const char *s, struct route_request *rq)
             char with[PATTERN_MAX];
             if (!close)
                 return 0;
-            const int n = snprintf(with, sizeof with, "%.*s%s", (int)(close - p - 1), p + 1,
-                                   close + 1);
+            const size_t inside = (size_t)(close - p - 1), after = strlen(close + 1);
             const int kept = rq->ncaptures;
-            if (n > 0 && (size_t)n < sizeof with && match(with, s, rq))
-                return 1;
+            if (inside + after < sizeof with) {
+                memcpy(with, p + 1, inside);
+                memcpy(with + inside, close + 1, after + 1);
+                if (match(with, s, rq))
+                    return 1;
+            }
             rq->ncaptures = kept;
             p = close + 1;
             continue;

@@ -37,6 +37,9 @@ enum phase {
  * on srv->conns. Every field below `next` is read and written under
  * srv->lock, by the network thread and the watchdog. */
 struct conn {
+    /* the row of its last job (a request with a body) if that took under
+     * JOB_INLINE_S, else NULL: the network thread's alone, without the lock */
+    const struct route *quick;
     struct conn *prev, *next;
     int fd;
     enum phase phase;
@@ -75,6 +78,7 @@ struct http_server {
     int live;           /* of them, not cut */
     double t_cut_all;   /* drain deadline passed at this time, or 0 */
     int started_draining; /* connections started since the drain began */
+    double no_inline_until; /* no job on the network thread before (its own) */
 };
 
 struct req {
@@ -102,6 +106,8 @@ struct req {
     int preflight;     /* OPTIONS with CORS on: answer 204 (response_preflight) */
     /* job, written by the worker before it resumes the connection */
     int submitted, done, client_gone;
+    int inline_job;      /* run on the network thread (http.c, may_inline) */
+    double job_s;        /* how long the job took (run_job) */
     size_t resp_charged; /* bytes of resp counted in srv->answer_bytes */
     /* for the access log */
     int sent_status;

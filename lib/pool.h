@@ -2,8 +2,9 @@
  *
  * The HTTP server's network thread must never do the heavy work (decode
  * JSON, compute attention, encode) nor wait for it. It hands each request
- * to the pool instead, and a full queue is refused at once so the server
- * can answer 503 rather than stall every other connection:
+ * to the pool instead (but small ones that have proved quick: http/http.c),
+ * and a full queue is refused at once so the server can answer 503 rather
+ * than stall every other connection:
  *
  *     struct pool *p = pool_new(4, 64, 0);      (4 workers, 64 waiting, 8 MiB stacks)
  *     int rc = pool_submit(p, run_request, req); (run_request(req) runs on a worker)

@@ -20,10 +20,12 @@ build) pkgs="$build" ;;
 # client uses Python's standard library only)
 run)   pkgs="$build curl python3" ;;
 # openssl: the HTTPS test makes a self-signed certificate with it;
-# python3: tests/check_docs.py and the examples it runs
-test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl $scale python3" ;;
+# python3: tests/check_docs.py and the examples it runs; python3-torch and
+# python3-numpy: the offload example's decoder (tests/check_offload.py)
+test)  pkgs="$build libcurl4-openssl-dev libcriterion-dev openssl $scale python3 python3-torch python3-numpy" ;;
 scale) pkgs="$build $scale" ;;
-bench) pkgs="$build libcurl4-openssl-dev python3-torch python3-numpy gnuplot-nox wrk curl bc" ;;
+# nginx: bench/round_trip.py's fixed answer
+bench) pkgs="$build libcurl4-openssl-dev python3-torch python3-numpy gnuplot-nox wrk curl bc nginx" ;;
 # libFuzzer's runtime is only a Recommends of clang in Debian 12
 fuzz)  pkgs="$build clang libclang-rt-14-dev" ;;
 lint)  pkgs="$build clang-tidy cppcheck" ;;

@@ -70,6 +70,9 @@ SKIPS = [
     (r"^curl --cacert ", "talks to the TLS server of the block before"),
     (r"^ATTN_ADMIN_TOKEN=\$TOKEN ", "starts a server with an admin token: this check "
                                     "starts its own that way"),
+    (r"examples/offload/", "the decoder needs python3-torch, which make run does not install: "
+                           "make offload-check (part of make test) runs these blocks against "
+                           "a server started as make run starts it"),
     (r"train_(digits_reverse|induction)\.py",
      "retrains the model: minutes of CPU, and it rewrites models/ (byte for byte the same)"),
 ]
@@ -295,6 +298,21 @@ def start_server():
     return proc, port, run
 
 
+def stop_server(proc, logpath, errors):
+    """SIGTERM; a non-zero exit status and the sanitizers' reports in the
+    server's log go to errors (tests/check_offload.py uses it too)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=25)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    if proc.returncode not in (0, None):
+        errors.append(f"the server exited with status {proc.returncode} after SIGTERM")
+    slog = open(logpath, encoding="utf-8", errors="replace").read()
+    for s in re.findall(r".*(?:Sanitizer|runtime error:).*", slog):
+        errors.append(f"the server's log ({os.path.relpath(logpath, ROOT)}): {s}")
+
+
 def main():
     files = sys.argv[1:] or ["README.md"] + sorted(glob.glob("docs/*.md"))
     files = [os.path.join(ROOT, f) for f in files]
@@ -376,16 +394,7 @@ def main():
                               f"its output ({os.path.relpath(logpath, ROOT)}) ends:\n"
                               + "\n".join("    " + s[-300:] for s in out.splitlines()[-15:]))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=25)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            if proc.returncode not in (0, None):
-                errors.append(f"the server exited with status {proc.returncode} after SIGTERM")
-            slog = open(os.path.join(WORK, "server.log"), encoding="utf-8", errors="replace").read()
-            for s in re.findall(r".*(?:Sanitizer|runtime error:).*", slog):
-                errors.append(f"the server's log (build/docs-check/server.log): {s}")
+            stop_server(proc, os.path.join(WORK, "server.log"), errors)
     for rel, line, why in skipped:
         print(f"skip {rel}:{line}: {why}")
     for e in errors:

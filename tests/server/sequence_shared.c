@@ -85,6 +85,25 @@ long long seqt_int_of(const struct http_reply *a, const char *name)
     return x;
 }
 
+/* x rounded as a cache of dtype 0 (FP32), 1 (FP16) or 2 (BF16) stores it. */
+float seqt_round(int dtype, float x)
+{
+    if (dtype == 1 && x != 0 && isfinite(x)) { /* to nearest, ties to even (rint) */
+        int ex;
+        frexpf(x, &ex); /* |x| = m * 2^ex, m in [0.5, 1): a half's ulp is 2^(ex - 11) */
+        const float ulp = ldexpf(1.0f, (ex - 1 < -14 ? -14 : ex - 1) - 10);
+        const float r = rintf(x / ulp) * ulp;
+        return fabsf(r) > 65504.0f ? copysignf(INFINITY, x) : r;
+    }
+    if (dtype == 2) { /* to nearest, ties to even */
+        unsigned u;
+        memcpy(&u, &x, sizeof u);
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        memcpy(&x, &u, sizeof x);
+    }
+    return x;
+}
+
 void seqt_expect_close(const float *got, const float *want, size_t n, const char *what)
 {
     double max = 0;

@@ -31,6 +31,9 @@ size_t seqt_answer_floats(const struct http_reply *a, const char *name, float *o
 
 long long seqt_int_of(const struct http_reply *a, const char *name);
 
+/* x rounded as a cache of dtype 0 (FP32), 1 (FP16) or 2 (BF16) stores it. */
+float seqt_round(int dtype, float x);
+
 void seqt_expect_close(const float *got, const float *want, size_t n, const char *what);
 
 #define E 4

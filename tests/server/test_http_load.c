@@ -291,3 +291,175 @@ Test(http, body_budget_is_given_back_after_decoding, .timeout = 120)
     free(a.a.body), free(b.body), free(a_body), free(b_body);
     cr_assert_eq(server_stop(&s), 0);
 }
+
+/* Small jobs on a kept-alive connection may run on the network thread
+ * (http/http.c, may_inline): the answers are those of new connections. */
+Test(http, steps_on_one_kept_alive_connection_answer_as_on_new_connections)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", s.port);
+    CURL *conn = curl_easy_init();
+    for (int i = 0; i < 12; i++) {
+        char body[2][256];
+        for (int k = 0; k < 2; k++)
+            snprintf(body[k], sizeof body[k],
+                     "{\"query\": [[%d, 0.5]], \"key\": [[0.25, %d]], \"value\": [[1, %d]], "
+                     "\"num_heads\": 1, \"sequence_id\": \"%s\"%s}",
+                     i % 3, i % 5, i, k ? "fresh" : "kept", i ? "" : ", \"sequence_start\": true");
+        struct http_call call = {.curl = conn, .method = "POST", .url = url, .body = body[0],
+                                 .len = strlen(body[0]), .ctype = "application/json",
+                                 .timeout = 30};
+        struct http_reply kept = http_fetch(&call);
+        long fresh_connections = -1;
+        curl_easy_getinfo(conn, CURLINFO_NUM_CONNECTS, &fresh_connections);
+        struct http_reply fresh = request(s.port, "POST", "/attention", body[1],
+                                          strlen(body[1]), NULL, 0);
+        cr_assert_eq(kept.status, 200, "step %d: %ld %s", i, kept.status, kept.body);
+        cr_assert_eq(fresh.status, 200, "step %d: %ld %s", i, fresh.status, fresh.body);
+        cr_assert_str_eq(kept.body, fresh.body, "step %d", i);
+        cr_assert(i == 0 || fresh_connections == 0, "step %d was not on the same connection", i);
+        free(kept.body);
+        free(fresh.body);
+    }
+    curl_easy_cleanup(conn);
+    cr_assert_eq(server_stop(&s), 0);
+}
+
+/* A request whose body is small but whose job is slow: L = S = 2048, E =
+ * 4, weights asked (a few tens of ms). */
+static char *slow_small_body(void)
+{
+    const int L = 2048, E = 4;
+    size_t cap = (size_t)L * E * 8 + 256, n = 0;
+    char *b = malloc(cap);
+    cr_assert(b);
+    n += (size_t)snprintf(b + n, cap - n, "{\"query\": [");
+    unsigned long long st = 7;
+    for (int i = 0; i < L; i++) {
+        n += (size_t)snprintf(b + n, cap - n, "%s[", i ? "," : "");
+        for (int j = 0; j < E; j++)
+            n += (size_t)snprintf(b + n, cap - n, "%s%.2f", j ? "," : "",
+                                  (double)check_randf(&st));
+        n += (size_t)snprintf(b + n, cap - n, "]");
+    }
+    snprintf(b + n, cap - n, "], \"num_heads\": 1, \"need_weights\": true, "
+                             "\"output_encoding\": \"base64\"}");
+    return b;
+}
+
+struct slow {
+    CURL *conn;
+    const char *url, *body;
+    struct http_reply a;
+};
+
+static size_t discard(char *p, size_t sz, size_t n, void *ud)
+{
+    (void)p, (void)ud;
+    return sz * n;
+}
+
+static void *slow_run(void *arg)
+{
+    struct slow *w = arg;
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_reset(w->conn);
+    curl_easy_setopt(w->conn, CURLOPT_URL, w->url);
+    curl_easy_setopt(w->conn, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(w->conn, CURLOPT_POSTFIELDS, w->body);
+    curl_easy_setopt(w->conn, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(w->conn, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(w->conn, CURLOPT_HEADERDATA, &w->a);
+    if (curl_easy_perform(w->conn) == CURLE_OK)
+        curl_easy_getinfo(w->conn, CURLINFO_RESPONSE_CODE, &w->a.status);
+    curl_slist_free_all(h);
+    return NULL;
+}
+
+/* The slow request on conn and, 5 ms into it, a health check on a new
+ * connection: that check's seconds over the slow job's (its Server-Timing
+ * compute). */
+static double health_during_slow(int port, CURL *conn, const char *body)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/attention", port);
+    struct slow w = {conn, url, body, {0}};
+    pthread_t th;
+    pthread_create(&th, NULL, slow_run, &w);
+    usleep(5000);
+    const double t0 = httpt_now_s();
+    struct http_reply live = request(port, "GET", "/v2/health/live", NULL, 0, NULL, 0);
+    const double health_s = httpt_now_s() - t0;
+    pthread_join(th, NULL);
+    cr_assert_eq(live.status, 200);
+    free(live.body);
+    cr_assert_eq(w.a.status, 200, "the slow request: %ld", w.a.status);
+    const char *timing = header(&w.a, "Server-Timing");
+    const char *at = timing ? strstr(timing, "compute;dur=") : NULL;
+    cr_assert(at, "no compute time in %s", w.a.headers);
+    const double compute_s = atof(at + strlen("compute;dur=")) / 1e3;
+    cr_log_info("health check %.2f ms during a job of %.2f ms", health_s * 1e3, compute_s * 1e3);
+    cr_assert_gt(compute_s, 0.005, "the slow request took %.2f ms only", compute_s * 1e3);
+    return health_s / compute_s;
+}
+
+/* Three quick requests on conn: POST path (v2 infer or /attention). */
+static void quick_jobs(int port, CURL *conn, const char *path)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    const char *tiny = strstr(path, "/v2/")
+                           ? "{\"inputs\": [{\"name\": \"query\", \"datatype\": \"FP32\", "
+                             "\"shape\": [1, 2], \"data\": [1, 2]}], "
+                             "\"parameters\": {\"num_heads\": 1}}"
+                           : "{\"query\": [[1, 2]], \"num_heads\": 1}";
+    for (int i = 0; i < 3; i++) {
+        struct http_call call = {.curl = conn, .method = "POST", .url = url, .body = tiny,
+                                 .len = strlen(tiny), .ctype = "application/json",
+                                 .timeout = 30};
+        struct http_reply a = http_fetch(&call);
+        cr_assert_eq(a.status, 200, "%s: %ld %s", path, a.status, a.body);
+        free(a.body);
+    }
+}
+
+/* The network thread runs a job itself only while the last one on its
+ * connection was quick and on the same row, and none there was slow
+ * lately: the first job on a connection, one on another row, the one after
+ * a slow job, and any just after a slow one on the network thread go to a
+ * worker, and other clients are answered meanwhile. */
+Test(http, a_slow_job_sends_the_next_one_on_its_connection_to_a_worker, .timeout = 60)
+{
+    struct server s;
+    server_start(&s, NULL);
+    char *slow = slow_small_body();
+    cr_assert_lt(strlen(slow), 64 * 1024);
+    CURL *conn = curl_easy_init();
+    cr_assert_lt(health_during_slow(s.port, conn, slow), 0.5,
+                 "the first job on a connection held up a health check");
+    quick_jobs(s.port, conn, "/v2/models/attention/infer");
+    cr_assert_lt(health_during_slow(s.port, conn, slow), 0.5,
+                 "a job after quick ones on another row held up a health check");
+    quick_jobs(s.port, conn, "/attention"); /* the next may run on the network thread */
+    (void)health_during_slow(s.port, conn, slow); /* may hold up the check: one job */
+    cr_assert_lt(health_during_slow(s.port, conn, slow), 0.5,
+                 "the job after a slow one held up a health check");
+    /* one slow job on the network thread keeps jobs off it for ten times
+     * as long, on every connection */
+    quick_jobs(s.port, conn, "/attention");
+    (void)health_during_slow(s.port, conn, slow);
+    CURL *other = curl_easy_init();
+    quick_jobs(s.port, other, "/attention");
+    cr_assert_lt(health_during_slow(s.port, other, slow), 0.5,
+                 "a slow job on another connection just after one on the network thread "
+                 "held up a health check");
+    curl_easy_cleanup(other);
+    long fresh_connections = -1;
+    curl_easy_getinfo(conn, CURLINFO_NUM_CONNECTS, &fresh_connections);
+    cr_assert_eq(fresh_connections, 0, "the requests were not on one connection");
+    curl_easy_cleanup(conn);
+    free(slow);
+    cr_assert_eq(server_stop(&s), 0);
+}

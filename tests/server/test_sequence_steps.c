@@ -158,20 +158,6 @@ Test(sequence_steps, x_sequence_id_is_the_same_id)
 /* ---------------------------------------------------------------------- */
 /* Cache types                                                             */
 
-static float to_f16(float x)
-{
-    return (float)(_Float16)x;
-}
-
-static float to_bf16(float x)
-{
-    unsigned u;
-    memcpy(&u, &x, sizeof u);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* With identity projections and no RoPE, an FP16 or BF16 cache answers as
  * the stateless request on key and value rounded to that type; the cache
  * takes half the bytes of FP32. */
@@ -190,8 +176,8 @@ Test(sequence_steps, fp16_and_bf16_caches_round_keys_and_values)
             seqt_fill(k + len * E, (size_t)S * E);
             seqt_fill(v + len * E, (size_t)S * E);
             for (int j = len * E; j < (len + S) * E; j++) {
-                kr[j] = t == 1 ? to_f16(k[j]) : t == 2 ? to_bf16(k[j]) : k[j];
-                vr[j] = t == 1 ? to_f16(v[j]) : t == 2 ? to_bf16(v[j]) : v[j];
+                kr[j] = seqt_round(t, k[j]);
+                vr[j] = seqt_round(t, v[j]);
             }
             json_t *b = json_pack("{s:o, s:o, s:o, s:i, s:s, s:b}", "query", seqt_mat(q, 1, E),
                                   "key", seqt_mat(k + len * E, S, E), "value",
