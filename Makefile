@@ -103,11 +103,12 @@ HTTPTEST_OBJ := $(HTTPTEST_SRC:%.c=$(BUILD)/%.o)
 
 BENCH_BIN := $(BUILD)/bench/bench_core $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_jsonnum \
              $(BUILD)/bench/const_server $(BUILD)/bench/bench_subnormal $(BUILD)/bench/bench_model
-BENCH_BIN += $(BUILD)/bench/bench_kvattend $(BUILD)/bench/bench_sequences
+BENCH_BIN += $(BUILD)/bench/bench_kvattend $(BUILD)/bench/bench_sequences $(BUILD)/bench/bench_batch
 
 ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_causal.o $(BUILD)/bench/bench_codec.o $(BUILD)/bench/const_server.o \
              $(BUILD)/bench/bench_jsonnum.o $(BUILD)/bench/bench_subnormal.o \
              $(BUILD)/bench/bench_model.o $(BUILD)/bench/bench_kvattend.o $(BUILD)/bench/bench_sequences.o \
+             $(BUILD)/bench/bench_batch.o \
              $(CORE_OBJ) $(SVC_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(HTTP_OBJ) \
              $(DEMO_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/differential.o
 
@@ -126,7 +127,7 @@ $(BUILD)/%.o: %.c
 # when it is rebuilt (-MMD leaves -isystem headers out of the .d files);
 # what links it, relinked.
 $(SVC_OBJ) $(HTTP_OBJ) $(UNIT_OBJ) $(HTTPTEST_OBJ) $(BUILD)/bench/const_server.o: $(MHD_DEP)
-$(SERVER) $(UNIT) $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_sequences $(BUILD)/bench/const_server: $(MHD_DEP)
+$(SERVER) $(UNIT) $(BUILD)/bench/bench_codec $(BUILD)/bench/bench_sequences $(BUILD)/bench/bench_batch $(BUILD)/bench/const_server: $(MHD_DEP)
 mhd: $(MHD_DEP)
 ifneq ($(MHD_DEP),)
 $(MHD_DEP): scripts/mhd.sh scripts/mhd-chunk-size.patch
@@ -169,6 +170,9 @@ $(BUILD)/bench/bench_codec: $(BUILD)/bench/bench_codec.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
 $(BUILD)/bench/bench_sequences: $(BUILD)/bench/bench_sequences.o $(SVC_OBJ) $(CORE_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
+
+$(BUILD)/bench/bench_batch: $(BUILD)/bench/bench_batch.o $(SVC_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
 
 $(BUILD)/bench/bench_model: $(BUILD)/bench/bench_model.o $(MODEL_SRC:%.c=$(BUILD)/%.o) \

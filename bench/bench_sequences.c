@@ -91,11 +91,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_sequences: round %d/%d done\n", r + 1, ROUNDS);
     }
     seq_shutdown();
-    char path[512];
-    snprintf(path, sizeof path, "%s/sequence_store.csv", outdir);
-    FILE *csv = fopen(path, "w");
-    if (csv)
-        fprintf(csv, "sequences,step_us,ratio\n");
+    FILE *csv = csv_open(outdir, "sequence_store.csv", "sequences,step_us,ratio");
     printf("1f. A one-row step (E 4, 2 heads, in process) with N sequences held "
            "(median of %d rounds of %d steps)\n", ROUNDS, ACTIVE * STEPS);
     printf("%12s %12s %10s\n", "sequences", "step (us)", "vs 10");

@@ -5,7 +5,7 @@
 #
 # Expects the Makefile to have built build/attention-server and
 # build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal,bench_model,
-# bench_kvattend,bench_sequences}.
+# bench_kvattend,bench_sequences,bench_batch}.
 #
 # BENCH_SECONDS: seconds per wrk point (4). BENCH_ONLY=large: only the large
 # request's stage table and the two-at-a-time line (needs just the server;
@@ -16,6 +16,9 @@
 # PyTorch (bench/offload.py, its own server; OFFLOAD_* settings in its header).
 # BENCH_ONLY=round_trip: only 4d, a one-row step against nginx's fixed answer
 # (bench/round_trip.py, its own server and nginx; RTT_* settings in its header).
+# BENCH_ONLY=batch: only 1g-1h and 4e, a layer step of a batch of sequences
+# in process (bench_batch; BENCH_BATCH_RSS=0 leaves out its 8 GiB part) and
+# end to end (bench/batch_e2e.py, its own server; BATCH_* in its header).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
@@ -23,7 +26,7 @@ mkdir -p "$OUT"
 DURATION=${BENCH_SECONDS:-4}
 ONLY=${BENCH_ONLY:-}
 RUNS=${BENCH_LARGE_RUNS:-5}
-case "$ONLY" in ""|large|sequences|offload|round_trip) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences', 'offload' or 'round_trip'" >&2; exit 2 ;; esac
+case "$ONLY" in ""|large|sequences|offload|round_trip|batch) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences', 'offload', 'round_trip' or 'batch'" >&2; exit 2 ;; esac
 
 echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -38,8 +41,14 @@ offload() { echo; /usr/bin/python3 bench/offload.py build/attention-server "$OUT
 # 4d. a one-row sequence step (v2 binary, wrk -c1) against nginx answering
 # a fixed 200 to the same requests
 round_trip() { echo; /usr/bin/python3 bench/round_trip.py build/attention-server "$OUT/round_trip.csv"; }
-if [ "$ONLY" = sequences ] || [ "$ONLY" = offload ] || [ "$ONLY" = round_trip ]; then
-    case "$ONLY" in sequences) sequences_e2e ;; offload) offload ;; round_trip) round_trip ;; esac
+# 1g-1h. a layer step of B 16 sequences x 4 096 tokens on the compute path
+# against an all-core streaming read, and RSS at 8 GiB of caches; 4e. the
+# same step end to end (v2 binary) against the server's compute stage
+batch_inproc() { echo; build/bench/bench_batch "$OUT"; }
+batch_e2e() { echo; /usr/bin/python3 bench/batch_e2e.py build/attention-server "$OUT/batch_e2e.csv"; }
+if [ "$ONLY" = sequences ] || [ "$ONLY" = offload ] || [ "$ONLY" = round_trip ] || [ "$ONLY" = batch ]; then
+    case "$ONLY" in sequences) sequences_e2e ;; offload) offload ;; round_trip) round_trip ;;
+                    batch) batch_inproc; batch_e2e ;; esac
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
@@ -57,6 +66,7 @@ build/bench/bench_kvattend "$OUT"
 # 1f. a one-row step with 10, 10 000 and 100 000 sequences held
 echo
 build/bench/bench_sequences "$OUT"
+batch_inproc
 
 # 3. codec
 echo
@@ -190,6 +200,7 @@ echo
 [ -z "$ONLY" ] && sequences_e2e
 [ -z "$ONLY" ] && offload
 [ -z "$ONLY" ] && round_trip
+[ -z "$ONLY" ] && batch_e2e
 
 if [ -n "$ONLY" ]; then
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

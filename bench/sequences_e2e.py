@@ -75,15 +75,10 @@ def attention_body(q, k, v, **extra):
 
 
 def v2_body(q, k, v, **params):
-    inputs, raw = [], []
-    for name, a in (("query", q), ("key", k), ("value", v)):
-        inputs.append({"name": name, "datatype": "FP32", "shape": list(a.shape),
-                       "parameters": {"binary_data_size": a.nbytes}})
-        raw.append(a.tobytes())
-    head = json.dumps({"inputs": inputs, "parameters": {
-        "num_heads": H, "num_kv_heads": HKV, "head_dim": D, "need_weights": False,
-        "binary_data_output": True, **params}}, separators=(",", ":")).encode()
-    return head + b"".join(raw), len(head)
+    return serverproc.v2_binary(
+        [("query", "FP32", q), ("key", "FP32", k), ("value", "FP32", v)],
+        {"num_heads": H, "num_kv_heads": HKV, "head_dim": D, "need_weights": False,
+         "binary_data_output": True, **params})
 
 
 class Client:

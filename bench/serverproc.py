@@ -1,5 +1,7 @@
 """serverproc.py -- start an attention-server on a free loopback port for
-the Python benchmarks (reduced_weights.py, sequences_e2e.py)."""
+the Python benchmarks (reduced_weights.py, sequences_e2e.py, batch_e2e.py),
+and the v2 binary body they send."""
+import json
 import re
 import subprocess
 import sys
@@ -19,3 +21,15 @@ def start(binary, flags, who):
             return p, int(m.group(1))
     p.kill()
     sys.exit(f"{who}: the server did not start:\n" + open(log.name).read())
+
+
+def v2_binary(arrays, params):
+    """A v2 infer body with binary inputs: ARRAYS [(name, datatype, numpy array)]
+    in that order, PARAMS the request's parameters. Returns (body, header length)."""
+    inputs, raw = [], []
+    for name, dtype, a in arrays:
+        inputs.append({"name": name, "datatype": dtype, "shape": list(a.shape),
+                       "parameters": {"binary_data_size": a.nbytes}})
+        raw.append(a.tobytes())
+    head = json.dumps({"inputs": inputs, "parameters": params}, separators=(",", ":")).encode()
+    return head + b"".join(raw), len(head)

@@ -1,9 +1,10 @@
-/* timing.h -- the clock and the median the benchmarks share.
+/* timing.h -- the clock, the median and the CSV file the benchmarks share.
  * Header-only (static inline): each bench is one .c file plus what it
  * measures. */
 #ifndef BENCH_TIMING_H
 #define BENCH_TIMING_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -26,6 +27,18 @@ static inline double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, timing_cmp);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* dir/name opened for writing, its header line written; NULL when it
+ * cannot be (the tables still print). */
+static inline FILE *csv_open(const char *dir, const char *name, const char *header)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fprintf(f, "%s\n", header);
+    return f;
 }
 
 #endif
