@@ -80,19 +80,33 @@ size_t att_kv_bytes_at(const struct att_kv *c, long long tokens)
     return (nb > c->nblocks ? nb : c->nblocks) * block_bytes(c);
 }
 
-/* A block: of whole 2 MiB pages, mapped on its own and aligned, on
- * transparent huge pages where the kernel grants them (a one-row step reads
- * the cache at memory speed; 4 KiB pages would cost it TLB misses). Mapped,
- * not taken from malloc's heap: a sequence's end gives its memory back to
- * the system at once, and the heap's trimming of the steps' workspaces
- * never has a cache's blocks beside them. Smaller blocks come from malloc. */
+/* A block of whole pages is mapped on its own, not taken from malloc's
+ * heap: a sequence's end gives its memory back to the system at once (a
+ * heap keeps freed blocks of a MiB or so, whose threshold for mapping its
+ * own rises with every mapped block freed), and the heap's trimming of the
+ * steps' workspaces never has a cache's blocks beside them. One of whole
+ * 2 MiB pages is also aligned to them, on transparent huge pages where the
+ * kernel grants them (a one-row step reads the cache at memory speed; 4 KiB
+ * pages would cost it TLB misses). Small blocks (under 64 KiB, or not of
+ * whole pages) come from malloc, zeroed as a mapping is: the cache kernel
+ * reads a tile's unused columns (and discards them). */
 #define HUGE_PAGE ((size_t)2 << 20)
+#define SMALL_PAGE ((size_t)4096)
+#define MAPPED_MIN ((size_t)64 << 10)
+
+static int mapped(size_t bytes)
+{
+    return bytes >= MAPPED_MIN && bytes % SMALL_PAGE == 0;
+}
 
 static void *block_alloc(size_t bytes)
 {
-    if (bytes % HUGE_PAGE) /* zeroed, as a mapping is: the cache kernel reads a
-                            * tile's unused columns (and discards them) */
+    if (!mapped(bytes))
         return calloc(1, bytes);
+    if (bytes % HUGE_PAGE) {
+        void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return m == MAP_FAILED ? NULL : m;
+    }
     /* a page more than asked, its unaligned ends unmapped */
     unsigned char *m = mmap(NULL, bytes + HUGE_PAGE, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -111,10 +125,10 @@ static void block_free(void *b, size_t bytes)
 {
     if (!b)
         return;
-    if (bytes % HUGE_PAGE)
-        free(b);
-    else
+    if (mapped(bytes))
         munmap(b, bytes);
+    else
+        free(b);
 }
 
 /* Blocks for `tokens` tokens; 0, or -1 when out of memory (then the
