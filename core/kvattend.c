@@ -134,6 +134,8 @@ typedef void (*scores_fn)(float *sc, const float *qg, int G, const void *KT, int
                           float *buf, const char *pf);
 typedef void (*context_fn)(float *P, const float *sc, int G, const void *V, int n, int d, int dt,
                            float *buf, const char *pf);
+/* dec_softmax for a whole tile (n = DEC_TILE, sc at its start). */
+typedef int (*softmax_fn)(float *P, float *sc, int G, int d);
 
 struct dec {
     const struct att_params *pv;
@@ -145,6 +147,7 @@ struct dec {
     int isa;
     scores_fn scores; /* the inner loops (kvattend_simd.h, or plain) */
     context_fn context;
+    softmax_fn softmax; /* or NULL: dec_softmax for every tile */
     int bad[ATT_MAX_THREADS];
 };
 
@@ -201,6 +204,10 @@ static void plain_context(float *P, const float *sc, int G, const void *V, int n
 #define VLOADH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define VLOADBF(p) \
     _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define VMAX(a, b) _mm512_max_ps(a, b)
+#define VNOTBELOW(a, b) (int)_mm512_cmp_ps_mask(a, b, _CMP_NLT_UQ)
+#define VREDMAX(v) _mm512_reduce_max_ps(v)
+#define VREDADD(v) _mm512_reduce_add_ps(v)
 #define UX 4
 #include "core/kvattend_simd.h"
 #undef SFX
@@ -214,7 +221,27 @@ static void plain_context(float *P, const float *sc, int G, const void *V, int n
 #undef VFMA
 #undef VLOADH
 #undef VLOADBF
+#undef VMAX
+#undef VNOTBELOW
+#undef VREDMAX
+#undef VREDADD
 #undef UX
+
+/* The max and the sum of a vector's 8 lanes (AVX-512 has them as
+ * intrinsics). */
+__attribute__((target("avx2"))) static inline float hmax_avx2(__m256 v)
+{
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_max_ss(a, _mm_shuffle_ps(a, a, 1)));
+}
+
+__attribute__((target("avx2"))) static inline float hadd_avx2(__m256 v)
+{
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(a, _mm_shuffle_ps(a, a, 1)));
+}
 
 #define SFX avx2
 #define TGT __attribute__((target("avx2,fma,f16c")))
@@ -228,6 +255,10 @@ static void plain_context(float *P, const float *sc, int G, const void *V, int n
 #define VLOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define VLOADBF(p) \
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define VMAX(a, b) _mm256_max_ps(a, b)
+#define VNOTBELOW(a, b) _mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_NLT_UQ))
+#define VREDMAX(v) hmax_avx2(v)
+#define VREDADD(v) hadd_avx2(v)
 #define UX 2
 #include "core/kvattend_simd.h"
 
@@ -325,7 +356,8 @@ static inline __attribute__((always_inline)) void dec_part(struct dec *D, int t,
                                  pv->alibi_slopes ? pv->alibi_slopes[h] : 0.0f);
                     att_row_finish(sj + k * DEC_TILE, pv, &ar);
                 }
-                D->bad[t] |= dec_softmax(P, sj, G, n, d);
+                D->bad[t] |= n == DEC_TILE && D->softmax ? D->softmax(P, sj, G, d)
+                                                         : dec_softmax(P, sj, G, n, d);
                 D->context(P, sj, G, V, n, d, c->dtype, kbuf, pvr);
                 j += n;
             }
@@ -410,9 +442,9 @@ int att_kv_attend(float *ctx, const float *q, const struct att_params *pv, const
         .isa = dec_isa(),
     };
     if (D.isa == ISA_AVX512 && d % 16 == 0)
-        D.scores = ds_scores_avx512, D.context = ds_context_avx512;
+        D.scores = ds_scores_avx512, D.context = ds_context_avx512, D.softmax = ds_softmax_avx512;
     else if (D.isa >= ISA_AVX2 && d % 8 == 0)
-        D.scores = ds_scores_avx2, D.context = ds_context_avx2;
+        D.scores = ds_scores_avx2, D.context = ds_context_avx2, D.softmax = ds_softmax_avx2;
     else
         D.scores = plain_scores, D.context = plain_context;
     D.jlo = pv->S, D.jhi = 0;

@@ -104,6 +104,74 @@ DS_CAT(ds_context_gb, SFX)(float *P, const float *sc, const void *V, int n, int 
     }
 }
 
+/* e^x for x <= 0, lane by lane: exp_nonpos (expf.h) written with GCC's
+ * vector operators, the same operations in the same order, so the compiler
+ * contracts the same multiply-adds and each lane has the scalar's bits. */
+static inline __attribute__((always_inline)) TGT VF DS_CAT(ds_exp, SFX)(VF x)
+{
+    typedef int vi __attribute__((vector_size(sizeof(VF))));
+    const vi in_range = x >= VSET1(-104.0f); /* all ones or zero */
+    const VF xc = (VF)(((vi)x & in_range) | ((vi)VSET1(-104.0f) & ~in_range));
+    const vi n = __builtin_convertvector(xc * 1.44269504f - 0.5f, vi);
+    const VF fn = __builtin_convertvector(n, VF);
+    const VF r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
+    VF p = VSET1(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const vi n1 = n >> 1, n2 = n - n1;
+    const VF e = p * (VF)((n1 + 127) << 23) * (VF)((n2 + 127) << 23);
+    return (VF)((vi)e & in_range);
+}
+
+/* dec_softmax (kvattend.c) for a whole tile of GB heads: the scores of head
+ * g at sc + g·DEC_TILE, its state (max, sum, context) at P + g·(d + 2); the
+ * tile's max and sum as vector reductions, its exps and the rescaling
+ * factor as vector exps. Returns 1 when a score is +inf or NaN. */
+static inline __attribute__((always_inline)) TGT int
+DS_CAT(ds_softmax_gb, SFX)(float *P, float *sc, int d, int GB)
+{
+    enum { NV = DEC_TILE / VW };
+    VF s[4][NV];
+    int bad = 0;
+    float mx[4];
+    for (int g = 0; g < GB; g++) {
+        VF m = VSET1(P[(size_t)g * (d + 2)]);
+        for (int v = 0; v < NV; v++) {
+            s[g][v] = VLOAD(sc + g * DEC_TILE + v * VW);
+            bad |= VNOTBELOW(s[g][v], VSET1(INFINITY)); /* NaN or +inf */
+            m = VMAX(m, s[g][v]);
+        }
+        mx[g] = VREDMAX(m);
+    }
+    for (int g = 0; g < GB; g++) {
+        float *pk = P + (size_t)g * (d + 2), *sg = sc + g * DEC_TILE;
+        if (mx[g] == -INFINITY) { /* nothing seen yet: no weight */
+            for (int v = 0; v < NV; v++)
+                VSTORE(sg + v * VW, VZERO());
+            continue;
+        }
+        const VF m = VSET1(mx[g]);
+        VF sum = VZERO();
+        for (int v = 0; v < NV; v++) {
+            const VF e = DS_CAT(ds_exp, SFX)(s[g][v] - m);
+            VSTORE(sg + v * VW, e);
+            sum += e;
+        }
+        /* e^0 is 1 exactly: the exp only when the max moved */
+        const float alpha = mx[g] == pk[0] ? 1.0f : DS_CAT(ds_exp, SFX)(VSET1(pk[0] - mx[g]))[0];
+        pk[1] = pk[1] * alpha + VREDADD(sum);
+        pk[0] = mx[g];
+        if (alpha != 1.0f)
+            for (int x = 0; x < d; x += VW)
+                VSTORE(pk + 2 + x, VLOAD(pk + 2 + x) * VSET1(alpha));
+    }
+    return bad;
+}
+
 /* The G heads of a group, 4 at a time, each expansion with constant GB
  * and dtype (so that the accumulators stay in registers). */
 #define DS_BY_GB(fn, dt, ...)                                                                     \
@@ -146,6 +214,23 @@ TGT static void DS_CAT(ds_context, SFX)(float *P, const float *sc, int G, const 
         const float *s = sc + k0 * DEC_TILE;
         DS_BY_DT(DS_CAT(ds_context_gb, SFX), p, s, V, n, d, k0 ? NULL : pf);
     }
+}
+
+/* The online softmax of a whole tile (n = DEC_TILE) for the G heads of a
+ * group; as dec_softmax (kvattend.c). */
+TGT static int DS_CAT(ds_softmax, SFX)(float *P, float *sc, int G, int d)
+{
+    int bad = 0;
+    for (int k0 = 0; k0 < G; k0 += 4) {
+        float *p = P + (size_t)k0 * (d + 2), *s = sc + k0 * DEC_TILE;
+        switch (G - k0 < 4 ? G - k0 : 4) {
+        case 4: bad |= DS_CAT(ds_softmax_gb, SFX)(p, s, d, 4); break;
+        case 3: bad |= DS_CAT(ds_softmax_gb, SFX)(p, s, d, 3); break;
+        case 2: bad |= DS_CAT(ds_softmax_gb, SFX)(p, s, d, 2); break;
+        default: bad |= DS_CAT(ds_softmax_gb, SFX)(p, s, d, 1); break;
+        }
+    }
+    return bad;
 }
 
 #undef DS_BY_DT
