@@ -102,6 +102,15 @@ static json_t *number(struct rd *r)
 
 static json_t *value(struct rd *r);
 
+/* After a member: 1 a ',' (another follows), 0 the close, -1 else. */
+static int after_member(struct rd *r, char close)
+{
+    skip_ws(r);
+    if (!at(r, ',') && !at(r, close))
+        return -1;
+    return r->s[r->i++] == ',';
+}
+
 static json_t *object(struct rd *r)
 {
     json_t *o = json_object();
@@ -130,15 +139,9 @@ static json_t *object(struct rd *r)
         }
         if (json_object_setn_new_nocheck(o, k, len, v)) /* takes v, even when it fails */
             break;
-        skip_ws(r);
-        if (at(r, ',')) {
-            r->i++;
-        } else if (at(r, '}')) {
-            r->i++;
-            return o;
-        } else {
-            break;
-        }
+        const int more = after_member(r, '}');
+        if (more <= 0)
+            return more ? (json_decref(o), NULL) : o;
     }
     json_decref(o);
     return NULL;
@@ -157,15 +160,9 @@ static json_t *array(struct rd *r)
         json_t *v = value(r);
         if (!v || json_array_append_new(a, v))
             break;
-        skip_ws(r);
-        if (at(r, ',')) {
-            r->i++;
-        } else if (at(r, ']')) {
-            r->i++;
-            return a;
-        } else {
-            break;
-        }
+        const int more = after_member(r, ']');
+        if (more <= 0)
+            return more ? (json_decref(a), NULL) : a;
     }
     json_decref(a);
     return NULL;
