@@ -26,8 +26,8 @@ int codec_weights_reduce(struct att_params *p, json_t *top_k, json_t *pool, int 
                          const char *prefix, struct failure *err)
 {
     char tn[64], pn[64];
-    codec_join(tn, sizeof tn, prefix, "weights_top_k");
-    codec_join(pn, sizeof pn, prefix, "weights_pool");
+    codec_join(tn, sizeof tn, prefix, opt_name(OPT_WEIGHTS_TOP_K));
+    codec_join(pn, sizeof pn, prefix, opt_name(OPT_WEIGHTS_POOL));
     if (top_k && pool)
         return fail_with(err, ERR_INVALID_PARAMETER, "%s and %s cannot be used together: ask "
                          "for one reduction of the weights", tn, pn);
