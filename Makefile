@@ -65,7 +65,7 @@ MODEL_SRC  := model/model.c model/hf.c model/defaults.c model/load.c model/safet
 # what model/ calls of core/ (the weights' names and shapes, check.c) and what that calls
 MODEL_CORE_SRC := core/check.c core/variants.c core/posenc.c
 CODEC_SRC  := codec/status.c codec/request.c codec/resolve.c codec/variants.c codec/reduce.c codec/response.c codec/scan.c \
-              codec/scan_json.c codec/tensor.c codec/v2.c codec/v2_inputs.c codec/v2_params.c codec/v2_scan.c \
+              codec/scan_json.c codec/json_small.c codec/tensor.c codec/v2.c codec/v2_inputs.c codec/v2_params.c codec/v2_scan.c \
               codec/v2_response.c codec/stream.c codec/sequence.c codec/v2_sequence.c
 API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c api/sequence_layers.c api/sequence.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
@@ -87,7 +87,7 @@ UNIT_SRC  := tests/core/test_attention.c tests/core/test_attention_errors.c test
              tests/lib/test_pool.c tests/lib/test_pool_close.c tests/lib/pool_shared.c tests/api/test_spec.c tests/lib/test_jsonnum.c tests/lib/test_jsonnum_format.c tests/lib/test_jsonnum_differential.c tests/api/test_service.c \
              tests/core/test_numerics.c tests/http/test_inflate.c tests/http/test_route.c tests/api/test_routes.c tests/api/test_sequence_store.c tests/support/http_util.c tests/model/test_model.c tests/model/test_model_hf.c tests/model/test_repo.c tests/codec/test_v2_codec.c tests/codec/test_v2_golden.c tests/codec/test_v2_refusals.c tests/codec/v2_codec_shared.c tests/codec/test_v2_fast.c tests/lib/test_suggest.c tests/codec/test_variants_fast.c tests/options/test_options.c tests/support/golden.c tests/support/testdata.c tests/support/fixture.c tests/support/check.c \
              tests/support/golden_v2.c tests/support/limits.c tests/support/http_client.c \
-             tests/api/test_models.c tests/lib/test_utf8.c tests/codec/test_stream.c tests/codec/test_scan_blank.c \
+             tests/api/test_models.c tests/lib/test_utf8.c tests/codec/test_stream.c tests/codec/test_scan_blank.c tests/codec/test_json_small.c \
              tests/codec/test_sequence_batch.c
 UNIT_SRC  += tests/core/test_kvcache.c
 UNIT_SRC  += tests/lib/test_pool_parallel.c tests/api/test_sequence_layers.c

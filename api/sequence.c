@@ -34,7 +34,7 @@ static void fixed_of(struct seq_fixed *f, const struct codec_request *r, const c
 {
     const struct att_params *p = &r->p;
     memset(f, 0, sizeof *f);
-    snprintf(f->model, sizeof f->model, "%s", model);
+    codec_join(f->model, sizeof f->model, "", model);
     f->model_id = model_id;
     const int v[SEQ_NFIX] = {
         [SEQ_FIX_H] = p->H, [SEQ_FIX_HKV] = p->Hkv ? p->Hkv : p->H,

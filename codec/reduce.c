@@ -3,6 +3,7 @@
  * /attention (codec/request.c, codec/response.c) and v2 (codec/v2*.c)
  * share; see codec/reduce.h. */
 #include "codec/reduce.h"
+#include "codec/variants.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -25,8 +26,8 @@ int codec_weights_reduce(struct att_params *p, json_t *top_k, json_t *pool, int 
                          const char *prefix, struct failure *err)
 {
     char tn[64], pn[64];
-    snprintf(tn, sizeof tn, "%sweights_top_k", prefix);
-    snprintf(pn, sizeof pn, "%sweights_pool", prefix);
+    codec_join(tn, sizeof tn, prefix, opt_name(OPT_WEIGHTS_TOP_K));
+    codec_join(pn, sizeof pn, prefix, opt_name(OPT_WEIGHTS_POOL));
     if (top_k && pool)
         return fail_with(err, ERR_INVALID_PARAMETER, "%s and %s cannot be used together: ask "
                          "for one reduction of the weights", tn, pn);

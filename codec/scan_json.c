@@ -2,6 +2,7 @@
  * read alone, refusals with line and column, and the syntax of a whole body
  * (scan_json_check); see scan_json.h and scan.h. */
 #include "codec/scan_json.h"
+#include "codec/json_small.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -444,6 +445,9 @@ json_t *scan_load_blanked(const struct scan_blanks *b, const char *s, size_t n, 
 {
     struct feed d = {b, s, n, 0, 0, compact};
     *nomem = 0;
+    json_t *small = b->n ? NULL : json_small_load(s, n);
+    if (small)
+        return small;
     json_t *root = b->n ? json_load_callback(feed_get, &d, JSON_REJECT_DUPLICATES, je)
                         : json_loadb(s, n, JSON_REJECT_DUPLICATES, je);
     if (root || !standin || json_error_code(je) != json_error_numeric_overflow)

@@ -35,8 +35,9 @@ struct scan_blanks {
 int scan_blank(struct scan_blanks *b, size_t start, size_t end, int array);
 /* s (n bytes) with b's ranges blanked (padded, or compact), through
  * jansson (JSON_REJECT_DUPLICATES; standin: a number it cannot hold, again
- * with its stand-in, jsonnum_standin). NULL with je filled, or with *nomem
- * set. */
+ * with its stand-in, jsonnum_standin). With no range, a text of the plain
+ * form json_small_load() reads (codec/json_small.h) is read by it, to the
+ * same values. NULL with je filled, or with *nomem set. */
 json_t *scan_load_blanked(const struct scan_blanks *b, const char *s, size_t n, int compact,
                           int standin, json_error_t *je, int *nomem);
 void scan_blanks_free(struct scan_blanks *b);

@@ -111,7 +111,7 @@ static int read_id(char *out, size_t outlen, const struct codec_sequence *s, jso
             return fail_with(err, ERR_INVALID_PARAMETER, "%s must be at most %d visible ASCII "
                              "characters (no spaces), or an integer from %d to " UINT64_TEXT,
                              name, CODEC_SEQUENCE_ID_MAX, index < 0 ? 0 : 1);
-        snprintf(out, outlen, "%s", json_string_value(v));
+        codec_join(out, outlen, "", json_string_value(v));
     } else if (json_is_integer(v) && json_integer_value(v) >= 0) {
         snprintf(out, outlen, "%lld", json_integer_value(v));
     } else if (json_is_real(v) && json_real_value(v) >= 9223372036854775807.0 &&

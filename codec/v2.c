@@ -170,7 +170,8 @@ static int input_head(json_t *in, const char *name, const char **dt, struct fail
     static const char *const fields[] = {"name", "shape", "datatype", "parameters", "data",
                                          NULL};
     char what[96];
-    snprintf(what, sizeof what, "input '%s'", name);
+    const size_t n = codec_join(what, sizeof what, "input '", name);
+    codec_join(what + n, sizeof what - n, "'", "");
     if (v2_known_fields(in, fields, what, err))
         return -1;
     if (!(*dt = json_string_value(json_object_get(in, "datatype"))))
@@ -189,7 +190,8 @@ static int input_data(json_t *in, const char *name, json_t **data, json_t **size
     if (params && !json_is_object(params))
         return fail_with(err, ERR_INVALID_PARAMETER, "input '%s': parameters must be an object",
                          name);
-    snprintf(what, sizeof what, "input '%s': ", name);
+    const size_t n = codec_join(what, sizeof what, "input '", name);
+    codec_join(what + n, sizeof what - n, "': ", "");
     if (v2_check_parameters(params, V2_PARAMS_INPUT, what, err))
         return -1;
     *size = json_object_get(params, "binary_data_size");

@@ -165,7 +165,7 @@ static int read_variants(struct codec_values *cv, json_t *params, const struct m
     json_t *v;
     for (int k = 0; m && k < 2; k++) {
         const enum opt_id id = k ? OPT_HEAD_DIM : OPT_NUM_KV_HEADS;
-        snprintf(from, sizeof from, "parameters.%s", opt_name(id));
+        codec_join(from, sizeof from, "parameters.", opt_name(id));
         if (codec_model_dim(m, id, json_object_get(params, opt_name(id)), from, err))
             return -1;
     }
@@ -178,25 +178,25 @@ static int read_variants(struct codec_values *cv, json_t *params, const struct m
     const char *rn = opt_name(OPT_ROPE);
     json_t *rope = json_object_get(params, rn);
     for (int k = 0; k < 3; k++) { /* opt_v2(OPT_ROPE, 1..3): the flat members */
-        snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_ROPE, k + 1));
+        codec_join(from, sizeof from, "parameters.", opt_v2(OPT_ROPE, k + 1));
         if (rope && json_object_get(params, opt_v2(OPT_ROPE, k + 1)))
             return fail_with(err, ERR_INVALID_PARAMETER, "parameters.%s and %s cannot be used "
                              "together: give the %s object or the flat parameters", rn, from, rn);
         if (!cv->name[CV_ROPE_STYLE + k][0]) /* a default's keeps its name */
             codec_values_set(cv, CV_ROPE_STYLE + k, NULL, from);
     }
-    snprintf(from, sizeof from, "parameters.%s", rn);
+    codec_join(from, sizeof from, "parameters.", rn);
     if (rope && ((json_is_string(rope) && !(rope = codec_values_parse(cv, rope, from, err))) ||
                  codec_values_rope(cv, rope, from, err)))
         return -1;
     for (int k = 0; k < 3; k++)
         if ((v = json_object_get(params, opt_v2(OPT_ROPE, k + 1)))) {
-            snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_ROPE, k + 1));
+            codec_join(from, sizeof from, "parameters.", opt_v2(OPT_ROPE, k + 1));
             codec_values_set(cv, CV_ROPE_STYLE + k, v, from);
         }
     for (int k = 0; k < 2; k++)
         if ((v = json_object_get(params, opt_v2(OPT_WINDOW, k)))) {
-            snprintf(from, sizeof from, "parameters.%s", opt_v2(OPT_WINDOW, k));
+            codec_join(from, sizeof from, "parameters.", opt_v2(OPT_WINDOW, k));
             codec_values_set(cv, CV_WINDOW_LEFT + k, v, from);
         }
     return 0;
@@ -389,14 +389,15 @@ int v2_read_outputs(struct v2_request *r, json_t *list, const struct v2_options 
                              name);
         static const char *const fields[] = {"name", "parameters", NULL};
         char what[96];
-        snprintf(what, sizeof what, "output '%s'", name);
+        const size_t n = codec_join(what, sizeof what, "output '", name);
+        codec_join(what + n, sizeof what - n, "'", "");
         if (v2_known_fields(x, fields, what, err))
             return -1;
         json_t *params = json_object_get(x, "parameters");
         if (params && !json_is_object(params))
             return fail_with(err, ERR_INVALID_PARAMETER, "output '%s': parameters must be an "
                              "object", name);
-        snprintf(what, sizeof what, "output '%s': ", name);
+        codec_join(what + n, sizeof what - n, "': ", "");
         if (v2_check_parameters(params, V2_PARAMS_OUTPUT, what, err))
             return -1;
         if ((v = json_object_get(params, "binary_data"))) {

@@ -83,12 +83,27 @@ static void put(char *dst, size_t *o, const char *s)
     *o += n;
 }
 
+/* Append sep and v in decimal, as "%s%lld" writes them. */
+static void put_ll(char *dst, size_t *o, const char *sep, long long v)
+{
+    char t[24];
+    size_t k = 0;
+    unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+    do
+        t[k++] = (char)('0' + u % 10);
+    while ((u /= 10) > 0);
+    if (v < 0)
+        t[k++] = '-';
+    put(dst, o, sep);
+    while (k > 0)
+        dst[(*o)++] = t[--k];
+}
+
 static void put_output(struct stream *st, char *dst, size_t *o, const struct v2_request *r,
                        int k, const void *x)
 {
     long long shape[4];
     size_t count;
-    char s[64];
     const int nd = output_shape(r, k, shape, &count);
     const size_t esize = k == V2_OUT_CACHE_LENGTH ? sizeof(long long) : sizeof(float);
     put(dst, o, "{\"name\":\"");
@@ -96,14 +111,13 @@ static void put_output(struct stream *st, char *dst, size_t *o, const struct v2_
     put(dst, o, k == V2_OUT_TOPK_INDICES    ? "\",\"datatype\":\"INT32\",\"shape\":["
                 : k == V2_OUT_CACHE_LENGTH ? "\",\"datatype\":\"INT64\",\"shape\":["
                                            : "\",\"datatype\":\"FP32\",\"shape\":[");
-    for (int d = 0; d < nd; d++) {
-        snprintf(s, sizeof s, "%s%lld", d ? "," : "", shape[d]);
-        put(dst, o, s);
-    }
+    for (int d = 0; d < nd; d++)
+        put_ll(dst, o, d ? "," : "", shape[d]);
     put(dst, o, "],");
     if (r->binary[k]) {
-        snprintf(s, sizeof s, "\"parameters\":{\"binary_data_size\":%zu}}", count * esize);
-        put(dst, o, s);
+        const size_t bytes = count * esize; /* a body's size: within long long */
+        put_ll(dst, o, "\"parameters\":{\"binary_data_size\":", (long long)bytes);
+        put(dst, o, "}}");
         stream_piece(st, STREAM_AT_END, x, count * esize, STREAM_RAW);
         return;
     }
@@ -111,10 +125,8 @@ static void put_output(struct stream *st, char *dst, size_t *o, const struct v2_
     if (k == V2_OUT_CACHE_LENGTH) {
         const long long *l = x;
         put(dst, o, "[");
-        for (size_t i = 0; i < count; i++) {
-            snprintf(s, sizeof s, "%s%lld", i ? "," : "", l[i]);
-            put(dst, o, s);
-        }
+        for (size_t i = 0; i < count; i++)
+            put_ll(dst, o, i ? "," : "", l[i]);
         put(dst, o, "]");
     } else if (k == V2_OUT_TOPK_INDICES)
         *o += format_ints(dst + *o, (const int32_t *)(const void *)x, count);
@@ -162,10 +174,9 @@ struct stream *v2_stream_new(const struct v2_request *r, const char *model_name,
     put(st->text, &o, name);
     put(st->text, &o, ",\"model_version\":\"1\"");
     if (q->n && !q->array) { /* a step of a sequence: the cache length after it */
-        char cl[64];
-        snprintf(cl, sizeof cl, ",\"parameters\":{\"cache_length\":%lld}",
-                 q->end_only ? 0 : q->item[0].length);
-        put(st->text, &o, cl);
+        put_ll(st->text, &o, ",\"parameters\":{\"cache_length\":",
+               q->end_only ? 0 : q->item[0].length);
+        put(st->text, &o, "}");
     }
     if (id) {
         put(st->text, &o, ",\"id\":");

@@ -24,11 +24,22 @@ void codec_values_deinit(struct codec_values *cv)
     cv->n_own = 0;
 }
 
+size_t codec_join(char *dst, size_t size, const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    n = n < size ? n : size - 1;
+    m = m < size - n ? m : size - n - 1;
+    memmove(dst, a, n);
+    memmove(dst + n, b, m);
+    dst[n + m] = '\0';
+    return n + m;
+}
+
 void codec_values_set(struct codec_values *cv, int i, json_t *v,
                       const char *name)
 {
     cv->v[i] = v;
-    snprintf(cv->name[i], sizeof cv->name[i], "%s", name);
+    codec_join(cv->name[i], sizeof cv->name[i], "", name);
 }
 
 void codec_values_merge(struct codec_values *cv, int i, json_t *v,
@@ -82,7 +93,7 @@ void codec_values_over(struct codec_values *cv, json_t *obj, int v2)
         const enum opt_id o = (enum opt_id)i;
         if (o == OPT_ROPE || o == OPT_WINDOW || !(opt_get(o)->flags & flag))
             continue; /* those two in members (codec_values_rope, _window) */
-        snprintf(from, sizeof from, "%s%s", v2 ? "parameters." : "", opt_name(o));
+        codec_join(from, sizeof from, v2 ? "parameters." : "", opt_name(o));
         json_t *v = json_object_get(obj, opt_name(o));
         if (o == OPT_ALIBI || o == OPT_ALIBI_SLOPES) {
             if (alibi) /* one option: the request's either replaces both */

@@ -64,6 +64,11 @@ struct codec_values {
 void codec_values_init(struct codec_values *cv);
 void codec_values_deinit(struct codec_values *cv);
 
+/* a then b into dst (size bytes, size >= 1), cut to fit as snprintf(dst,
+ * size, "%s%s", a, b) would (without its cost on the request path); the
+ * length written. */
+size_t codec_join(char *dst, size_t size, const char *a, const char *b);
+
 /* Value i is v (borrowed; NULL: not given, the name is kept for messages). */
 void codec_values_set(struct codec_values *cv, int i, json_t *v,
                       const char *name);
