@@ -363,10 +363,16 @@ for step in 1 2 3 4 5 6; do
     done
 done
 sleep 0.5 # nginx logs a request when it ends
-SEQ_SPREAD=$(tail -n "+$((A0 + 1))" "$OUT/access.log" | awk -F'|' '$9 != "" && $9 != "-" {
+# spread FROM PATTERN: of nginx's log lines after FROM whose X-Sequence-Id
+# matches PATTERN, "MOVED PER_REPLICA": how many reached another replica
+# than the first of their header's value, and how many values each replica got
+spread() {
+    tail -n "+$(($1 + 1))" "$OUT/access.log" | awk -F'|' -v pat="$2" '$9 ~ pat && $9 != "-" {
         if (!($9 in at)) at[$9] = $4; else if (at[$9] != $4) moved++ }
     END { for (k in at) n[at[k]]++; for (r in n) s = s (s == "" ? "" : ", ") n[r]
-          printf "%d %s", moved, s }')
+          printf "%d %s", moved, s }'
+}
+SEQ_SPREAD=$(spread "$A0" '.')
 read -r SEQ_MOVED SEQ_PER_REPLICA <<<"$SEQ_SPREAD"
 [ "$SEQ_BAD" = 0 ] || fail "sequences: $SEQ_BAD of 66 steps not 200 with their cache length"
 [ "$SEQ_MOVED" = 0 ] || fail "sequences: $SEQ_MOVED steps reached another replica than their sequence's"
@@ -407,10 +413,7 @@ for b in $(seq 5); do
     done
 done
 sleep 0.5 # nginx logs a request when it ends
-BATCH_SPREAD=$(tail -n "+$((A0 + 1))" "$OUT/access.log" | awk -F'|' '$9 ~ /^batch-/ {
-        if (!($9 in at)) at[$9] = $4; else if (at[$9] != $4) moved++ }
-    END { for (k in at) n[at[k]]++; for (r in n) s = s (s == "" ? "" : ", ") n[r]
-          printf "%d %s", moved, s }')
+BATCH_SPREAD=$(spread "$A0" '^batch-')
 read -r BATCH_MOVED BATCH_PER_REPLICA <<<"$BATCH_SPREAD"
 [ "$BATCH_BAD" = 0 ] || fail "batches: $BATCH_BAD of 35 requests not 200 with their cache lengths"
 [ "$BATCH_MOVED" = 0 ] || fail "batches: $BATCH_MOVED requests reached another replica than their batch's"
