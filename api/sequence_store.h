@@ -1,5 +1,6 @@
 /* sequence_store.h -- the sequences the server holds: Triton's
- * sequence extension over a key/value cache per sequence (core/kvcache.h).
+ * sequence extension over a key/value cache per sequence and layer
+ * (core/kvcache.h, api/sequence_layers.h).
  * docs/sequences.md says what a client sees.
  *
  * One store per process. A sequence is found by its id (text: the client's

@@ -1,6 +1,7 @@
 /* kvcache.h -- a sequence's key/value cache and one step of attention over
  * it (the sequences of Triton's sequence extension; the api keeps one cache
- * per sequence, core/ knows nothing of ids, models or protocols).
+ * per sequence and layer, core/ knows nothing of ids, layers, models or
+ * protocols).
  *
  *     struct att_kv *c = att_kv_new(Hkv, d, ATT_KV_F16);
  *     ...per step: p as the stateless request of this step (below)
