@@ -2,7 +2,6 @@
  * need the sequence's state, then the step on its cache; see sequence.h. */
 #include "api/sequence.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +27,10 @@ static const char *fixed_name(enum seq_fix f)
                                : opt_name(opts[f]);
 }
 
-/* What r's start fixes. */
-static void fixed_of(struct seq_fixed *f, const struct codec_request *r, const char *model,
-                     const void *model_id)
+/* What a start with p on the sequence part q fixes. */
+static void fixed_of(struct seq_fixed *f, const struct att_params *p,
+                     const struct codec_sequence *q, const char *model, const void *model_id)
 {
-    const struct att_params *p = &r->p;
     memset(f, 0, sizeof *f);
     codec_join(f->model, sizeof f->model, "", model);
     f->model_id = model_id;
@@ -43,8 +41,8 @@ static void fixed_of(struct seq_fixed *f, const struct codec_request *r, const c
         [SEQ_FIX_ROPE_STYLE] = p->rope_style, [SEQ_FIX_ROPE_DIM] = p->rope_rotary_dim};
     memcpy(f->v, v, sizeof v);
     f->rope_theta = p->rope_theta;
-    f->dtype = r->seq.dtype;
-    f->layer = r->seq.layer;
+    f->dtype = q->dtype;
+    f->layer = q->layer;
 }
 
 /* A later step against what the start fixed: 0, or -1 with err. */
@@ -69,19 +67,17 @@ static int same_fixed(const struct seq_fixed *a, const struct seq_fixed *b, int 
 }
 
 /* A later step that leaves out num_kv_heads, head_dim or rope has the
- * start's (as it leaves out the built-in model's weights). 1 when any. */
-static int inherit(struct att_params *p, const struct seq_fixed *f)
+ * start's (as it leaves out the built-in model's weights). */
+static void inherit(struct att_params *p, const struct seq_fixed *f)
 {
-    int any = 0;
     if (!p->Hkv && f->v[SEQ_FIX_HKV] != p->H)
-        p->Hkv = f->v[SEQ_FIX_HKV], any = 1;
+        p->Hkv = f->v[SEQ_FIX_HKV];
     if (!p->head_dim && f->v[SEQ_FIX_HEAD_DIM] != p->E / p->H)
-        p->head_dim = f->v[SEQ_FIX_HEAD_DIM], any = 1;
+        p->head_dim = f->v[SEQ_FIX_HEAD_DIM];
     if (p->rope_style == ATT_ROPE_NONE && f->v[SEQ_FIX_ROPE_STYLE] != ATT_ROPE_NONE) {
         p->rope_style = f->v[SEQ_FIX_ROPE_STYLE], p->rope_theta = f->rope_theta;
-        p->rope_rotary_dim = f->v[SEQ_FIX_ROPE_DIM], any = 1;
+        p->rope_rotary_dim = f->v[SEQ_FIX_ROPE_DIM];
     }
-    return any;
 }
 
 /* A batch's item b refused: its index and id before err's words (the
@@ -147,11 +143,8 @@ static int item_check(struct item *it, struct codec_request *r, const char *mode
     }
     struct seq_fixed fix;
     if (!st->started) { /* a later step, or one joining on a new layer */
-        struct codec_request v = *r;
-        v.p = *p;
-        inherit(&v.p, st->fixed);
-        *p = v.p;
-        fixed_of(&fix, &v, model, model_id);
+        inherit(p, st->fixed);
+        fixed_of(&fix, p, &r->seq, model, model_id);
         if (same_fixed(st->fixed, &fix, r->seq.dtype_asked, id, err))
             return -1;
     }
@@ -204,33 +197,32 @@ static int end_only(struct codec_sequence *q, struct failure *err)
     return 0;
 }
 
-static const struct codec_sequence *sort_q; /* for by_id (under sort_mu) */
-static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
+/* An item's place in the order the batch's sequences are opened. */
+struct opening {
+    const char *id;
+    int b; /* its index in the request */
+};
 
-static int by_id(const void *a, const void *b)
+static int by_id(const void *x, const void *y)
 {
-    return strcmp(sort_q->item[*(const int *)a].id, sort_q->item[*(const int *)b].id);
+    return strcmp(((const struct opening *)x)->id, ((const struct opening *)y)->id);
 }
 
 /* The batch's items in the order every request opens them (by id: two
- * batches sharing sequences never wait for each other in a circle); the
- * same id twice is refused. 0, or -1 with err. */
-static int open_order(int *order, const struct codec_sequence *q, struct failure *err)
+ * batches sharing sequences never wait for each other in a circle). The
+ * codec has refused the same id twice (codec/sequence.c, naming both
+ * items); opening one twice would wait for itself, so it is checked here
+ * too, as the store's rule. 0, or -1 with err. */
+static int open_order(struct opening *order, const struct codec_sequence *q,
+                      struct failure *err)
 {
     for (int b = 0; b < q->n; b++)
-        order[b] = b;
-    pthread_mutex_lock(&sort_mu);
-    sort_q = q;
+        order[b] = (struct opening){q->item[b].id, b};
     qsort(order, (size_t)q->n, sizeof *order, by_id);
-    pthread_mutex_unlock(&sort_mu);
     for (int k = 1; k < q->n; k++)
-        if (!strcmp(q->item[order[k]].id, q->item[order[k - 1]].id)) {
-            const int i = order[k] < order[k - 1] ? order[k] : order[k - 1];
-            const int j = order[k] < order[k - 1] ? order[k - 1] : order[k];
-            return fail_with(err, ERR_INVALID_PARAMETER, "%s[%d] '%.64s' is also %s[%d]: a "
-                             "sequence is stepped once per request", opt_name(OPT_SEQUENCE_ID),
-                             j, q->item[j].id, opt_name(OPT_SEQUENCE_ID), i);
-        }
+        if (!strcmp(order[k].id, order[k - 1].id))
+            return fail_with(err, ERR_INTERNAL, "sequence '%.64s' twice in one batch",
+                             order[k].id);
     return 0;
 }
 
@@ -248,7 +240,7 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
                          "weights_pool) are not supported in a batch of sequences: ask for "
                          "the full weights or none");
     struct item *it = calloc((size_t)n, sizeof *it);
-    int *order = malloc((size_t)n * sizeof *order);
+    struct opening *order = calloc((size_t)n, sizeof(struct opening));
     struct held *h = calloc(1, sizeof(struct held) + (size_t)n * sizeof(struct seq *));
     int rc = -1, bad = -1, opened = 0;
     if (!it || !order || !h) {
@@ -259,9 +251,9 @@ int sequence_step(struct codec_request *r, const char *model, const void *model_
         goto done;
     /* 1. open every item's sequence, in the order all requests use */
     struct seq_fixed fix;
-    fixed_of(&fix, r, model, model_id);
+    fixed_of(&fix, &r->p, q, model, model_id);
     for (; opened < n; opened++) {
-        const int b = order[opened];
+        const int b = order[opened].b;
         if (seq_open(&it[b].st, q->item[b].id, q->item[b].start, q->layer, &fix, err)) {
             bad = b;
             goto done;
@@ -353,7 +345,7 @@ done:
         item_fail(err, q, bad);
     /* close every opened item: applied (rc 0) or as before */
     for (int k = 0; it && order && k < opened; k++) {
-        const int b = order[k];
+        const int b = order[k].b;
         att_step_cancel(it[b].as);
         if (it[b].w_own)
             free(it[b].w);
