@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 # libmicrohttpd >= 1.0: Debian's package where it is new enough, else none
 # (the Makefile has scripts/mhd.sh build it, once, from these packages;
 # http/tls.c uses GnuTLS itself)
-build="gcc make pkg-config libc6-dev libgnutls28-dev $(scripts/mhd.sh packages) libjansson-dev zlib1g-dev libopenblas-dev"
+# gRPC's C core and protobuf-c (protoc-c): the gRPC transport (grpc/) and
+# its messages (proto/grpc_service.proto)
+build="gcc make pkg-config libc6-dev libgnutls28-dev $(scripts/mhd.sh packages) libjansson-dev zlib1g-dev libopenblas-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler"
 # nginx, wrk, curl: scale-test.sh (curl: soak.sh too). Debian 12's nginx
 # package holds the binary (nginx-light only adds a module to it).
 scale="nginx wrk curl"
