@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 
 # What the build compiles with, minus warnings and dependency files; the
 # libmicrohttpd headers are build/mhd/'s when the system's are too old
-# (scripts/mhd.sh), so that is built first.
-make -s --no-print-directory mhd
-cflags="-std=gnu11 -fopenmp-simd -pthread -I. $(pkg-config --cflags openblas 2>/dev/null || true)
+# (scripts/mhd.sh), so that is built first, and so is the header protoc-c
+# generates into build/gen/ (codec/ reads it).
+make -s --no-print-directory mhd build/gen/grpc_service.pb-c.h
+cflags="-std=gnu11 -fopenmp-simd -pthread -I. -Ibuild/gen $(pkg-config --cflags openblas 2>/dev/null || true)
         $(make -s --no-print-directory print-MHD_CFLAGS)"
 
 status=0
@@ -35,7 +36,7 @@ grep -v '^[0-9]* warnings\? generated\.$' "$log" || true
 #    check counts the copy as a read.
 #  missingIncludeSystem: it need not read the system headers.
 echo "cppcheck: $*"
-cppcheck --quiet --error-exitcode=1 --std=c11 -I. \
+cppcheck --quiet --error-exitcode=1 --std=c11 -I. -Ibuild/gen \
     --enable=warning,style,performance,portability \
     --suppress=invalidPointerCast --suppress=comparePointers \
     --suppress=ctuuninitvar:codec/scan.c \
