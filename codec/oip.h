@@ -24,100 +24,10 @@
 #ifndef CODEC_OIP_H
 #define CODEC_OIP_H
 
-#include <stddef.h>
-
-#include <jansson.h>
-
-#include "codec/stream.h"
-#include "lib/errors.h"
-
-/* A ModelInferRequest in v2's HTTP form. */
-struct oip_infer {
-    char model[128];     /* model_name */
-    char version[32];    /* model_version, "" when none */
-    char *body;          /* malloc'd: the JSON header, then the inputs' bytes */
-    size_t len;
-    long long header_len; /* the JSON header's bytes (Inference-Header-Content-Length) */
-};
-
-/* Decode msg (a serialized ModelInferRequest):
- *   - inputs as raw_input_contents (one entry per input, in order; then no
- *     input has contents) or as typed contents (the field of the input's
- *     datatype: fp32_contents for FP32, int_contents for INT8/16/32, ...;
- *     FP16 and BF16 only raw), each written as the input's binary data;
- *   - parameters at the request's, an input's and an output's level, as
- *     JSON values of the same names (bool, int64, uint64 -- beyond int64
- *     too --, double, string), so the HTTP side's rules name them: unknown
- *     and reserved names behave as over HTTP;
- *   - every output answered as binary data (raw_output_contents); an
- *     output's binary_data and the request's binary_data_output, HTTP's
- *     own, are ignored;
- *   - model_name empty is refused; id kept as the request's "id".
- * Returns 0, or -1 with err filled (r must be deinit'ed either way). */
-int oip_infer_decode(struct oip_infer *r, const unsigned char *msg, size_t len,
-                     struct failure *err);
-void oip_infer_deinit(struct oip_infer *r);
-
-/* v2's 200 answer as a ModelInferResponse: body (malloc'd) holds every
- * field but the raw_output_contents, which are tail[0 .. ntail): each
- * output's field tag and length (in prefix), then its bytes in st's
- * buffers. st must outlive the tails. As a ModelStreamInferResponse
- * (stream != 0): the same, inside its infer_response field. */
-struct oip_answer {
-    unsigned char *body;
-    size_t len;
-    struct {
-        const void *data;
-        size_t len;
-    } tail[2 * STREAM_MAX_PIECES];
-    int ntail;
-    unsigned char prefix[STREAM_MAX_PIECES][16];
-};
-int oip_answer_encode(struct oip_answer *a, const struct stream *st, int stream,
-                      struct failure *err);
-/* Free a's body (not st). */
-void oip_answer_deinit(struct oip_answer *a);
-
-/* A ModelStreamInferResponse carrying only error_message msg: *out
- * malloc'd, *len bytes; -1 when out of memory. */
-int oip_stream_error(const char *msg, unsigned char **out, size_t *len);
-
-/* The messages the other calls answer. */
-enum oip_message {
-    OIP_SERVER_LIVE_RESPONSE,
-    OIP_SERVER_READY_RESPONSE,
-    OIP_MODEL_READY_RESPONSE,
-    OIP_SERVER_METADATA_RESPONSE,
-    OIP_MODEL_METADATA_RESPONSE,
-    OIP_MODEL_CONFIG_RESPONSE,
-    OIP_MODEL_STATISTICS_RESPONSE,
-    OIP_REPOSITORY_INDEX_RESPONSE,
-    OIP_REPOSITORY_MODEL_LOAD_RESPONSE,
-    OIP_REPOSITORY_MODEL_UNLOAD_RESPONSE,
-};
-
-/* j (the protobuf JSON mapping: fields by name, 64-bit integers as numbers
- * or strings, enums by name, maps as objects; a field the message lacks is
- * skipped) serialized as message m: *out malloc'd (NULL for an empty
- * message), *len bytes. Returns 0, or -1 with err filled. */
-int oip_json_encode(enum oip_message m, const json_t *j, unsigned char **out, size_t *len,
-                    struct failure *err);
-
-/* The fields `name` (1) and `version` (2) of a ModelReadyRequest,
- * ModelMetadataRequest, ModelConfigRequest or ModelStatisticsRequest,
- * cut to fit (a longer one is refused). */
-int oip_name_version(const unsigned char *msg, size_t len, char *name, size_t namelen,
-                     char *version, size_t versionlen, struct failure *err);
-
-/* A RepositoryIndexRequest's `ready`. */
-int oip_repository_index(const unsigned char *msg, size_t len, int *ready, struct failure *err);
-
-/* A RepositoryModelLoadRequest or RepositoryModelUnloadRequest: the model's
- * name, and the body HTTP's load or unload takes ({"parameters": {...}}:
- * string_param as a string, bool_param, int64_param, and bytes_param as
- * base64 text, as Triton's HTTP "file:" parameters carry it), malloc'd in
- * *body. */
-int oip_repository_model(const unsigned char *msg, size_t len, char *model, size_t modellen,
-                         char **body, size_t *bodylen, struct failure *err);
+/* One header per file of the module (a call goes through its callee's
+ * own header); this one is the module's whole interface. */
+#include "codec/oip_infer.h"
+#include "codec/oip_answer.h"
+#include "codec/oip_json.h"
 
 #endif
