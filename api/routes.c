@@ -308,9 +308,7 @@ static const struct route rows[] = {
 };
 
 static const struct route_table table = {
-    rows, sizeof rows / sizeof rows[0],
-    "the model repository endpoints are disabled: set admin_token to enable them",
-    metrics_record,
+    rows, sizeof rows / sizeof rows[0], ROUTES_ADMIN_OFF, metrics_record,
 };
 
 const struct route_table *routes_init(const struct cfg *c, struct pool *pool)
