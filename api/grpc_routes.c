@@ -337,8 +337,8 @@ static void infer(const struct grpc_route_request *rq, struct grpc_route_respons
         infer_fail(out, stream, grpc_routes_code_of_error(e.code), e.msg);
         return;
     }
-    const struct service_times t = {
-        .first_byte = rq->t_first, .body_done = rq->t_msg,
+    const struct service_times t = { /* a stream's message: from its arrival, not the stream's */
+        .first_byte = stream ? rq->t_msg : rq->t_first, .body_done = rq->t_msg,
         .sequence_id = rq->metadata ? rq->metadata(rq, SEQUENCE_ID) : NULL,
         .cancelled = rq->cancelled, .deadline = rq->deadline,
     };
