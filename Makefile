@@ -80,6 +80,7 @@ CODEC_SRC  := codec/status.c codec/request.c codec/resolve.c codec/variants.c co
               codec/v2_response.c codec/stream.c codec/sequence.c codec/v2_sequence.c
 CODEC_SRC  += codec/pb_write.c codec/oip_infer.c codec/oip_answer.c codec/oip_json.c
 API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c api/sequence_layers.c api/sequence.c
+API_SRC    += api/grpc_routes.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
 SVC_SRC    := $(LIB_SRC) $(OPTIONS_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
@@ -104,6 +105,7 @@ UNIT_SRC  := tests/core/test_attention.c tests/core/test_attention_errors.c test
 UNIT_SRC  += tests/core/test_kvcache.c
 UNIT_SRC  += tests/lib/test_pool_parallel.c tests/api/test_sequence_layers.c
 UNIT_SRC  += tests/codec/test_oip.c tests/codec/test_oip_answer.c tests/codec/test_oip_json.c tests/codec/oip_shared.c
+UNIT_SRC  += tests/api/test_grpc_routes.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests

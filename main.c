@@ -4,17 +4,20 @@
  * requests on connections already open are answered (Connection: close)
  * until no connection remains or drain_timeout has passed; then the ones
  * still uploading are closed with 503, those being computed are still
- * answered, and the process exits 0 (http/http.h). A second SIGTERM or
- * SIGINT exits at once, with status 1.
+ * answered, and the process exits 0 (http/http.h). gRPC (grpc_port not 0)
+ * drains at the same time: GOAWAY at once, its calls in flight finish
+ * within what is left of drain_timeout, then are cancelled (grpc/grpc.h).
+ * A second SIGTERM or SIGINT exits at once, with status 1.
  *
- * The composition root: the settings (config/) become the transport's
- * options (http/http.h) and the route table's setup (api/routes.h), and
- * main hands the table to the transport.
+ * The composition root: the settings (config/) become the transports'
+ * options (http/http.h, grpc/grpc.h) and the route tables' setup
+ * (api/routes.h, api/grpc_routes.h), and main hands each table to its
+ * transport, both on the one worker pool.
  *
  * Exit statuses (enum cfg_exit, printed by --help): 2 when start-up
  * refuses a setting, for its value (cfg_parse) or for what it names
- * (static_dir here, the TLS pair: http_start; model_repository:
- * repo_start); 1 for the system's failures (the port in use, out of
+ * (static_dir here, the TLS pair: http_start and grpc_start;
+ * model_repository: repo_start); 1 for the system's failures (the port in use, out of
  * memory), then or later. */
 #include <errno.h>
 #include <signal.h>
@@ -25,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/grpc_routes.h"
 #include "api/routes.h"
 #include "config/config.h"
 #include "config/cpus.h"
@@ -32,6 +36,7 @@
 #include "model/repo.h"
 #include "http/framing.h"
 #include "http/http.h"
+#include "grpc/grpc.h"
 #include "lib/pool.h"
 
 extern char **environ;
@@ -88,6 +93,37 @@ static struct http_options http_options_of(const struct cfg *c)
         .tls_key_file = c->tls_key_file,
         .log_requests = c->log_level >= CFG_LOG_INFO,
     };
+}
+
+/* What the gRPC transport takes of the settings: HTTP's budgets, on its
+ * own port and address (bind's when unset). */
+static struct grpc_options grpc_options_of(const struct cfg *c)
+{
+    return (struct grpc_options){
+        .address = c->grpc_address[0] ? c->grpc_address : c->bind,
+        .port = c->grpc_port,
+        .max_calls = c->max_connections,
+        .max_message_bytes = c->max_body_bytes,
+        .max_inflight_bytes = c->max_inflight_bytes,
+        .idle_timeout = c->conn_timeout,
+        .admin_token = c->admin_token,
+        .tls_cert_file = c->tls_cert_file,
+        .tls_key_file = c->tls_key_file,
+        .log_requests = c->log_level >= CFG_LOG_INFO,
+    };
+}
+
+/* ", gRPC on https://ADDR:PORT" for the start-up line, or "" without gRPC. */
+static void grpc_line(char *out, size_t len, const struct cfg *c, const struct grpc_server *g)
+{
+    if (!g) {
+        out[0] = '\0';
+        return;
+    }
+    const char *addr = c->grpc_address[0] ? c->grpc_address : c->bind;
+    const int v6 = strchr(addr, ':') != NULL;
+    snprintf(out, len, "; gRPC on %s://%s%s%s:%d", scheme_of(c), v6 ? "[" : "", addr,
+             v6 ? "]" : "", grpc_port(g));
 }
 
 /* The core's runner (core/blas.h) on the worker pool. */
@@ -163,6 +199,18 @@ int main(int argc, char **argv)
         pool_free(pool);
         return refused ? CFG_EXIT_SETTING : CFG_EXIT_FAILURE;
     }
+    /* gRPC, on the same workers: the same refusals as HTTP's */
+    struct grpc_server *grpc = NULL;
+    if (c.grpc_port) {
+        const struct grpc_options gopt = grpc_options_of(&c);
+        grpc = grpc_start(&gopt, grpc_routes_init(&c), pool, &refused, err, sizeof err);
+        if (!grpc) {
+            fprintf(stderr, "attention-server: gRPC: %s\n", err);
+            http_stop(srv);
+            pool_free(pool);
+            return refused ? CFG_EXIT_SETTING : CFG_EXIT_FAILURE;
+        }
+    }
     /* The default repository, "models" beside the working directory, may be
      * missing (the binary run from elsewhere): then only the built-in model.
      * One set explicitly must be there. */
@@ -176,6 +224,8 @@ int main(int argc, char **argv)
     }
     /* models load in the background: live at once, ready when loaded */
     if (repo_start(c.model_repository, stderr) != 0) { /* it cannot be listed */
+        if (grpc)
+            grpc_stop(grpc);
         http_stop(srv);
         pool_free(pool);
         return CFG_EXIT_SETTING;
@@ -189,19 +239,31 @@ int main(int argc, char **argv)
         page_url(url, sizeof url, &c, http_port(srv));
         snprintf(page, sizeof page, "; the page: open %s in a browser", url);
     }
+    char gline[128];
+    grpc_line(gline, sizeof gline, &c, grpc);
     fprintf(stderr, "attention-server: listening on %s://%s:%d (workers %d (%s), queue %d, "
-                    "threads_per_request %d, OpenBLAS kernels %s)%s\n", scheme_of(&c), c.bind,
-            http_port(srv), c.workers, workers_from, c.queue_depth, c.threads_per_request, blas_core, page);
+                    "threads_per_request %d, OpenBLAS kernels %s)%s%s\n", scheme_of(&c), c.bind,
+            http_port(srv), c.workers, workers_from, c.queue_depth, c.threads_per_request,
+            blas_core, page, gline);
 
     int sig = 0;
     sigwait(&sigs, &sig);
+    if (grpc)
+        grpc_drain_begin(grpc); /* GOAWAY now, while HTTP drains */
+    const double drain_start = route_now();
     fprintf(stderr, "attention-server: %s, draining (up to %d s)\n", strsignal(sig),
             c.drain_timeout);
     pthread_t second;
     if (pthread_create(&second, NULL, second_signal, &sigs) != 0)
         fprintf(stderr, "attention-server: warning: a second signal will not stop the drain\n");
     int cut = http_drain(srv, c.drain_timeout);
-    pool_close(pool); /* every job has resumed its connection by now */
+    if (grpc) { /* what is left of drain_timeout (its calls drained meanwhile) */
+        const int left = c.drain_timeout - (int)(route_now() - drain_start);
+        cut += grpc_drain(grpc, left > 0 ? left : 0);
+    }
+    pool_close(pool); /* every job has resumed its connection or call by now */
+    if (grpc)
+        grpc_stop(grpc);
     http_stop(srv);
     att_set_runner(NULL);
     pool_free(pool);

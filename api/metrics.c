@@ -20,6 +20,9 @@ static const double buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 #define NBUCKETS (sizeof buckets / sizeof buckets[0])
 
 static atomic_ulong requests[EP_COUNT][600];
+/* gRPC calls per endpoint and code, and each code's name as recorded */
+static atomic_ulong grpc_requests[EP_COUNT][METRICS_GRPC_CODES];
+static const char *_Atomic grpc_names[METRICS_GRPC_CODES];
 static atomic_ulong latency_count[EP_COUNT][NBUCKETS + 1];
 static atomic_ulong latency_sum_us[EP_COUNT];
 static atomic_ulong stage_sum_us[STAGE_COUNT], stage_count;
@@ -70,6 +73,41 @@ void metrics_record(const char *endpoint, int status, double seconds)
     atomic_fetch_add(&requests[ep][status], 1);
     atomic_fetch_add(&latency_count[ep][bucket_of(seconds)], 1);
     atomic_fetch_add(&latency_sum_us[ep], (unsigned long)(seconds * 1e6));
+}
+
+void metrics_record_grpc(const char *endpoint, int code, const char *name, double seconds)
+{
+    (void)seconds; /* the duration histogram is HTTP's */
+    int ep = endpoint_of(endpoint);
+    if (ep < 0)
+        ep = 0;
+    if (code < 0 || code >= METRICS_GRPC_CODES)
+        code = 2, name = "UNKNOWN";
+    atomic_store(&grpc_names[code], name ? name : "UNKNOWN");
+    atomic_fetch_add(&grpc_requests[ep][code], 1);
+}
+
+/* attention_requests_total: HTTP's counts by status, then gRPC's by code. */
+static void write_requests(FILE *f)
+{
+    fprintf(f, "# HELP attention_requests_total Requests answered, by protocol (http, grpc), "
+               "endpoint and status (HTTP's status, gRPC's code name).\n"
+               "# TYPE attention_requests_total counter\n");
+    for (int e = 0; e < ep_count; e++)
+        for (int s = 100; s < 600; s++) {
+            unsigned long n = atomic_load(&requests[e][s]);
+            if (n)
+                fprintf(f, "attention_requests_total{protocol=\"http\",endpoint=\"%s\","
+                           "status=\"%d\"} %lu\n", ep_names[e], s, n);
+        }
+    for (int e = 0; e < ep_count; e++)
+        for (int c = 0; c < METRICS_GRPC_CODES; c++) {
+            unsigned long n = atomic_load(&grpc_requests[e][c]);
+            const char *name = atomic_load(&grpc_names[c]);
+            if (n && name)
+                fprintf(f, "attention_requests_total{protocol=\"grpc\",endpoint=\"%s\","
+                           "status=\"%s\"} %lu\n", ep_names[e], name, n);
+        }
 }
 
 void metrics_record_stages(const double s[STAGE_COUNT])
@@ -182,6 +220,7 @@ char *metrics_write(const struct metrics_gauges *g, size_t *len)
                 fprintf(f, "attention_http_requests_total{endpoint=\"%s\",status=\"%d\"} %lu\n",
                         ep_names[e], s, n);
         }
+    write_requests(f);
     fprintf(f, "# HELP attention_http_request_duration_seconds Time from first byte to answer.\n"
                "# TYPE attention_http_request_duration_seconds histogram\n");
     write_histogram(f, "attention_http_request_duration_seconds", "endpoint", ep_names,

@@ -7,8 +7,9 @@
 
 #include <stddef.h>
 
-/* The endpoint labels, at most this many: the route table's metric
- * column (api/routes.c) declares them at start-up, in its order. */
+/* The endpoint labels, at most this many: the route tables' metric
+ * columns (api/routes.c, then api/grpc_routes.c, which uses HTTP's labels)
+ * declare them at start-up, in their order. */
 #define METRICS_ENDPOINTS 16
 /* The label of requests that reached no endpoint. */
 #define METRICS_OTHER "other"
@@ -18,8 +19,18 @@
 int metrics_endpoint_add(const char *name);
 
 /* One finished request: its endpoint's label (NULL, or one not declared:
- * "other"), HTTP status and duration. */
+ * "other"), HTTP status and duration. Counted in the attention_http_*
+ * families and in attention_requests_total{protocol="http"}. */
 void metrics_record(const char *endpoint, int status, double seconds);
+
+/* gRPC's status codes counted apart: 0 .. METRICS_GRPC_CODES - 1. */
+#define METRICS_GRPC_CODES 17
+/* One finished gRPC call or stream message: its endpoint's label (as
+ * metrics_record), its status code and the code's name ("OK",
+ * "INVALID_ARGUMENT": static storage), in attention_requests_total
+ * {protocol="grpc",endpoint,status=name}. A code beyond the table counts
+ * as UNKNOWN (2). */
+void metrics_record_grpc(const char *endpoint, int code, const char *name, double seconds);
 
 /* The stages of one POST /attention or v2 infer, in order: the upload, the wait for a
  * worker, then the job's three steps. */

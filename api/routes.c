@@ -82,7 +82,8 @@ static int attention_check(const struct route_request *rq, char *msg, size_t msg
 
 static void attention(const struct route_request *rq, struct route_response *out)
 {
-    const struct service_times t = {rq->t_first, rq->t_body, rq->header(rq, SEQUENCE_ID)};
+    const struct service_times t = {.first_byte = rq->t_first, .body_done = rq->t_body,
+                                    .sequence_id = rq->header(rq, SEQUENCE_ID)};
     service_attention(&limits, rq->body, rq->len, &t, rq->release_body, rq->transport, out);
     json_default(out);
 }
@@ -243,7 +244,8 @@ static void v2_infer(const struct route_request *rq, struct route_response *out)
         service_v2_error(out, ERR_BAD_REQUEST, msg);
         return;
     }
-    const struct service_times t = {rq->t_first, rq->t_body, rq->header(rq, SEQUENCE_ID)};
+    const struct service_times t = {.first_byte = rq->t_first, .body_done = rq->t_body,
+                                    .sequence_id = rq->header(rq, SEQUENCE_ID)};
     const char *version = route_param(rq, "version");
     service_infer(&limits, route_param(rq, "model_name"), version[0] ? version : NULL, rq->body,
                   rq->len, header_len, &t, rq->release_body, rq->transport, out);
@@ -306,9 +308,7 @@ static const struct route rows[] = {
 };
 
 static const struct route_table table = {
-    rows, sizeof rows / sizeof rows[0],
-    "the model repository endpoints are disabled: set admin_token to enable them",
-    metrics_record,
+    rows, sizeof rows / sizeof rows[0], ROUTES_ADMIN_OFF, metrics_record,
 };
 
 const struct route_table *routes_init(const struct cfg *c, struct pool *pool)

@@ -26,6 +26,10 @@
  * sequences' store started with c's limits. Declares the metric labels
  * (api/metrics.h). Call once. */
 const struct route_table *routes_init(const struct cfg *c, struct pool *pool);
+/* The 403 message of the repository's endpoints while no admin token is
+ * set (both protocols' tables). */
+#define ROUTES_ADMIN_OFF \
+    "the model repository endpoints are disabled: set admin_token to enable them"
 /* After the server has stopped: every sequence and its cache freed. */
 void routes_stop(void);
 

@@ -70,20 +70,17 @@ static void answer_free(void *cls)
 }
 
 /* 2. compute r into out and w (malloc'd, r's sizes): a step of its
- * sequence on the cache (api/sequence.h: a ends holding it until the
- * answer is sent), or the stateless request. model, model_id: the model's
- * name and the loaded model, NULL for the built-in one. 0, or -1 with e. */
+ * sequence on the cache (api/sequence.h: *held, to pass to
+ * sequence_sent() once the answer is sent), or the stateless request.
+ * model, model_id: the model's name and the loaded model, NULL for the
+ * built-in one. 0, or -1 with e. */
 static int compute(struct codec_request *r, const char *model, const void *model_id,
                    const struct codec_limits *lim, const char *weights_hint, float **out,
-                   float **w, struct route_response *a, struct failure *e)
+                   float **w, void **held, struct failure *e)
 {
-    if (r->seq.n) {
-        void *held;
-        if (sequence_step(r, model, model_id, lim, weights_hint, out, w, &held, e))
-            return -1;
-        a->done = sequence_sent, a->done_cls = held; /* the idle timer from the answer's end */
-        return 0;
-    }
+    *held = NULL;
+    if (r->seq.n)
+        return sequence_step(r, model, model_id, lim, weights_hint, out, w, held, e);
     *out = malloc(r->out_len * sizeof **out);
     *w = r->weights_len ? malloc(r->weights_len * sizeof **w) : NULL;
     if (!*out || (r->weights_len && !*w))
@@ -142,21 +139,25 @@ static size_t put_ms(char *dst, double x)
     return k + 4;
 }
 
-/* Server-Timing, the stage metrics and the model's statistics. */
-static void finish(struct route_response *a, const double d[STAGE_COUNT], int ok,
-                   const char *model, int batch)
+/* Server-Timing of the stages d. */
+static void timing(struct route_response *a, const double d[STAGE_COUNT])
 {
-    char timing[200];
+    char text[200];
     size_t o = 0;
-    for (int s = 0; s < STAGE_COUNT && o < sizeof timing; s++) {
+    for (int s = 0; s < STAGE_COUNT && o < sizeof text; s++) {
         char piece[128]; /* as snprintf "%s%s;dur=%.3f" would write it, o counting it all */
         size_t k = codec_join(piece, 64, s ? ", " : "", metrics_stage_name((enum metrics_stage)s));
         k += codec_join(piece + k, 8, ";dur=", "");
         k += put_ms(piece + k, d[s] * 1e3);
-        codec_join(timing + o, sizeof timing - o, piece, "");
+        codec_join(text + o, sizeof text - o, piece, "");
         o += k;
     }
-    route_header_set(a, "Server-Timing", timing);
+    route_header_set(a, "Server-Timing", text);
+}
+
+/* The stage metrics and the model's statistics. */
+static void record(const double d[STAGE_COUNT], int ok, const char *model, int batch)
+{
     if (ok)
         metrics_record_stages(d);
     if (model) {
@@ -193,14 +194,17 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
         goto done;
     }
     /* 2. compute, into buffers of the sizes the codec carries */
+    void *held;
     const int crc = compute(&r, r.model_ref ? repo_ref_name(r.model_ref) : MODEL_BUILTIN,
                             r.model_ref ? repo_model(r.model_ref) : NULL, lim,
-                            CODEC_WEIGHTS_HINT, &out, &w, a, &e);
+                            CODEC_WEIGHTS_HINT, &out, &w, &held, &e);
     d[STAGE_COMPUTE] = lap(&mark);
     if (crc) {
         service_error(a, e.code, e.msg);
         goto done;
     }
+    if (r.seq.n) /* the idle timer from the answer's end */
+        a->done = sequence_sent, a->done_cls = held;
     /* 3. encode */
     const int enc = encode(a, &r, &out, &w);
     d[STAGE_ENCODE] = lap(&mark);
@@ -210,10 +214,82 @@ void service_attention(const struct codec_limits *lim, const char *body, size_t 
     }
     ok = 1;
 done:
-    finish(a, d, ok, r.model_ref ? repo_ref_name(r.model_ref) : NULL, r.p.N);
+    timing(a, d);
+    record(d, ok, r.model_ref ? repo_ref_name(r.model_ref) : NULL, r.p.N);
     free(out);
     free(w);
     codec_request_deinit(&r);
+}
+
+/* Whether t's call has ended or passed its deadline: e filled. */
+static int late(const struct service_times *t, struct failure *e)
+{
+    if ((t->cancelled && *t->cancelled) || (t->deadline > 0 && service_now() > t->deadline))
+        return fail_with(e, ERR_REQUEST_TIMEOUT, "the call's deadline passed");
+    return 0;
+}
+
+int service_infer_run(const struct codec_limits *lim, const char *model, const char *version,
+                      const char *body, size_t len, long long header_len,
+                      const struct service_times *t, void (*release)(void *), void *cls,
+                      struct service_result *res)
+{
+    memset(res, 0, sizeof *res);
+    double *d = res->stages, mark = t->body_done; /* a stage not run took 0 s */
+    d[STAGE_RECEIVE] = t->body_done - t->first_byte;
+    d[STAGE_QUEUE] = lap(&mark);
+    struct v2_request r;
+    memset(&r, 0, sizeof r);
+    struct failure *e = &res->e;
+    float *out = NULL, *w = NULL;
+    void *held = NULL;
+    int ok = 0, counted = 0;
+
+    /* 0. the model, held until the answer is made */
+    struct repo_ref *ref = NULL;
+    if (models_acquire(&ref, model, version, &e->code, e->msg, sizeof e->msg)) {
+        if (release)
+            release(cls);
+        goto done;
+    }
+    counted = 1;
+    /* 1. decode */
+    const int rc = late(t, e) ? -1
+                              : v2_decode_infer_seq(&r, body, len, header_len, repo_model(ref),
+                                                    lim, t->sequence_id, e);
+    if (release)
+        release(cls);
+    d[STAGE_DECODE] = lap(&mark);
+    if (rc || late(t, e))
+        goto done;
+    /* 2. compute, stopped by the call's end (NULL over HTTP) */
+    att_cancel_set(t->cancelled);
+    const int crc = compute(&r.c, repo_ref_name(ref), repo_model(ref), lim,
+                            CODEC_V2_WEIGHTS_HINT, &out, &w, &held, e);
+    att_cancel_set(NULL);
+    d[STAGE_COMPUTE] = lap(&mark);
+    if (crc)
+        goto done;
+    /* 3. encode: the JSON now, binary data as it is sent */
+    res->st = v2_stream_new(&r, repo_ref_name(ref), out, w);
+    out = w = NULL;
+    d[STAGE_ENCODE] = lap(&mark);
+    if (!res->st) {
+        fail_with(e, ERR_INTERNAL, "out of memory encoding the response");
+        if (r.c.seq.n)
+            sequence_sent(held);
+        goto done;
+    }
+    if (r.c.seq.n) /* the idle timer from the answer's end */
+        res->done = sequence_sent, res->done_cls = held;
+    ok = 1;
+done:
+    record(d, ok, counted ? repo_ref_name(ref) : NULL, r.c.p.N);
+    free(out);
+    free(w);
+    v2_request_deinit(&r);
+    repo_release(ref);
+    return ok ? 0 : -1;
 }
 
 void service_infer(const struct codec_limits *lim, const char *model, const char *version,
@@ -222,66 +298,22 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
                    struct route_response *a)
 {
     memset(a, 0, sizeof *a);
-    double d[STAGE_COUNT] = {0}, mark = t->body_done;
-    d[STAGE_RECEIVE] = t->body_done - t->first_byte;
-    d[STAGE_QUEUE] = lap(&mark);
-    struct v2_request r;
-    memset(&r, 0, sizeof r);
-    struct failure e;
-    float *out = NULL, *w = NULL;
-    int ok = 0, counted = 0;
-
-    /* 0. the model, held until the answer is made */
-    struct repo_ref *ref = NULL;
-    char why[sizeof e.msg];
-    int code;
-    if (models_acquire(&ref, model, version, &code, why, sizeof why)) {
-        if (release)
-            release(cls);
-        service_v2_error(a, code, why);
-        goto done;
+    struct service_result res;
+    if (service_infer_run(lim, model, version, body, len, header_len, t, release, cls, &res)) {
+        service_v2_error(a, res.e.code, res.e.msg);
+        timing(a, res.stages);
+        return;
     }
-    counted = 1;
-    /* 1. decode */
-    const int rc = v2_decode_infer_seq(&r, body, len, header_len, repo_model(ref), lim,
-                                       t->sequence_id, &e);
-    if (release)
-        release(cls);
-    d[STAGE_DECODE] = lap(&mark);
-    if (rc) {
-        service_v2_error(a, e.code, e.msg);
-        goto done;
-    }
-    /* 2. compute */
-    const int crc = compute(&r.c, repo_ref_name(ref), repo_model(ref), lim,
-                            CODEC_V2_WEIGHTS_HINT, &out, &w, a, &e);
-    d[STAGE_COMPUTE] = lap(&mark);
-    if (crc) {
-        service_v2_error(a, e.code, e.msg);
-        goto done;
-    }
-    /* 3. encode: the JSON now, binary data as it is sent */
-    struct stream *vs = v2_stream_new(&r, repo_ref_name(ref), out, w);
-    out = w = NULL;
-    d[STAGE_ENCODE] = lap(&mark);
-    if (!vs) {
-        service_v2_error(a, ERR_INTERNAL, "out of memory encoding the response");
-        goto done;
-    }
+    struct stream *vs = res.st;
     a->status = 200;
     a->reader = vs, a->read = answer_read, a->free_reader = answer_free;
     a->len = stream_size(vs);
+    a->done = res.done, a->done_cls = res.done_cls;
     if (stream_pieces(vs) > 0) { /* binary outputs */
         a->content_type = "application/octet-stream";
         char hl[24];
         snprintf(hl, sizeof hl, "%zu", stream_text_len(vs));
         route_header_set(a, "Inference-Header-Content-Length", hl);
     }
-    ok = 1;
-done:
-    finish(a, d, ok, counted ? repo_ref_name(ref) : NULL, r.c.p.N);
-    free(out);
-    free(w);
-    v2_request_deinit(&r);
-    repo_release(ref);
+    timing(a, res.stages);
 }

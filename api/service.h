@@ -5,7 +5,8 @@
  *
  * The HTTP layer receives the body, calls service_attention() or
  * service_infer() on a worker (it blocks for the whole computation) and
- * sends the answer it gets back.
+ * sends the answer it gets back; the gRPC methods (api/grpc_routes.c)
+ * call service_infer_run(), the same path without HTTP's answer.
  * Nothing here knows libmicrohttpd, so tests call it directly.
  *
  *     struct route_response a;
@@ -19,15 +20,24 @@
 
 #include <stddef.h>
 
+#include "api/metrics.h"
 #include "config/config.h"
 #include "codec/codec.h"
+#include "codec/stream.h"
 #include "http/route.h"
+#include "lib/errors.h"
 
 /* When the request's first byte and its last body byte arrived
  * (CLOCK_MONOTONIC seconds, service_now()). */
 struct service_times {
     double first_byte, body_done;
     const char *sequence_id; /* the X-Sequence-Id header (docs/sequences.md), or NULL */
+    /* A call that may end early (gRPC; HTTP: NULL and 0): once *cancelled
+     * turns nonzero or the deadline (service_now() seconds; 0: none) has
+     * passed, the request is not decoded or computed further, and a
+     * computation running stops (att_cancel_set): request_timeout. */
+    const volatile int *cancelled;
+    double deadline;
 };
 
 double service_now(void);
@@ -52,6 +62,25 @@ void service_infer(const struct codec_limits *lim, const char *model, const char
                    const char *body, size_t len, long long header_len,
                    const struct service_times *t, void (*release)(void *), void *cls,
                    struct route_response *a);
+
+/* What service_infer_run() made of a v2 infer body. */
+struct service_result {
+    struct stream *st; /* success: v2's 200 answer (codec/stream.h), the caller's to free */
+    /* success: called once the answer is sent or given up (a sequence's
+     * step held until then), or NULL */
+    void (*done)(void *cls);
+    void *done_cls;
+    struct failure e;              /* failure: the error (enum http_error) and its message */
+    double stages[STAGE_COUNT];    /* seconds of each stage (Server-Timing) */
+};
+
+/* service_infer() without HTTP's answer, for both protocols: 0 with
+ * res->st, or -1 with res->e. Counts the stage metrics and the model's
+ * statistics as service_infer() does. */
+int service_infer_run(const struct codec_limits *lim, const char *model, const char *version,
+                      const char *body, size_t len, long long header_len,
+                      const struct service_times *t, void (*release)(void *), void *cls,
+                      struct service_result *res);
 
 /* An error answer (code: enum http_error; msg NULL for the default): the
  * error style of /attention (a struct route's error column). */

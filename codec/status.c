@@ -14,6 +14,7 @@ enum http_error http_error_from_att(int att_status)
     case ATT_ESHAPE:  return ERR_SHAPE_MISMATCH;
     case ATT_ETOOBIG: return ERR_PAYLOAD_TOO_LARGE;
     case ATT_ERANGE:  return ERR_INVALID_PARAMETER;
+    case ATT_ECANCELLED: return ERR_REQUEST_TIMEOUT;
     default:          return ERR_INTERNAL;
     }
 }

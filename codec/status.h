@@ -9,7 +9,8 @@
 #include "lib/errors.h"
 
 /* The error that answers a core status (enum att_status, core/attention.h):
- * ATT_ERANGE, finite inputs whose result overflows, is invalid_parameter
+ * ATT_ERANGE, finite inputs whose result overflows, is invalid_parameter,
+ * ATT_ECANCELLED (a call past its deadline) request_timeout
  * (codec/status.c). */
 enum http_error http_error_from_att(int att_status);
 

@@ -28,6 +28,9 @@
 static const struct setting settings[] = {
     STR(bind, SETTING_T_ADDR, "0.0.0.0", "address to listen on"),
     INT(port, 0, 65535, "8080", "TCP port; 0 picks a free one"),
+    INT(grpc_port, 0, 65535, "8001",
+        "TCP port of the Open Inference Protocol over gRPC; 0 turns gRPC off"),
+    STR(grpc_address, SETTING_T_ADDR, "", "address gRPC listens on; empty: bind's"),
     INT(workers, 1, 64, "2", "worker threads running requests"),
     INT(queue_depth, 1, 65536, "64", "requests waiting for a worker before 503"),
     INT(threads_per_request, 1, 16, "1",

@@ -59,6 +59,8 @@ enum cfg_exit { CFG_EXIT_OK = 0, CFG_EXIT_FAILURE = 1, CFG_EXIT_SETTING = 2 };
 struct cfg {
     char bind[64];                  /* "0.0.0.0"; IPv4 or IPv6 address ("::": both) */
     int port;                       /* 8080; 0..65535 (0 = pick a free port) */
+    int grpc_port;                  /* 8001; 0..65535 (0 = no gRPC): the gRPC transport's */
+    char grpc_address[64];          /* ""; IPv4 or IPv6 address of gRPC; "" = bind's */
     int workers;                    /* 2; 1..64; cfg_parse: unset, main takes the CPUs (config/cpus.h) */
     int workers_explicit;           /* 1 if the file, environment or a flag set workers
                                      * (cfg_set, cfg_parse) */

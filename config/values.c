@@ -94,8 +94,9 @@ void cfg_fmt_range(char *buf, size_t len, const struct setting *o)
         fmt_num(hi, sizeof hi, o, o->max);
         snprintf(buf, len, "%s..%s", lo, hi);
         break;
-    case SETTING_T_ADDR:
-        snprintf(buf, len, "IPv4 or IPv6 address; :: is both");
+    case SETTING_T_ADDR: /* empty only where the default is (grpc_address) */
+        snprintf(buf, len, o->def[0] ? "IPv4 or IPv6 address; :: is both"
+                                     : "IPv4 or IPv6 address, or empty");
         break;
     case SETTING_T_PATH:
         snprintf(buf, len, "non-empty, < %zu bytes", o->size);
@@ -192,6 +193,8 @@ int cfg_set_value(struct cfg *c, const struct setting *o, const char *value, cha
         return 0;
     case SETTING_T_ADDR: {
         struct in6_addr a;
+        if (*value == '\0' && o->def[0] == '\0') /* an address that may be unset */
+            break;
         if (inet_pton(AF_INET, value, &a) != 1 && inet_pton(AF_INET6, value, &a) != 1) {
             cfg_errf(err, errlen, "%s: '%.64s' is not an IPv4 or IPv6 address", o->key, value);
             return -1;

@@ -61,6 +61,7 @@ struct fwd {
     float sqrt_d;          /* default: q is divided by this, as PyTorch does */
     int nthreads, rows_per_block, blocks_per_item;
     int any_range;         /* some thread found a range error (atomic) */
+    const volatile int *cancel; /* the caller's cancel flag (blas.h), or NULL */
     /* max |q·scale| and max |k| of each thread's rows: when d·max·max is
      * far below FLT_MAX no score, not even a partial sum, can overflow, and
      * the scores need no check (the usual case) */
@@ -204,6 +205,10 @@ static void fwd_block(struct fwd *f, int t, int n, int i0, int T, int h0, int h1
     if (acc && h0 == 0)
         memset(acc, 0, (size_t)T * S * sizeof *acc);
     for (int h = h0; h < h1 && !re->stage; h++) {
+        if (f->cancel && *f->cancel) { /* between heads: stop as a range error does */
+            note_range(f, re, RANGE_CANCELLED, n, h, i0);
+            break;
+        }
         const int g = h / f->group; /* its KV head */
         const float *kh = f->kr + (size_t)n * S * f->ldk + (size_t)g * d;
         const float *vh = f->vr + (size_t)n * S * f->ldv + (size_t)g * d;
@@ -524,6 +529,7 @@ int att_forward_checked(float *out, float *weights, const struct att_params *p,
         .sqrt_d = p->has_scale ? 0.0f : (float)sqrt((double)d),
         .rows_per_block = rows, .blocks_per_item = (L + rows - 1) / rows,
         .whead = per_head, .red = red, .avg = navg ? ws + (total - navg) : NULL,
+        .cancel = att_cancel_flag(),
     };
     if (p->rope_style) {
         float *tab = ws + nq + nkv + nscratch + nqin + nkin + nvin;

@@ -115,6 +115,7 @@ enum att_status {
     ATT_ETOOBIG = -3,   /* a size overflows size_t or int */
     ATT_ENOMEM = -4,    /* an allocation failed */
     ATT_ERANGE = -5,    /* finite inputs, but the result leaves float32 (Range) */
+    ATT_ECANCELLED = -6, /* the caller's cancel flag turned (att_cancel_set, blas.h) */
 };
 
 struct att_error {

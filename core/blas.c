@@ -127,10 +127,47 @@ static void *own_run(void *a)
     return NULL;
 }
 
+/* The cancel flag (blas.h): the thread's own, or its task's caller's. */
+static _Thread_local const volatile int *cancel_flag;
+
+void att_cancel_set(const volatile int *flag)
+{
+    cancel_flag = flag;
+}
+
+const volatile int *att_cancel_flag(void)
+{
+    return cancel_flag;
+}
+
+int att_cancelled(void)
+{
+    return cancel_flag && *cancel_flag;
+}
+
+/* A task run with its caller's cancel flag. */
+struct cancel_task {
+    att_task_fn fn;
+    void *arg;
+    const volatile int *flag;
+};
+
+static void cancel_run(void *a, int i)
+{
+    const struct cancel_task *t = a;
+    const volatile int *const was = cancel_flag;
+    cancel_flag = t->flag;
+    t->fn(t->arg, i);
+    cancel_flag = was;
+}
+
 void att_parallel(int n, att_task_fn fn, void *arg)
 {
     if (n <= 0)
         return;
+    struct cancel_task ct = {fn, arg, cancel_flag};
+    if (ct.flag) /* the tasks, on other threads, read the caller's */
+        fn = cancel_run, arg = &ct;
     if (runner.run && n > 1) {
         runner.run(runner.ctx, n, fn, arg);
         return;

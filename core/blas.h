@@ -69,6 +69,16 @@ void att_set_runner(const struct att_runner *r);
 /* Run fn(arg, i) for i in 0 .. n-1 on the runner's threads; returns when
  * all have run. Any thread, nested calls included. */
 void att_parallel(int n, att_task_fn fn, void *arg);
+/* A flag the calling thread's computations read (NULL: none, the
+ * default): once *flag is nonzero, att_forward*() and att_step_begin() /
+ * att_step_finish() stop between heads or at their start and return
+ * ATT_ECANCELLED (attention.h), the outputs undefined and a cache as
+ * before the step. att_parallel()'s tasks read their caller's flag.
+ * Thread-local; the flag must outlive the calls. */
+void att_cancel_set(const volatile int *flag);
+/* The calling thread's flag; att_cancelled(): it is set and nonzero. */
+const volatile int *att_cancel_flag(void);
+int att_cancelled(void);
 /* How many threads att_parallel() may use at once (>= 1). */
 int att_parallel_width(void);
 

@@ -20,6 +20,7 @@ const char *att_status_str(int code)
     case ATT_ETOOBIG: return "too_large";
     case ATT_ENOMEM:  return "out_of_memory";
     case ATT_ERANGE:  return "out_of_range";
+    case ATT_ECANCELLED: return "cancelled";
     default:          return "unknown";
     }
 }
@@ -405,6 +406,8 @@ int att_range_fail(struct att_error *err, const struct range_error *re)
 {
     const char *pre = "the result overflows float32:";
     switch (re->stage) {
+    case RANGE_CANCELLED:
+        return att_fail(err, ATT_ECANCELLED, "the computation was cancelled");
     case RANGE_QPROJ:
         return att_fail(err, ATT_ERANGE, "%s the query projection exceeds 3.4e38 in magnitude "
                         "(batch %d, position %d)", pre, re->n, re->i);

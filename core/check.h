@@ -53,6 +53,7 @@ enum range_stage {
     RANGE_ROW,                             /* every unmasked score < -FLT_MAX */
     RANGE_CONTEXT,                         /* weights·v beyond ±FLT_MAX */
     RANGE_OUTPUT,                          /* the output beyond ±FLT_MAX */
+    RANGE_CANCELLED, /* not a range error: the cancel flag turned (blas.h) */
 };
 
 struct range_error {
@@ -66,7 +67,8 @@ int att_out_of_range(double x);
 /* Is a before b in (stage, n, i, h) order? RANGE_NONE is never before. */
 int att_range_before(const struct range_error *a, const struct range_error *b);
 
-/* ATT_ERANGE, with err's message naming re's stage and position. */
+/* ATT_ERANGE, with err's message naming re's stage and position
+ * (RANGE_CANCELLED: ATT_ECANCELLED). */
 int att_range_fail(struct att_error *err, const struct range_error *re);
 
 #endif

@@ -372,6 +372,9 @@ int att_step_begin(struct att_step **out, const struct att_params *p, const stru
 {
     *out = NULL;
     size_t out_len, w_len;
+    const struct range_error cancelled = {RANGE_CANCELLED, 0, -1, 0};
+    if (att_cancelled())
+        return att_range_fail(err, &cancelled);
     int rc = att_step_check(p, c, &out_len, &w_len, err);
     if (rc != ATT_OK)
         return rc;
@@ -428,6 +431,9 @@ int att_step_finish(float *out, float *weights, struct att_step *s, struct att_k
         return att_fail(err, ATT_EPARAM, "no step was begun");
     const struct att_params *p = &s->p, *v = &s->v;
     int rc = att_check_buffers(out, weights, v, err);
+    const struct range_error cancelled = {RANGE_CANCELLED, 0, -1, 0};
+    if (rc == ATT_OK && att_cancelled())
+        rc = att_range_fail(err, &cancelled);
     if (rc == ATT_OK && c->len != s->len0)
         rc = att_fail(err, ATT_EPARAM, "the cache changed between a step's begin and finish");
     if (rc != ATT_OK) {

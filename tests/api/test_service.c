@@ -18,7 +18,8 @@ static void run(const char *body, struct route_response *a)
 {
     const struct codec_limits lim = test_limits();
     const double now = service_now();
-    const struct service_times t = {now - 0.5, now - 0.2, NULL}; /* 300 ms upload, 200 ms queue */
+    /* 300 ms upload, 200 ms queue */
+    const struct service_times t = {.first_byte = now - 0.5, .body_done = now - 0.2};
     service_attention(&lim, body, strlen(body), &t, NULL, NULL, a);
 }
 

@@ -11,7 +11,7 @@
 
 /* Every key, as the spec lists them; the dump test checks the module has no more. */
 const char *const cfgt_keys[] = {
-    "bind", "port", "workers", "queue_depth", "threads_per_request", "max_body_bytes",
+    "bind", "port", "grpc_port", "grpc_address", "workers", "queue_depth", "threads_per_request", "max_body_bytes",
     "max_inflight_bytes",
     "max_tensor_elements", "max_batch", "max_target_len", "max_source_len",
     "max_embed_dim", "max_heads", "max_weights_elements", "max_sequences",

@@ -7,7 +7,7 @@
 
 #include "config/config.h"
 
-#define NKEYS 34 /* config_shared.c checks it is the length of cfgt_keys[] */
+#define NKEYS 36 /* config_shared.c checks it is the length of cfgt_keys[] */
 
 extern const char *const cfgt_keys[NKEYS];
 

@@ -34,6 +34,8 @@ Test(config, defaults)
     cfg_defaults(&c);
     cr_expect_str_eq(c.bind, "0.0.0.0");
     cr_expect_eq(c.port, 8080);
+    cr_expect_eq(c.grpc_port, 8001);
+    cr_expect_str_eq(c.grpc_address, "");
     cr_expect_eq(c.workers, 2);
     cr_expect_eq(c.queue_depth, 64);
     cr_expect_eq(c.threads_per_request, 1);
@@ -120,6 +122,26 @@ Test(config, set_accepts_every_type)
     cr_expect_eq(c.log_level, CFG_LOG_ERROR);
     cfgt_expect_set_ok(&c, "log_level", "warn");
     cr_expect_eq(c.log_level, CFG_LOG_WARN);
+}
+
+/* gRPC's port: 0 turns it off; its address: bind's when empty, else an
+ * address as bind's (bind itself may not be empty). */
+Test(config, grpc_port_and_address)
+{
+    struct cfg c;
+    char err[256] = "";
+    cfg_defaults(&c);
+    cfgt_expect_set_ok(&c, "grpc_port", "0");
+    cr_expect_eq(c.grpc_port, 0);
+    cr_expect_eq(cfg_set(&c, "grpc_port", "65536", err, sizeof err), -1);
+    cr_expect_str_eq(err, "grpc_port: 65536 is out of range 0..65535");
+    cfgt_expect_set_ok(&c, "grpc_address", "::");
+    cr_expect_str_eq(c.grpc_address, "::");
+    cfgt_expect_set_ok(&c, "grpc_address", "");
+    cr_expect_str_eq(c.grpc_address, "");
+    cr_expect_eq(cfg_set(&c, "grpc_address", "localhost", err, sizeof err), -1);
+    cr_expect_str_eq(err, "grpc_address: 'localhost' is not an IPv4 or IPv6 address");
+    cr_expect_eq(cfg_set(&c, "bind", "", err, sizeof err), -1);
 }
 
 Test(config, byte_sizes_take_suffixes)

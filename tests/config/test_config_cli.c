@@ -85,7 +85,7 @@ Test(config, every_key_has_a_flag)
 {
     /* A value other than the default for each of cfgt_keys[]. */
     static const char *const values[NKEYS] = {
-        "1.2.3.4", "1", "3", "5", "2", "2M", "3M", "7", "8", "9", "10", "11", "12", "13",
+        "1.2.3.4", "1", "8002", "::1", "3", "5", "2", "2M", "3M", "7", "8", "9", "10", "11", "12", "13",
         "99", "30", "64M", "12", "14",
         "32K", "100", "5", "60", "2K", "3K", "2G", "10", "warn", "d", "c.pem", "k.pem",
         "https://a.example", "models", "a-secret-token-0123456789",

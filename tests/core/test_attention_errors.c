@@ -361,3 +361,50 @@ Test(attention_errors, result_overflowing_float32_is_an_error_not_nan)
     x[0] = x[1] = 1e10f; /* large but finite all the way */
     cr_assert_eq(att_forward(out, w, &p, &err), ATT_OK, "%s", err.msg);
 }
+
+/* ---------------------------------------------------------------------- */
+/* Cancellation (att_cancel_set, blas.h)                                    */
+
+/* A task of att_parallel: whether its thread sees the caller's flag set. */
+static void sees_cancel(void *arg, int i)
+{
+    ((int *)arg)[i] = att_cancelled();
+}
+
+/* A set flag stops att_forward (between heads) with ATT_ECANCELLED; a flag
+ * at zero, or none, computes as before; the tasks of att_parallel read
+ * their caller's flag, on whichever thread they run. */
+Test(attention_errors, a_set_cancel_flag_stops_the_call)
+{
+    enum { N = 2, L = 4, S = 4, E = 8 };
+    float q[N * L * E], out[N * L * E], want[N * L * E];
+    unsigned long long st = 3;
+    for (int i = 0; i < N * L * E; i++)
+        q[i] = check_randf(&st);
+    struct att_params p;
+    small_params(&p);
+    p.query = p.key = p.value = q;
+    struct att_error err;
+    cr_assert_eq(att_forward(want, NULL, &p, &err), ATT_OK, "%s", err.msg);
+
+    volatile int flag = 1;
+    att_cancel_set(&flag);
+    cr_assert_eq(att_forward(out, NULL, &p, &err), ATT_ECANCELLED);
+    cr_assert_eq(err.code, ATT_ECANCELLED);
+    cr_assert_str_eq(att_status_str(err.code), "cancelled");
+    cr_assert(strstr(err.msg, "cancelled"), "%s", err.msg);
+    int seen[5] = {0};
+    att_parallel(5, sees_cancel, seen);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(seen[i], 1, "task %d did not see its caller's flag", i);
+
+    flag = 0;
+    cr_assert_eq(att_forward(out, NULL, &p, &err), ATT_OK, "%s", err.msg);
+    cr_assert_eq(memcmp(out, want, sizeof out), 0);
+    att_cancel_set(NULL);
+    cr_assert_eq(att_cancelled(), 0);
+    att_parallel(5, sees_cancel, seen);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(seen[i], 0);
+    cr_assert_eq(att_forward(out, NULL, &p, &err), ATT_OK, "%s", err.msg);
+}

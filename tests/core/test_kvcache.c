@@ -387,6 +387,20 @@ Test(kvcache, an_error_step_appends_nothing)
     /* the cache still answers as the stateless request on its 3 + 2 rows */
     cr_assert_eq(att_step(out, NULL, &p, c, &err), ATT_OK, "%s", err.msg);
     cr_assert_eq(att_kv_len(c), 5);
+    /* a set cancel flag (blas.h): refused at begin, and at finish, the cache as it was */
+    volatile int flag = 1;
+    p.mask_kind = ATT_MASK_NONE;
+    att_cancel_set(&flag);
+    cr_assert_eq(att_step(out, NULL, &p, c, &err), ATT_ECANCELLED);
+    flag = 0;
+    struct att_step *s;
+    cr_assert_eq(att_step_begin(&s, &p, c, &err), ATT_OK, "%s", err.msg);
+    flag = 1;
+    cr_assert_eq(att_step_finish(out, NULL, s, c, &err), ATT_ECANCELLED);
+    att_cancel_set(NULL);
+    cr_assert_eq(att_kv_len(c), 5);
+    cr_assert_eq(att_step(out, NULL, &p, c, &err), ATT_OK, "%s", err.msg);
+    cr_assert_eq(att_kv_len(c), 7);
     att_kv_free(c);
 }
 

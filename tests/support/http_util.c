@@ -40,8 +40,10 @@ void loud(const char *fmt, ...)
 static void start(struct server *s, const char *const *extra, int default_repo)
 {
     const char *bin = getenv("ATTN_SERVER") ? getenv("ATTN_SERVER") : "build/attention-server";
-    const char *argv[32] = {"--port", "0", "--bind", "127.0.0.1", "--model-repository", ""};
-    int argc = default_repo ? 4 : 6;
+    /* gRPC off unless extra turns it on: servers started at once share no port */
+    const char *argv[32] = {"--port", "0", "--bind", "127.0.0.1", "--grpc-port", "0",
+                            "--model-repository", ""};
+    int argc = default_repo ? 6 : 8;
     for (int i = 0; extra && extra[i] && argc < 30; i++)
         argv[argc++] = extra[i];
     argv[argc] = NULL;
@@ -126,7 +128,7 @@ int server_startup_output(const char *args, char *out, size_t outlen)
 {
     const char *bin = getenv("ATTN_SERVER") ? getenv("ATTN_SERVER") : "build/attention-server";
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "timeout 10 %s --port 0 --bind 127.0.0.1 %s 2>&1", bin, args);
+    snprintf(cmd, sizeof cmd, "timeout 10 %s --port 0 --bind 127.0.0.1 --grpc-port 0 %s 2>&1", bin, args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     size_t n = fread(out, 1, outlen - 1, p);
