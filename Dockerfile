@@ -2,8 +2,11 @@
 # shared libraries as a non-root user.
 #
 #   docker build -t attention-service .
-#   docker run --rm -p 8080:8080 attention-service
+#   docker run --rm -p 8080:8080 -p 8001:8001 attention-service
 #   docker run --rm -p 8080:8080 -v /srv/models:/models:ro attention-service
+#
+# HTTP on 8080; the Open Inference Protocol over gRPC on 8001 (grpc_port;
+# 0 turns it off).
 #
 # Configure with ATTN_* environment variables or flags after the image name
 # (`docker run ... attention-service --workers 4`); see `--help`.
@@ -15,12 +18,16 @@
 # ---- build stage ------------------------------------------------------------
 # libmicrohttpd >= 1.0 is built here from Debian 13's source package and
 # linked statically (scripts/mhd.sh; bookworm's 0.9.75 is too old): hence
-# patch, and network access for apt-get source during the build.
+# patch, and network access for apt-get source during the build. gRPC's C
+# core (libgrpc-dev) serves the gRPC port; protobuf-c (libprotobuf-c-dev, and
+# protoc-c from protobuf-c-compiler) generates and reads its messages from
+# proto/grpc_service.proto, part of the build context.
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         gcc make pkg-config libc6-dev libgnutls28-dev patch \
         libjansson-dev zlib1g-dev libopenblas-dev \
+        libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 WORKDIR /src
@@ -35,12 +42,14 @@ RUN make build/attention-server && mkdir -p web
 FROM debian:bookworm-slim
 # The pthread build of OpenBLAS, as linked in the build stage (the serial
 # build has given wrong sgemm results under concurrent calls). libgnutls30:
-# the server and the libmicrohttpd linked into it use GnuTLS. The official
-# slim image already drops apt's caches; `apt-get clean` and removing the
-# *.bin caches keeps the layer small on other bookworm bases too (80 MB here).
+# the server and the libmicrohttpd linked into it use GnuTLS. libgrpc29
+# (libgrpc and libgpr, gRPC's C core 1.51) and libprotobuf-c1: the gRPC
+# port. The official slim image already drops apt's caches; `apt-get clean`
+# and removing the *.bin caches keeps the layer small on other bookworm
+# bases too.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libgnutls30 libjansson4 zlib1g libopenblas0-pthread \
+        libgnutls30 libjansson4 zlib1g libopenblas0-pthread libgrpc29 libprotobuf-c1 \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && useradd --user-group --no-create-home --home-dir /nonexistent \
@@ -57,7 +66,8 @@ COPY --from=build /src/models/digits-reverse /models/digits-reverse
 COPY --from=build /src/models/induction-l0 /models/induction-l0
 COPY --from=build /src/models/induction-l1 /models/induction-l1
 USER attention:attention
-EXPOSE 8080
+# HTTP (and the health probes), then gRPC
+EXPOSE 8080 8001
 ENV ATTN_BIND=0.0.0.0
 # The model repository: one folder per model (config.json, model.safetensors).
 # Owned by root; the server only reads it.

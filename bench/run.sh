@@ -5,7 +5,7 @@
 #
 # Expects the Makefile to have built build/attention-server and
 # build/bench/{bench_core,bench_codec,bench_jsonnum,const_server,bench_subnormal,bench_model,
-# bench_kvattend,bench_sequences,bench_batch}.
+# bench_kvattend,bench_sequences,bench_batch,bench_grpc}.
 #
 # BENCH_SECONDS: seconds per wrk point (4). BENCH_ONLY=large: only the large
 # request's stage table and the two-at-a-time line (needs just the server;
@@ -19,6 +19,8 @@
 # BENCH_ONLY=batch: only 1g-1h and 4e, a layer step of a batch of sequences
 # in process (bench_batch; BENCH_BATCH_RSS=0 leaves out its 8 GiB part) and
 # end to end (bench/batch_e2e.py, its own server; BATCH_* in its header).
+# BENCH_ONLY=grpc: only 4f, the Open Inference Protocol over gRPC against
+# HTTP (bench_grpc, its own server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
@@ -26,7 +28,7 @@ mkdir -p "$OUT"
 DURATION=${BENCH_SECONDS:-4}
 ONLY=${BENCH_ONLY:-}
 RUNS=${BENCH_LARGE_RUNS:-5}
-case "$ONLY" in ""|large|sequences|offload|round_trip|batch) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences', 'offload', 'round_trip' or 'batch'" >&2; exit 2 ;; esac
+case "$ONLY" in ""|large|sequences|offload|round_trip|batch|grpc) ;; *) echo "bench: BENCH_ONLY must be empty, 'large', 'sequences', 'offload', 'round_trip', 'batch' or 'grpc'" >&2; exit 2 ;; esac
 
 echo "attention-service bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -46,9 +48,18 @@ round_trip() { echo; /usr/bin/python3 bench/round_trip.py build/attention-server
 # same step end to end (v2 binary) against the server's compute stage
 batch_inproc() { echo; build/bench/bench_batch "$OUT"; }
 batch_e2e() { echo; /usr/bin/python3 bench/batch_e2e.py build/attention-server "$OUT/batch_e2e.csv"; }
-if [ "$ONLY" = sequences ] || [ "$ONLY" = offload ] || [ "$ONLY" = round_trip ] || [ "$ONLY" = batch ]; then
+# 4f. the Open Inference Protocol over gRPC: the large binary case end to
+# end against its compute, and a one-row sequence step over one
+# ModelStreamInfer stream against HTTP keep-alive (its own server; the
+# large request's model from bench/make_bodies.py)
+grpc_bench() {
+    [ -s "$OUT/bodies/large_v2.bin" ] || /usr/bin/python3 bench/make_bodies.py "$OUT/bodies"
+    echo; build/bench/bench_grpc build/attention-server "$OUT/bodies" "$OUT"
+}
+if [ "$ONLY" = sequences ] || [ "$ONLY" = offload ] || [ "$ONLY" = round_trip ] || [ "$ONLY" = batch ] ||
+   [ "$ONLY" = grpc ]; then
     case "$ONLY" in sequences) sequences_e2e ;; offload) offload ;; round_trip) round_trip ;;
-                    batch) batch_inproc; batch_e2e ;; esac
+                    batch) batch_inproc; batch_e2e ;; grpc) grpc_bench ;; esac
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
@@ -201,6 +212,7 @@ echo
 [ -z "$ONLY" ] && offload
 [ -z "$ONLY" ] && round_trip
 [ -z "$ONLY" ] && batch_e2e
+[ -z "$ONLY" ] && grpc_bench
 
 if [ -n "$ONLY" ]; then
     echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

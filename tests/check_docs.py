@@ -6,14 +6,18 @@ README.md and docs/*.md run against the server, so that none goes stale.
    run` starts it -- its default settings, so model_repository `models` and
    static_dir `web` -- from a scratch directory (build/docs-check/run/) that
    holds a copy of models/ (one example replaces a model's file) and links to
-   web/ and examples/, on a free loopback port, with ATTN_ADMIN_TOKEN set (the
-   model repository examples need it; the examples read it as $TOKEN). Waits
-   until it is ready (the start-up loads are done).
+   web/ and examples/, on a free loopback port (and its gRPC side on
+   another), with ATTN_ADMIN_TOKEN set (the model repository examples need
+   it; the examples read it as $TOKEN). Waits until it is ready (the
+   start-up loads are done).
 2. Runs every ```sh block that talks to the server (localhost:${ATTN_PORT:-8080},
-   examples/v2_client.py), in the order of its file, one bash per file
+   examples/v2_client.py; gRPC: localhost:${ATTN_GRPC_PORT:-8001},
+   examples/grpc_client.mjs), in the order of its file, one bash per file
    (`set -e -o pipefail`; a block may use what an earlier block of the same
-   file made), in the scratch directory, with ATTN_PORT set to the server's
-   port, and with numpy hidden from Python (`make run` does not install it:
+   file made), in the scratch directory, with ATTN_PORT and ATTN_GRPC_PORT
+   set to the server's ports (the npm packages of package-lock.json
+   installed first when a block runs a Node example), and with numpy hidden
+   from Python (`make run` does not install it:
    the examples need only the standard library). curl is wrapped: an HTTP
    status of 400 or more fails the block unless the block says `# answers
    NNN` with that status; `# answers NNN slug` also wants the body's
@@ -30,7 +34,9 @@ README.md and docs/*.md run against the server, so that none goes stale.
 5. Copied as written, every command works from the repository's root, on
    whatever port the reader's server has (PORT_RULES): a sh block reaches
    the server as localhost:${ATTN_PORT:-8080}, the port the server itself
-   reads (README.md, Example), never a literal port; a command (in a sh
+   reads (README.md, Example), and its gRPC side as
+   localhost:${ATTN_GRPC_PORT:-8001} (grpc_port's variable), never a
+   literal port; a command (in a sh
    block or inline code) that runs the server names build/attention-server
    (or is `make run`), not a bare `attention-server`; and a block that
    starts a second server says to stop the first one (or gives another
@@ -44,6 +50,7 @@ import glob
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -81,12 +88,18 @@ SKIPS = [
 # setting, ATTN_PORT; 8080 when unset), so that a reader on another port
 # sets it once.
 PORT_REF = "${ATTN_PORT:-8080}"
-TALKS = re.compile(r"(?:localhost|127\.0\.0\.1):" + re.escape(PORT_REF) + r"|examples/v2_client\.py")
+GRPC_PORT_REF = "${ATTN_GRPC_PORT:-8001}"   # the gRPC side's (grpc_port)
+TALKS = re.compile(r"(?:localhost|127\.0\.0\.1):(?:" + re.escape(PORT_REF) + "|"
+                   + re.escape(GRPC_PORT_REF) + r")|examples/v2_client\.py|examples/grpc_client\.mjs")
+NODE_EXAMPLE = re.compile(r"examples/\S+\.mjs")
 PORT_RULES = [
     (re.compile(r"(?:localhost|127\.0\.0\.1|\[::1\]):\d+"),
-     "a literal port: write localhost:" + PORT_REF + " (README.md, Example)"),
+     "a literal port: write localhost:" + PORT_REF + " (README.md, Example), or for gRPC "
+     "localhost:" + GRPC_PORT_REF),
     (re.compile(r"\$ATTN_PORT\b|\$\{ATTN_PORT\}"),
      "ATTN_PORT without its default: write " + PORT_REF),
+    (re.compile(r"\$ATTN_GRPC_PORT\b|\$\{ATTN_GRPC_PORT\}"),
+     "ATTN_GRPC_PORT without its default: write " + GRPC_PORT_REF),
 ]
 # A command that runs the server: its first word (after VAR=value words), at
 # the start of a line or after ;, &&, || or |.
@@ -257,7 +270,16 @@ NO_NUMPY = ('raise ImportError("numpy is hidden by tests/check_docs.py: make run
             'install it; the documented examples use the standard library only")\n')
 
 
+def free_port():
+    """A loopback port nothing listens on now (for the gRPC side, whose
+    port 0 means off rather than a free one)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def start_server():
+    """Returns (process, HTTP port, gRPC port, scratch directory)."""
     run = os.path.join(WORK, "run")
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(run)
@@ -269,7 +291,10 @@ def start_server():
     env = dict(os.environ, ATTN_ADMIN_TOKEN=TOKEN)
     log = open(os.path.join(WORK, "server.log"), "wb")
     env.pop("ATTN_PORT", None)
-    proc = subprocess.Popen([SERVER, "--port", "0", "--bind", "127.0.0.1"], cwd=run, env=env,
+    env.pop("ATTN_GRPC_PORT", None)
+    grpc_port = free_port()
+    proc = subprocess.Popen([SERVER, "--port", "0", "--bind", "127.0.0.1",
+                             "--grpc-port", str(grpc_port)], cwd=run, env=env,
                             stdout=log, stderr=subprocess.PIPE)
     port, seen = None, b""
     deadline = time.time() + 20
@@ -295,7 +320,7 @@ def start_server():
     else:
         proc.kill()
         sys.exit("check_docs: the server was not ready within 20 s")
-    return proc, port, run
+    return proc, port, grpc_port, run
 
 
 def stop_server(proc, logpath, errors):
@@ -353,7 +378,11 @@ def main():
 
     ran = 0
     if plan:
-        proc, port, run = start_server()
+        if any(NODE_EXAMPLE.search(t) for _, runnable in plan for _, t in runnable):
+            # the Node examples' packages (@grpc/grpc-js, ...), as make test installs them
+            subprocess.run(["bash", "-c", ". scripts/lib.sh && npm_ci @grpc/grpc-js @grpc/proto-loader"],
+                           cwd=ROOT, check=True)
+        proc, port, grpc_port, run = start_server()
         nonumpy = os.path.join(WORK, "nonumpy")
         os.makedirs(os.path.join(nonumpy, "numpy"))
         with open(os.path.join(nonumpy, "numpy", "__init__.py"), "w") as f:
@@ -372,7 +401,9 @@ def main():
                     r = subprocess.run(["bash", "-c", "".join(script)], cwd=run, stdout=log,
                                        stderr=subprocess.STDOUT, timeout=300,
                                        env=dict(os.environ, TOKEN=TOKEN, CHECK_DOCS_AT=at,
-                                                ATTN_PORT=str(port), PYTHONPATH=nonumpy))
+                                                ATTN_PORT=str(port),
+                                                ATTN_GRPC_PORT=str(grpc_port),
+                                                PYTHONPATH=nonumpy))
                 left = sorted(tree_files(run) - before)
                 if left:
                     errors.append(f"{rel}: its examples leave {', '.join(left)} in the "

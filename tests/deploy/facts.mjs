@@ -11,14 +11,17 @@
 //   scrape Kind/name PATH PORT       (prometheus.io/* or prometheus.kserve.io/*
 //                                     annotations; ServiceMonitor endpoints)
 //   target Service/name PORTNAME PORT (each Service port's targetPort)
+//   grpc   Kind/name container PORT  (a container port named grpc, or h2c as
+//                                     KServe names a gRPC port)
 //   pod    Kind/name GRACE PRESTOP   (terminationGracePeriodSeconds, 30 when
 //                                     unset as in Kubernetes; the longest
 //                                     preStop sleep of its containers, 0 when
 //                                     none)
-//   override Kind/name container SETTING  (an ATTN_PORT or ATTN_DRAIN_TIMEOUT
-//                                     variable, or a --port or --drain-timeout
+//   override Kind/name container SETTING  (an ATTN_PORT, ATTN_GRPC_PORT or
+//                                     ATTN_DRAIN_TIMEOUT variable, or a
+//                                     --port, --grpc-port or --drain-timeout
 //                                     argument: it would beat the file, where
-//                                     the check reads those two)
+//                                     the check reads those three)
 // A named port is resolved to its containerPort; a port or preStop hook it
 // cannot work out is printed as "?", which the script reports.
 // Exits 1 when the file has no such ConfigMap or more than one.
@@ -99,10 +102,12 @@ for (const { d, pod } of pods) {
       lines.push(`scrape ${id(d)} ${a[`${pre}/path`] || "/metrics"} ${resolve(a[`${pre}/port`], containers)}`);
   for (const c of containers) {
     for (const e of c.env || [])
-      if (e.name === "ATTN_PORT" || e.name === "ATTN_DRAIN_TIMEOUT")
+      if (["ATTN_PORT", "ATTN_GRPC_PORT", "ATTN_DRAIN_TIMEOUT"].includes(e.name))
         lines.push(`override ${id(d)} ${c.name} ${e.name}`);
     for (const a of [...(c.command || []), ...(c.args || [])])
-      if (/^--(port|drain-timeout)(=|$)/.test(a)) lines.push(`override ${id(d)} ${c.name} ${a}`);
+      if (/^--(port|grpc-port|drain-timeout)(=|$)/.test(a)) lines.push(`override ${id(d)} ${c.name} ${a}`);
+    for (const p of c.ports || [])
+      if (p.name === "grpc" || p.name === "h2c") lines.push(`grpc ${id(d)} ${c.name} ${p.containerPort}`);
   }
   const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
   const stops = containers.map(preStopSeconds);
