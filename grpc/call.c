@@ -512,10 +512,13 @@ static void finish(struct gcall *c)
     struct gsrv *s = c->s;
     const double secs = grpc_route_now() - c->view.t_first;
     int code = c->code;
+    /* ended early: the client's status, as far as the server can tell (a
+     * message over the limit is the core's RESOURCE_EXHAUSTED, counted as
+     * CANCELLED here) */
     if (!c->status_sent || !c->send_ok || c->cancelled)
-        code = c->view.deadline > 0 && grpc_route_now() >= c->view.deadline
-                   ? GRPC_CODE_DEADLINE_EXCEEDED
-                   : GRPC_CODE_CANCELLED;
+        code = c->view.deadline > 0 && grpc_route_now() >= c->view.deadline ? GRPC_CODE_DEADLINE_EXCEEDED
+               : atomic_load(&s->cut)                                        ? GRPC_CODE_UNAVAILABLE
+                                                                             : GRPC_CODE_CANCELLED;
     if (!c->stream && s->table->record)
         s->table->record(c->route ? c->route->metric : NULL, code, secs);
     if (s->opt.log_requests) {

@@ -224,6 +224,7 @@ int grpc_drain(struct grpc_server *h, int timeout_s)
     int cut = 0;
     if (!settled(s) && s->started) {
         cut = atomic_load(&s->calls_open);
+        atomic_store(&s->cut, 1);
         grpc_server_cancel_all_calls(s->srv);
         while (!settled(s)) /* (a job being computed finishes first) */
             usleep(5000);

@@ -36,6 +36,7 @@ struct gsrv {
     struct gtag shutdown_tag;
     atomic_int draining;      /* grpc_drain_begin has run */
     atomic_int shut;          /* the shutdown's tag is back */
+    atomic_int cut;           /* the drain has cancelled the calls left */
     atomic_int armed;         /* request_call slots waiting for a call */
     atomic_int calls_open;    /* calls arrived and not yet freed */
     atomic_llong inflight_bytes;

@@ -450,7 +450,8 @@ Test(grpc_transport, a_stream_answers_in_order_and_goes_on_past_a_failed_request
     unserve();
 }
 
-Test(grpc_transport, a_call_past_its_deadline_is_cancelled_for_its_handler, .timeout = 30)
+Test(grpc_transport, a_call_past_its_deadline_or_given_up_is_cancelled_for_its_handler,
+     .timeout = 30)
 {
     struct grpc_options o = options();
     serve(&o);
@@ -460,6 +461,17 @@ Test(grpc_transport, a_call_past_its_deadline_is_cancelled_for_its_handler, .tim
     expect_reply(&u, GRPC_STATUS_DEADLINE_EXCEEDED, NULL);
     WAIT_FOR(atomic_load(&saw_cancel));
     cr_expect(atomic_load(&saw_cancel), "the handler did not see cancelled turn");
+    /* the same when the client gives up; the server serves on */
+    atomic_store(&saw_cancel, 0);
+    ustart(&u, "/t.S/Echo", "slow", 4, NULL, 0);
+    usleep(150000);
+    grpc_call_cancel(u.call, NULL);
+    ufinish(&u);
+    expect_reply(&u, GRPC_STATUS_CANCELLED, NULL);
+    WAIT_FOR(atomic_load(&saw_cancel));
+    cr_expect(atomic_load(&saw_cancel), "the handler did not see the client's cancel");
+    unary(&u, "/t.S/Echo", "on", NULL);
+    expect_reply(&u, GRPC_STATUS_OK, "on");
     unserve();
 }
 
@@ -492,6 +504,20 @@ Test(grpc_transport, the_drain_lets_a_call_in_flight_finish_and_refuses_new_ones
     cr_expect_eq(grpc_drain(srv, 5), 0, "a call was cut");
     ufinish(&slow);
     expect_reply(&slow, GRPC_STATUS_OK, "waited");
+    unserve();
+}
+
+Test(grpc_transport, the_drain_cuts_a_call_past_its_timeout, .timeout = 30)
+{
+    struct grpc_options o = options();
+    serve(&o);
+    struct ucall slow;
+    ustart(&slow, "/t.S/Echo", "slow", 4, NULL, 0);
+    usleep(150000);
+    cr_expect_eq(grpc_drain(srv, 0), 1, "the slow call was not cut");
+    cr_expect(atomic_load(&saw_cancel), "the handler did not see cancelled turn");
+    ufinish(&slow);
+    expect_reply(&slow, GRPC_STATUS_UNAVAILABLE, NULL); /* (the core's status) */
     unserve();
 }
 
