@@ -12,7 +12,8 @@
 CC      ?= cc
 OPT     ?= -O2 -g
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CFLAGS  += -std=gnu11 $(OPT) $(WARN) -fopenmp-simd -MMD -MP -pthread -I. \
+# -iquote: "folder/x.h" is ours, <grpc/grpc.h> gRPC's (beside our grpc/grpc.h)
+CFLAGS  += -std=gnu11 $(OPT) $(WARN) -fopenmp-simd -MMD -MP -pthread -iquote . \
            $(shell pkg-config --cflags openblas 2>/dev/null)
 LDFLAGS += -pthread
 BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
@@ -42,7 +43,7 @@ endif
 # must be written as a cast, which says it is meant.
 FLOAT_WARN := -Werror=double-promotion -Werror=conversion -Wno-sign-conversion
 $(BUILD)/core/%.o $(BUILD)/lib/%.o $(BUILD)/codec/%.o $(BUILD)/api/%.o $(BUILD)/http/%.o \
-$(BUILD)/config/%.o $(BUILD)/options/%.o $(BUILD)/model/%.o $(BUILD)/main.o: WARN += $(FLOAT_WARN)
+$(BUILD)/grpc/%.o $(BUILD)/config/%.o $(BUILD)/options/%.o $(BUILD)/model/%.o $(BUILD)/main.o: WARN += $(FLOAT_WARN)
 
 CORE_SRC  := core/attention.c core/kernels.c core/band.c core/check.c core/reference.c \
              core/blas.c core/posenc.c core/variants.c core/reduce.c
@@ -63,8 +64,8 @@ CFLAGS     += -I$(GEN)
 # The layers (README.md; scripts/layers.sh checks who includes whom):
 # lib/ leaf utilities, core/ the attention math, config/ settings, options/
 # the request options table, model/ server-held models, codec/ the two
-# protocols' bodies, api/ routes and handlers, http/ the transport; main.c
-# composes them.
+# protocols' bodies, api/ routes and handlers, http/ the transport, grpc/
+# the gRPC transport; main.c composes them.
 LIB_SRC    := lib/base64.c lib/jsonnum.c lib/jsonnum_format.c lib/errors.c lib/pool.c \
               lib/suggest.c
 LIB_SRC    += lib/utf8.c
@@ -82,13 +83,18 @@ CODEC_SRC  += codec/pb_write.c codec/oip_infer.c codec/oip_answer.c codec/oip_js
 API_SRC    := api/service.c api/metrics.c api/v2.c api/routes.c api/files.c api/models.c api/sequence_store.c api/sequence_layers.c api/sequence.c
 API_SRC    += api/grpc_routes.c
 HTTP_SRC   := http/cors.c http/tls.c http/framing.c http/inflate.c http/route.c
-SVC_SRC    := $(LIB_SRC) $(OPTIONS_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC)
+# what api/ calls of grpc/ (no gRPC in it); the rest of grpc/ is GRPC_OBJ
+GRPC_ROUTE_SRC := grpc/grpc_route.c
+SVC_SRC    := $(LIB_SRC) $(OPTIONS_SRC) $(CODEC_SRC) $(API_SRC) $(HTTP_SRC) $(GRPC_ROUTE_SRC)
 SVC_OBJ   := $(SVC_SRC:%.c=$(BUILD)/%.o) $(CONFIG_SRC:%.c=$(BUILD)/%.o) \
              $(MODEL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/api/embed.o $(PROTO_OBJ)
 # The transport on libmicrohttpd (the unit tests serve a table of their own).
 TRANSPORT_OBJ := $(BUILD)/http/http.o $(BUILD)/http/conn.o $(BUILD)/http/response.o \
                  $(BUILD)/http/body.o $(BUILD)/http/request.o
-HTTP_OBJ  := $(BUILD)/main.o $(TRANSPORT_OBJ)
+# The transport on gRPC's C core (linked with $(GRPC_LIBS)).
+GRPC_SRC  := grpc/grpc.c grpc/call.c
+GRPC_OBJ  := $(GRPC_SRC:%.c=$(BUILD)/%.o)
+HTTP_OBJ  := $(BUILD)/main.o $(TRANSPORT_OBJ) $(GRPC_OBJ)
 SERVER    := $(BUILD)/attention-server
 SVC_LIBS  := $(MHD_LIBS) -lgnutls -ljansson -lz $(BLAS_LIBS) -lm $(PROTO_LIBS)
 
@@ -106,6 +112,7 @@ UNIT_SRC  += tests/core/test_kvcache.c
 UNIT_SRC  += tests/lib/test_pool_parallel.c tests/api/test_sequence_layers.c
 UNIT_SRC  += tests/codec/test_oip.c tests/codec/test_oip_answer.c tests/codec/test_oip_json.c tests/codec/oip_shared.c
 UNIT_SRC  += tests/api/test_grpc_routes.c
+UNIT_SRC  += tests/grpc/test_grpc_transport.c
 UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 
 HTTPTEST  := $(BUILD)/tests/server-tests
@@ -178,7 +185,7 @@ $(BUILD)/api/embed.o: api/embed.S openapi.yaml
 	$(CC) -c $< -o $@
 
 $(SERVER): $(HTTP_OBJ) $(SVC_OBJ) $(CORE_OBJ)
-	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(SVC_LIBS) $(GRPC_LIBS)
 
 $(DEMO): $(BUILD)/examples/demo.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(BLAS_LIBS) -lm
@@ -222,8 +229,8 @@ $(BUILD)/bench/bench_grpc: $(BUILD)/bench/bench_grpc.o $(PROTO_OBJ)
 $(BUILD)/bench/const_server: $(BUILD)/bench/const_server.o
 	$(CC) $(LDFLAGS) $^ -o $@ $(MHD_LIBS)
 
-$(UNIT): $(UNIT_OBJ) $(CORE_OBJ) $(SVC_OBJ) $(TRANSPORT_OBJ)
-	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion -lcurl $(SVC_LIBS)
+$(UNIT): $(UNIT_OBJ) $(CORE_OBJ) $(SVC_OBJ) $(TRANSPORT_OBJ) $(GRPC_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion -lcurl $(SVC_LIBS) $(GRPC_LIBS)
 
 $(HTTPTEST): $(HTTPTEST_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ -lcriterion -lcurl -ljansson -lz -lm

@@ -8,8 +8,9 @@
  *     grpc_drain(g, drain_timeout);   (SIGTERM: GOAWAY, calls in flight finish)
  *     grpc_stop(g);
  */
-#ifndef GRPC_GRPC_H
-#define GRPC_GRPC_H
+/* (not GRPC_GRPC_H: that is the guard of gRPC's own <grpc/grpc.h>) */
+#ifndef ATTN_GRPC_GRPC_H
+#define ATTN_GRPC_GRPC_H
 
 #include <stddef.h>
 

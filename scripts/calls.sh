@@ -12,12 +12,12 @@
 #    own header, so that layers.sh's include cycles are the call cycles.
 #        HEADER.h: declares SYM, a function of FILE.c (a leaf declares none)
 #
-# Usage: scripts/calls.sh [FOLDER...]   (default: lib core config options model codec api http)
+# Usage: scripts/calls.sh [FOLDER...]   (default: lib core config options model codec api http grpc)
 # Exits 1 when it prints one.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
-[ $# -gt 0 ] || set -- lib core config options model codec api http
+[ $# -gt 0 ] || set -- lib core config options model codec api http grpc
 make -s --no-print-directory -j2 all
 
 tmp=$(mktemp -d)

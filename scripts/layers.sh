@@ -1,8 +1,8 @@
 #!/bin/sh
 # layers.sh -- the layer rule (part of `make lint` and `make test`): which
 # folder's C files may include which folder's headers. The request path
-# reads in one direction, HTTP -> api -> codec -> core -> codec -> HTTP, and
-# no layer reaches around the one below it:
+# reads in one direction, HTTP (or gRPC) -> api -> codec -> core -> codec ->
+# HTTP (or gRPC), and no layer reaches around the one below it:
 #
 #   folder   what it owns                                may include
 #   lib/     leaf utilities: base64, JSON numbers,       lib
@@ -16,10 +16,13 @@
 #   codec/   the two protocols' bodies                   codec model options core lib
 #            (never the registry: model/repo.h)
 #   api/     routes and handlers; the only caller of     api codec model options core config lib
-#            the registry                                and http/route.h and grpc/grpc_route.h,
+#            the registry                                and http/route.h, grpc/grpc_route.h,
 #                                                        the transports' interfaces
 #   http/    the transport on libmicrohttpd: knows no    http lib config
 #            protocol, model or core
+#   grpc/    the transport on gRPC's C core: knows no    grpc lib config
+#            protocol message, model or core (its
+#            <grpc/...> includes are gRPC's own headers)
 #   main.c   the composition root                        anything
 #
 # Within a folder the includes go one way too: a module is a file's stem
@@ -52,6 +55,7 @@ allowed() { # folder -> the folders its files may include
     codec) echo "codec model options core lib" ;;
     api) echo "api codec model options core config lib" ;;
     http) echo "http lib config" ;;
+    grpc) echo "grpc lib config" ;;
     esac
 }
 
@@ -67,24 +71,26 @@ forbidden() { # folder header -> 0 if refused although its folder is allowed
 
 status=0
 n=0
-for layer in lib core config options model codec api http; do
+for layer in lib core config options model codec api http grpc; do
     [ -d "$layer" ] || continue
     ok=$(allowed "$layer")
     for f in "$layer"/*.c "$layer"/*.h; do
         [ -f "$f" ] || continue
         n=$((n + 1))
-        # "folder/file.h", and <folder/file.h> of a folder of ours (the
-        # build's -I. finds both); other <system> headers are not ours
+        # "folder/file.h", and <folder/file.h> of a folder of ours (a
+        # spelling the build's -iquote does not find, refused all the same);
+        # other <system> headers are not ours, nor gRPC's <grpc/...>
         grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]' "$f" |
-            sed -E 's/^([0-9]+):[^"<]*["<]([^">]+)[">].*/\1 \2/' >"$tmp/includes" || true
-        while read -r line inc; do
+            sed -E 's/^([0-9]+):[^"<]*(["<])([^">]+)[">].*/\1 \2 \3/' >"$tmp/includes" || true
+        while read -r line kind inc; do
+            [ "$kind" = "<" ] && [ "${inc%%/*}" = grpc ] && continue
             dir=${inc%%/*}
             case "$inc" in
             */*) ;;
             *.h) [ -f "$layer/$inc" ] && dir=$layer inc=$layer/$inc ;; # "x.h" beside f
             esac
             [ "$dir" != "$inc" ] || continue # <stdio.h>
-            case "$dir" in lib | core | config | options | model | codec | api | http) ;; *) continue ;; esac
+            case "$dir" in lib | core | config | options | model | codec | api | http | grpc) ;; *) continue ;; esac
             if forbidden "$layer" "$inc"; then
                 echo "$f:$line: includes $inc: only model/ and api/ may use the registry"
                 status=1

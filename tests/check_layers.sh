@@ -12,7 +12,7 @@ scripts/layers.sh
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for d in lib core config options model codec api http; do
+for d in lib core config options model codec api http grpc; do
     mkdir -p "$tmp/$d"
     cp "$d"/*.[ch] "$tmp/$d/" 2>/dev/null || true
 done
