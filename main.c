@@ -114,7 +114,7 @@ static struct grpc_options grpc_options_of(const struct cfg *c)
 }
 
 /* ", gRPC on https://ADDR:PORT" for the start-up line, or "" without gRPC. */
-static void grpc_line(char *out, size_t len, const struct cfg *c, const struct grpc_server *g)
+static void grpc_line(char *out, size_t len, const struct cfg *c, const struct grpc_transport *g)
 {
     if (!g) {
         out[0] = '\0';
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
         return refused ? CFG_EXIT_SETTING : CFG_EXIT_FAILURE;
     }
     /* gRPC, on the same workers: the same refusals as HTTP's */
-    struct grpc_server *grpc = NULL;
+    struct grpc_transport *grpc = NULL;
     if (c.grpc_port) {
         const struct grpc_options gopt = grpc_options_of(&c);
         grpc = grpc_start(&gopt, grpc_routes_init(&c), pool, &refused, err, sizeof err);

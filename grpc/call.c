@@ -46,7 +46,7 @@ static void slot_free(struct gcall *c)
     free(c);
 }
 
-void call_arm(struct gsrv *s)
+void call_arm(struct grpc_transport *s)
 {
     struct gcall *c = calloc(1, sizeof *c);
     if (!c)
@@ -284,7 +284,7 @@ static void msg_release(struct gcall *c)
 
 static void run_handler(struct gcall *c)
 {
-    struct gsrv *s = c->s;
+    struct grpc_transport *s = c->s;
     if (c->cancelled) { /* nobody to answer: not computed */
         grpc_route_fail(&c->resp, GRPC_CODE_CANCELLED, "the call ended before its handler ran");
     } else {
@@ -334,7 +334,7 @@ static void refuse(struct gcall *c)
 
 static void on_new(struct gcall *c)
 {
-    struct gsrv *s = c->s;
+    struct grpc_transport *s = c->s;
     call_arm(s);
     const int open = atomic_fetch_add(&s->calls_open, 1) + 1;
     atomic_init(&c->refs, 1);
@@ -380,7 +380,7 @@ static void on_new(struct gcall *c)
 /* A message has come (or the client's end, or the call's). */
 static void on_recv(struct gcall *c, int ok)
 {
-    struct gsrv *s = c->s;
+    struct grpc_transport *s = c->s;
     grpc_byte_buffer *bb = c->recv_bb;
     c->recv_bb = NULL;
     if (!ok) { /* the call has failed (a message over the limit: the core's status) */
@@ -449,7 +449,7 @@ static void on_recv(struct gcall *c, int ok)
 
 static void on_send(struct gcall *c, int ok)
 {
-    struct gsrv *s = c->s;
+    struct grpc_transport *s = c->s;
     if (c->send_bb)
         grpc_byte_buffer_destroy(c->send_bb);
     c->send_bb = NULL;
@@ -509,7 +509,7 @@ static const char *log_escape(char *dst, size_t cap, const char *s)
 /* The last tag is back: count, log and free the call. */
 static void finish(struct gcall *c)
 {
-    struct gsrv *s = c->s;
+    struct grpc_transport *s = c->s;
     const double secs = grpc_route_now() - c->view.t_first;
     int code = c->code;
     /* ended early: the client's status, as far as the server can tell (a

@@ -6,7 +6,7 @@
 #include "grpc/state.h"
 
 /* Keep one more request_call slot armed (none once draining). */
-void call_arm(struct gsrv *s);
+void call_arm(struct grpc_transport *s);
 
 /* A completion of the queue: t's call moves on (ok: the op succeeded). */
 void call_event(struct gtag *t, int ok);

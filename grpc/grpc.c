@@ -30,11 +30,6 @@
 /* Seconds a TLS or HTTP/2 handshake may take, at most. */
 #define HANDSHAKE_S 10
 
-static struct gsrv *of(struct grpc_server *h)
-{
-    return (struct gsrv *)(void *)h;
-}
-
 /* The core's own log: its errors only, on the server's stderr. */
 static void core_log(gpr_log_func_args *a)
 {
@@ -44,7 +39,7 @@ static void core_log(gpr_log_func_args *a)
 
 static void *cq_thread(void *arg)
 {
-    struct gsrv *s = arg;
+    struct grpc_transport *s = arg;
     for (;;) {
         const grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
                                                          NULL);
@@ -126,11 +121,11 @@ static grpc_server_credentials *credentials(const struct grpc_options *o, int *s
     return c;
 }
 
-struct grpc_server *grpc_start(const struct grpc_options *o, const struct grpc_route_table *t,
+struct grpc_transport *grpc_start(const struct grpc_options *o, const struct grpc_route_table *t,
                                struct pool *pool, int *setting, char *err, size_t errlen)
 {
     *setting = 0;
-    struct gsrv *s = calloc(1, sizeof *s);
+    struct grpc_transport *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -162,7 +157,7 @@ struct grpc_server *grpc_start(const struct grpc_options *o, const struct grpc_r
 
     grpc_server_credentials *creds = credentials(o, setting, err, errlen);
     if (!creds) {
-        grpc_stop((struct grpc_server *)(void *)s);
+        grpc_stop(s);
         return NULL;
     }
     const char *addr = o->address && o->address[0] ? o->address : "0.0.0.0";
@@ -172,30 +167,30 @@ struct grpc_server *grpc_start(const struct grpc_options *o, const struct grpc_r
     grpc_server_credentials_release(creds);
     if (s->port == 0) {
         snprintf(err, errlen, "could not listen on %s", where);
-        grpc_stop((struct grpc_server *)(void *)s);
+        grpc_stop(s);
         return NULL;
     }
     grpc_server_start(s->srv);
     s->started = 1;
     if (pthread_create(&s->thread, NULL, cq_thread, s) != 0) {
         snprintf(err, errlen, "could not start the gRPC thread");
-        grpc_stop((struct grpc_server *)(void *)s);
+        grpc_stop(s);
         return NULL;
     }
     s->thread_started = 1;
     for (int i = 0; i < GRPC_ARMED; i++)
         call_arm(s);
-    return (struct grpc_server *)(void *)s;
+    return s;
 }
 
-int grpc_port(const struct grpc_server *h)
+int grpc_port(const struct grpc_transport *h)
 {
-    return ((const struct gsrv *)(const void *)h)->port;
+    return h->port;
 }
 
-void grpc_drain_begin(struct grpc_server *h)
+void grpc_drain_begin(struct grpc_transport *h)
 {
-    struct gsrv *s = of(h);
+    struct grpc_transport *s = h;
     pthread_mutex_lock(&s->lock);
     if (!atomic_load(&s->draining)) {
         atomic_store(&s->draining, 1);
@@ -208,15 +203,15 @@ void grpc_drain_begin(struct grpc_server *h)
 }
 
 /* Until the calls are freed, the slots back and the shutdown's tag in. */
-static int settled(struct gsrv *s)
+static int settled(struct grpc_transport *s)
 {
     return atomic_load(&s->calls_open) == 0 && atomic_load(&s->armed) == 0 &&
            atomic_load(&s->shut);
 }
 
-int grpc_drain(struct grpc_server *h, int timeout_s)
+int grpc_drain(struct grpc_transport *h, int timeout_s)
 {
-    struct gsrv *s = of(h);
+    struct grpc_transport *s = h;
     grpc_drain_begin(h);
     const double deadline = grpc_route_now() + timeout_s;
     while (!settled(s) && grpc_route_now() < deadline)
@@ -232,9 +227,9 @@ int grpc_drain(struct grpc_server *h, int timeout_s)
     return cut;
 }
 
-void grpc_stop(struct grpc_server *h)
+void grpc_stop(struct grpc_transport *h)
 {
-    struct gsrv *s = of(h);
+    struct grpc_transport *s = h;
     if (!s)
         return;
     if (s->thread_started)

@@ -3,7 +3,7 @@
  * no protocol message, model or core: bytes in, bytes and a status out,
  * through the table of grpc/grpc_route.h.
  *
- *     struct grpc_server *g = grpc_start(&options, table, pool, &setting, err, sizeof err);
+ *     struct grpc_transport *g = grpc_start(&options, table, pool, &setting, err, sizeof err);
  *     ... grpc_port(g) ...
  *     grpc_drain(g, drain_timeout);   (SIGTERM: GOAWAY, calls in flight finish)
  *     grpc_stop(g);
@@ -17,7 +17,7 @@
 #include "grpc/grpc_route.h"
 #include "lib/pool.h"
 
-struct grpc_server;
+struct grpc_transport;
 
 struct grpc_options {
     const char *address;          /* IPv4 or IPv6 address to listen on */
@@ -34,22 +34,22 @@ struct grpc_options {
 /* Listen and serve t with the handlers of GRPC_ROUTE_POOL rows on pool.
  * NULL on failure, err filled; *setting set when a setting is the cause
  * (the TLS files), else the system (the port in use). */
-struct grpc_server *grpc_start(const struct grpc_options *o, const struct grpc_route_table *t,
+struct grpc_transport *grpc_start(const struct grpc_options *o, const struct grpc_route_table *t,
                                struct pool *pool, int *setting, char *err, size_t errlen);
 
 /* The port it listens on. */
-int grpc_port(const struct grpc_server *s);
+int grpc_port(const struct grpc_transport *s);
 
 /* Stop taking calls at once (GOAWAY; state.draining set), without
  * waiting: SIGTERM starts both transports' drains together. */
-void grpc_drain_begin(struct grpc_server *s);
+void grpc_drain_begin(struct grpc_transport *s);
 
 /* grpc_drain_begin() if not yet, then let the calls in flight finish for
  * up to timeout_s seconds, then cancel the rest. Returns how many were
  * cut. */
-int grpc_drain(struct grpc_server *s, int timeout_s);
+int grpc_drain(struct grpc_transport *s, int timeout_s);
 
 /* Free everything (after grpc_drain, or instead of it). */
-void grpc_stop(struct grpc_server *s);
+void grpc_stop(struct grpc_transport *s);
 
 #endif

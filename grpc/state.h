@@ -22,10 +22,8 @@ struct gtag {
     struct gcall *call;
 };
 
-/* The server behind the handle struct grpc_server * of grpc.h (a name the
- * core's own opaque grpc_server also has: the handle is cast, never
- * dereferenced as that). */
-struct gsrv {
+/* The server behind the handle of grpc.h. */
+struct grpc_transport {
     struct grpc_options opt;
     const struct grpc_route_table *table;
     struct pool *pool;
@@ -45,7 +43,7 @@ struct gsrv {
 
 /* One call (or stream), from its request_call slot to its last tag. */
 struct gcall {
-    struct gsrv *s;
+    struct grpc_transport *s;
     grpc_call *call;
     grpc_call_details details;
     grpc_metadata_array md;

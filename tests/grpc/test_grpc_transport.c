@@ -112,7 +112,7 @@ static const struct grpc_route rows[] = {
 static const struct grpc_route_table table = {rows, 3, "admin is off: set admin_token", record};
 
 static struct pool *pool;
-static struct grpc_server *srv;
+static struct grpc_transport *srv;
 
 static struct grpc_options options(void)
 {
