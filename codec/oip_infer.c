@@ -4,6 +4,7 @@
  * bytes, raw or converted from its typed contents; see codec/oip.h. The
  * HTTP decoder then applies its own rules (names, shapes, sizes). */
 #include "codec/oip_infer.h"
+#include "options/options.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -394,9 +395,11 @@ static int write_body(struct pb_buf *b, const Request *q, long long *header,
         rc = fail_with(err, ERR_INTERNAL, "out of memory");
         goto done;
     }
-    const int prc = put_params(b, p, q->n_parameters, "binary_data_output",
-                               q->n_outputs ? NULL : "\"binary_data_output\":true", "request",
-                               err);
+    const char *all_binary = opt_name(OPT_BINARY_DATA_OUTPUT);
+    char extra[64];
+    snprintf(extra, sizeof extra, "\"%s\":true", all_binary);
+    const int prc = put_params(b, p, q->n_parameters, all_binary, q->n_outputs ? NULL : extra,
+                               "request", err);
     free(p);
     if (prc)
         goto done;
