@@ -262,13 +262,17 @@ run:
 # expects NULL back, which ASan otherwise turns into an abort.
 # lsan.supp: a leak inside libcriterion itself, see the file.
 SAN_ENV := ASAN_OPTIONS=allocator_may_return_null=1 LSAN_OPTIONS=suppressions=tests/lsan.supp
+# The servers a test starts listen for gRPC only where the test asks
+# (--grpc-port): not on grpc_port's default, 8001, which two servers at
+# once (a test's replicas, two test runs) cannot share.
+NO_GRPC := ATTN_GRPC_PORT=0
 
 unit: $(UNIT)
-	$(SAN_ENV) $(UNIT) --jobs 2
+	$(NO_GRPC) $(SAN_ENV) $(UNIT) --jobs 2
 
 # The integration tests start $(SERVER) themselves on free ports.
 http-test: $(HTTPTEST) $(SERVER)
-	$(SAN_ENV) ATTN_SERVER=$(SERVER) $(HTTPTEST) --jobs 1
+	$(NO_GRPC) $(SAN_ENV) ATTN_SERVER=$(SERVER) $(HTTPTEST) --jobs 1
 
 lint-openapi:
 	scripts/lint-openapi.sh
@@ -279,7 +283,7 @@ lint-openapi:
 # Screenshots and the server's log go to build/browser/.
 browser-test: deps-build
 	$(MAKE) $(SERVER)
-	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/browser-test.sh
+	$(NO_GRPC) $(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/browser-test.sh
 
 test: deps-test
 	$(MAKE) layers-check unit http-test lint-openapi browser-test deploy-check readme-check docs-check \
@@ -291,7 +295,7 @@ test: deps-test
 # (60 by default); RSS and open descriptors before and after.
 SOAK_SECONDS ?= 60
 soak: $(SERVER)
-	$(SAN_ENV) ATTN_SERVER=$(SERVER) SOAK_SECONDS=$(SOAK_SECONDS) tests/soak.sh
+	$(NO_GRPC) $(SAN_ENV) ATTN_SERVER=$(SERVER) SOAK_SECONDS=$(SOAK_SECONDS) tests/soak.sh
 
 # Three replicas of $(SERVER) behind Debian's nginx on loopback, under wrk:
 # a rolling restart must cost no request (scripts/scale-test.sh); then the
@@ -301,16 +305,16 @@ soak: $(SERVER)
 scale-test:
 	@scripts/deps.sh scale
 	$(MAKE) $(SERVER)
-	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/scale-test.sh
+	$(NO_GRPC) $(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/scale-test.sh
 
 scale-test-short: $(SERVER)
-	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/scale-test.sh SHORT
+	$(NO_GRPC) $(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/scale-test.sh SHORT
 
 # Benchmarks: tables on stdout, CSV and plots under build/bench/.
 bench:
 	@scripts/deps.sh bench
 	$(MAKE) $(SERVER) $(BENCH_BIN)
-	bench/run.sh
+	$(NO_GRPC) bench/run.sh
 
 # libFuzzer on decode → compute → encode, then on the safetensors reader and
 # the model mapping; FUZZ_SECONDS=60 each by default, FUZZ_TARGETS="codec
@@ -364,7 +368,7 @@ docs-check: $(SERVER)
 # same tokens and logits, per cache dtype, and docs/offload.md's examples
 # (tests/check_offload.py).
 offload-check: $(SERVER)
-	$(SAN_ENV) ATTN_SERVER=$(SERVER) /usr/bin/python3 tests/check_offload.py
+	$(NO_GRPC) $(SAN_ENV) ATTN_SERVER=$(SERVER) /usr/bin/python3 tests/check_offload.py
 
 # What make run prints: a line naming what it builds, the compiler's lines
 # in $(BUILD)/build.log (tests/check_run.sh).
@@ -400,7 +404,7 @@ $(DIFF_TOOL): $(DIFF_SRC:%.c=$(BUILD)/%.o)
 	$(CC) $(LDFLAGS) $^ -o $@ -lcurl -ljansson -lm
 differential: $(SERVER) $(DIFF_TOOL)
 	@test -n "$(BASE)" || { echo "usage: make differential BASE=<commit>"; exit 2; }
-	BUILD=$(BUILD) scripts/differential.sh $(BASE)
+	$(NO_GRPC) BUILD=$(BUILD) scripts/differential.sh $(BASE)
 
 # make print-VAR prints a variable (the scripts read source lists this way).
 print-%:
