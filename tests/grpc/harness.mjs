@@ -81,6 +81,13 @@ export function unary(client, method, req, { md = new grpc.Metadata(), deadlineM
   });
 }
 
+// The gRPC code of an HTTP error status, as the service maps them.
+export function codeForHttp(httpStatus) {
+  return { 400: Status.INVALID_ARGUMENT, 401: Status.UNAUTHENTICATED, 403: Status.PERMISSION_DENIED, 404: Status.NOT_FOUND,
+           408: Status.DEADLINE_EXCEEDED, 413: Status.RESOURCE_EXHAUSTED, 429: Status.RESOURCE_EXHAUSTED,
+           501: Status.UNIMPLEMENTED, 503: Status.UNAVAILABLE }[httpStatus] ?? Status.INTERNAL;
+}
+
 // The error of a call that must fail: {code, details}; a success rejects.
 export async function failure(client, method, req, opts) {
   try {

@@ -28,7 +28,6 @@ test('metrics count gRPC calls with protocol="grpc"; the access log has their re
     for (let i = 0; i < 5; i++) await unary(srv.client, 'ModelInfer', grpcRequest('attention', small));
     await unary(srv.client, 'ServerMetadata', {}, { md: metadata({ 'x-request-id': 'grpc-req-31-meta' }) });
     await unary(srv.client, 'ModelInfer', grpcRequest('attention', small), { md: metadata({ 'x-request-id': 'grpc-req-31-infer' }) });
-    await unary(srv.client, 'ModelInfer', grpcRequest('attention', small, { id: 'grpc-req-31-own-id' }));
     const bad = await failure(srv.client, 'ModelInfer', grpcRequest('attention', { ...small, parameters: { num_heads: 3 } }),
                               { md: metadata({ 'x-request-id': 'grpc-req-31-bad' }) });
     assert.equal(bad.code, Status.INVALID_ARGUMENT);
@@ -47,7 +46,9 @@ test('metrics count gRPC calls with protocol="grpc"; the access log has their re
     assert.ok(meta && /GRPC \/inference\.GRPCInferenceService\/ServerMetadata OK /.test(meta), `access log: ${meta}`);
     const infer = line('grpc-req-31-infer');
     assert.ok(infer && /GRPC \/inference\.GRPCInferenceService\/ModelInfer OK /.test(infer), `access log: ${infer}`);
-    assert.ok(line('grpc-req-31-own-id'), 'the request\'s own id is in the access log');
+    // a call without x-request-id gets an id made up, as an HTTP request without X-Request-Id
+    assert.ok(log.some((l) => /GRPC \/inference\.GRPCInferenceService\/ModelInfer OK \d+ .*id=\S+$/.test(l) && !l.includes('grpc-req-31')),
+              'no access log line of a ModelInfer without x-request-id');
     const b = line('grpc-req-31-bad');
     assert.ok(b && /ModelInfer INVALID_ARGUMENT /.test(b), `access log: ${b}`);
   } finally {

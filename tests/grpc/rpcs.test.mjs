@@ -3,7 +3,7 @@
 // /v2/repository/index), field by field.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Status, TOKEN, bearer, compareAnswers, failure, grpcRequest, httpInfer, startServer, streamAll, unary } from './harness.mjs';
+import { Status, TOKEN, bearer, codeForHttp, compareAnswers, failure, grpcRequest, httpInfer, startServer, streamAll, unary } from './harness.mjs';
 
 let srv;
 before(async () => { srv = await startServer({ name: 'rpcs', args: ['--admin-token', TOKEN] }); });
@@ -84,8 +84,15 @@ function statsOfHttp(s) {
            batch_stats: s.batch_stats.map((b) => ({ batch_size: String(b.batch_size), compute_input: d(b.compute_input),
                                                     compute_infer: d(b.compute_infer), compute_output: d(b.compute_output) })) };
 }
+// An absent StatisticDuration reads as zeros, as every client reads it.
+const ZERO = { count: '0', ns: '0' };
 function statsOfGrpc(s) {
   const { memory_usage, response_stats, ...rest } = s;   // HTTP has neither
+  const is = rest.inference_stats || {};
+  rest.inference_stats = Object.fromEntries(['success', 'fail', 'queue', 'compute_input', 'compute_infer', 'compute_output',
+                                             'cache_hit', 'cache_miss'].map((k) => [k, is[k] || ZERO]));
+  rest.batch_stats = rest.batch_stats.map((b) => ({ batch_size: b.batch_size, compute_input: b.compute_input || ZERO,
+                                                    compute_infer: b.compute_infer || ZERO, compute_output: b.compute_output || ZERO }));
   return rest;
 }
 
@@ -133,11 +140,11 @@ test('RepositoryModelUnload and RepositoryModelLoad change the model as over HTT
   assert.equal(loaded.find((x) => x.name === m).state, 'READY');
   assert.deepEqual(await grpcIndex(), loaded);
   assert.deepEqual(await unary(srv.client, 'ModelReady', { name: m, version: '' }), { ready: true });
-  // a load of a model the repository has not: the HTTP message, INVALID_ARGUMENT or NOT_FOUND as its status
+  // a load of a model the repository has not: HTTP's message, the code of its status
   const h = await srv.http('POST', '/v2/repository/models/no-such-model/load', { headers: { Authorization: `Bearer ${TOKEN}` } });
   const e = await failure(srv.client, 'RepositoryModelLoad', { repository_name: '', model_name: 'no-such-model', parameters: {} },
                           { md: bearer() });
-  assert.equal(e.code, h.status === 404 ? Status.NOT_FOUND : Status.INVALID_ARGUMENT, `HTTP ${h.status}: ${e.details}`);
+  assert.equal(e.code, codeForHttp(h.status), `HTTP ${h.status}: ${e.details}`);
   assert.equal(e.details, h.json().error);
 });
 
