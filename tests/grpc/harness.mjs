@@ -184,7 +184,9 @@ export async function startServer({ name = 'server', args = [], env = {}, tls = 
 export async function stopServer(srv, { timeoutMs = 30000, expectCode = 0 } = {}) {
   srv.client.close();
   if (srv.child.exitCode === null && srv.child.signalCode === null) srv.term();
-  const r = await Promise.race([srv.exited, sleep(timeoutMs).then(() => null)]);
+  let timer;
+  const r = await Promise.race([srv.exited, new Promise((res) => { timer = setTimeout(() => res(null), timeoutMs); })]);
+  clearTimeout(timer);
   if (!r) {
     srv.child.kill('SIGKILL');
     throw new Error(`${srv.name}: the server did not exit within ${timeoutMs} ms of SIGTERM`);
