@@ -138,7 +138,7 @@ ALL_OBJ   := $(BUILD)/bench/bench_core.o $(BUILD)/bench/bench_causal.o $(BUILD)/
 .PHONY: all run test unit http-test lint-openapi browser-test bench fuzz roundtrip-check deps-build \
         deps-test clean mhd
 .PHONY: lint layers-check readme-check soak deploy-check container-test scale-test scale-test-short
-.PHONY: docs-check run-check screenshot differential offload-check
+.PHONY: docs-check run-check screenshot differential offload-check grpc-test
 
 all: $(SERVER) $(DEMO) $(UNIT) $(HTTPTEST)
 
@@ -285,9 +285,15 @@ browser-test: deps-build
 	$(MAKE) $(SERVER)
 	$(NO_GRPC) $(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/browser-test.sh
 
+# The gRPC side with a client nobody here wrote (npm @grpc/grpc-js):
+# tests/grpc/*.test.mjs against $(SERVER); logs in build/grpc/.
+grpc-test: deps-build
+	$(MAKE) $(SERVER)
+	$(SAN_ENV) ATTN_SERVER=$(SERVER) scripts/grpc-test.sh
+
 test: deps-test
-	$(MAKE) layers-check unit http-test lint-openapi browser-test deploy-check readme-check docs-check \
-	        run-check offload-check
+	$(MAKE) layers-check unit http-test lint-openapi browser-test grpc-test deploy-check readme-check \
+	        docs-check run-check offload-check
 	$(MAKE) soak SOAK_SECONDS=10
 	$(MAKE) scale-test-short
 
