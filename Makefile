@@ -326,7 +326,7 @@ bench:
 # the model mapping; FUZZ_SECONDS=60 each by default, FUZZ_TARGETS="codec
 # safetensors" (both by default). scripts/fuzz.sh builds with clang from
 # these (make print-FUZZ_SRC).
-FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/support/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) api/embed.S \
+FUZZ_SRC  := tests/fuzz/fuzz_codec.c tests/support/codec_compare.c $(CORE_SRC) $(SVC_SRC) $(CONFIG_SRC) api/embed.S $(GEN)/grpc_service.pb-c.c \
              $(MODEL_SRC)
 FUZZ_LIBS := $(SVC_LIBS)
 FUZZ_ST_SRC  := tests/fuzz/fuzz_safetensors.c $(MODEL_SRC) $(MODEL_CORE_SRC) $(OPTIONS_SRC) \

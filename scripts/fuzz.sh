@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh fuzz
 OUT=build/fuzz
-CFLAGS=(-g -O1 -std=gnu11 -fopenmp-simd -Wno-pass-failed "-fsanitize=fuzzer,address,undefined" -I.)
+CFLAGS=(-g -O1 -std=gnu11 -fopenmp-simd -Wno-pass-failed "-fsanitize=fuzzer,address,undefined" -iquote . -Ibuild/gen)
 mkvar() { make -s --no-print-directory "print-$1"; }
 
 fuzz_codec() {
@@ -37,7 +37,7 @@ sys.stdout.write(b if isinstance(b, str) else json.dumps(b))' "$f" > "$dst"
     read -r -a libs <<< "$(mkvar FUZZ_LIBS)"
     # the server's sources include <microhttpd.h>: build/mhd/'s, when the
     # system's is older than 1.0 (scripts/mhd.sh)
-    make -s --no-print-directory mhd
+    make -s --no-print-directory mhd build/gen/grpc_service.pb-c.c
     # shellcheck disable=SC2046 # pkg-config and make print several words
     clang "${CFLAGS[@]}" $(pkg-config --cflags openblas) $(mkvar MHD_CFLAGS) "${src[@]}" \
         -o "$OUT/fuzz_codec" "${libs[@]}" -pthread
