@@ -140,6 +140,30 @@ test('DEADLINE_EXCEEDED: heavy calls with short deadlines; the server then answe
   console.log(`after 4 heavy calls past their deadline, a small ModelInfer answered in ${Date.now() - t0} ms`);
 });
 
+test('a call past its deadline stops computing: on one worker, the next call runs without it finishing', async () => {
+  // One worker runs jobs in order: the heavy call (about a second of
+  // computing, far more under the sanitizers) and then a small one. When
+  // the small one is answered, the heavy one has ended; had it been
+  // computed to the end, the model's statistics would count it a success.
+  const one = await startServer({ name: 'errors-deadline', args: ['--workers', '1'] });
+  try {
+    const stats = async () => {
+      const h = await one.http('GET', '/v2/models/attention/stats');
+      const s = JSON.parse(h.text).model_stats[0].inference_stats;
+      return Number(s.success.count);
+    };
+    const before = await stats();
+    const heavy = failure(one.client, 'ModelInfer', grpcRequest('attention', heavyV2(4096)), { deadlineMs: 150 });
+    await sleep(50);
+    const g = await unary(one.client, 'ModelInfer', grpcRequest('attention', small), { deadlineMs: 120000 });
+    assert.equal(g.outputs[0].name, 'output');
+    assert.equal((await heavy).code, Status.DEADLINE_EXCEEDED);
+    assert.equal(await stats() - before, 1, 'the heavy call was computed to the end past its deadline');
+  } finally {
+    await one.stop();
+  }
+});
+
 test('PERMISSION_DENIED without admin_token; UNAVAILABLE for a call during the drain', async () => {
   const s2 = await startServer({ name: 'errors-no-token' });
   let stopped = false;
