@@ -39,7 +39,7 @@ static void step(const char *id, int start)
                            "\"sequence_id\":\"%s\",\"sequence_start\":%s}", id,
                            start ? "true" : "false");
     const double t = service_now();
-    const struct service_times tm = {t, t, NULL};
+    const struct service_times tm = {.first_byte = t, .body_done = t};
     struct route_response a;
     service_attention(&lim, body, (size_t)n, &tm, NULL, NULL, &a);
     if (a.status != 200) {

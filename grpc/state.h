@@ -38,6 +38,7 @@ struct grpc_transport {
     atomic_int armed;         /* request_call slots waiting for a call */
     atomic_int calls_open;    /* calls arrived and not yet freed */
     atomic_llong inflight_bytes;
+    atomic_int jobs;          /* handlers submitted to the pool and not yet done */
     pthread_mutex_t lock;     /* drain_begin against the arming */
 };
 
@@ -57,6 +58,7 @@ struct gcall {
     int send_ok;              /* the last send batch's success */
     int code;                 /* the status sent (or to record) */
     int to_record;            /* a stream message's answer to record at its send */
+    double job_s;             /* seconds its last handler took (0: none yet) */
     const struct grpc_route *route;
     char path[256];
     char request_id[72];
