@@ -489,10 +489,11 @@ done:
 }
 
 /* The unpacked request's memory: first a bump arena (a small request's
- * all, without a malloc), then malloc. */
+ * all, without a malloc), then malloc (spilled set). */
 struct arena {
     unsigned char *p;
     size_t used, cap;
+    int spilled;
 };
 
 static void *arena_alloc(void *cls, size_t n)
@@ -503,6 +504,7 @@ static void *arena_alloc(void *cls, size_t n)
         a->used = at + n;
         return a->p + at;
     }
+    a->spilled = 1;
     return malloc(n);
 }
 
@@ -519,7 +521,7 @@ int oip_infer_decode(struct oip_infer *r, const unsigned char *msg, size_t len,
 {
     memset(r, 0, sizeof *r);
     _Alignas(16) unsigned char space[8192];
-    struct arena ar = {space, 0, sizeof space};
+    struct arena ar = {space, 0, sizeof space, 0};
     ProtobufCAllocator alloc = {arena_alloc, arena_free, &ar};
     Request *q = inference__model_infer_request__unpack(&alloc, len, msg);
     if (!q)
@@ -546,7 +548,8 @@ int oip_infer_decode(struct oip_infer *r, const unsigned char *msg, size_t len,
     r->body = (char *)b.p;
     r->len = b.len;
 done:
-    inference__model_infer_request__free_unpacked(q, &alloc);
+    if (ar.spilled) /* else all of it is in space */
+        inference__model_infer_request__free_unpacked(q, &alloc);
     return rc;
 }
 
