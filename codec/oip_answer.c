@@ -52,6 +52,18 @@ static void put_param(struct pb_buf *b, const json_t *v)
         pb_len_field(b, P_STRING, json_string_value(v), json_string_length(v));
 }
 
+/* The head of field's map<string, InferParameter> entry of key k (klen
+ * bytes) whose value has psize bytes: the value goes next. */
+static void put_entry_head(struct pb_buf *b, unsigned field, const char *k, size_t klen,
+                           size_t psize)
+{
+    pb_tag(b, field, PB_LEN);
+    pb_varint(b, 1 + pb_varint_len(klen) + klen + 1 + pb_varint_len(psize) + psize);
+    pb_len_field(b, 1, k, klen);
+    pb_tag(b, 2, PB_LEN);
+    pb_varint(b, psize);
+}
+
 /* The members of obj but skip as field's map<string, InferParameter>
  * entries (key 1, value 2). */
 static int put_params(struct pb_buf *b, unsigned field, json_t *obj, const char *skip,
@@ -66,11 +78,7 @@ static int put_params(struct pb_buf *b, unsigned field, json_t *obj, const char 
         if (!psize)
             return fail_with(err, ERR_INTERNAL, "the answer's parameter '%.64s' is not a "
                              "number, boolean or string", k);
-        pb_tag(b, field, PB_LEN);
-        pb_varint(b, 1 + pb_varint_len(klen) + klen + 1 + pb_varint_len(psize) + psize);
-        pb_len_field(b, 1, k, klen);
-        pb_tag(b, 2, PB_LEN);
-        pb_varint(b, psize);
+        put_entry_head(b, field, k, klen, psize);
         put_param(b, v);
     }
     return 0;
@@ -144,21 +152,173 @@ static int put_response(struct pb_buf *b, json_t *j, const struct stream *st,
     return nomem ? fail_with(err, ERR_INTERNAL, "out of memory for the answer") : 0;
 }
 
+/* ---------------------------------------------------------------------- */
+/* The answer's JSON as codec/v2_response.c writes it, read in place: a    */
+/* text of any other form (an escape in a string, a JSON output, ...)      */
+/* goes the general way, through jansson, which says what is wrong.        */
+
+/* A cursor over the text; bad once it is not of the form read. */
+struct scan {
+    const char *p, *end;
+    int bad;
+};
+
+/* Whether the text goes on with t (then skipped). */
+static int next_is(struct scan *s, const char *t)
+{
+    const size_t n = strlen(t);
+    if (s->bad || (size_t)(s->end - s->p) < n || memcmp(s->p, t, n))
+        return 0;
+    s->p += n;
+    return 1;
+}
+
+static void expect(struct scan *s, const char *t)
+{
+    if (!next_is(s, t))
+        s->bad = 1;
+}
+
+/* A string of printable ASCII but quotes and backslashes: its bytes. */
+static const char *scan_string(struct scan *s, size_t *n)
+{
+    expect(s, "\"");
+    const char *a = s->p;
+    while (!s->bad && s->p < s->end && *s->p != '"') {
+        const unsigned char c = (unsigned char)*s->p++;
+        s->bad = c < 0x20 || c > 0x7e || c == '\\';
+    }
+    if (s->p == s->end)
+        s->bad = 1;
+    if (s->bad)
+        return *n = 0, NULL;
+    *n = (size_t)(s->p++ - a);
+    return a;
+}
+
+/* An integer of at most 18 digits, no leading zero. */
+static long long scan_int(struct scan *s)
+{
+    const int neg = next_is(s, "-");
+    long long v = 0;
+    int digits = 0;
+    for (; !s->bad && s->p < s->end && *s->p >= '0' && *s->p <= '9'; s->p++, digits++)
+        v = 10 * v + (*s->p - '0');
+    if (digits == 0 || digits > 18 || (digits > 1 && s->p[-digits] == '0'))
+        s->bad = 1;
+    return neg ? -v : v;
+}
+
+/* Output k (`{"name":..,"datatype":..,"shape":[..],"parameters":
+ * {"binary_data_size":n}}`) as an InferOutputTensor field of b, its n
+ * bytes piece k of st. */
+static void fast_output(struct scan *s, struct pb_buf *b, const struct stream *st, int k)
+{
+    size_t nl, dl, nd = 0, packed = 0;
+    long long dim[8];
+    expect(s, "{\"name\":");
+    const char *name = scan_string(s, &nl);
+    expect(s, ",\"datatype\":");
+    const char *dtype = scan_string(s, &dl);
+    expect(s, ",\"shape\":[");
+    if (!next_is(s, "]")) {
+        do {
+            if (nd == sizeof dim / sizeof dim[0])
+                s->bad = 1;
+            else
+                dim[nd++] = scan_int(s);
+        } while (!s->bad && next_is(s, ","));
+        expect(s, "]");
+    }
+    expect(s, ",\"parameters\":{\"binary_data_size\":");
+    const long long size = scan_int(s);
+    expect(s, "}}");
+    if (s->bad || k >= st->npieces || st->piece[k].coding != STREAM_RAW ||
+        st->piece[k].at != st->text_len || (unsigned long long)size != st->piece[k].nbytes) {
+        s->bad = 1;
+        return;
+    }
+    for (size_t i = 0; i < nd; i++)
+        packed += pb_varint_len((uint64_t)dim[i]);
+    pb_tag(b, R_OUTPUTS, PB_LEN);
+    pb_varint(b, 1 + pb_varint_len(nl) + nl + 1 + pb_varint_len(dl) + dl +
+                     (packed ? 1 + pb_varint_len(packed) + packed : 0));
+    pb_len_field(b, O_NAME, name, nl);
+    pb_len_field(b, O_DATATYPE, dtype, dl);
+    if (packed) {
+        pb_tag(b, O_SHAPE, PB_LEN);
+        pb_varint(b, packed);
+        for (size_t i = 0; i < nd; i++)
+            pb_varint(b, (uint64_t)dim[i]);
+    }
+}
+
+/* put_response's fields from st's text of v2_response.c's form: 0, or -1
+ * when it is not of that form or does not match st's pieces (b's length
+ * then as it was). */
+static int put_fast(struct pb_buf *b, const struct stream *st)
+{
+    struct scan s = {st->text, st->text + st->text_len, 0};
+    const size_t start = b->len;
+    size_t nl, il = 0;
+    const char *id = NULL;
+    long long cache = 0;
+    expect(&s, "{\"model_name\":");
+    const char *name = scan_string(&s, &nl);
+    expect(&s, ",\"model_version\":\"1\"");
+    const int has_cache = next_is(&s, ",\"parameters\":{\"cache_length\":");
+    if (has_cache) {
+        cache = scan_int(&s);
+        expect(&s, "}");
+    }
+    if (next_is(&s, ",\"id\":"))
+        id = scan_string(&s, &il);
+    expect(&s, ",\"outputs\":[");
+    if (s.bad)
+        return -1;
+    pb_len_field(b, R_MODEL_NAME, name, nl);
+    pb_len_field(b, R_MODEL_VERSION, "1", 1);
+    if (il)
+        pb_len_field(b, R_ID, id, il);
+    if (has_cache) {
+        static const char key[] = "cache_length";
+        put_entry_head(b, R_PARAMETERS, key, sizeof key - 1,
+                       1 + pb_varint_len((uint64_t)cache));
+        pb_varint_field(b, P_INT64, (uint64_t)cache);
+    }
+    int k = 0;
+    for (; !s.bad && !next_is(&s, "]}"); k++) {
+        if (k)
+            expect(&s, ",");
+        fast_output(&s, b, st, k);
+    }
+    if (s.bad || s.p != s.end || k != st->npieces) {
+        b->len = start;
+        return -1;
+    }
+    return 0;
+}
+
 int oip_answer_encode(struct oip_answer *a, const struct stream *st, int stream,
                       struct failure *err)
 {
     memset(a, 0, sizeof *a);
-    json_error_t je;
-    json_t *j = json_loadb(st->text, st->text_len, 0, &je);
-    if (!json_is_object(j)) {
-        json_decref(j);
-        return fail_with(err, ERR_INTERNAL, "the answer is not a JSON object");
-    }
     struct pb_buf b = {0};
+    pb_reserve(&b, 64 + st->text_len); /* more than the fields take */
     if (stream) /* room for infer_response's tag and length, filled below */
-        pb_reserve(&b, 1 + PB_VARINT_MAX), b.len = b.nomem ? 0 : 1 + PB_VARINT_MAX;
-    const int rc = put_response(&b, j, st, err);
-    json_decref(j);
+        b.len = b.nomem ? 0 : 1 + PB_VARINT_MAX;
+    int rc = 0;
+    if (put_fast(&b, st)) {
+        json_error_t je;
+        json_t *j = json_loadb(st->text, st->text_len, 0, &je);
+        if (!json_is_object(j)) {
+            json_decref(j);
+            free(b.p);
+            return fail_with(err, ERR_INTERNAL, "the answer is not a JSON object");
+        }
+        rc = put_response(&b, j, st, err);
+        json_decref(j);
+    }
     if (rc || b.nomem) {
         free(b.p);
         return rc ? -1 : fail_with(err, ERR_INTERNAL, "out of memory for the answer");

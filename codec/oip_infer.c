@@ -6,8 +6,8 @@
 #include "codec/oip_infer.h"
 #include "options/options.h"
 
-#include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,39 +32,81 @@ static void put_json_string(struct pb_buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
     pb_byte(b, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t run = 0; /* bytes as they are */
+        while (p[run] >= 0x20 && p[run] != '"' && p[run] != '\\')
+            run++;
+        pb_bytes(b, p, run);
+        p += run;
         if (*p == '"' || *p == '\\') {
             pb_byte(b, '\\');
-            pb_byte(b, *p);
-        } else if (*p < 0x20) {
+            pb_byte(b, *p++);
+        } else if (*p) {
             const char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
             pb_bytes(b, e, sizeof e);
-        } else
-            pb_byte(b, *p);
+            p++;
+        }
     }
     pb_byte(b, '"');
 }
 
-/* s, a string of the message called what (e.g. "input 'query' name"), as
- * valid UTF-8 or refused. */
-static int check_utf8(const char *s, const char *what, struct failure *err)
+/* Where a parameter is: the request's (name NULL), or input or output
+ * (kind) name's. */
+struct where {
+    const char *kind, *name;
+};
+
+/* w as the messages say it ("request", "input 'q'"), into dst[96]. */
+static const char *where_text(char *dst, const struct where *w)
 {
-    if (utf8_valid(s, strlen(s)))
-        return 0;
+    if (!w->name)
+        return "request";
+    snprintf(dst, 96, "%s '%.64s'", w->kind, w->name);
+    return dst;
+}
+
+/* err: "<what> is not valid UTF-8", what the format's text cut to the
+ * cap - 1 bytes it has always had. */
+__attribute__((format(printf, 3, 4)))
+static int not_utf8(struct failure *err, size_t cap, const char *fmt, ...)
+{
+    char what[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, cap < sizeof what ? cap : sizeof what, fmt, ap);
+    va_end(ap);
     return fail_with(err, ERR_INVALID_PARAMETER, "%s is not valid UTF-8", what);
 }
 
-static void put_ll(struct pb_buf *b, long long v)
+static int is_utf8(const char *s)
 {
-    char t[24];
-    pb_bytes(b, t, (size_t)snprintf(t, sizeof t, "%lld", v));
+    return utf8_valid(s, strlen(s));
 }
 
-/* Parameter p's value as JSON (where: "request", "input 'q'", ...). */
-static int put_value(struct pb_buf *b, const struct param *p, const char *where,
+/* The decimal digits of v, as "%llu" writes them, ending at end: the first. */
+static char *digits(char *end, unsigned long long v)
+{
+    do
+        *--end = (char)('0' + v % 10);
+    while ((v /= 10) > 0);
+    return end;
+}
+
+/* v as "%lld" writes it. */
+static void put_ll(struct pb_buf *b, long long v)
+{
+    char t[24], *e = t + sizeof t;
+    char *a = digits(e, v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v);
+    if (v < 0)
+        *--a = '-';
+    pb_bytes(b, a, (size_t)(e - a));
+}
+
+/* Parameter p's value as JSON (of where). */
+static int put_value(struct pb_buf *b, const struct param *p, const struct where *w,
                      struct failure *err)
 {
-    char t[40];
+    char t[40], where[96];
     switch (p->v ? p->v->parameter_choice_case : INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE__NOT_SET) {
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM:
         pb_str(b, p->v->bool_param ? "true" : "false");
@@ -74,13 +116,16 @@ static int put_value(struct pb_buf *b, const struct param *p, const char *where,
         return 0;
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
         /* beyond long long too: the HTTP decoder reads such an id from the text */
-        pb_bytes(b, t, (size_t)snprintf(t, sizeof t, "%" PRIu64, p->v->uint64_param));
+    {
+        const char *a = digits(t + sizeof t, p->v->uint64_param);
+        pb_bytes(b, a, (size_t)(t + sizeof t - a));
         return 0;
+    }
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM: {
         const double d = p->v->double_param;
         if (!isfinite(d))
             return fail_with(err, ERR_INVALID_PARAMETER, "%s parameter '%.64s' is %s: a "
-                             "double_param must be finite", where, p->key,
+                             "double_param must be finite", where_text(where, w), p->key,
                              isnan(d) ? "NaN" : "infinite");
         size_t n = (size_t)snprintf(t, sizeof t, "%.17g", d);
         if (strspn(t, "-0123456789") == n) /* still a real in JSON: 2.0, not 2 */
@@ -89,17 +134,15 @@ static int put_value(struct pb_buf *b, const struct param *p, const char *where,
         return 0;
     }
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM: {
-        char what[128];
-        snprintf(what, sizeof what, "%s parameter '%.64s'", where, p->key);
-        if (check_utf8(p->v->string_param, what, err))
-            return -1;
+        if (!is_utf8(p->v->string_param))
+            return not_utf8(err, 128, "%s parameter '%.64s'", where_text(where, w), p->key);
         put_json_string(b, p->v->string_param);
         return 0;
     }
     default:
         return fail_with(err, ERR_INVALID_PARAMETER, "%s parameter '%.64s' has no value: set "
                          "bool_param, int64_param, uint64_param, double_param or "
-                         "string_param", where, p->key);
+                         "string_param", where_text(where, w), p->key);
     }
 }
 
@@ -108,14 +151,13 @@ static int put_value(struct pb_buf *b, const struct param *p, const char *where,
  * replaces (a map's last entry wins), then extra (members' text, or
  * NULL); nothing when that leaves it empty. */
 static int put_params(struct pb_buf *b, const struct param *p, size_t n, const char *drop,
-                      const char *extra, const char *where, struct failure *err)
+                      const char *extra, const struct where *w, struct failure *err)
 {
     int first = 1;
     for (size_t i = 0; i < n; i++) {
-        char what[96];
-        snprintf(what, sizeof what, "%s parameter name", where);
-        if (check_utf8(p[i].key, what, err))
-            return -1;
+        char where[96];
+        if (!is_utf8(p[i].key))
+            return not_utf8(err, 96, "%s parameter name", where_text(where, w));
         int later = !strcmp(p[i].key, drop);
         for (size_t j = i + 1; j < n && !later; j++)
             later = !strcmp(p[i].key, p[j].key);
@@ -125,7 +167,7 @@ static int put_params(struct pb_buf *b, const struct param *p, size_t n, const c
         first = 0;
         put_json_string(b, p[i].key);
         pb_byte(b, ':');
-        if (put_value(b, &p[i], where, err))
+        if (put_value(b, &p[i], w, err))
             return -1;
     }
     if (extra) {
@@ -138,12 +180,21 @@ static int put_params(struct pb_buf *b, const struct param *p, size_t n, const c
     return 0;
 }
 
-/* A map's entries as struct param (malloc'd into *out; NULL when n is 0). */
-#define PARAMS_OF(out, n, entries)                                                 \
+/* Entries a map has room for without a malloc. */
+#define PARAMS_HERE 8
+
+/* A map's entries as struct param: into here[PARAMS_HERE] when they fit,
+ * else malloc'd into *out (NULL when that fails); free with PARAMS_FREE. */
+#define PARAMS_OF(out, here, n, entries)                                           \
     do {                                                                           \
-        (out) = (n) ? calloc((n), sizeof *(out)) : NULL;                           \
+        (out) = (n) <= PARAMS_HERE ? (here) : calloc((n), sizeof *(out));          \
         for (size_t i_ = 0; (out) && i_ < (n); i_++)                               \
             (out)[i_] = (struct param){(entries)[i_]->key, (entries)[i_]->value};   \
+    } while (0)
+#define PARAMS_FREE(p, here)                                                       \
+    do {                                                                           \
+        if ((p) != (here))                                                         \
+            free(p);                                                               \
     } while (0)
 
 /* ---------------------------------------------------------------------- */
@@ -277,13 +328,10 @@ static int typed_write(unsigned char *dst, const Input *in, int row, struct fail
  * bytes of data). */
 static int put_input(struct pb_buf *b, const Input *in, size_t bytes, struct failure *err)
 {
-    char what[96], where[96];
-    snprintf(what, sizeof what, "an input's name");
-    if (check_utf8(in->name, what, err))
-        return -1;
-    snprintf(what, sizeof what, "input '%.64s' datatype", in->name);
-    if (check_utf8(in->datatype, what, err))
-        return -1;
+    if (!is_utf8(in->name))
+        return not_utf8(err, 96, "an input's name");
+    if (!is_utf8(in->datatype))
+        return not_utf8(err, 96, "input '%.64s' datatype", in->name);
     pb_str(b, "{\"name\":");
     put_json_string(b, in->name);
     pb_str(b, ",\"datatype\":");
@@ -295,14 +343,18 @@ static int put_input(struct pb_buf *b, const Input *in, size_t bytes, struct fai
         put_ll(b, (long long)in->shape[d]);
     }
     pb_byte(b, ']');
-    char extra[48];
-    snprintf(extra, sizeof extra, "\"binary_data_size\":%zu", bytes);
-    snprintf(where, sizeof where, "input '%.64s'", in->name);
-    struct param *p;
-    PARAMS_OF(p, in->n_parameters, in->parameters);
-    const int rc = in->n_parameters && !p ? fail_with(err, ERR_INTERNAL, "out of memory")
-                   : put_params(b, p, in->n_parameters, "binary_data_size", extra, where, err);
-    free(p);
+    static const char size_key[] = "\"binary_data_size\":";
+    char extra[48], *e = extra + sizeof extra - 1;
+    *e = '\0';
+    char *a = digits(e, bytes);
+    a -= sizeof size_key - 1;
+    memcpy(a, size_key, sizeof size_key - 1);
+    const struct where w = {"input", in->name};
+    struct param here[PARAMS_HERE], *p;
+    PARAMS_OF(p, here, in->n_parameters, in->parameters);
+    const int rc = !p ? fail_with(err, ERR_INTERNAL, "out of memory")
+                      : put_params(b, p, in->n_parameters, "binary_data_size", a, &w, err);
+    PARAMS_FREE(p, here);
     pb_byte(b, '}');
     return rc;
 }
@@ -312,19 +364,17 @@ static int put_outputs(struct pb_buf *b, const Request *q, struct failure *err)
     pb_str(b, ",\"outputs\":[");
     for (size_t i = 0; i < q->n_outputs; i++) {
         const Inference__ModelInferRequest__InferRequestedOutputTensor *o = q->outputs[i];
-        char where[96];
-        if (check_utf8(o->name, "an output's name", err))
-            return -1;
-        snprintf(where, sizeof where, "output '%.64s'", o->name);
+        if (!is_utf8(o->name))
+            return not_utf8(err, 96, "an output's name");
+        const struct where w = {"output", o->name};
         pb_str(b, i ? ",{\"name\":" : "{\"name\":");
         put_json_string(b, o->name);
-        struct param *p;
-        PARAMS_OF(p, o->n_parameters, o->parameters);
-        const int rc = o->n_parameters && !p
-                           ? fail_with(err, ERR_INTERNAL, "out of memory")
-                           : put_params(b, p, o->n_parameters, "binary_data",
-                                        "\"binary_data\":true", where, err);
-        free(p);
+        struct param here[PARAMS_HERE], *p;
+        PARAMS_OF(p, here, o->n_parameters, o->parameters);
+        const int rc = !p ? fail_with(err, ERR_INTERNAL, "out of memory")
+                          : put_params(b, p, o->n_parameters, "binary_data",
+                                       "\"binary_data\":true", &w, err);
+        PARAMS_FREE(p, here);
         if (rc)
             return -1;
         pb_byte(b, '}');
@@ -361,9 +411,12 @@ static int input_sizes(const Request *q, size_t *sizes, int *row, struct failure
 static int write_body(struct pb_buf *b, const Request *q, long long *header,
                       struct failure *err)
 {
+    enum { HERE = 8 }; /* inputs without a malloc */
+    size_t sizes_here[HERE];
+    int row_here[HERE];
     const size_t n = q->n_inputs ? q->n_inputs : 1;
-    size_t *sizes = calloc(n, sizeof *sizes);
-    int *row = calloc(n, sizeof *row);
+    size_t *sizes = n <= HERE ? sizes_here : calloc(n, sizeof *sizes);
+    int *row = n <= HERE ? row_here : calloc(n, sizeof *row);
     int rc = -1;
     if (!sizes || !row) {
         rc = fail_with(err, ERR_INTERNAL, "out of memory");
@@ -371,6 +424,10 @@ static int write_body(struct pb_buf *b, const Request *q, long long *header,
     }
     if (input_sizes(q, sizes, row, err))
         goto done;
+    size_t total = 0;
+    for (size_t i = 0; i < q->n_inputs; i++)
+        total += sizes[i];
+    pb_reserve(b, total + 512 + 256 * (q->n_inputs + q->n_outputs)); /* the header's most often */
 
     /* 1. the JSON header */
     pb_str(b, "{\"inputs\":[");
@@ -384,32 +441,33 @@ static int write_body(struct pb_buf *b, const Request *q, long long *header,
     if (q->n_outputs && put_outputs(b, q, err))
         goto done;
     if (q->id[0]) {
-        if (check_utf8(q->id, "the request's id", err))
+        if (!is_utf8(q->id)) {
+            not_utf8(err, 96, "the request's id");
             goto done;
+        }
         pb_str(b, ",\"id\":");
         put_json_string(b, q->id);
     }
-    struct param *p;
-    PARAMS_OF(p, q->n_parameters, q->parameters);
-    if (q->n_parameters && !p) {
+    struct param here[PARAMS_HERE], *p;
+    PARAMS_OF(p, here, q->n_parameters, q->parameters);
+    if (!p) {
         rc = fail_with(err, ERR_INTERNAL, "out of memory");
         goto done;
     }
     const char *all_binary = opt_name(OPT_BINARY_DATA_OUTPUT);
-    char extra[64];
-    snprintf(extra, sizeof extra, "\"%s\":true", all_binary);
+    char extra[64] = "";
+    if (!q->n_outputs)
+        snprintf(extra, sizeof extra, "\"%s\":true", all_binary);
+    const struct where w = {"request", NULL};
     const int prc = put_params(b, p, q->n_parameters, all_binary, q->n_outputs ? NULL : extra,
-                               "request", err);
-    free(p);
+                               &w, err);
+    PARAMS_FREE(p, here);
     if (prc)
         goto done;
     pb_byte(b, '}');
 
     /* 2. the inputs' bytes */
     *header = (long long)b->len;
-    size_t total = 0;
-    for (size_t i = 0; i < q->n_inputs; i++)
-        total += sizes[i];
     if (pb_reserve(b, total) == 0) {
         unsigned char *dst = b->p + b->len;
         for (size_t i = 0; i < q->n_inputs; dst += sizes[i], i++) {
@@ -423,16 +481,49 @@ static int write_body(struct pb_buf *b, const Request *q, long long *header,
     }
     rc = b->nomem ? fail_with(err, ERR_INTERNAL, "out of memory for the request") : 0;
 done:
-    free(sizes);
-    free(row);
+    if (sizes != sizes_here)
+        free(sizes);
+    if (row != row_here)
+        free(row);
     return rc;
+}
+
+/* The unpacked request's memory: first a bump arena (a small request's
+ * all, without a malloc), then malloc (spilled set). */
+struct arena {
+    unsigned char *p;
+    size_t used, cap;
+    int spilled;
+};
+
+static void *arena_alloc(void *cls, size_t n)
+{
+    struct arena *a = cls;
+    const size_t at = (a->used + 15) & ~(size_t)15;
+    if (at <= a->cap && n <= a->cap - at) {
+        a->used = at + n;
+        return a->p + at;
+    }
+    a->spilled = 1;
+    return malloc(n);
+}
+
+static void arena_free(void *cls, void *ptr)
+{
+    const struct arena *a = cls;
+    const uintptr_t u = (uintptr_t)ptr, lo = (uintptr_t)a->p;
+    if (u < lo || u >= lo + a->cap)
+        free(ptr);
 }
 
 int oip_infer_decode(struct oip_infer *r, const unsigned char *msg, size_t len,
                      struct failure *err)
 {
     memset(r, 0, sizeof *r);
-    Request *q = inference__model_infer_request__unpack(NULL, len, msg);
+    _Alignas(16) unsigned char space[8192];
+    struct arena ar = {space, 0, sizeof space, 0};
+    ProtobufCAllocator alloc = {arena_alloc, arena_free, &ar};
+    Request *q = inference__model_infer_request__unpack(&alloc, len, msg);
     if (!q)
         return fail_with(err, ERR_BAD_REQUEST, "the message is not a valid ModelInferRequest");
     int rc = -1;
@@ -450,14 +541,15 @@ int oip_infer_decode(struct oip_infer *r, const unsigned char *msg, size_t len,
                        q->model_name, q->model_version);
         goto done;
     }
-    snprintf(r->model, sizeof r->model, "%s", q->model_name);
-    snprintf(r->version, sizeof r->version, "%s", q->model_version);
+    memcpy(r->model, q->model_name, strlen(q->model_name) + 1); /* both fit: seen above */
+    memcpy(r->version, q->model_version, strlen(q->model_version) + 1);
     struct pb_buf b = {0};
     rc = write_body(&b, q, &r->header_len, err);
     r->body = (char *)b.p;
     r->len = b.len;
 done:
-    inference__model_infer_request__free_unpacked(q, NULL);
+    if (ar.spilled) /* else all of it is in space */
+        inference__model_infer_request__free_unpacked(q, &alloc);
     return rc;
 }
 

@@ -29,7 +29,7 @@ int pb_reserve(struct pb_buf *b, size_t n)
 
 void pb_bytes(struct pb_buf *b, const void *s, size_t n)
 {
-    if (n == 0 || pb_reserve(b, n))
+    if (n == 0 || (n > b->cap - b->len && pb_reserve(b, n)) || b->nomem)
         return;
     memcpy(b->p + b->len, s, n);
     b->len += n;
@@ -40,7 +40,7 @@ void pb_str(struct pb_buf *b, const char *s)
     pb_bytes(b, s, strlen(s));
 }
 
-void pb_byte(struct pb_buf *b, unsigned char c)
+void pb_byte_slow(struct pb_buf *b, unsigned char c)
 {
     pb_bytes(b, &c, 1);
 }

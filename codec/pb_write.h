@@ -32,7 +32,14 @@ int pb_reserve(struct pb_buf *b, size_t n);
 /* Append n bytes of s; the NUL-terminated s; one byte. */
 void pb_bytes(struct pb_buf *b, const void *s, size_t n);
 void pb_str(struct pb_buf *b, const char *s);
-void pb_byte(struct pb_buf *b, unsigned char c);
+void pb_byte_slow(struct pb_buf *b, unsigned char c);
+static inline void pb_byte(struct pb_buf *b, unsigned char c)
+{
+    if (b->len < b->cap && !b->nomem)
+        b->p[b->len++] = c;
+    else
+        pb_byte_slow(b, c);
+}
 
 /* v as a varint at dst (PB_VARINT_MAX bytes): its length. */
 size_t pb_varint_put(unsigned char *dst, uint64_t v);

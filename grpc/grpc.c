@@ -140,7 +140,7 @@ struct grpc_transport *grpc_start(const struct grpc_options *o, const struct grp
     gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
 
     const long long msg = o->max_message_bytes > INT_MAX ? INT_MAX : o->max_message_bytes;
-    grpc_arg args[6] = {
+    grpc_arg args[] = {
         {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = (int)msg}},
         {GRPC_ARG_INTEGER, GRPC_ARG_MAX_CONCURRENT_STREAMS, {.integer = STREAMS_PER_CONNECTION}},
         {GRPC_ARG_INTEGER, GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, {.integer = HANDSHAKE_S * 1000}},
@@ -149,8 +149,10 @@ struct grpc_transport *grpc_start(const struct grpc_options *o, const struct grp
         {GRPC_ARG_INTEGER, GRPC_ARG_MAX_CONNECTION_IDLE_MS,
          {.integer = o->idle_timeout > 0 && o->idle_timeout < INT_MAX / 1000
                          ? o->idle_timeout * 1000 : INT_MAX}},
+        /* no channelz bookkeeping on every message: nothing here reads it */
+        {GRPC_ARG_INTEGER, GRPC_ARG_ENABLE_CHANNELZ, {.integer = 0}},
     };
-    const grpc_channel_args cargs = {5, args};
+    const grpc_channel_args cargs = {sizeof args / sizeof args[0], args};
     s->srv = grpc_server_create(&cargs, NULL);
     s->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(s->srv, s->cq, NULL);
