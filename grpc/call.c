@@ -28,8 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
-#include <time.h>
 
 static void finish(struct gcall *c);
 
@@ -108,34 +106,10 @@ static void meta_copy(struct gcall *c)
     c->meta_len = (size_t)(p - c->meta);
 }
 
-/* A client's id is kept if it is 1..64 characters of [A-Za-z0-9._:-] (as
- * over HTTP: it goes into a log line unescaped); else 32 random hex
- * digits. */
+/* The call's id: its x-request-id metadata, or made up (lib/request_id.h). */
 static void request_id_make(struct gcall *c)
 {
-    const char *h = meta_of(&c->view, "x-request-id");
-    size_t n = 0;
-    for (; h && h[n] && n <= 64; n++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-", h[n]))
-            break;
-    if (h && n > 0 && n <= 64 && !h[n]) {
-        memcpy(c->request_id, h, n + 1);
-        return;
-    }
-    static atomic_ullong counter;
-    unsigned char b[16];
-    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b) {
-        const unsigned long long k = atomic_fetch_add(&counter, 1) + 1;
-        const unsigned long long t = (unsigned long long)time(NULL);
-        memcpy(b, &k, 8);
-        memcpy(b + 8, &t, 8);
-    }
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 16; i++) {
-        c->request_id[2 * i] = hex[b[i] >> 4];
-        c->request_id[2 * i + 1] = hex[b[i] & 15];
-    }
-    c->request_id[32] = '\0';
+    request_id_of(c->request_id, meta_of(&c->view, "x-request-id"));
 }
 
 /* The deadline as grpc_route_now() seconds; 0: none. */

@@ -10,6 +10,7 @@
 #include "grpc/grpc_route.h"
 #include "grpc/grpc.h"
 #include "lib/pool.h"
+#include "lib/request_id.h"
 
 /* request_call slots kept armed: calls arriving at once wait for one */
 #define GRPC_ARMED 16
@@ -61,7 +62,7 @@ struct gcall {
     double job_s;             /* seconds its last handler took (0: none yet) */
     const struct grpc_route *route;
     char path[256];
-    char request_id[72];
+    char request_id[REQUEST_ID_BYTES]; /* lib/request_id.h */
     char *meta;               /* the metadata copied: key\0value\0 ... */
     size_t meta_len;
     grpc_byte_buffer *recv_bb;

@@ -3,14 +3,12 @@
  * (once each). Part of the HTTP transport (http/http.c); see request.h. */
 #include "http/request.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "lib/errors.h"
+#include "lib/request_id.h"
 
 /* a and b equal, in time that depends on their lengths only. */
 static int same_secret(const char *a, const char *b)
@@ -75,48 +73,8 @@ int request_check_once(struct req *r, char *msg, size_t msglen)
     return -1;
 }
 
-/* A client's id is kept if it is 1..64 characters of [A-Za-z0-9._:-]
- * (what goes into a header and a log line unescaped). */
-static int sane_id(const char *s)
-{
-    size_t n = 0;
-    for (; s[n]; n++) {
-        const char c = s[n];
-        if (n >= 64 || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                         (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' || c == '-'))
-            return 0;
-    }
-    return n > 0;
-}
-
 void request_id_make(struct req *r)
 {
-    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
-    if (h && sane_id(h)) {
-        snprintf(r->request_id, sizeof r->request_id, "%s", h);
-        return;
-    }
-    /* 128 random bits as 32 hex digits, from the kernel 16 ids at a time;
-     * a counter if it has none */
-    static atomic_ullong counter;
-    static _Thread_local unsigned char pool[16 * 16];
-    static _Thread_local size_t used = sizeof pool;
-    unsigned char b[16];
-    if (used == sizeof pool && getrandom(pool, sizeof pool, GRND_NONBLOCK) == (ssize_t)sizeof pool)
-        used = 0;
-    if (used < sizeof pool) {
-        memcpy(b, pool + used, sizeof b);
-        used += sizeof b;
-    } else {
-        const unsigned long long c = atomic_fetch_add(&counter, 1) + 1;
-        const unsigned long long t = (unsigned long long)time(NULL);
-        memcpy(b, &c, 8);
-        memcpy(b + 8, &t, 8);
-    }
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 16; i++) {
-        r->request_id[2 * i] = hex[b[i] >> 4];
-        r->request_id[2 * i + 1] = hex[b[i] & 15];
-    }
-    r->request_id[32] = '\0';
+    request_id_of(r->request_id,
+                  MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id"));
 }

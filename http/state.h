@@ -18,6 +18,7 @@
 #include "http/route.h"
 #include "http/tls.h"
 #include "lib/pool.h"
+#include "lib/request_id.h"
 
 /* Retry-After of every 503, in seconds (response.c, and conn.c's cuts). */
 #define RETRY_AFTER_S "1"
@@ -53,7 +54,7 @@ struct conn {
     unsigned long long bytes, win_bytes; /* moved in this phase; at t_win */
     /* the request in progress, for an answer the watchdog writes itself */
     route_error error;   /* its row's error style (the table's last row's between requests) */
-    char request_id[72]; /* its X-Request-Id, or "" */
+    char request_id[REQUEST_ID_BYTES]; /* its X-Request-Id, or "" */
 };
 
 struct http_server {
@@ -88,7 +89,7 @@ struct req {
     const char *metric;        /* what it is counted under: the row's, NULL when refused */
     struct route_request view; /* what the handler sees */
     struct route_response resp; /* what it answers: the handler's, or an error */
-    char request_id[72]; /* X-Request-Id: the client's, or made up */
+    char request_id[REQUEST_ID_BYTES]; /* X-Request-Id: the client's, or made up */
     char method[12];
     char path[128];      /* cut to fit: for messages and the access log */
     /* body */
