@@ -68,7 +68,7 @@ CFLAGS     += -I$(GEN)
 # the gRPC transport; main.c composes them.
 LIB_SRC    := lib/base64.c lib/jsonnum.c lib/jsonnum_format.c lib/errors.c lib/pool.c \
               lib/suggest.c
-LIB_SRC    += lib/utf8.c lib/request_id.c
+LIB_SRC    += lib/utf8.c lib/access_log.c
 CONFIG_SRC := config/config.c config/values.c config/cpus.c
 # The request options table (options/options.h), read by model/, codec/ and api/.
 OPTIONS_SRC := options/options.c

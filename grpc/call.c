@@ -106,7 +106,7 @@ static void meta_copy(struct gcall *c)
     c->meta_len = (size_t)(p - c->meta);
 }
 
-/* The call's id: its x-request-id metadata, or made up (lib/request_id.h). */
+/* The call's id: its x-request-id metadata, or made up (lib/access_log.h). */
 static void request_id_make(struct gcall *c)
 {
     request_id_of(c->request_id, meta_of(&c->view, "x-request-id"));
@@ -493,21 +493,6 @@ void call_event(struct gtag *t, int ok)
 }
 
 /* ---------------------------------------------------------------------- */
-
-/* s escaped for a log line: a path cannot forge one. */
-static const char *log_escape(char *dst, size_t cap, const char *s)
-{
-    size_t n = 0;
-    for (; *s && n + 5 < cap; s++) {
-        const unsigned char ch = (unsigned char)*s;
-        if (ch > 0x20 && ch < 0x7f && ch != '\\' && ch != '"')
-            dst[n++] = (char)ch;
-        else
-            n += (size_t)snprintf(dst + n, cap - n, "\\x%02x", ch);
-    }
-    dst[n] = '\0';
-    return dst;
-}
 
 /* The last tag is back: count, log and free the call. */
 static void finish(struct gcall *c)

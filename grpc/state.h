@@ -10,7 +10,7 @@
 #include "grpc/grpc_route.h"
 #include "grpc/grpc.h"
 #include "lib/pool.h"
-#include "lib/request_id.h"
+#include "lib/access_log.h"
 
 /* request_call slots kept armed: calls arriving at once wait for one */
 #define GRPC_ARMED 16
@@ -62,7 +62,7 @@ struct gcall {
     double job_s;             /* seconds its last handler took (0: none yet) */
     const struct grpc_route *route;
     char path[256];
-    char request_id[REQUEST_ID_BYTES]; /* lib/request_id.h */
+    char request_id[REQUEST_ID_BYTES]; /* lib/access_log.h */
     char *meta;               /* the metadata copied: key\0value\0 ... */
     size_t meta_len;
     grpc_byte_buffer *recv_bb;

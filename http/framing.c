@@ -126,23 +126,6 @@ int framing_check(struct MHD_Connection *conn, const char *method, const char *u
     return 0;
 }
 
-char *framing_log_escape(char *dst, size_t n, const char *src)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    for (const unsigned char *c = (const unsigned char *)src; *c && o + 5 <= n; c++) {
-        if (*c > 0x20 && *c < 0x7f && *c != '\\') {
-            dst[o++] = (char)*c;
-        } else {
-            dst[o++] = '\\', dst[o++] = 'x';
-            dst[o++] = hex[*c >> 4], dst[o++] = hex[*c & 15];
-        }
-    }
-    if (n)
-        dst[o < n ? o : n - 1] = '\0';
-    return dst;
-}
-
 const char *framing_library(void)
 {
     static char text[160];

@@ -27,8 +27,6 @@
  * What libmicrohttpd refuses itself, before the application is called
  * (malformed Content-Length, a chunk size over 2^64), is described in
  * docs/operations.md, "Malformed requests".
- *
- * framing_log_escape makes a client's bytes safe for a one-line access log.
  */
 #ifndef HTTP_FRAMING_H
 #define HTTP_FRAMING_H
@@ -49,10 +47,6 @@ void *framing_uri_log(void *cls, const char *uri, struct MHD_Connection *conn);
 int framing_check(struct MHD_Connection *conn, const char *method, const char *url,
                   const char *version, struct failure *err);
 
-/* src into dst (n bytes, always terminated) with every byte outside
- * printable ASCII, the space and the backslash written as \xHH: a client
- * cannot forge a log line or a field. Returns dst. */
-char *framing_log_escape(char *dst, size_t n, const char *src);
 
 /* "libmicrohttpd 1.0.1 (...)": the parser in use and whether it refuses a
  * chunk size over 2^63 at once (scripts/mhd.sh's patch) or, as every

@@ -353,8 +353,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (s->opt.log_requests) { /* escaped: a path cannot forge a line */
         char method[4 * sizeof r->method], path[4 * sizeof r->path];
         fprintf(stderr, "%s %s %d %zu %.1fms id=%s%s\n",
-                framing_log_escape(method, sizeof method, r->method),
-                framing_log_escape(path, sizeof path, r->path), status, r->sent_bytes, ms,
+                log_escape(method, sizeof method, r->method),
+                log_escape(path, sizeof path, r->path), status, r->sent_bytes, ms,
                 r->request_id,
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     }

@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "lib/errors.h"
-#include "lib/request_id.h"
+#include "lib/access_log.h"
 
 /* a and b equal, in time that depends on their lengths only. */
 static int same_secret(const char *a, const char *b)

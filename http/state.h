@@ -18,7 +18,7 @@
 #include "http/route.h"
 #include "http/tls.h"
 #include "lib/pool.h"
-#include "lib/request_id.h"
+#include "lib/access_log.h"
 
 /* Retry-After of every 503, in seconds (response.c, and conn.c's cuts). */
 #define RETRY_AFTER_S "1"

@@ -1,5 +1,5 @@
-/* request_id.c -- see request_id.h. */
-#include "lib/request_id.h"
+/* access_log.c -- see access_log.h. */
+#include "lib/access_log.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -48,4 +48,21 @@ void request_id_of(char out[REQUEST_ID_BYTES], const char *client)
         out[2 * i + 1] = hex[b[i] & 15];
     }
     out[32] = '\0';
+}
+
+char *log_escape(char *dst, size_t n, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (const unsigned char *c = (const unsigned char *)src; *c && o + 5 <= n; c++) {
+        if (*c > 0x20 && *c < 0x7f && *c != '\\') {
+            dst[o++] = (char)*c;
+        } else {
+            dst[o++] = '\\', dst[o++] = 'x';
+            dst[o++] = hex[*c >> 4], dst[o++] = hex[*c & 15];
+        }
+    }
+    if (n)
+        dst[o < n ? o : n - 1] = '\0';
+    return dst;
 }
