@@ -70,11 +70,17 @@ int grpc_routes_code_of_status(int status)
     }
 }
 
+/* The JSON of HTTP's answer a (NULL when it has no body). */
+static json_t *json_of(const struct route_response *a)
+{
+    return a->body && a->len ? json_loadb(a->body, a->len, 0, NULL) : NULL;
+}
+
 /* out becomes the error of a non-200 HTTP answer a: its code by a's status,
  * its text the {"error": msg} of a's body. */
 static void fail_http(struct grpc_route_response *out, const struct route_response *a)
 {
-    json_t *o = a->body && a->len ? json_loadb(a->body, a->len, 0, NULL) : NULL;
+    json_t *o = json_of(a);
     const char *msg = json_string_value(json_object_get(o, "error"));
     grpc_route_fail(out, grpc_routes_code_of_status(a->status), "%s",
                     msg ? msg : "internal error");
@@ -92,12 +98,6 @@ static void answer_json(struct grpc_route_response *out, enum oip_message m, jso
     else
         out->code = GRPC_CODE_OK;
     json_decref(j);
-}
-
-/* The JSON of a 200 answer a (NULL when it has no body). */
-static json_t *json_of(const struct route_response *a)
-{
-    return a->body && a->len ? json_loadb(a->body, a->len, 0, NULL) : NULL;
 }
 
 /* A v2 GET route's answer as message m: wrap names the field the JSON
